@@ -1,0 +1,80 @@
+"""The `sxctl` command: a root group, the global options, and explicitly registered groups.
+
+`main()` is the only place that turns failures into exit codes and error output.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from .. import __version__
+from ..errors import SxctlError
+from . import config as config_cli
+from . import demo as demo_cli
+from . import inbox as inbox_cli
+from . import session as session_cli
+from .output import emit_json, global_options
+
+
+@click.group(name="sxctl", context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="sxctl")
+def cli() -> None:
+    """Drive a running AI coding agent (SCORPIOX CODE, comis) through its files on disk.
+
+    \b
+    Examples:
+      sxctl session which
+      sxctl inbox send "run the tests and report" --wait 60
+      echo "deploy finished" | sxctl inbox send - --mode queue --json
+    """
+
+
+global_options(cli)
+for group in (session_cli.session, config_cli.config, inbox_cli.inbox, demo_cli.demo):
+    cli.add_command(group)
+
+
+def _wants(args: list[str], *flags: str) -> bool:
+    return any(arg in flags for arg in args)
+
+
+def _fail(error: SxctlError, args: list[str]) -> int:
+    if _wants(args, "--json"):
+        emit_json(error.document())
+    else:
+        click.echo(f"sxctl: {error.message}", err=True)
+    return error.exit_code
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run sxctl and exit with the spec's exit code (README "Exit codes")."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = cli.main(args=args, prog_name="sxctl", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except SxctlError as error:
+        code = _fail(error, args)
+    except click.exceptions.Exit as exit_:
+        code = exit_.exit_code
+    except click.ClickException as error:
+        where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
+        kind = "invalid_value" if isinstance(error, click.BadParameter) else "usage"
+        message = f"{error.format_message()} (see '{where} --help')"
+        code = _fail(SxctlError(message, code=kind), args)
+    except click.Abort:
+        click.echo("sxctl: aborted", err=True)
+        code = 130
+    except KeyboardInterrupt:
+        click.echo("sxctl: interrupted", err=True)
+        code = 130
+    except BrokenPipeError:
+        code = 0  # the reader went away (`sxctl inbox list | head`)
+    except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
+        if _wants(args, "-v", "--verbose"):
+            traceback.print_exc()
+        code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
+    sys.stdout.flush()
+    sys.exit(code)

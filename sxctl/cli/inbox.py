@@ -1,0 +1,359 @@
+"""`sxctl inbox send|list|show|wait|retract|clean|prune`: drop messages into a running agent."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from ..report import Reporter
+from .output import (
+    current_session,
+    emit,
+    emit_json,
+    global_options,
+    mutating,
+    report_to_stderr,
+    say,
+    settings,
+    table,
+)
+
+
+class Duration(click.ParamType):
+    """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> milliseconds."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from ..timeparse import parse_duration_ms
+
+        try:
+            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}")
+        except UsageError as error:
+            self.fail(error.message, param, ctx)
+
+
+DURATION = Duration()
+
+
+@click.group("inbox")
+def inbox() -> None:
+    """Send messages to the agent's inbox and follow them until consumed.
+
+    The agent reads one file per poll, in name order, and moves it to inbox/done/.
+
+    \b
+    Examples:
+      sxctl inbox send "run the tests and report back" --wait 60
+      sxctl inbox send --priority 3 --mode interrupt "stop: the release is frozen"
+      sxctl inbox list
+    """
+
+
+def _read_text(text: str | None, text_file: Path | None, has_image: bool) -> tuple[str | None, bool]:
+    """(text, came from the command-line argument). `-` or a piped stdin reads stdin."""
+    if text is not None and text_file is not None:
+        raise UsageError("give the text either as an argument or with --text-file, not both")
+    if text_file is not None:
+        try:
+            raw = text_file.read_bytes()
+        except OSError as error:
+            raise UsageError(f"cannot read --text-file {text_file}: {error.strerror}") from None
+        return _decode(raw, str(text_file)), False
+    if text == "-" or (text is None and not has_image and not sys.stdin.isatty()):
+        return _decode(sys.stdin.buffer.read(), "stdin"), False
+    return text, text is not None
+
+
+def _decode(raw: bytes, origin: str) -> str:
+    """UTF-8 text with one trailing line break removed (as `$(...)` would)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"text from {origin} is not valid UTF-8") from None
+    for ending in ("\r\n", "\n"):
+        if text.endswith(ending):
+            return text[: -len(ending)]
+    return text
+
+
+@inbox.command("send")
+@click.argument("text", required=False)
+@click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE.")
+@click.option("--mode", type=click.Choice(["auto", "interrupt", "queue"]),
+              help="auto (default): interrupt if busy; interrupt: at the next tool call; "
+                   "queue: after the turn. A leading '~' in TEXT means queue.")
+@click.option("--image", type=click.Path(dir_okay=False, path_type=Path),
+              help="Attach a png, jpg, gif or webp image (≤ 8,000,000 bytes).")
+@click.option("--priority", type=click.IntRange(0, 9), help="Read before unprefixed messages, lower first.")
+@click.option("--stem", help="Use this file name stem instead of the time-based one.")
+@click.option("--key", help="Idempotency key: a repeat send with it returns the first message.")
+@click.option("--wait", "wait_ms", type=DURATION, metavar="SECONDS",
+              help="Wait until consumed; exit 6 if still pending then (0 = forever).")
+@click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
+@click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
+def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, follow) -> None:
+    """Drop one message (TEXT, '-' for stdin) into the session's inbox.
+
+    Without --wait, sxctl waits up to 2 s for a live agent to consume it and exits 0 either way.
+
+    \b
+    Examples:
+      sxctl inbox send "summarise the failing tests"
+      sxctl inbox send "~also check the docs"          # queued after the current turn
+      git log -1 --format=%B | sxctl inbox send - --key "$(git rev-parse HEAD)"
+      sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
+    """
+    from ..inbox import SendRequest, apply_tilde, check_key, check_stem, load_image
+    from ..inbox import send as send_message
+
+    if priority is not None and stem is not None:
+        raise UsageError("--priority and --stem cannot be combined")
+    if wait_ms is not None and no_wait:
+        raise UsageError("--wait and --no-wait cannot be combined")
+    if follow and wait_ms is None:
+        raise UsageError("--follow needs --wait SECONDS")
+    picture = load_image(image) if image is not None else None
+    body, from_argument = _read_text(text, text_file, picture is not None)
+    effective_mode = mode or "auto"
+    if from_argument and mode is None and body is not None:
+        body, queued = apply_tilde(body)
+        if queued:
+            effective_mode = "queue"
+    request = SendRequest(
+        text=body, mode=effective_mode, image=picture,
+        stem=check_stem(stem) if stem is not None else None, priority=priority,
+        key=check_key(key) if key is not None else None,
+        wait_s=None if wait_ms is None else wait_ms / 1000, no_wait=no_wait, follow=follow,
+    )
+    report = Reporter()
+    session = current_session(report)
+    report_to_stderr(report)
+    result = send_message(session, request, report=report)
+
+    def human() -> None:
+        status = "consumed" if result.consumed else "written, not yet consumed"
+        if result.state == "retracted":
+            status = "already retracted"
+        tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
+        say(f"sent {result.stem} to {session.id} ({result.mode}){tag}: {status}")
+
+    emit(result.to_json(), human, report)
+
+
+@inbox.command("list")
+@click.option("--done", is_flag=True, help="Also list consumed messages (inbox/done/).")
+@click.option("--retracted", is_flag=True, help="Also list retracted messages.")
+@click.option("--all", "all_", is_flag=True, help="Pending, consumed and retracted.")
+@click.option("--limit", type=click.IntRange(1), help="At most N rows.")
+def list_(done, retracted, all_, limit) -> None:
+    """List pending messages in the order the agent will read them.
+
+    \b
+    Examples:
+      sxctl inbox list
+      sxctl inbox list --all --limit 20 --json
+    """
+    from ..inbox import list_messages
+
+    states = ("pending",)
+    if done or all_:
+        states += ("consumed",)
+    if retracted or all_:
+        states += ("retracted",)
+    report = Reporter()
+    session = current_session(report)
+    rows = list_messages(session, states, limit)
+
+    def human() -> None:
+        if not rows:
+            say("no messages" if len(states) > 1 else "no pending messages")
+            return
+        table(
+            ["STEM", "STATE", "MODE", "BYTES", "IMAGE", "COPY", "PREVIEW"],
+            [
+                [r.stem, r.state, r.message.mode if r.message else "?", r.size, r.image,
+                 None if r.copy == "none" else r.copy,
+                 f"(invalid: {r.invalid})" if r.invalid else r.preview.replace("\n", " ")]
+                for r in rows
+            ],
+        )
+
+    emit({"ok": True, **session.to_json(), "messages": [r.to_json() for r in rows]}, human, report)
+
+
+def _stem_or_key(stem: str | None, key: str | None, session) -> str:
+    from ..inbox import check_key, stem_argument, stem_for_key
+
+    if (stem is None) == (key is None):
+        raise UsageError("give either STEM or --key KEY")
+    return stem_argument(stem) if stem is not None else stem_for_key(session, check_key(key))
+
+
+@inbox.command("show")
+@click.argument("stem")
+def show(stem: str) -> None:
+    """Show one message: its text, mode, state and path.
+
+    \b
+    Example:
+      sxctl inbox show 1789972202_061734902 --json
+    """
+    from ..inbox import find_message, stem_argument
+
+    report = Reporter()
+    session = current_session(report)
+    row = find_message(session, stem_argument(stem))
+    doc = {
+        "ok": True, **session.to_json(), **row.to_json(), "path": str(row.path),
+        "message": row.obj, "raw_bytes": row.raw.decode("utf-8", errors="replace"),
+    }
+
+    def human() -> None:
+        say(f"stem   {row.stem}")
+        say(f"state  {row.state}")
+        say(f"mode   {row.message.mode if row.message else '-'}")
+        say(f"path   {row.path}")
+        if row.image:
+            say(f"image  {row.image} sidecar")
+        if row.invalid:
+            say(f"invalid: {row.invalid}")
+        elif row.message and row.message.text is not None:
+            say("")
+            say(row.message.text)
+
+    emit(doc, human, report)
+
+
+def _print_event(event: dict) -> None:
+    emit_json(event)
+
+
+@inbox.command("wait")
+@click.argument("stem", required=False)
+@click.option("--key", help="Wait for the message sent with this idempotency key.")
+@click.option("--timeout", "timeout_ms", type=DURATION, default="60", show_default=True, metavar="SECONDS",
+              help="Give up after this long (exit 6); 0 waits forever.")
+@click.option("--follow", is_flag=True, help="Re-home the message if the session rotates.")
+def wait(stem, key, timeout_ms, follow) -> None:
+    """Wait until a message is consumed (exit 0), or time out (exit 6).
+
+    Exit 4 if it was retracted meanwhile, exit 3 if no such message exists.
+
+    \b
+    Examples:
+      stem=$(sxctl inbox send "deploy" --no-wait --json | jq -r .stem)
+      sxctl inbox wait "$stem" --timeout 5m
+    """
+    from ..inbox import InboxDir, inbox_dirs, wait_for
+
+    report = Reporter()
+    session = current_session(report)
+    report_to_stderr(report)
+    wanted = _stem_or_key(stem, key, session)
+    dirs = inbox_dirs(session)
+    inbox: InboxDir = next((d for d in dirs if d.state_of(wanted) != "missing"), dirs[0])
+    streaming = follow and settings().json
+    outcome = wait_for(
+        session, inbox, wanted, timeout_ms / 1000, follow=follow, report=report,
+        on_event=_print_event if streaming else None,
+    )
+    doc = {
+        "ok": True, **outcome.session.to_json(), "stem": wanted, "state": outcome.state,
+        "consumed": outcome.state == "consumed", "waited_ms": outcome.waited_ms,
+        "path": str(outcome.inbox.folder_of(outcome.state) / f"{wanted}.json")
+        if outcome.state != "missing" else None,
+    }
+    if streaming:
+        report_to_stderr(report)
+        outcome.raise_unless_consumed(doc)
+        return
+    outcome.raise_unless_consumed(doc)
+    emit(doc, lambda: say(f"{wanted}: consumed after {outcome.waited_ms / 1000:.1f}s"), report)
+
+
+@inbox.command("retract")
+@click.argument("stem", required=False)
+@click.option("--key", help="Retract the message sent with this idempotency key.")
+def retract(stem, key) -> None:
+    """Withdraw a message that the agent has not read yet (exit 7 if it already has).
+
+    \b
+    Examples:
+      sxctl inbox retract 1789972202_061734902
+      sxctl inbox retract --key nightly-2026-11-30
+    """
+    from ..inbox import retract as retract_message
+
+    report = Reporter()
+    session = current_session(report)
+    result = retract_message(session, _stem_or_key(stem, key, session))
+    note = " (it was already retracted)" if result.already else ""
+    emit({**result.to_json(), **session.to_json()}, lambda: say(f"retracted {result.stem}{note}"), report)
+
+
+@inbox.command("clean")
+@click.option("--older-than", "older_ms", type=DURATION, default="1h", show_default=True,
+              help="Only files older than this.")
+@click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+def clean(older_ms, dry_run) -> None:
+    """Remove what crashed sxctl writers left: stray temps and orphan image sidecars.
+
+    Only sxctl-pattern names are touched; every other file belongs to someone else.
+
+    \b
+    Example:
+      sxctl inbox clean --older-than 10m --dry-run
+    """
+    from ..inbox import clean as clean_inbox
+
+    report = Reporter()
+    session = current_session(report)
+    removed = clean_inbox(session, older_ms, dry_run=dry_run)
+    _print_removed(session, removed, None, dry_run, report)
+
+
+@inbox.command("prune")
+@click.option("--older-than", "older_ms", type=DURATION, default="7d", show_default=True,
+              help="Only files older than this (by the time they were consumed).")
+@click.option("--retracted", is_flag=True, help="Also prune inbox/retracted/.")
+@click.option("--keys", is_flag=True, help="Also prune idempotency-key records.")
+@click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+def prune(older_ms, retracted, keys, dry_run) -> None:
+    """Delete old consumed messages (never a pending one).
+
+    \b
+    Example:
+      sxctl inbox prune --older-than 30d --retracted --keys
+    """
+    from ..inbox import prune as prune_inbox
+
+    report = Reporter()
+    session = current_session(report)
+    removed, kept = prune_inbox(session, older_ms, retracted=retracted, keys=keys, dry_run=dry_run)
+    _print_removed(session, removed, kept, dry_run, report)
+
+
+def _print_removed(session, removed, kept, dry_run, report) -> None:
+    doc = {"ok": True, **session.to_json(), "removed": [str(p) for p in removed], "dry_run": dry_run}
+    if kept is not None:
+        doc["kept"] = kept
+
+    def human() -> None:
+        verb = "would remove" if dry_run else "removed"
+        for path in removed:
+            say(f"{verb} {path}")
+        say(f"{verb} {len(removed)} file(s)" + (f", kept {kept}" if kept is not None else ""))
+
+    emit(doc, human, report)
+
+
+for _command in (inbox, send, list_, show, wait, retract, clean, prune):
+    global_options(_command)
+for _command in (send, retract, clean, prune):
+    mutating(_command)

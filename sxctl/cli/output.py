@@ -1,0 +1,171 @@
+"""Options every command shares (`--json`, `-q`, `-v`, `--no-color`, the session and workspace
+pickers) and the one place that renders results, notes and errors.
+
+Global options are accepted before the group and on every leaf: `sxctl --json inbox list` and
+`sxctl inbox list --json` are the same. rich is imported only when styling a TTY.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from .. import faults
+from ..report import Reporter
+
+
+@dataclass
+class Settings:
+    """The merged global options of one invocation."""
+
+    project: str | None = None
+    session: str | None = None
+    workspace: str | None = None
+    agent: str | None = None
+    json: bool = False
+    no_color: bool = False
+    quiet: bool = False
+    verbose: bool = False
+
+
+def settings(ctx: click.Context | None = None) -> Settings:
+    root = (ctx or click.get_current_context()).find_root()
+    if not isinstance(root.obj, Settings):
+        root.obj = Settings()
+    return root.obj
+
+
+def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value not in (None, False):
+            setattr(settings(ctx), name, value)
+
+    return callback
+
+
+_GLOBAL_OPTIONS = [
+    click.Option(["--project"], metavar="DIR", help="Project root (the folder holding .scorpiox/).",
+                 expose_value=False, callback=_store("project"), is_eager=True),
+    click.Option(["--session"], metavar="ID", help="Session id under .scorpiox/sessions/.",
+                 expose_value=False, callback=_store("session"), is_eager=True),
+    click.Option(["--workspace"], metavar="DIR", help="comis workspace (the folder holding .scheduler/).",
+                 expose_value=False, callback=_store("workspace"), is_eager=True),
+    click.Option(["--agent"], metavar="ID", help="comis agentId for new jobs and claims.",
+                 expose_value=False, callback=_store("agent"), is_eager=True),
+    click.Option(["--json"], is_flag=True, help="Print one JSON document on stdout.",
+                 expose_value=False, callback=_store("json"), is_eager=True),
+    click.Option(["--no-color"], is_flag=True, help="No colour (also when NO_COLOR is set).",
+                 expose_value=False, callback=_store("no_color"), is_eager=True),
+    click.Option(["-q", "--quiet"], is_flag=True, help="Drop notes and warnings on stderr.",
+                 expose_value=False, callback=_store("quiet"), is_eager=True),
+    click.Option(["-v", "--verbose"], is_flag=True, help="More detail; a traceback on internal errors.",
+                 expose_value=False, callback=_store("verbose"), is_eager=True),
+]
+
+
+def global_options(command: click.Command) -> click.Command:
+    """Attach the global options to a group or leaf command."""
+    command.params.extend(_GLOBAL_OPTIONS)
+    return command
+
+
+def _arm_fault(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    faults.arm(value)
+
+
+FAULT_INJECT = click.Option(
+    ["--fault-inject"], type=click.Choice(faults.POINTS), hidden=True, expose_value=False,
+    callback=_arm_fault, help="Test hook: exit 99 at the named point.",
+)
+
+
+def mutating(command: click.Command) -> click.Command:
+    """Mark a command that writes: it gets the hidden `--fault-inject POINT` test hook."""
+    command.params.append(FAULT_INJECT)
+    return command
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+def color_enabled(s: Settings | None = None) -> bool:
+    s = s or settings()
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and not s.no_color and not s.json
+
+
+def say(message: str, *, err: bool = False) -> None:
+    click.echo(message, err=err)
+
+
+def report_to_stderr(report: Reporter, s: Settings | None = None) -> None:
+    """Show the core's notes and warnings (dropped by -q) and details (only with -v)."""
+    s = s or settings()
+    if not s.quiet:
+        for note in report.notes:
+            say(f"sxctl: {note}", err=True)
+        for warning in report.warnings:
+            say(f"sxctl: warning: {warning}", err=True)
+    if s.verbose:
+        for detail in report.details:
+            say(f"sxctl: {detail}", err=True)
+    report.notes.clear()
+    report.warnings.clear()
+    report.details.clear()
+
+
+def emit_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def emit(doc: dict[str, Any], human: Callable[[], None], report: Reporter | None = None) -> None:
+    """Print a result: the JSON document with --json, else the human rendering."""
+    if report is not None:
+        report_to_stderr(report)
+    if settings().json:
+        emit_json(doc)
+    else:
+        human()
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain aligned table, or a rich one when styling a TTY."""
+    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    if color_enabled():
+        from rich.console import Console
+        from rich.table import Table
+
+        rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
+        for row in cells:
+            rich_table.add_row(*row)
+        Console().print(rich_table)
+        return
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    for row in [list(headers), *cells]:
+        say("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+# --- the session a command acts on ---------------------------------------------------------------
+
+def current_project():
+    """The project root from --project / SXCTL_PROJECT / SX_SESSION_DIR / the working folder."""
+    from ..project import find_project
+
+    s = settings()
+    return find_project(s.project, session_given=bool(s.session))
+
+
+def current_session(report: Reporter):
+    """The session a command acts on (sessions.md §3); notes go to `report`."""
+    from ..project import select_session
+
+    s = settings()
+    return select_session(
+        current_project(), s.session,
+        project_explicit=bool(s.project or os.environ.get("SXCTL_PROJECT")), report=report,
+    )

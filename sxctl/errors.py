@@ -1,0 +1,133 @@
+"""One error family for every sxctl failure: each carries its exit code and its JSON object.
+
+The CLI turns any `SxctlError` into a one-line message (or a JSON error document) and the
+exit code of the spec's table, so no command needs its own error handling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: spec README "Error codes": every `error.code` string and the exit status it maps to.
+EXIT_BY_CODE: dict[str, int] = {
+    "internal": 1,
+    **dict.fromkeys(("usage", "invalid_value", "unsupported"), 2),
+    **dict.fromkeys(
+        (
+            "project_not_found",
+            "session_not_found",
+            "slot_not_active",
+            "job_not_found",
+            "stem_not_found",
+            "file_not_found",
+        ),
+        3,
+    ),
+    **dict.fromkeys(
+        (
+            "rev_moved",
+            "lock_busy",
+            "lock_lost",
+            "daemon_owns_workspace",
+            "built_in_present",
+            "agent_owns_session",
+            "slots_full",
+            "slot_active",
+            "key_conflict",
+            "active_claim",
+            "config_owned",
+            "name_taken",
+            "capacity",
+            "reset_intent",
+            "one_shot_final",
+            "retracted",
+            "lost_update",
+        ),
+        4,
+    ),
+    **dict.fromkeys(("invalid_data", "orphan_start", "identity_mismatch", "clock_behind"), 5),
+    "timeout": 6,
+    "too_late": 7,
+}
+
+
+class SxctlError(Exception):
+    """A failure a user can act on. `code` picks the exit status from the spec's table."""
+
+    default_code = "internal"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        file: str | None = None,
+        details: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code or self.default_code
+        if self.code not in EXIT_BY_CODE:
+            raise ValueError(f"unknown sxctl error code {self.code!r}")
+        self.file = str(file) if file is not None else None
+        self.extra = extra
+        #: top-level keys of the failure document besides `ok` and `error` (e.g. the stem
+        #: that a timed-out `send --wait` did write)
+        self.details = details or {}
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_BY_CODE[self.code]
+
+    def to_json(self) -> dict[str, Any]:
+        """The `error` object of a failed command's JSON document."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message, "exit": self.exit_code}
+        if self.file is not None:
+            error["file"] = self.file
+        error.update(self.extra)
+        return error
+
+    def document(self) -> dict[str, Any]:
+        """The whole `--json` failure document."""
+        return {**self.details, "ok": False, "error": self.to_json()}
+
+
+class UsageError(SxctlError):
+    """Exit 2: a bad flag or value given by the user."""
+
+    default_code = "invalid_value"
+
+
+class NotFoundError(SxctlError):
+    """Exit 3: the project, session, stem, … does not exist."""
+
+    default_code = "file_not_found"
+
+
+class ConflictError(SxctlError):
+    """Exit 4: someone else holds or changed what we wanted to change."""
+
+    default_code = "lock_busy"
+
+
+class InvalidDataError(SxctlError):
+    """Exit 5: a file on disk cannot be parsed or validated; it is never rewritten."""
+
+    default_code = "invalid_data"
+
+    def __init__(self, file: str, reason: str, **extra: Any) -> None:
+        super().__init__(f"invalid data in {file}: {reason}", file=file, **extra)
+        self.reason = reason
+
+
+class WaitTimeoutError(SxctlError):
+    """Exit 6: a deadline passed while the awaited thing was still pending."""
+
+    default_code = "timeout"
+
+
+class TooLateError(SxctlError):
+    """Exit 7: the thing already happened (consumed, fired)."""
+
+    default_code = "too_late"

@@ -1,0 +1,35 @@
+"""The hidden `--fault-inject POINT` test hook: die with status 99 at a named point.
+
+Tests use it to kill a writer at exactly the moments that matter (reference-agent.md §8).
+"""
+
+from __future__ import annotations
+
+import os
+
+#: the spec's points, plus `after-sidecar` (an inbox image published, its message not yet).
+POINTS = (
+    "before-rename",
+    "after-sidecar",
+    "after-claim",
+    "after-start",
+    "after-dispatch",
+    "after-terminal",
+)
+
+FAULT_EXIT_STATUS = 99
+
+_armed: str | None = None
+
+
+def arm(point: str | None) -> None:
+    global _armed
+    if point is not None and point not in POINTS:
+        raise ValueError(f"unknown fault point {point!r}")
+    _armed = point
+
+
+def hit(point: str) -> None:
+    """Exit at once, without clean-up, when `point` is the armed one."""
+    if _armed == point:
+        os._exit(FAULT_EXIT_STATUS)

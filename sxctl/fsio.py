@@ -1,0 +1,197 @@
+"""The one way sxctl puts bytes on disk: exclusive same-folder temp, fsync, atomic publish.
+
+A crash at any point leaves the old file or the new one, never a torn one; at worst a stray temp
+file remains, which only the clean-up rule of that file may remove (spec README).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import NotFoundError, SxctlError
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def default_temp_path(target: Path) -> Path:
+    """`<name>.sxctl-<32 hex>.tmp` beside the target (spec README, step 1)."""
+    return target.with_name(f"{target.name}.sxctl-{secrets.token_hex(16)}.tmp")
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _owner_for(folder: Path) -> tuple[int, int] | None:
+    """When running as root in someone else's folder, new files go to that folder's owner."""
+    if os.geteuid() != 0:
+        return None
+    st = os.stat(folder)
+    if st.st_uid == 0 and st.st_gid == 0:
+        return None
+    return st.st_uid, st.st_gid
+
+
+def refuse_symlink(target: Path) -> None:
+    """sxctl never replaces a target whose last component is a symlink (exit 5)."""
+    if os.path.islink(target):
+        raise SxctlError(
+            f"refusing to write {target}: it is a symbolic link", code="invalid_data", file=target
+        )
+
+
+class PendingFile:
+    """A temp file created exclusively beside `target`; `commit()` publishes it atomically.
+
+    Creating the temp with O_EXCL also works as a reservation: the inbox uses a fixed temp name
+    (`<stem>.json.tmp`) so that only one writer at a time can hold a stem.
+    """
+
+    def __init__(self, target: Path, temp: Path | None = None, mode: int = 0o600) -> None:
+        self.target = Path(target)
+        self.temp = Path(temp) if temp is not None else default_temp_path(self.target)
+        self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, mode)
+        self._owns_temp = True  # False once published or removed: the name may be reused
+        try:
+            os.fchmod(self._fd, mode)  # the umask must not widen or narrow the mode
+            owner = _owner_for(self.temp.parent)
+            if owner is not None:
+                os.fchown(self._fd, *owner)
+        except BaseException:
+            self.discard()
+            raise
+
+    def write_all(self, data: bytes) -> None:
+        """Write every byte and fsync; the temp file is complete after this returns."""
+        assert self._fd is not None, "write after close"
+        os.ftruncate(self._fd, 0)
+        view = memoryview(data)
+        offset = 0
+        while offset < len(view):
+            offset += os.pwrite(self._fd, view[offset:], offset)
+        os.fsync(self._fd)
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def commit(
+        self, precommit: Callable[[], None] | None = None, *, no_clobber: bool = False
+    ) -> None:
+        """Run the file's own pre-commit check, then publish the temp under the target's name.
+
+        With `no_clobber`, the target is created by `os.link`, which fails instead of replacing
+        a file that appeared meanwhile (FileExistsError reaches the caller, temp removed).
+        """
+        self._close()
+        try:
+            if precommit is not None:
+                precommit()
+            refuse_symlink(self.target)
+            if no_clobber:
+                os.link(self.temp, self.target)
+                os.unlink(self.temp)
+            else:
+                os.replace(self.temp, self.target)
+        except BaseException:
+            self.discard()
+            raise
+        self._owns_temp = False
+        fsync_dir(self.target.parent)
+
+    def discard(self) -> None:
+        """Remove the temp file (failure before the commit); a missing temp is fine."""
+        self._close()
+        if not self._owns_temp:
+            return
+        self._owns_temp = False
+        try:
+            os.unlink(self.temp)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> PendingFile:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.discard()
+
+
+def atomic_write(
+    target: Path,
+    data: bytes,
+    *,
+    temp: Path | None = None,
+    keep_mode: bool = False,
+    precommit: Callable[[], None] | None = None,
+    no_clobber: bool = False,
+) -> None:
+    """Replace (or create) `target` with `data` atomically and durably.
+
+    `keep_mode` keeps the mode bits of an existing target that another program owns.
+    """
+    target = Path(target)
+    refuse_symlink(target)
+    mode = 0o600
+    if keep_mode:
+        try:
+            mode = stat.S_IMODE(os.lstat(target).st_mode)
+        except FileNotFoundError:
+            pass
+    with PendingFile(target, temp, mode) as pending:
+        pending.write_all(data)
+        pending.commit(precommit, no_clobber=no_clobber)
+
+
+def link_create(target: Path, data: bytes, *, temp: Path | None = None) -> None:
+    """Publish a complete file only if `target` does not exist yet (FileExistsError if it does)."""
+    atomic_write(target, data, temp=temp, no_clobber=True)
+
+
+def ensure_private_dir(folder: Path) -> Path:
+    """Create `folder` (mode 0700) if missing; its parent must already exist."""
+    folder = Path(folder)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        if os.path.islink(folder) or not folder.is_dir():
+            raise SxctlError(
+                f"refusing to use {folder}: not a real directory", code="invalid_data", file=folder
+            ) from None
+        return folder
+    except FileNotFoundError:
+        raise NotFoundError(f"folder not found: {folder.parent}", file=folder.parent) from None
+    os.chmod(folder, 0o700)
+    owner = _owner_for(folder.parent)
+    if owner is not None:
+        os.chown(folder, *owner)
+    fsync_dir(folder.parent)
+    return folder
+
+
+def read_bytes_capped(path: Path, cap: int) -> bytes:
+    """Read at most `cap + 1` bytes without following a symlink (so a caller can tell 'too big')."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        chunks = []
+        remaining = cap + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+

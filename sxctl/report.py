@@ -1,0 +1,25 @@
+"""Where the core sends its notes and warnings; the CLI decides whether and how they are shown.
+
+The core never prints: a command passes a `Reporter` and the CLI writes to stderr (or not, -q).
+"""
+
+from __future__ import annotations
+
+
+class Reporter:
+    """Collects notes (`sxctl: using session …`) and warnings; the base class keeps them."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.warnings: list[str] = []
+        self.details: list[str] = []
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def detail(self, message: str) -> None:
+        """Extra detail shown only with -v."""
+        self.details.append(message)

@@ -1,0 +1,150 @@
+"""Command-line DURATION and TIME values, and the short human forms of durations.
+
+DURATION: a number with an optional unit (ms, s, m, h, d) or a compound such as `1h30m`;
+a bare number means seconds. TIME: ISO 8601, either an absolute instant (ends in Z or an
+offset) or a naive wall time read in a zone, with explicit fold choice (cron-store.md §6).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from .errors import UsageError
+
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
+_BARE = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+
+
+def parse_duration_ms(text: str, *, what: str = "duration") -> int:
+    """`90`, `1.5s`, `250ms`, `1h30m` -> milliseconds (exit 2 naming the value when malformed)."""
+    value = text.strip().lower()
+    if _BARE.fullmatch(value):
+        return round(float(value) * 1000)
+    pos = 0
+    total = 0.0
+    seen: list[str] = []
+    while pos < len(value):
+        match = _PART.match(value, pos)
+        if match is None or match.group(2) in seen:
+            break
+        seen.append(match.group(2))
+        total += float(match.group(1)) * _UNIT_MS[match.group(2)]
+        pos = match.end()
+    if pos != len(value) or not value:
+        raise UsageError(
+            f"invalid {what} {text!r}: use a number of seconds or units like 250ms, 30s, 5m, 1h30m, 7d"
+        )
+    return round(total)
+
+
+_OFFSET_SUFFIX = re.compile(r"(?:[Zz]|[+-]\d{2}:?\d{2})$")
+_NAIVE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?")
+
+
+def load_zone(name: str):
+    """An IANA zone by name (`local` = the system zone's IANA name); exit 2 when unknown."""
+    from zoneinfo import ZoneInfo
+
+    if name == "local":
+        name = local_zone_name()
+    if not name or name.startswith("/") or ".." in name:
+        raise UsageError("Invalid wall-clock timezone")
+    try:
+        return ZoneInfo(name)
+    except (ValueError, OSError, KeyError):
+        raise UsageError("Invalid wall-clock timezone") from None
+
+
+def local_zone_name() -> str:
+    """The system zone as an IANA name, from `TZ` or the `/etc/localtime` link."""
+    import os
+
+    tz = os.environ.get("TZ", "").lstrip(":")
+    if tz and "/" in tz and not tz.startswith("/"):
+        return tz
+    if tz in ("UTC", "GMT"):
+        return tz
+    try:
+        link = os.readlink("/etc/localtime")
+    except OSError:
+        raise UsageError("Invalid wall-clock timezone") from None
+    marker = "zoneinfo/"
+    if marker not in link:
+        raise UsageError("Invalid wall-clock timezone")
+    return link.split(marker, 1)[1]
+
+
+def parse_time_ms(
+    text: str, *, tz: str | None = None, fold: str | None = None
+) -> tuple[int, bool]:
+    """TIME -> (epoch ms, was_naive). A nonexistent wall time is an error; an ambiguous one
+    needs `fold` ('earlier' = first occurrence). Messages are comis's, verbatim."""
+    value = text.strip()
+    if _OFFSET_SUFFIX.search(value):
+        if tz is not None:
+            raise UsageError("An offset-bearing timestamp cannot also specify a timezone")
+        if fold is not None:
+            raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
+        try:
+            instant = datetime.fromisoformat(value.replace("z", "Z"))
+        except ValueError:
+            raise UsageError("Invalid offset-bearing timestamp") from None
+        if instant.tzinfo is None:
+            raise UsageError("Invalid offset-bearing timestamp")
+        return _epoch_ms(instant), False
+    if not _NAIVE.fullmatch(value):
+        raise UsageError("Invalid naive wall-clock timestamp")
+    try:
+        naive = datetime.fromisoformat(value)
+    except ValueError:
+        raise UsageError("Invalid naive wall-clock timestamp") from None
+    except OverflowError:
+        raise UsageError("Wall-clock timestamp exceeds the safe epoch range") from None
+    zone = load_zone(tz or "UTC")
+    earlier = naive.replace(tzinfo=zone, fold=0)
+    later = naive.replace(tzinfo=zone, fold=1)
+    # A wall time that does not survive the round trip through UTC does not exist in the zone.
+    if earlier.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+        raise UsageError("Wall-clock timestamp does not exist in the requested timezone")
+    if earlier.utcoffset() != later.utcoffset():
+        if fold not in ("earlier", "later"):
+            raise UsageError("Ambiguous wall-clock timestamp requires earlier or later fold selection")
+        return _epoch_ms(earlier if fold == "earlier" else later), True
+    return _epoch_ms(earlier), True
+
+
+def _epoch_ms(instant: datetime) -> int:
+    delta = instant - datetime(1970, 1, 1, tzinfo=UTC)
+    return delta // timedelta(milliseconds=1)
+
+
+def format_duration_ms(ms: int) -> str:
+    """A short human duration: `0.8s`, `12s`, `3m12s`, `3h12m`, `2d3h`."""
+    ms = abs(int(ms))
+    if ms < 10_000:
+        return f"{ms / 1000:.1f}s"
+    seconds = ms // 1000
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h"
+
+
+def format_relative_ms(target_ms: int, now_ms: int) -> str:
+    """`in 0m12s` for the future, `3m ago` for the past."""
+    delta = target_ms - now_ms
+    if delta >= 0:
+        seconds = delta // 1000
+        minutes, seconds = divmod(seconds, 60)
+        if minutes < 60:
+            return f"in {minutes}m{seconds:02d}s"
+        return f"in {format_duration_ms(delta)}"
+    return f"{format_duration_ms(-delta)} ago"
