@@ -1,0 +1,92 @@
+"""Shared fixtures: a throw-away project with sessions, and the CLI run as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "spec" / "examples"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user with no sxctl/SCORPIOX variables and a private HOME."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")) and k not in ("NO_COLOR", "ACTIVE_PROFILE")
+    }
+    env["HOME"] = str(home)
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Project:
+    root: Path
+    home: Path
+
+    def session(self, session_id: str = "2026_09_21_quiet_euler", *, live: bool | None = True,
+                age_ms: int = 0, stats: dict | None = None) -> Path:
+        """A session folder; `live=None` means no stats.json (state unknown)."""
+        folder = self.root / ".scorpiox" / "sessions" / session_id
+        folder.mkdir(parents=True, exist_ok=True)
+        if live is not None:
+            updated = now_ms() - (age_ms if live else max(age_ms, 60_000))
+            body = {"updated_ms": updated, "model": "test-model", "cwd": str(self.root), **(stats or {})}
+            (folder / "stats.json").write_text(json.dumps(body))
+        return folder
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(self.home, **extra)
+
+    def run(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
+            cwd: Path | None = None, timeout: float = 60) -> Result:
+        """`python -m sxctl ARGS` in the project folder."""
+        data = input.encode() if isinstance(input, str) else input
+        proc = subprocess.run(
+            [sys.executable, "-m", "sxctl", *args],
+            input=data if data is not None else b"",
+            capture_output=True, cwd=cwd or self.root, env=env or self.env(), timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    root = tmp_path / "proj"
+    (root / ".scorpiox" / "sessions").mkdir(parents=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    return Project(Path(os.path.realpath(root)), home)
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes: a snapshot to prove 'nothing was written'."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
