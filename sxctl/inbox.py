@@ -64,6 +64,10 @@ _FORBIDDEN_STEM_ENDINGS = (".tmp", ".json", *(f".{ext}" for ext in IMAGE_EXTS))
 
 # --- message model -----------------------------------------------------------------------------
 
+def _compact_json(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
 @dataclass(frozen=True)
 class InboxMessage:
     """One message file: `{"text":…,"mode":…}` (text omitted for an image-only message)."""
@@ -75,7 +79,7 @@ class InboxMessage:
         """Compact UTF-8 JSON with a trailing newline; `mode` always written (inbox.md §1)."""
         obj: dict[str, str] = {} if self.text is None else {"text": self.text}
         obj["mode"] = self.mode
-        return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        return _compact_json(obj)
 
     @classmethod
     def parse(cls, raw: bytes) -> tuple[InboxMessage | None, dict[str, Any] | None, str | None]:
@@ -393,6 +397,14 @@ class SendRequest:
     wait_s: float | None = None  # hard wait; None = soft wait (or none with no_wait)
     no_wait: bool = False
     follow: bool = False
+    data: bytes = field(init=False)
+    content_sha256: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Build and check the message bytes at once, before any session is looked up."""
+        self.data = build_message(self.text, self.mode, self.image)
+        image_bytes = self.image.data if self.image else b""
+        self.content_sha256 = hashlib.sha256(self.data + image_bytes).hexdigest()
 
 
 def inbox_gate(session: Session, report: Reporter) -> str:
@@ -422,20 +434,17 @@ def send(
     ensure_private_dir(inbox.path)
     gate = inbox_gate(session, report)
     warn_if_not_live(session, report)
-    data = build_message(request.text, request.mode, request.image)
-    content_sha = hashlib.sha256(data + (request.image.data if request.image else b"")).hexdigest()
-
     if request.key is not None:
-        stem, state, duplicate, abandoned = _send_keyed(inbox, request, data, content_sha, clock)
+        stem, state, duplicate, abandoned = _send_keyed(inbox, request, clock)
     else:
-        stem = _send_fresh(inbox, request, data, clock)
+        stem = _send_fresh(inbox, request, clock)
         state, duplicate, abandoned = "pending", False, False
     fsync_dir(inbox.path)
     if not duplicate or abandoned:
         check_rotation_after_write(session, clock, report)
 
     result = SendResult(
-        session, inbox, stem, request.mode, state, len(data),
+        session, inbox, stem, request.mode, state, len(request.data),
         request.image.ext if request.image else None, request.key,
         duplicate=duplicate, completed_abandoned=abandoned, inbox_gate=gate,
     )
@@ -445,7 +454,8 @@ def send(
                 session, inbox, stem, request.wait_s, follow=request.follow,
                 clock=clock, report=report,
             )
-            result.inbox, result.state, result.waited_ms = outcome.inbox, outcome.state, outcome.waited_ms
+            result.session, result.inbox = outcome.session, outcome.inbox
+            result.state, result.waited_ms = outcome.state, outcome.waited_ms
             outcome.raise_unless_consumed(result.to_json())
         elif not request.no_wait and session.state == "live":
             started = clock.monotonic()
@@ -454,9 +464,9 @@ def send(
     return result
 
 
-def _send_fresh(inbox: InboxDir, request: SendRequest, data: bytes, clock: Clock) -> str:
+def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
     if request.stem is not None:
-        if publish(inbox, request.stem, data, request.image):
+        if publish(inbox, request.stem, request.data, request.image):
             return request.stem
         raise ConflictError(
             f"stem {request.stem} is already taken in {inbox.path}", code="name_taken",
@@ -465,7 +475,7 @@ def _send_fresh(inbox: InboxDir, request: SendRequest, data: bytes, clock: Clock
     time_ns = clock.time_ns()
     for bump in range(101):
         stem = default_stem(time_ns + bump, request.priority)
-        if publish(inbox, stem, data, request.image):
+        if publish(inbox, stem, request.data, request.image):
             return stem
     raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
 
@@ -486,9 +496,7 @@ def _choose_free_stem(inbox: InboxDir, request: SendRequest, clock: Clock) -> st
     raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
 
 
-def _send_keyed(
-    inbox: InboxDir, request: SendRequest, data: bytes, content_sha: str, clock: Clock
-) -> tuple[str, str, bool, bool]:
+def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[str, str, bool, bool]:
     """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned)."""
     assert request.key is not None
     ensure_private_dir(inbox.keys)
@@ -497,16 +505,19 @@ def _send_keyed(
     for _ in range(100):
         record = _read_key_record(record_path)
         if record is not None:
-            if record["content_sha256"] != content_sha:
+            if record["content_sha256"] != request.content_sha256:
                 raise ConflictError(
                     "key reused with different content", code="key_conflict", file=record_path
                 )
             stem = check_stem(record["stem"])
             break
         stem = _choose_free_stem(inbox, request, clock)
-        body = {"key": request.key, "stem": stem, "content_sha256": content_sha, "created_ms": clock.now_ms()}
+        body = {
+            "key": request.key, "stem": stem, "content_sha256": request.content_sha256,
+            "created_ms": clock.now_ms(),
+        }
         try:
-            link_create(record_path, (json.dumps(body, ensure_ascii=False, separators=(",", ":")) + "\n").encode())
+            link_create(record_path, _compact_json(body))
         except FileExistsError:
             continue
         first = True
@@ -516,7 +527,7 @@ def _send_keyed(
 
     attempt_write = first
     for _ in range(100):
-        if attempt_write and publish(inbox, stem, data, request.image):
+        if attempt_write and publish(inbox, stem, request.data, request.image):
             return stem, "pending", not first, not first
         state = inbox.state_of(stem)
         if state != "missing":

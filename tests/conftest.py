@@ -90,3 +90,45 @@ def tree(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
+
+
+class Consumer:
+    """The stand-in agent consumer (tests/consumer.py) running as a separate process."""
+
+    def __init__(self, session_dir: Path, tmp: Path, poll: float = 0.005) -> None:
+        self.log = tmp / f"consumer-{session_dir.name}.jsonl"
+        self.stop_file = tmp / f"stop-{session_dir.name}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("consumer.py")), str(session_dir),
+             str(self.log), str(self.stop_file), str(poll)]
+        )
+        deadline = time.monotonic() + 10
+        while not (session_dir / "stats.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def stop(self) -> list[dict]:
+        """Drain what is pending, stop, and return every record the consumer logged."""
+        self.stop_file.touch()
+        self.proc.wait(timeout=60)
+        return self.records()
+
+    def records(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def consumer_factory(tmp_path):
+    started: list[Consumer] = []
+
+    def start(session_dir: Path, poll: float = 0.005) -> Consumer:
+        consumer = Consumer(session_dir, tmp_path, poll)
+        started.append(consumer)
+        return consumer
+
+    yield start
+    for consumer in started:
+        if consumer.proc.poll() is None:
+            consumer.proc.kill()
+            consumer.proc.wait()

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..report import Reporter
-from .output import current_project, emit, global_options, say
+from .output import current_project, emit, global_options, reporter, say
 
 
 @click.group("config")
@@ -31,7 +30,7 @@ def get(key: str) -> None:
     """
     from ..project import resolve_config
 
-    report = Reporter()
+    report = reporter()
     resolved = resolve_config(key, current_project(), report=report)
     for link in resolved.chain:
         report.detail(f"{key}={link['value']} from {link['source']}")
@@ -41,7 +40,7 @@ def get(key: str) -> None:
 
     if resolved.value is None:
         report.note(f"{key} is not set in any tier")
-    emit(resolved.to_json(), human, report)
+    emit(resolved.to_json(), human)
 
 
 for _command in (config, get):

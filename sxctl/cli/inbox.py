@@ -8,14 +8,13 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..report import Reporter
 from .output import (
     current_session,
     emit,
     emit_json,
     global_options,
     mutating,
-    report_to_stderr,
+    reporter,
     say,
     settings,
     table,
@@ -131,9 +130,8 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
         key=check_key(key) if key is not None else None,
         wait_s=None if wait_ms is None else wait_ms / 1000, no_wait=no_wait, follow=follow,
     )
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
-    report_to_stderr(report)
     result = send_message(session, request, report=report)
 
     def human() -> None:
@@ -143,7 +141,7 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
         tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
         say(f"sent {result.stem} to {session.id} ({result.mode}){tag}: {status}")
 
-    emit(result.to_json(), human, report)
+    emit(result.to_json(), human)
 
 
 @inbox.command("list")
@@ -166,7 +164,7 @@ def list_(done, retracted, all_, limit) -> None:
         states += ("consumed",)
     if retracted or all_:
         states += ("retracted",)
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
     rows = list_messages(session, states, limit)
 
@@ -184,7 +182,7 @@ def list_(done, retracted, all_, limit) -> None:
             ],
         )
 
-    emit({"ok": True, **session.to_json(), "messages": [r.to_json() for r in rows]}, human, report)
+    emit({"ok": True, **session.to_json(), "messages": [r.to_json() for r in rows]}, human)
 
 
 def _stem_or_key(stem: str | None, key: str | None, session) -> str:
@@ -206,7 +204,7 @@ def show(stem: str) -> None:
     """
     from ..inbox import find_message, stem_argument
 
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
     row = find_message(session, stem_argument(stem))
     doc = {
@@ -227,11 +225,7 @@ def show(stem: str) -> None:
             say("")
             say(row.message.text)
 
-    emit(doc, human, report)
-
-
-def _print_event(event: dict) -> None:
-    emit_json(event)
+    emit(doc, human)
 
 
 @inbox.command("wait")
@@ -252,16 +246,15 @@ def wait(stem, key, timeout_ms, follow) -> None:
     """
     from ..inbox import InboxDir, inbox_dirs, wait_for
 
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
-    report_to_stderr(report)
     wanted = _stem_or_key(stem, key, session)
     dirs = inbox_dirs(session)
     inbox: InboxDir = next((d for d in dirs if d.state_of(wanted) != "missing"), dirs[0])
     streaming = follow and settings().json
     outcome = wait_for(
         session, inbox, wanted, timeout_ms / 1000, follow=follow, report=report,
-        on_event=_print_event if streaming else None,
+        on_event=emit_json if streaming else None,
     )
     doc = {
         "ok": True, **outcome.session.to_json(), "stem": wanted, "state": outcome.state,
@@ -269,12 +262,10 @@ def wait(stem, key, timeout_ms, follow) -> None:
         "path": str(outcome.inbox.folder_of(outcome.state) / f"{wanted}.json")
         if outcome.state != "missing" else None,
     }
-    if streaming:
-        report_to_stderr(report)
-        outcome.raise_unless_consumed(doc)
-        return
     outcome.raise_unless_consumed(doc)
-    emit(doc, lambda: say(f"{wanted}: consumed after {outcome.waited_ms / 1000:.1f}s"), report)
+    if streaming:
+        return  # the `done` event was the last line
+    emit(doc, lambda: say(f"{wanted}: consumed after {outcome.waited_ms / 1000:.1f}s"))
 
 
 @inbox.command("retract")
@@ -290,11 +281,11 @@ def retract(stem, key) -> None:
     """
     from ..inbox import retract as retract_message
 
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
     result = retract_message(session, _stem_or_key(stem, key, session))
     note = " (it was already retracted)" if result.already else ""
-    emit({**result.to_json(), **session.to_json()}, lambda: say(f"retracted {result.stem}{note}"), report)
+    emit({**result.to_json(), **session.to_json()}, lambda: say(f"retracted {result.stem}{note}"))
 
 
 @inbox.command("clean")
@@ -312,10 +303,10 @@ def clean(older_ms, dry_run) -> None:
     """
     from ..inbox import clean as clean_inbox
 
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
     removed = clean_inbox(session, older_ms, dry_run=dry_run)
-    _print_removed(session, removed, None, dry_run, report)
+    _print_removed(session, removed, None, dry_run)
 
 
 @inbox.command("prune")
@@ -333,13 +324,13 @@ def prune(older_ms, retracted, keys, dry_run) -> None:
     """
     from ..inbox import prune as prune_inbox
 
-    report = Reporter()
+    report = reporter()
     session = current_session(report)
     removed, kept = prune_inbox(session, older_ms, retracted=retracted, keys=keys, dry_run=dry_run)
-    _print_removed(session, removed, kept, dry_run, report)
+    _print_removed(session, removed, kept, dry_run)
 
 
-def _print_removed(session, removed, kept, dry_run, report) -> None:
+def _print_removed(session, removed, kept, dry_run) -> None:
     doc = {"ok": True, **session.to_json(), "removed": [str(p) for p in removed], "dry_run": dry_run}
     if kept is not None:
         doc["kept"] = kept
@@ -350,7 +341,7 @@ def _print_removed(session, removed, kept, dry_run, report) -> None:
             say(f"{verb} {path}")
         say(f"{verb} {len(removed)} file(s)" + (f", kept {kept}" if kept is not None else ""))
 
-    emit(doc, human, report)
+    emit(doc, human)
 
 
 for _command in (inbox, send, list_, show, wait, retract, clean, prune):

@@ -102,20 +102,29 @@ def say(message: str, *, err: bool = False) -> None:
     click.echo(message, err=err)
 
 
-def report_to_stderr(report: Reporter, s: Settings | None = None) -> None:
-    """Show the core's notes and warnings (dropped by -q) and details (only with -v)."""
-    s = s or settings()
-    if not s.quiet:
-        for note in report.notes:
-            say(f"sxctl: {note}", err=True)
-        for warning in report.warnings:
-            say(f"sxctl: warning: {warning}", err=True)
-    if s.verbose:
-        for detail in report.details:
-            say(f"sxctl: {detail}", err=True)
-    report.notes.clear()
-    report.warnings.clear()
-    report.details.clear()
+class StderrReporter(Reporter):
+    """Shows the core's notes and warnings on stderr as they happen (-q drops them) and its
+    details only with -v."""
+
+    def __init__(self, s: Settings) -> None:
+        super().__init__()
+        self.settings = s
+
+    def note(self, message: str) -> None:
+        if not self.settings.quiet:
+            say(f"sxctl: {message}", err=True)
+
+    def warn(self, message: str) -> None:
+        if not self.settings.quiet:
+            say(f"sxctl: warning: {message}", err=True)
+
+    def detail(self, message: str) -> None:
+        if self.settings.verbose:
+            say(f"sxctl: {message}", err=True)
+
+
+def reporter() -> Reporter:
+    return StderrReporter(settings())
 
 
 def emit_json(doc: dict[str, Any]) -> None:
@@ -123,10 +132,8 @@ def emit_json(doc: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def emit(doc: dict[str, Any], human: Callable[[], None], report: Reporter | None = None) -> None:
+def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:
     """Print a result: the JSON document with --json, else the human rendering."""
-    if report is not None:
-        report_to_stderr(report)
     if settings().json:
         emit_json(doc)
     else:

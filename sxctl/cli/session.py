@@ -8,9 +8,8 @@ from ..callbacks import read_table
 from ..errors import SxctlError
 from ..inbox import inbox_dirs, primary_inbox
 from ..project import Session, SessionInfo
-from ..report import Reporter
 from ..timeparse import format_duration_ms
-from .output import current_project, current_session, emit, global_options, say, settings, table
+from .output import current_project, current_session, emit, global_options, reporter, say, settings, table
 
 
 def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
@@ -110,10 +109,10 @@ def show(session_id: str | None) -> None:
 
     if session_id:
         settings().session = session_id
-    report = Reporter()
+    report = reporter()
     chosen = current_session(report)
     row = _row(chosen)
-    gate = inbox_gate(chosen, report)
+    gate = inbox_gate(chosen)
     copies = chosen.worktree_copies()
     stats = chosen.stats or {}
     doc = {
@@ -149,7 +148,7 @@ def show(session_id: str | None) -> None:
         for line in lines:
             say(line)
 
-    emit(doc, human, report)
+    emit(doc, human)
 
 
 @session.command("which")
@@ -160,9 +159,9 @@ def which() -> None:
     Example:
       sxctl --project ~/myapp session which
     """
-    report = Reporter()
+    report = reporter()
     chosen = current_session(report)
-    emit({"ok": True, **chosen.to_json(), "state": chosen.state}, lambda: say(chosen.id), report)
+    emit({"ok": True, **chosen.to_json(), "state": chosen.state}, lambda: say(chosen.id))
 
 
 for _command in (session, list_, show, which):
