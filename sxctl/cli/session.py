@@ -112,7 +112,7 @@ def show(session_id: str | None) -> None:
     report = reporter()
     chosen = current_session(report)
     row = _row(chosen)
-    gate = inbox_gate(chosen)
+    gate = inbox_gate(chosen, report)
     copies = chosen.worktree_copies()
     stats = chosen.stats or {}
     doc = {
