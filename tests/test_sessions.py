@@ -86,7 +86,8 @@ def test_same_day_tie_is_broken_by_stats_then_name():
 def test_session_flag_and_env(project):
     project.session("2026_09_20_cool_newton")
     project.session("2026_09_21_quiet_euler")
-    assert project.run("--session", "2026_09_20_cool_newton", "session", "which").out.strip() == "2026_09_20_cool_newton"
+    chosen = project.run("--session", "2026_09_20_cool_newton", "session", "which")
+    assert chosen.out.strip() == "2026_09_20_cool_newton"
     env = project.env(SXCTL_SESSION="2026_09_20_cool_newton")
     result = project.run("session", "which", "--json", env=env)
     assert result.json()["session_source"] == "env:SXCTL_SESSION"
