@@ -338,6 +338,10 @@ def _read_key_record(path: Path) -> dict[str, Any] | None:
         and isinstance(record.get("content_sha256"), str)
     ):
         raise InvalidDataError(str(path), "not an idempotency-key record")
+    try:
+        check_stem(record["stem"])
+    except UsageError:
+        raise InvalidDataError(str(path), f"unsafe stem {record['stem']!r}") from None
     return record
 
 
@@ -464,9 +468,13 @@ def send(
     return result
 
 
-def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
+def _first_stem(
+    inbox: InboxDir, request: SendRequest, clock: Clock, take: Callable[[str], bool]
+) -> str:
+    """The first candidate stem that `take` accepts: the user's `--stem` only, or the
+    time-based stem bumped by 1 ns up to 100 times (inbox.md §3)."""
     if request.stem is not None:
-        if publish(inbox, request.stem, request.data, request.image):
+        if take(request.stem):
             return request.stem
         raise ConflictError(
             f"stem {request.stem} is already taken in {inbox.path}", code="name_taken",
@@ -475,25 +483,13 @@ def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
     time_ns = clock.time_ns()
     for bump in range(101):
         stem = default_stem(time_ns + bump, request.priority)
-        if publish(inbox, stem, request.data, request.image):
+        if take(stem):
             return stem
     raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
 
 
-def _choose_free_stem(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
-    if request.stem is not None:
-        if not inbox.stem_is_free(request.stem):
-            raise ConflictError(
-                f"stem {request.stem} is already taken in {inbox.path}", code="name_taken",
-                file=inbox.pending_file(request.stem),
-            )
-        return request.stem
-    time_ns = clock.time_ns()
-    for bump in range(101):
-        stem = default_stem(time_ns + bump, request.priority)
-        if inbox.stem_is_free(stem):
-            return stem
-    raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
+def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
+    return _first_stem(inbox, request, clock, lambda stem: publish(inbox, stem, request.data, request.image))
 
 
 def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[str, str, bool, bool]:
@@ -509,9 +505,9 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
                 raise ConflictError(
                     "key reused with different content", code="key_conflict", file=record_path
                 )
-            stem = check_stem(record["stem"])
+            stem = record["stem"]
             break
-        stem = _choose_free_stem(inbox, request, clock)
+        stem = _first_stem(inbox, request, clock, inbox.stem_is_free)
         body = {
             "key": request.key, "stem": stem, "content_sha256": request.content_sha256,
             "created_ms": clock.now_ms(),
@@ -703,7 +699,7 @@ def stem_for_key(session: Session, key: str) -> str:
     for inbox in inbox_dirs(session):
         record = _read_key_record(_key_record_path(inbox, key))
         if record is not None:
-            return check_stem(record["stem"])
+            return record["stem"]
     raise NotFoundError(f"no message was sent with key {key!r} in session {session.id}", code="stem_not_found")
 
 

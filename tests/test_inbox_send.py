@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 import subprocess
@@ -389,3 +390,34 @@ def test_without_follow_a_rotation_only_warns(project):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 6
     assert "turned stale while" in err.decode() and (inbox_of(old) / f"{stem}.json").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_root_gives_new_files_to_the_session_folder_owner(project):
+    folder = project.session(live=False)
+    os.chown(folder, 4321, 4321)
+    doc = project.run("inbox", "send", "from root", "--key", "k", "--json").json()
+    for path in (folder / "inbox", folder / "inbox" / ".keys", Path(doc["path"])):
+        st = path.stat()
+        assert (st.st_uid, st.st_gid) == (4321, 4321), path
+    assert project.run("inbox", "retract", doc["stem"]).code == 0
+    assert (folder / "inbox" / "retracted").stat().st_uid == 4321
+
+
+def test_wait_by_key(project, consumer_factory):
+    folder = project.session()
+    stem = project.run("inbox", "send", "keyed", "--key", "build-42", "--no-wait", "--json").json()["stem"]
+    consumer_factory(folder)
+    doc = project.run("inbox", "wait", "--key", "build-42", "--timeout", "20", "--json").json()
+    assert doc["stem"] == stem and doc["state"] == "consumed"
+
+
+def test_tampered_key_record_is_invalid_data(project):
+    folder = project.session(live=False)
+    project.run("inbox", "send", "x", "--key", "k")
+    record = next((folder / "inbox" / ".keys").glob("*.json"))
+    record.write_text(json.dumps({"key": "k", "stem": "../../escape", "content_sha256": "x", "created_ms": 1}))
+    before = tree(folder)
+    result = project.run("inbox", "send", "x", "--key", "k")
+    assert result.code == 5 and str(record) in result.err and "unsafe stem" in result.err
+    assert tree(folder) == before

@@ -292,3 +292,15 @@ def test_reporter_collects_guess_note():
         report = Reporter()
         select_session(root, environ={}, report=report)
         assert report.notes == ["using session 2026_09_21_quiet_euler (newest folder; no live session)"]
+
+
+def test_rotation_during_write_is_warned(project):
+    from sxctl.project import check_rotation_after_write
+
+    project.session("2026_09_21_quiet_euler", live=True)
+    report = Reporter()
+    chosen = select_session(project.root, environ={}, report=report)
+    project.session("2026_09_21_brave_curie", live=True, age_ms=-500)  # fresher stats
+    check_rotation_after_write(chosen, FakeClock(now_ms()), report)
+    assert report.warnings == [
+        "possible rotation during write: 2026_09_21_brave_curie is now the live session, not 2026_09_21_quiet_euler"]

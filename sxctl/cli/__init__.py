@@ -70,8 +70,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("sxctl: interrupted", err=True)
         code = 130
-    except BrokenPipeError:
-        code = 0  # the reader went away (`sxctl inbox list | head`)
     except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
         if _wants(args, "-v", "--verbose"):
             traceback.print_exc()
