@@ -63,6 +63,7 @@ class SxctlError(Exception):
         code: str | None = None,
         file: str | None = None,
         details: dict[str, Any] | None = None,
+        verbatim: bool = False,
         **extra: Any,
     ) -> None:
         super().__init__(message)
@@ -75,6 +76,9 @@ class SxctlError(Exception):
         #: top-level keys of the failure document besides `ok` and `error` (e.g. the stem
         #: that a timed-out `send --wait` did write)
         self.details = details or {}
+        #: print the message as the whole stderr line, without the `sxctl: ` prefix (the agent
+        #: tool's own `Error: …` strings are reproduced verbatim)
+        self.verbatim = verbatim
 
     @property
     def exit_code(self) -> int:

@@ -19,7 +19,38 @@ from . import session as session_cli
 from .output import emit_json, global_options
 
 
-@click.group(name="sxctl", context_settings={"help_option_names": ["-h", "--help"]})
+class SxctlGroup(click.Group):
+    """The root group: the one place that turns failures into exit codes and error output.
+
+    Overriding `main` (rather than wrapping it) keeps click's CliRunner faithful in tests."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = list(sys.argv[1:] if args is None else args)
+        try:
+            result = super().main(args=args, prog_name=prog_name or "sxctl", complete_var=complete_var,
+                                  standalone_mode=False, **extra)
+            code = result if isinstance(result, int) else 0
+        except SxctlError as error:
+            code = _fail(error, args)
+        except click.exceptions.Exit as exit_:
+            code = exit_.exit_code
+        except click.ClickException as error:
+            where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
+            kind = "invalid_value" if isinstance(error, click.BadParameter) else "usage"
+            message = f"{error.format_message()} (see '{where} --help')"
+            code = _fail(SxctlError(message, code=kind), args)
+        except (click.Abort, KeyboardInterrupt):
+            click.echo("sxctl: interrupted", err=True)
+            code = 130
+        except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
+            if _wants(args, "-v", "--verbose"):
+                traceback.print_exc()
+            code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
+        sys.stdout.flush()
+        sys.exit(code)
+
+
+@click.group(name="sxctl", cls=SxctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="sxctl")
 def cli() -> None:
     """Drive a running AI coding agent (SCORPIOX CODE, comis) through its files on disk.
@@ -44,6 +75,8 @@ def _wants(args: list[str], *flags: str) -> bool:
 def _fail(error: SxctlError, args: list[str]) -> int:
     if _wants(args, "--json"):
         emit_json(error.document())
+    elif error.verbatim:
+        click.echo(error.message, err=True)
     else:
         click.echo(f"sxctl: {error.message}", err=True)
     return error.exit_code
@@ -51,28 +84,4 @@ def _fail(error: SxctlError, args: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Run sxctl and exit with the spec's exit code (README "Exit codes")."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        result = cli.main(args=args, prog_name="sxctl", standalone_mode=False)
-        code = result if isinstance(result, int) else 0
-    except SxctlError as error:
-        code = _fail(error, args)
-    except click.exceptions.Exit as exit_:
-        code = exit_.exit_code
-    except click.ClickException as error:
-        where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
-        kind = "invalid_value" if isinstance(error, click.BadParameter) else "usage"
-        message = f"{error.format_message()} (see '{where} --help')"
-        code = _fail(SxctlError(message, code=kind), args)
-    except click.Abort:
-        click.echo("sxctl: aborted", err=True)
-        code = 130
-    except KeyboardInterrupt:
-        click.echo("sxctl: interrupted", err=True)
-        code = 130
-    except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
-        if _wants(args, "-v", "--verbose"):
-            traceback.print_exc()
-        code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
-    sys.stdout.flush()
-    sys.exit(code)
+    cli.main(args=argv)

@@ -132,7 +132,7 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
     )
     report = reporter()
     session = current_session(report)
-    result = send_message(session, request, report=report)
+    result = send_message(session, request, clock=settings().clock, report=report)
 
     def human() -> None:
         status = "consumed" if result.consumed else "written, not yet consumed"
@@ -253,7 +253,7 @@ def wait(stem, key, timeout_ms, follow) -> None:
     inbox: InboxDir = next((d for d in dirs if d.state_of(wanted) != "missing"), dirs[0])
     streaming = follow and settings().json
     outcome = wait_for(
-        session, inbox, wanted, timeout_ms / 1000, follow=follow, report=report,
+        session, inbox, wanted, timeout_ms / 1000, follow=follow, clock=settings().clock, report=report,
         on_event=emit_json if streaming else None,
     )
     doc = {
@@ -305,7 +305,7 @@ def clean(older_ms, dry_run) -> None:
 
     report = reporter()
     session = current_session(report)
-    removed = clean_inbox(session, older_ms, dry_run=dry_run)
+    removed = clean_inbox(session, older_ms, dry_run=dry_run, clock=settings().clock)
     _print_removed(session, removed, None, dry_run)
 
 
@@ -326,7 +326,9 @@ def prune(older_ms, retracted, keys, dry_run) -> None:
 
     report = reporter()
     session = current_session(report)
-    removed, kept = prune_inbox(session, older_ms, retracted=retracted, keys=keys, dry_run=dry_run)
+    removed, kept = prune_inbox(
+        session, older_ms, retracted=retracted, keys=keys, dry_run=dry_run, clock=settings().clock
+    )
     _print_removed(session, removed, kept, dry_run)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from .. import faults
+from ..clock import SYSTEM_CLOCK, Clock
 from ..report import Reporter
 
 
@@ -32,6 +33,7 @@ class Settings:
     no_color: bool = False
     quiet: bool = False
     verbose: bool = False
+    clock: Clock = SYSTEM_CLOCK  # tests pass a FakeClock through CliRunner's `obj`
 
 
 def settings(ctx: click.Context | None = None) -> Settings:
@@ -174,5 +176,5 @@ def current_session(report: Reporter):
     s = settings()
     return select_session(
         current_project(), s.session,
-        project_explicit=bool(s.project or os.environ.get("SXCTL_PROJECT")), report=report,
+        project_explicit=bool(s.project or os.environ.get("SXCTL_PROJECT")), clock=s.clock, report=report,
     )
