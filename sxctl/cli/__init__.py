@@ -12,6 +12,7 @@ import click
 
 from .. import __version__
 from ..errors import SxctlError
+from . import callbacks as callbacks_cli
 from . import config as config_cli
 from . import demo as demo_cli
 from . import inbox as inbox_cli
@@ -64,8 +65,9 @@ def cli() -> None:
 
 
 global_options(cli)
-for group in (session_cli.session, config_cli.config, inbox_cli.inbox, demo_cli.demo):
+for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, inbox_cli.inbox, demo_cli.demo):
     cli.add_command(group)
+cli.add_command(callbacks_cli.callbacks, name="cb")
 
 
 def _wants(args: list[str], *flags: str) -> bool:

@@ -65,8 +65,12 @@ def _read_text(text: str | None, text_file: Path | None, has_image: bool) -> tup
             raise UsageError(f"cannot read --text-file {text_file}: {error.strerror}") from None
         return _decode(raw, str(text_file)), False
     if text == "-" or (text is None and not has_image and not sys.stdin.isatty()):
-        return _decode(sys.stdin.buffer.read(), "stdin"), False
+        return read_stdin_text(), False
     return text, text is not None
+
+
+def read_stdin_text() -> str:
+    return _decode(sys.stdin.buffer.read(), "stdin")
 
 
 def _decode(raw: bytes, origin: str) -> str:
