@@ -336,7 +336,6 @@ def write_table(
     primary, mirror = _table_paths(session)
     if not primary.parent.is_dir():
         raise NotFoundError(f"session folder {primary.parent} not found", code="session_not_found")
-    warn_if_not_live(session, report)
     _remove_stale_temps(primary, clock)
     with writer_lock(primary.parent / LOCK_NAME, LOCK_WAIT_S, "the callbacks table"):
         for attempt in range(ATTEMPTS):
@@ -348,8 +347,6 @@ def write_table(
             )
             if expect_rev is not None and expect_rev != view.rev:
                 raise ConflictError(f"expected rev {expect_rev}, found {view.rev}", code="rev_moved")
-            if not view.exists and attempt == 0:
-                report.warn(MISSING_FILE_WARNING.format(id=session.id))
             doc = copy.deepcopy(view.winner.doc) if view.winner else new_table_doc()
             now = clock.now_ms()
             outcome = apply(doc, now, attempt)
@@ -374,6 +371,9 @@ def write_table(
                 f"callbacks.json kept changing; gave up after {ATTEMPTS} attempts", code="rev_moved", file=primary
             )
         mirror_skipped = _write_mirror(mirror, data, new_rev, report)
+    if not view.exists:
+        report.warn(MISSING_FILE_WARNING.format(id=session.id))
+    warn_if_not_live(session, report)
     check_rotation_after_write(session, clock, report)
     verified = None
     if verify_s is not None and session.state == "live":

@@ -132,3 +132,27 @@ def consumer_factory(tmp_path):
         if consumer.proc.poll() is None:
             consumer.proc.kill()
             consumer.proc.wait()
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+@pytest.fixture
+def worktree_pair(project, tmp_path):
+    """A main checkout and a linked worktree, both with the same session folder."""
+    _git("init", "-q", "-b", "main", cwd=project.root)
+    (project.root / "README").write_text("x")
+    _git("add", "README", cwd=project.root)
+    _git("commit", "-qm", "init", cwd=project.root)
+    wt = tmp_path / "wt"
+    _git("worktree", "add", "-q", str(wt), cwd=project.root)
+    wt = Path(os.path.realpath(wt))
+    sid = "2026_09_21_quiet_euler"
+    mirror = project.session(sid, stats={"cwd": str(wt)})
+    worktree = wt / ".scorpiox" / "sessions" / sid
+    worktree.mkdir(parents=True)
+    (worktree / "stats.json").write_text((mirror / "stats.json").read_text())
+    return wt, worktree, mirror

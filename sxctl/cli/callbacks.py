@@ -130,7 +130,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
         **_write_kwargs(expect_rev, verify_s, no_verify, report),
     )
     slot = result.outcome
-    now = settings().clock.now_ms()
+    now = result.doc["updated_ms"]
     text = scheduled_text(slot)
     out = _document(session, result.doc, result.path, True, text, action="set", verified=result.verified,
                     slot=_slot_json(slot, now))
@@ -170,7 +170,7 @@ def edit(slot_id, message, every_ms, repeat, first_in_ms, expect_rev, verify_s, 
         **_write_kwargs(expect_rev, verify_s, no_verify, report),
     )
     before, after = result.outcome
-    now = settings().clock.now_ms()
+    now = result.doc["updated_ms"]
     left = "infinite" if after["repeat_count"] == -1 else f"{after['repeat_count']} left"
     text = (f"Updated callback slot {slot_id}: fires every {after['delay_ms'] // 1000}s, next in "
             f"{fires_in(after['fire_at_ms'], now)} ({left}).")
