@@ -13,7 +13,7 @@ import math
 import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -311,26 +311,28 @@ class WriteResult:
     mirror_skipped: bool
 
 
+@dataclass
+class WriteOptions:
+    """How a write behaves: `--expect-rev`, the lost-update watch (None = none), clock, notes."""
+
+    expect_rev: int | None = None
+    verify_s: float | None = 1.0
+    clock: Clock = SYSTEM_CLOCK
+    report: Reporter = field(default_factory=Reporter)
+
+
 Apply = Callable[[dict[str, Any], int, int], Any]
 Survives = Callable[[dict[str, Any], Any], bool]
 
 
-def write_table(
-    session: Session,
-    apply: Apply,
-    survives: Survives,
-    *,
-    expect_rev: int | None = None,
-    verify_s: float | None = 1.0,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
-) -> WriteResult:
+def write_table(session: Session, apply: Apply, survives: Survives, options: WriteOptions | None = None) -> WriteResult:
     """Change the table under the revision protocol.
 
     `apply(doc, now_ms, attempt)` edits a deep copy in place (and may raise the tool's errors);
     `survives(doc, outcome)` tells whether a later revision still carries the change.
     """
-    report = report or Reporter()
+    options = options or WriteOptions()
+    clock, report, expect_rev = options.clock, options.report, options.expect_rev
     if not session.dir.is_dir():
         raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
     primary, mirror = _table_paths(session)
@@ -376,8 +378,8 @@ def write_table(
     warn_if_not_live(session, report)
     check_rotation_after_write(session, clock, report)
     verified = None
-    if verify_s is not None and session.state == "live":
-        verified = _verify(primary, new_rev, outcome, survives, verify_s, clock)
+    if options.verify_s is not None and session.state == "live":
+        verified = _verify(primary, new_rev, outcome, survives, options.verify_s, clock)
     return WriteResult(doc, new_rev, primary, raw_pair[0] is None, outcome, verified, mirror_skipped)
 
 
@@ -447,10 +449,7 @@ def set_timer(
     slot_id: int | None = None,
     replace: bool = False,
     first_in_ms: int | None = None,
-    expect_rev: int | None = None,
-    verify_s: float | None = 1.0,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
+    options: WriteOptions | None = None,
 ) -> WriteResult:
     """Arm a new timer in the lowest free slot (or `slot_id`); outcome = the slot object."""
     check_message(message)
@@ -482,7 +481,7 @@ def set_timer(
         found = doc_slots(doc).get(slot["id"])
         return bool(found) and found.get("message") == message and found.get("delay_ms") == delay_ms
 
-    return write_table(session, apply, survives, expect_rev=expect_rev, verify_s=verify_s, clock=clock, report=report)
+    return write_table(session, apply, survives, options)
 
 
 def edit_timer(
@@ -493,10 +492,7 @@ def edit_timer(
     delay_ms: int | None = None,
     repeat: int | None = None,
     first_in_ms: int | None = None,
-    expect_rev: int | None = None,
-    verify_s: float | None = 1.0,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
+    options: WriteOptions | None = None,
 ) -> WriteResult:
     """Change an active slot, keeping its unknown fields; outcome = (before, after)."""
     check_slot_id(slot_id)
@@ -538,17 +534,14 @@ def edit_timer(
             same = same and isinstance(found.get("repeat_count"), int) and found["repeat_count"] <= repeat
         return same
 
-    return write_table(session, apply, survives, expect_rev=expect_rev, verify_s=verify_s, clock=clock, report=report)
+    return write_table(session, apply, survives, options)
 
 
 def cancel_timers(
     session: Session,
     slot_id: int | None,
     *,
-    expect_rev: int | None = None,
-    verify_s: float | None = 1.0,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
+    options: WriteOptions | None = None,
 ) -> WriteResult:
     """Deactivate one slot (`slot_id`) or every active slot (None); outcome = [(id, message)]."""
     if slot_id is not None:
@@ -567,17 +560,14 @@ def cancel_timers(
         slots = doc_slots(doc)
         return all(not is_active(slots.get(i) or {"active": False}) for i, _ in cancelled)
 
-    return write_table(session, apply, survives, expect_rev=expect_rev, verify_s=verify_s, clock=clock, report=report)
+    return write_table(session, apply, survives, options)
 
 
 def set_paused(
     session: Session,
     paused: bool,
     *,
-    expect_rev: int | None = None,
-    verify_s: float | None = 1.0,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
+    options: WriteOptions | None = None,
 ) -> WriteResult:
     """Pause, or resume re-basing overdue slots to now + delay; outcome = re-based ids."""
 
@@ -594,7 +584,7 @@ def set_paused(
     def survives(doc: dict[str, Any], rebased: list[int]) -> bool:
         return bool(doc.get("paused", False)) == paused
 
-    return write_table(session, apply, survives, expect_rev=expect_rev, verify_s=verify_s, clock=clock, report=report)
+    return write_table(session, apply, survives, options)
 
 
 # --- the preview (callbacks.md §7) ---------------------------------------------------------------

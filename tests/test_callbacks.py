@@ -10,7 +10,7 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from sxctl.callbacks import list_preview, preview_fires, set_timer
+from sxctl.callbacks import WriteOptions, list_preview, preview_fires, set_timer
 from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
@@ -318,7 +318,7 @@ def test_core_api_with_a_fake_clock(project):
     project.session(live=False)
     clock = FakeClock(NOW)
     session = select_session(project.root, environ={}, clock=clock)
-    result = set_timer(session, "api", 60_000, repeat=-1, clock=clock)
+    result = set_timer(session, "api", 60_000, repeat=-1, options=WriteOptions(clock=clock))
     assert result.outcome["fire_at_ms"] == NOW + 60_000 and result.rev == 1 and result.created
 
 
@@ -364,7 +364,7 @@ def test_mirror_ahead_of_the_new_write_is_skipped_with_a_warning(project, worktr
     from sxctl.report import Reporter
 
     report = Reporter()
-    result = set_timer(session, "x", 5000, clock=clock, report=report)
+    result = set_timer(session, "x", 5000, options=WriteOptions(clock=clock, report=report))
     assert result.mirror_skipped is True
     assert json.loads((mirror / "callbacks.json").read_text())["rev"] == 18
     assert any("newer rev than 13" in w for w in report.warnings)
@@ -388,7 +388,8 @@ def test_create_by_link_never_clobbers_a_file_the_agent_created_meanwhile(projec
 
     monkeypatch.setattr(fsio, "refuse_symlink", agent_creates_first)
     clock = FakeClock(NOW)
-    result = set_timer(select_session(project.root, environ={}, clock=clock), "mine", 10_000, clock=clock)
+    result = set_timer(select_session(project.root, environ={}, clock=clock), "mine", 10_000,
+                       options=WriteOptions(clock=clock))
     after = json.loads((folder / "callbacks.json").read_text())
     assert created and result.rev == 8 and after["rev"] == 8
     assert after["slots"][0]["message"] == "agent's own" and after["slots"][1]["message"] == "mine"

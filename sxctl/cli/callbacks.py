@@ -88,11 +88,10 @@ def _verify_option(command):
                         help="Fail (exit 4) unless the table is at revision R.")(command)
 
 
-def _write_kwargs(expect_rev, verify_s, no_verify, report) -> dict[str, Any]:
-    return {
-        "expect_rev": expect_rev, "verify_s": None if no_verify else verify_s / 1000,
-        "clock": settings().clock, "report": report,
-    }
+def _write_options(expect_rev, verify_s, no_verify, report):
+    from ..callbacks import WriteOptions
+
+    return WriteOptions(expect_rev, None if no_verify else verify_s / 1000, settings().clock, report)
 
 
 def _when(ms: int) -> str:
@@ -127,7 +126,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
     session = current_session(report)
     result = set_timer(
         session, message, every_ms, repeat=repeat, slot_id=slot_id, replace=replace, first_in_ms=first_in_ms,
-        **_write_kwargs(expect_rev, verify_s, no_verify, report),
+        options=_write_options(expect_rev, verify_s, no_verify, report),
     )
     slot = result.outcome
     now = result.doc["updated_ms"]
@@ -167,7 +166,7 @@ def edit(slot_id, message, every_ms, repeat, first_in_ms, expect_rev, verify_s, 
     session = current_session(report)
     result = edit_timer(
         session, slot_id, message=message, delay_ms=every_ms, repeat=repeat, first_in_ms=first_in_ms,
-        **_write_kwargs(expect_rev, verify_s, no_verify, report),
+        options=_write_options(expect_rev, verify_s, no_verify, report),
     )
     before, after = result.outcome
     now = result.doc["updated_ms"]
@@ -192,7 +191,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
                             action="cancel-all", cancelled=[])
             emit(out, lambda: say("No active callbacks."))
             return
-    result = cancel_timers(session, slot_id, **_write_kwargs(expect_rev, verify_s, no_verify, report))
+    result = cancel_timers(session, slot_id, options=_write_options(expect_rev, verify_s, no_verify, report))
     text = cancelled_text(result.outcome, single=slot_id is not None)
     out = _document(session, result.doc, result.path, True, text,
                     action="cancel" if slot_id is not None else "cancel-all", verified=result.verified,
@@ -230,7 +229,7 @@ def _pause(paused: bool, expect_rev, verify_s, no_verify) -> None:
 
     report = reporter()
     session = current_session(report)
-    result = set_paused(session, paused, **_write_kwargs(expect_rev, verify_s, no_verify, report))
+    result = set_paused(session, paused, options=_write_options(expect_rev, verify_s, no_verify, report))
     if paused:
         text = "Callbacks paused."
         detail = "  nothing fires until `sxctl callbacks resume`; the agent forgets the pause when it restarts"
