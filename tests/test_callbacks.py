@@ -393,3 +393,20 @@ def test_create_by_link_never_clobbers_a_file_the_agent_created_meanwhile(projec
     after = json.loads((folder / "callbacks.json").read_text())
     assert created and result.rev == 8 and after["rev"] == 8
     assert after["slots"][0]["message"] == "agent's own" and after["slots"][1]["message"] == "mine"
+
+
+def test_killed_writer_leaves_the_old_file_and_a_temp_that_a_later_write_removes(project, example_session):
+    before = (example_session / "callbacks.json").read_bytes()
+    result = project.run("--session", SID, "cb", "set", "never lands", "--every", "5", "--fault-inject", "before-rename")
+    assert result.code == 99
+    assert (example_session / "callbacks.json").read_bytes() == before
+    temps = list(example_session.glob("callbacks.json.sxctl-*.tmp"))
+    assert len(temps) == 1 and b"never lands" in temps[0].read_bytes()
+    assert project.run("--session", SID, "cb", "set", "young temp stays", "--every", "5").code == 0
+    assert temps[0].exists()
+    old = os.stat(temps[0]).st_mtime - 7200
+    os.utime(temps[0], (old, old))
+    assert project.run("--session", SID, "cb", "set", "old temp goes", "--every", "5").code == 0
+    assert not temps[0].exists()
+    messages = {s["message"] for s in json.loads((example_session / "callbacks.json").read_text())["slots"]}
+    assert {"young temp stays", "old temp goes"} <= messages
