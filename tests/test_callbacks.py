@@ -397,7 +397,8 @@ def test_create_by_link_never_clobbers_a_file_the_agent_created_meanwhile(projec
 
 def test_killed_writer_leaves_the_old_file_and_a_temp_that_a_later_write_removes(project, example_session):
     before = (example_session / "callbacks.json").read_bytes()
-    result = project.run("--session", SID, "cb", "set", "never lands", "--every", "5", "--fault-inject", "before-rename")
+    result = project.run("--session", SID, "cb", "set", "never lands", "--every", "5",
+                         "--fault-inject", "before-rename")
     assert result.code == 99
     assert (example_session / "callbacks.json").read_bytes() == before
     temps = list(example_session.glob("callbacks.json.sxctl-*.tmp"))
