@@ -934,3 +934,18 @@ def _listdir(folder: Path) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
 
+
+
+def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
+    """Was a message sent with `key` (the cron runner uses the execution id)? Where is it now?"""
+    for info in sessions:
+        session = Session(info.id, info.dir, info.stats, info.liveness, project=project, source="newest")
+        for inbox in inbox_dirs(session):
+            try:
+                record = _read_key_record(_key_record_path(inbox, key))
+            except SxctlError:
+                record = None
+            if record is not None:
+                return {"key_record": True, "stem": record["stem"], "state": inbox.state_of(record["stem"]),
+                        "session": info.id, "copy": inbox.copy}
+    return {"key_record": False, "stem": None, "state": "missing", "session": None}

@@ -1,10 +1,15 @@
-"""The one locking helper for sxctl's own writers (an flock through `filelock`).
+"""sxctl's locks: `writer_lock` (an flock through `filelock`) for its own writers, and
+`MkdirLock`, the directory lock comis uses for its scheduler files.
 
 filelock is imported only when a lock is actually taken: most invocations never need it.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,3 +35,167 @@ def writer_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+# --- the comis-compatible mkdir lock (cron-store.md §9) -------------------------------------------
+
+STALE_AFTER_S = 30.0
+REFRESH_EVERY_S = 5.0
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class MkdirLock:
+    """The lock comis (proper-lockfile) uses: the directory `<realpath(sentinel)>.lock`.
+
+    Held while the directory exists with the mtime we last gave it; refreshed every 5 s by a
+    background thread; stale after 30 s without refresh, or at once when sxctl's owner note says
+    its holder on this host has died. `check_held()` runs before every commit.
+    """
+
+    def __init__(self, sentinel: Path, *, boot_id: str, wait_s: float, what: str) -> None:
+        self.sentinel = Path(sentinel)
+        self.boot_id = boot_id
+        self.wait_s = wait_s
+        self.what = what
+        self.lockdir: Path | None = None
+        self.note = Path(f"{sentinel}.owner")
+        self._mtime_ns: int | None = None
+        self._lost = False
+        self._stop = None
+        self._thread = None
+
+    def __enter__(self) -> MkdirLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+
+        fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        os.close(fd)
+        self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                os.mkdir(self.lockdir, 0o700)
+            except FileExistsError:
+                if self._take_over_if_stale():
+                    continue
+                if time.monotonic() >= deadline:
+                    raise ConflictError(self._busy_message(), code="lock_busy", file=self.lockdir) from None
+                time.sleep(min(random.uniform(0.1, 0.5), max(0.0, deadline - time.monotonic()) + 0.01))
+                continue
+            break
+        self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
+        self._write_note()
+        self._start_refresh()
+
+    def _busy_message(self) -> str:
+
+        try:
+            age = time.time() - os.stat(self.lockdir).st_mtime
+            held = f" (last refreshed {age:.1f}s ago)"
+        except OSError:
+            held = ""
+        return f"{self.what} is locked by another process: {self.lockdir}{held}"
+
+    def _take_over_if_stale(self) -> bool:
+        """Remove a stale lock directory; True when the caller should retry at once."""
+        import socket
+
+        try:
+            st = os.stat(self.lockdir)
+        except FileNotFoundError:
+            return True
+        stale = time.time() - st.st_mtime > STALE_AFTER_S
+        if not stale:
+            try:
+                note = json.loads(self.note.read_text())
+                stale = (
+                    note.get("host") == socket.gethostname() and note.get("inode") == st.st_ino
+                    and isinstance(note.get("pid"), int) and not _pid_alive(note["pid"])
+                )
+            except (OSError, ValueError, AttributeError):
+                stale = False
+        if stale:
+            try:
+                os.rmdir(self.lockdir)
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+            return True
+        return False
+
+    def _write_note(self) -> None:
+        import socket
+
+        from .fsio import atomic_write
+
+        body = {"pid": os.getpid(), "host": socket.gethostname(), "bootId": self.boot_id,
+                "acquired_ms": time.time_ns() // 1_000_000, "inode": os.stat(self.lockdir).st_ino}
+        atomic_write(self.note, (json.dumps(body) + "\n").encode())
+
+    def _start_refresh(self) -> None:
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._refresh_loop, name="sxctl-lock-refresh", daemon=True)
+        self._thread.start()
+
+    def _still_ours(self) -> bool:
+
+        try:
+            return os.stat(self.lockdir).st_mtime_ns == self._mtime_ns
+        except FileNotFoundError:
+            return False
+
+    def _refresh_loop(self) -> None:
+
+        while not self._stop.wait(REFRESH_EVERY_S):
+            if self._lost or not self._still_ours():
+                self._lost = True
+                return
+            now = time.time_ns()
+            try:
+                os.utime(self.lockdir, ns=(now, now))
+                self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
+            except FileNotFoundError:
+                self._lost = True
+                return
+
+    def check_held(self) -> None:
+        """Before a commit: abort (exit 4 `lock_lost`) if someone took the lock over."""
+        if self._lost or not self._still_ours():
+            self._lost = True
+            raise ConflictError(
+                f"lost {self.lockdir}: another process took it over; nothing was written",
+                code="lock_lost", file=self.lockdir,
+            )
+
+    def release(self) -> None:
+
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+        if self.lockdir is not None and not self._lost:
+            try:
+                os.rmdir(self.lockdir)
+            except FileNotFoundError:
+                pass
+            try:
+                os.unlink(self.note)
+            except FileNotFoundError:
+                pass
+        self.lockdir = None

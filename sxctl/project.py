@@ -513,3 +513,15 @@ def resolve_config(
     if not chain:
         return ConfigValue(key, None, "unset", [])
     return ConfigValue(key, chain[-1]["value"], chain[-1]["source"], chain)
+
+
+def resolve_target_session(project: Path, conversation: str, *, clock: Clock = SYSTEM_CLOCK) -> Session:
+    """A scheduler target resolved at dispatch time: `live` = the freshest live session now,
+    anything else = that session id (sessions.md §9: never cache a session across runs)."""
+    if conversation != "live":
+        return _explicit_session(project, conversation, "flag", clock)
+    live = [info for info in list_sessions(project, clock) if info.state == "live"]
+    if not live:
+        raise NotFoundError(f"no live session in {sessions_root(project)}", code="session_not_found")
+    best = max(live, key=lambda info: info.liveness.updated_ms)
+    return Session(best.id, best.dir, best.stats, best.liveness, project=project, source="live")

@@ -14,6 +14,7 @@ from .. import __version__
 from ..errors import SxctlError
 from . import callbacks as callbacks_cli
 from . import config as config_cli
+from . import cron as cron_cli
 from . import demo as demo_cli
 from . import inbox as inbox_cli
 from . import session as session_cli
@@ -65,7 +66,8 @@ def cli() -> None:
 
 
 global_options(cli)
-for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, inbox_cli.inbox, demo_cli.demo):
+for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, inbox_cli.inbox, cron_cli.cron,
+              demo_cli.demo):
     cli.add_command(group)
 cli.add_command(callbacks_cli.callbacks, name="cb")
 

@@ -1,0 +1,290 @@
+"""Authoring jobs: the comis cron tool's add / update / pause / resume / remove rules, as edits of
+a validated store (spec cron-store.md §3, §8). The store module does the locking and writing."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConflictError, UsageError
+from ..report import Reporter
+from .schedule import ScheduleInput, next_run, resolve_schedule
+from .schema import KIB, scorpiox_target
+from .store import find_job
+
+PAYLOAD_KINDS = {"agent-turn": "agent_turn", "agent_turn": "agent_turn", "delivery": "delivery",
+                 "heartbeat-event": "heartbeat_event", "heartbeat_event": "heartbeat_event"}
+CONTINUATIONS = {"none": "none", "heartbeat-excerpt": "heartbeat_excerpt", "heartbeat_excerpt": "heartbeat_excerpt",
+                 "origin-history": "origin_history", "origin_history": "origin_history"}
+TEXT_LIMIT = 64 * KIB
+WAKE_GATE_LIMIT = 256 * KIB
+
+
+@dataclass
+class WakeGate:
+    script: str
+    language: str
+    timeout_seconds: int
+
+    @classmethod
+    def from_file(cls, path: Path, language: str | None, timeout_seconds: int | None) -> WakeGate:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read --wake-gate {path}: {exc.strerror}") from None
+        if not data or len(data) > WAKE_GATE_LIMIT:
+            raise UsageError(f"--wake-gate {path} must be 1 byte to 256 KiB")
+        try:
+            script = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"--wake-gate {path} is not UTF-8 text") from None
+        language = language or ("ts" if path.suffix in (".ts", ".mts") else "js")
+        timeout = 30 if timeout_seconds is None else timeout_seconds
+        if not 1 <= timeout <= 300:
+            raise UsageError("wake_gate_timeout_seconds must be between 1 and 300")
+        return cls(script, language, timeout)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"script": self.script, "language": self.language, "timeoutSeconds": self.timeout_seconds}
+
+
+@dataclass
+class Target:
+    """Where an agent turn or delivery goes: a session id or `live` of a project."""
+
+    project: str
+    conversation: str = "live"
+    tenant: str = "default"
+
+
+@dataclass
+class JobSpec:
+    """The flags of `cron add` / `cron update` (None = not given)."""
+
+    schedule: ScheduleInput = field(default_factory=ScheduleInput)
+    payload: str | None = None
+    text: str | None = None
+    wake_mode: str | None = None
+    session_strategy: str | None = None
+    max_history_turns: int | None = None
+    continuation: str | None = None
+    model: str | None = None
+    timeout_seconds: int | None = None
+    wake_gate: WakeGate | None = None
+    no_wake_gate: bool = False
+    target: Target | None = None
+    max_dependency_errors: int | None = None
+    paused: bool = False
+    resumed: bool = False
+    new_name: str | None = None
+
+
+def check_name(name: str) -> str:
+    size16 = len(name.encode("utf-16-le", "surrogatepass")) // 2
+    if not name or size16 > 200 or len(name.encode("utf-8", "surrogatepass")) > 1024:
+        raise UsageError("job name must be 1-200 characters")
+    return name
+
+
+def payload_kind(text: str) -> str:
+    try:
+        return PAYLOAD_KINDS[text]
+    except KeyError:
+        raise UsageError(f"invalid payload {text!r}: use agent-turn, delivery or heartbeat-event") from None
+
+
+def _check_text(kind: str, text: str | None) -> str:
+    if not text:
+        raise UsageError("payload text is required (--text, --message or --text-file)")
+    if len(text.encode()) > TEXT_LIMIT:
+        raise UsageError("payload text must be at most 64 KiB")
+    return text
+
+
+def _misplaced(spec: JobSpec, kind: str) -> None:
+    """Flags that only some payload kinds take: comis's `X is valid only for Y payloads`."""
+    agent_only = {"model": spec.model, "wake_gate_script": spec.wake_gate, "session_strategy": spec.session_strategy,
+                  "max_history_turns": spec.max_history_turns, "continuation_mode": spec.continuation,
+                  "timeout_seconds": spec.timeout_seconds}
+    if kind != "agent_turn":
+        for name, value in agent_only.items():
+            if value is not None:
+                raise UsageError(f"{name} is valid only for agent_turn payloads")
+    if kind != "heartbeat_event" and spec.wake_mode is not None:
+        raise UsageError("wake_mode is valid only for heartbeat_event payloads")
+    if kind == "heartbeat_event" and spec.target is not None:
+        raise UsageError("a delivery target is valid only for agent_turn and delivery payloads")
+
+
+def _delivery_target(spec: JobSpec, agent_id: str, default_project: str) -> dict[str, Any]:
+    target = spec.target or Target(default_project)
+    return scorpiox_target(agent_id, target.project, target.conversation, target.tenant)
+
+
+def build_variant(kind: str, text: str, spec: JobSpec, agent_id: str, default_project: str,
+                  previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Payload and variant fields for `kind`, in schema order (defaults filled in)."""
+    previous = previous or {}
+    if kind == "heartbeat_event":
+        old = previous.get("payload", {})
+        wake_mode = spec.wake_mode or old.get("wakeMode", "now")
+        return {"payload": {"kind": kind, "text": text, "wakeMode": wake_mode}}
+    if kind == "delivery":
+        target = _delivery_target(spec, agent_id, default_project) if spec.target or "deliveryTarget" not in previous \
+            else previous["deliveryTarget"]
+        return {"payload": {"kind": kind, "text": text}, "deliveryTarget": target}
+    payload: dict[str, Any] = {"kind": kind, "message": text}
+    old_payload = previous.get("payload", {}) if previous.get("payload", {}).get("kind") == "agent_turn" else {}
+    model = spec.model if spec.model is not None else old_payload.get("model")
+    timeout = spec.timeout_seconds if spec.timeout_seconds is not None else old_payload.get("timeoutSeconds")
+    if model is not None:
+        payload["model"] = model
+    if timeout is not None:
+        if not 1 <= timeout <= 86_400:
+            raise UsageError("timeout_seconds must be between 1 and 86400")
+        payload["timeoutSeconds"] = timeout
+    strategy = spec.session_strategy or previous.get("sessionPolicy", {}).get("strategy", "fresh")
+    if strategy == "rolling":
+        turns = spec.max_history_turns or previous.get("sessionPolicy", {}).get("maxHistoryTurns")
+        if turns is None or not 1 <= turns <= 20:
+            raise UsageError("max_history_turns (1-20) is required with the rolling session strategy")
+        policy: dict[str, Any] = {"strategy": "rolling", "maxHistoryTurns": turns}
+    else:
+        if spec.max_history_turns is not None:
+            raise UsageError("max_history_turns is valid only with the rolling session strategy")
+        policy = {"strategy": "fresh"}
+    continuation = CONTINUATIONS[spec.continuation] if spec.continuation else previous.get("continuationMode", "none")
+    variant: dict[str, Any] = {"payload": payload, "sessionPolicy": policy, "continuationMode": continuation}
+    if spec.target is not None or "deliveryTarget" not in previous:
+        variant["deliveryTarget"] = _delivery_target(spec, agent_id, default_project)
+    else:
+        variant["deliveryTarget"] = previous["deliveryTarget"]
+    gate = None if spec.no_wake_gate else (spec.wake_gate.to_json() if spec.wake_gate else previous.get("wakeGate"))
+    if gate is not None:
+        variant["wakeGate"] = gate
+    for key in ("cacheRetention", "toolPolicy"):
+        if key in previous:
+            variant[key] = previous[key]
+    return variant
+
+
+def _lifecycle(schedule: dict[str, Any], now_ms: int, paused: bool) -> dict[str, Any]:
+    found = next_run(schedule, now_ms)
+    if found is None:
+        raise UsageError("Cron schedule has no future occurrence")
+    if paused:
+        return {"status": "paused", "nextRunAtMs": found[0], "consecutiveDependencyErrors": 0, "reason": "operator"}
+    return {"status": "scheduled", "nextRunAtMs": found[0], "consecutiveDependencyErrors": 0}
+
+
+def _assemble(head: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
+    job = dict(head)
+    job.update(variant)
+    return job
+
+
+def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, default_project: str, now_ms: int,
+            max_jobs: int = 100, notes: list[str] | None = None) -> dict[str, Any]:
+    """Append a new authored job; returns comis's strict `{jobId, name, schedule}`."""
+    check_name(name)
+    if spec.payload is None:
+        raise UsageError("--payload is required (agent-turn, delivery or heartbeat-event)")
+    kind = payload_kind(spec.payload)
+    _misplaced(spec, kind)
+    text = _check_text(kind, spec.text)
+    if not spec.schedule.given:
+        raise UsageError("Invalid cron schedule input")
+    schedule = resolve_schedule(spec.schedule, now_ms, notes)
+    if any(job["name"] == name for job in store["jobs"]):
+        raise ConflictError(f'A cron job named "{name}" already exists', code="name_taken")
+    live_authored = [j for j in store["jobs"] if j["source"] == "authored"
+                     and j["lifecycle"]["status"] != "one_shot_terminal"]
+    if len(live_authored) >= max_jobs:
+        raise ConflictError("Authored cron job capacity reached", code="capacity")
+    head: dict[str, Any] = {"id": str(uuid.uuid4()), "name": name, "agentId": agent_id, "schedule": schedule,
+                            "lifecycle": _lifecycle(schedule, now_ms, spec.paused)}
+    if spec.max_dependency_errors is not None:
+        head["maxConsecutiveDependencyErrors"] = spec.max_dependency_errors
+    head["source"] = "authored"
+    job = _assemble(head, build_variant(kind, text, spec, agent_id, default_project))
+    store["jobs"].append(job)
+    return {"jobId": job["id"], "name": name, "schedule": schedule}
+
+
+def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
+    job = find_job(store, name)
+    if job["source"] == "built_in":
+        raise ConflictError(f"Config-owned cron jobs cannot be {verb} through cron.{verb.rstrip('d')}",
+                            code="config_owned")
+    if any(claim["jobId"] == job["id"] for claim in store["activeClaims"]):
+        raise ConflictError("Cron job has an active execution", code="active_claim")
+    return job
+
+
+def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_project: str, now_ms: int,
+               report: Reporter, notes: list[str] | None = None) -> dict[str, Any]:
+    """Change a job in place; returns `{jobName, updated}`."""
+    if spec.session_strategy is not None or spec.continuation is not None or spec.max_history_turns is not None:
+        raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
+    if spec.paused and spec.resumed:
+        raise UsageError("--paused and --resumed cannot be combined")
+    job = _editable(store, name, "updated")
+    index = store["jobs"].index(job)
+    old_kind = job["payload"]["kind"]
+    kind = payload_kind(spec.payload) if spec.payload is not None else old_kind
+    if spec.payload is not None and not spec.text:
+        raise UsageError("incomplete payload replacement")
+    _misplaced(spec, kind)
+    if spec.new_name is not None and spec.new_name != name:
+        check_name(spec.new_name)
+        if any(other["name"] == spec.new_name for other in store["jobs"]):
+            raise ConflictError(f'A cron job named "{spec.new_name}" already exists', code="name_taken")
+    head = {k: job[k] for k in ("id", "name", "agentId", "schedule", "lifecycle")}
+    if spec.new_name is not None:
+        head["name"] = check_name(spec.new_name)
+    if spec.schedule.given:
+        head["schedule"] = resolve_schedule(spec.schedule, now_ms, notes)
+        head["lifecycle"] = _lifecycle(head["schedule"], now_ms, spec.paused)
+    elif spec.paused or spec.resumed:
+        head["lifecycle"] = _paused_or_resumed(job["lifecycle"], paused=spec.paused)
+    dep = spec.max_dependency_errors if spec.max_dependency_errors is not None \
+        else job.get("maxConsecutiveDependencyErrors")
+    if dep is not None:
+        head["maxConsecutiveDependencyErrors"] = dep
+    head["source"] = job["source"]
+    old_text = job["payload"].get("message" if old_kind == "agent_turn" else "text")
+    text = _check_text(kind, spec.text if spec.text is not None else old_text)
+    previous = job if kind == old_kind else {}
+    if kind != old_kind:
+        dropped = [k for k in job if k not in head and k != "payload"]
+        if dropped:
+            report.warn(f"payload changed to {kind}: dropped {', '.join(dropped)}")
+    variant = build_variant(kind, text, spec, job["agentId"], default_project, previous)
+    store["jobs"][index] = _assemble(head, variant)
+    return {"jobName": store["jobs"][index]["name"], "updated": True}
+
+
+def _paused_or_resumed(lifecycle: dict[str, Any], *, paused: bool) -> dict[str, Any]:
+    status = lifecycle["status"]
+    if status.startswith("one_shot"):
+        raise ConflictError("Terminal or claimed one-shot jobs cannot be paused or resumed", code="one_shot_final")
+    base = {"nextRunAtMs": lifecycle["nextRunAtMs"],
+            "consecutiveDependencyErrors": lifecycle["consecutiveDependencyErrors"]}
+    if paused:
+        reason = lifecycle.get("reason", "operator") if status == "paused" else "operator"
+        return {"status": "paused", **base, "reason": reason}
+    return {"status": "scheduled", **base}
+
+
+def set_job_paused(store: dict[str, Any], name: str, paused: bool) -> dict[str, Any]:
+    job = _editable(store, name, "updated")
+    job["lifecycle"] = _paused_or_resumed(job["lifecycle"], paused=paused)
+    return {"jobName": name, "updated": True, "state": job["lifecycle"]["status"]}
+
+
+def remove_job(store: dict[str, Any], name: str) -> dict[str, Any]:
+    job = _editable(store, name, "removed")
+    store["jobs"].remove(job)
+    return {"jobName": name, "removed": True, "jobId": job["id"]}

@@ -1,0 +1,469 @@
+"""The comis execution ledger `cron-executions.jsonl`: row rules, outcome kinds, the runs
+projection, fast tail reads and full scans (spec cron-ledger.md).
+
+Readers never lock: they read one open descriptor, so a concurrent atomic replace cannot mix
+two versions of the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidDataError
+from .schema import (
+    EPOCH_MS,
+    ERROR_KINDS,
+    ID,
+    MAX_SAFE_INT,
+    TRIGGERS,
+    WORK_KINDS,
+    Const,
+    Enum,
+    Int,
+    Node,
+    Nullable,
+    Obj,
+    SchemaError,
+    Str,
+    Union,
+    opt,
+    req,
+    root_run_id_for,
+)
+
+DEFAULT_MAX_LOG_BYTES = 2_000_000
+MAX_MAX_LOG_BYTES = 32 * 1024 * 1024
+MAX_ROW_BYTES = 65_536
+BLOCK = 65_536
+
+# --- rows and outcomes ---------------------------------------------------------------------------
+
+
+class Num(Node):
+    """A finite JSON number (integer or not), as metrics carry."""
+
+    def check(self, value: Any, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SchemaError(path, "must be a number")
+
+
+ERROR_KIND = Enum(ERROR_KINDS)
+COUNT = Int(0, MAX_SAFE_INT)
+POSITIVE = Int(1, MAX_SAFE_INT)
+QUEUE_DISPOSITION = Enum(("accepted", "accepted_oldest_dropped", "duplicate"))
+
+
+def _delivery(allow_not_requested: bool, allow_quiet_hours: bool) -> Union:
+    variants: dict[str, Node] = {
+        "suppressed": Obj([req("status", Const("suppressed")), req("reason", Enum(
+            ("response_filter", "quiet_hours") if allow_quiet_hours else ("response_filter",)))]),
+        "pre_send_failed": Obj([req("status", Const("pre_send_failed")),
+                                req("reason", Enum(("output_guard", "target_precondition", "cancelled"))),
+                                req("errorKind", ERROR_KIND)]),
+        "accepted": Obj([req("status", Const("accepted")), req("deliveredChunks", POSITIVE),
+                         req("settledAtMs", EPOCH_MS), opt("lastMessageId", Str(1, 1024))]),
+        "partial": Obj([req("status", Const("partial")), req("errorKind", ERROR_KIND),
+                        req("deliveredChunks", POSITIVE), req("failedChunks", POSITIVE), req("settledAtMs", EPOCH_MS),
+                        opt("lastMessageId", Str(1, 1024))]),
+        "rejected": Obj([req("status", Const("rejected")), req("errorKind", ERROR_KIND),
+                         req("deliveredChunks", Const(0)), req("failedChunks", POSITIVE),
+                         req("settledAtMs", EPOCH_MS)]),
+        "unknown": Obj([req("status", Const("unknown")), req("errorKind", ERROR_KIND),
+                        req("deliveredChunks", COUNT), req("failedChunks", POSITIVE), req("ambiguousChunks", POSITIVE),
+                        req("settledAtMs", EPOCH_MS), opt("lastMessageId", Str(1, 1024))]),
+    }
+    if allow_not_requested:
+        variants["not_requested"] = Obj([req("status", Const("not_requested"))])
+    return Union("status", variants)
+
+
+DELIVERY = _delivery(True, False)
+DIRECT_DELIVERY = _delivery(False, True)
+
+CONTINUATION = Union("mode", {
+    "none": Obj([req("mode", Const("none")), req("status", Const("not_requested"))]),
+    "heartbeat_excerpt": Union("status", {
+        "admitted": Obj([req("mode", Const("heartbeat_excerpt")), req("status", Const("admitted")),
+                         req("correlationId", ID), req("queueDisposition", QUEUE_DISPOSITION)]),
+        "skipped": Obj([req("mode", Const("heartbeat_excerpt")), req("status", Const("skipped")),
+                        req("reason", Enum(("execution_not_completed", "visible_text_unavailable")))]),
+        "failed": Obj([req("mode", Const("heartbeat_excerpt")), req("status", Const("failed")),
+                       req("errorKind", ERROR_KIND)]),
+    }),
+    "origin_history": Union("status", {
+        "appended": Obj([req("mode", Const("origin_history")), req("status", Const("appended"))]),
+        "already_present": Obj([req("mode", Const("origin_history")), req("status", Const("already_present"))]),
+        "skipped": Obj([req("mode", Const("origin_history")), req("status", Const("skipped")),
+                        req("reason", Enum(("execution_not_completed", "delivery_not_accepted")))]),
+        "failed": Obj([req("mode", Const("origin_history")), req("status", Const("failed")),
+                       req("errorKind", ERROR_KIND)]),
+    }),
+})
+
+WAKE_GATE = Union("status", {
+    "not_configured": Obj([req("status", Const("not_configured"))]),
+    "woke": Obj([req("status", Const("woke")), req("durationMs", COUNT), req("toolCalls", COUNT)]),
+    "failed_open": Obj([req("status", Const("failed_open")), req("durationMs", COUNT), req("toolCalls", COUNT),
+                        req("errorKind", ERROR_KIND)]),
+})
+
+ROOT_RUN = Str(1, 512)
+EXECUTION = Union("status", {
+    "completed": Obj([req("status", Const("completed")), req("finishReason", Str(1, 256))]),
+    "failed": Obj([req("status", Const("failed")), req("finishReason", Str(1, 256)), req("errorKind", ERROR_KIND)]),
+    "aborted": Obj([req("status", Const("aborted")), req("abortReason", Str(1, 256)),
+                    opt("finishReason", Str(1, 256)), opt("errorKind", ERROR_KIND)]),
+    "unknown": Obj([req("status", Const("unknown")), req("errorKind", ERROR_KIND)]),
+})
+PRE_DISPATCH_STAGES = {"start_record_recovery": "internal", "root_registration": "internal",
+                       "executor_not_bound": "precondition", "executor_invalid_input": "validation",
+                       "executor_precondition": "precondition", "dispatch_rejected": None}
+UNSETTLED_REASONS = {"deadline_termination_unestablished": "timeout", "owner_lost_after_start": "internal",
+                     "executor_rejected_after_invocation": "internal"}
+
+#: Each outcome kind: its full schema, and the work kinds it may settle.
+OUTCOMES: dict[str, tuple[Node, tuple[str, ...]]] = {
+    "agent_turn": (Obj([
+        req("kind", Const("agent_turn")), req("rootRunId", ROOT_RUN), req("sessionKey", Node()),
+        req("agentExecutionId", Node()), req("execution", EXECUTION), req("modelResolved", Node()),
+        req("modelResolutionSource", Node()),
+        req("metrics", Obj([req("totalTokens", Node()), req("costUsd", Node()), req("toolCalls", Node()),
+                            req("llmCalls", Node())])),
+        req("wakeGate", WAKE_GATE), req("delivery", DELIVERY), req("continuation", CONTINUATION),
+    ]), ("agent_turn",)),
+    "wake_gate_skip": (Obj([
+        req("kind", Const("wake_gate_skip")), req("rootRunId", ROOT_RUN), req("gateDurationMs", COUNT),
+        req("gateToolCalls", COUNT), req("delivery", DELIVERY), req("continuation", CONTINUATION),
+    ]), ("agent_turn",)),
+    "agent_turn_pre_model_skip": (Obj([
+        req("kind", Const("agent_turn_pre_model_skip")), req("rootRunId", ROOT_RUN),
+        req("reason", Enum(("wake_gate_disabled", "wake_gate_unbound"))), req("errorKind", Const("precondition")),
+        req("continuation", CONTINUATION),
+    ]), ("agent_turn",)),
+    "heartbeat_event": (Obj([
+        req("kind", Const("heartbeat_event")), req("correlationId", ID), req("queueDisposition", QUEUE_DISPOSITION),
+    ]), ("heartbeat_event",)),
+    "internal_action": (Obj([
+        req("kind", Const("internal_action")), req("action", Str(1, 256)), req("rootRunId", ROOT_RUN),
+        req("modelResolved", Node()), req("modelResolutionSource", Node()),
+        req("metrics", Obj([req("totalTokens", Node()), req("costUsd", Node()), req("llmCalls", Node())])),
+        req("execution", Node()),
+    ]), ("internal_action",)),
+    "delivery_only": (Obj([req("kind", Const("delivery_only")), req("delivery", DIRECT_DELIVERY)]),
+                      ("delivery_only",)),
+    "pre_dispatch_failure": (Obj([
+        req("kind", Const("pre_dispatch_failure")), req("stage", Enum(tuple(PRE_DISPATCH_STAGES))),
+        req("errorKind", ERROR_KIND),
+    ]), WORK_KINDS),
+    "unsettled": (Obj([
+        req("kind", Const("unsettled")), req("reason", Enum(tuple(UNSETTLED_REASONS))),
+        req("rootRunId", Nullable(ROOT_RUN)), req("errorKind", ERROR_KIND),
+    ]), WORK_KINDS),
+    "inbox_dispatch": (Obj([
+        req("kind", Const("inbox_dispatch")), req("sessionId", Str(1, 256)), req("stem", Str(1, 64)),
+        req("mode", Enum(("auto", "interrupt", "queue"))), opt("wakeGate", WAKE_GATE),
+    ]), ("agent_turn", "heartbeat_event")),
+}
+
+BASE = [req("executionId", ID), req("bootId", ID), req("jobId", ID), req("agentId", ID),
+        req("scheduledForMs", EPOCH_MS), req("trigger", Enum(TRIGGERS))]
+
+
+class OutcomeShape(Node):
+    """Structural check only: an object whose `kind` is known (details are `validate`'s job)."""
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, dict) or value.get("kind") not in OUTCOMES:
+            raise SchemaError(f"{path}.kind", f"must be one of {', '.join(OUTCOMES)}")
+
+
+ROW = Union("recordType", {
+    "started": Obj([*BASE, req("recordType", Const("started")), req("workKind", Enum(WORK_KINDS)),
+                    req("rootRunId", Nullable(ROOT_RUN)), req("startedAtMs", EPOCH_MS)]),
+    "terminal": Obj([*BASE, req("recordType", Const("terminal")), req("workKind", Enum(WORK_KINDS)),
+                     req("terminalAtMs", EPOCH_MS), req("durationMs", COUNT), req("outcome", OutcomeShape())]),
+})
+
+IDENTITY_KEYS = ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger", "workKind")
+
+
+def check_row(row: Any, *, full: bool) -> str | None:
+    """None when the row is acceptable alone; otherwise the comis message for it."""
+    try:
+        ROW.check(row, "$")
+        if row["recordType"] == "started":
+            if row["rootRunId"] != root_run_id_for(row["workKind"], row["executionId"]):
+                raise SchemaError("$.rootRunId", "root legality does not match work kind")
+            return None
+        schema, work_kinds = OUTCOMES[row["outcome"]["kind"]]
+        if row["workKind"] not in work_kinds:
+            raise SchemaError("$.outcome.kind", f"does not fit work kind {row['workKind']}")
+        if full:
+            schema.check(row["outcome"], "$.outcome")
+            _check_outcome_pairs(row["outcome"])
+    except SchemaError:
+        return "Cron execution ledger contains an invalid row"
+    return None
+
+
+def _check_outcome_pairs(outcome: dict[str, Any]) -> None:
+    kind = outcome["kind"]
+    if kind == "pre_dispatch_failure":
+        fixed = PRE_DISPATCH_STAGES[outcome["stage"]]
+        if fixed is not None and outcome["errorKind"] != fixed:
+            raise SchemaError("$.outcome.errorKind", f"must be {fixed} for stage {outcome['stage']}")
+    elif kind == "unsettled" and outcome["errorKind"] != UNSETTLED_REASONS[outcome["reason"]]:
+        raise SchemaError("$.outcome.errorKind", "does not fit the reason")
+    delivery = outcome.get("delivery")
+    if isinstance(delivery, dict) and delivery.get("status") == "unknown" \
+            and delivery["ambiguousChunks"] > delivery["failedChunks"]:
+        raise SchemaError("$.outcome.delivery.ambiguousChunks", "must not exceed failedChunks")
+
+
+# --- groups and the runs projection --------------------------------------------------------------
+
+@dataclass
+class Group:
+    """One execution: its started row and, once settled, its terminal row."""
+
+    start: dict[str, Any] | None = None
+    terminal: dict[str, Any] | None = None
+    first_line: int = 0
+
+    @property
+    def sort_key(self) -> int:
+        if self.terminal is not None:
+            return self.terminal["terminalAtMs"]
+        return self.start["startedAtMs"] if self.start else 0
+
+
+DELIVERY_ONLY_STATUS = {"accepted": "completed", "suppressed": "skipped", "pre_send_failed": "failed",
+                        "partial": "failed", "rejected": "failed", "unknown": "unknown"}
+
+
+def project_run(group: Group) -> dict[str, Any]:
+    """The runs projection of cron-ledger.md §4."""
+    start = group.start
+    run: dict[str, Any] = {k: start[k] for k in ("executionId", "jobId", "agentId", "scheduledForMs", "trigger",
+                                                 "workKind", "rootRunId", "startedAtMs")}
+    terminal = group.terminal
+    if terminal is None:
+        run.update(status="started", deliveryStatus="not_requested")
+        return run
+    run["terminalAtMs"] = terminal["terminalAtMs"]
+    run["durationMs"] = terminal["durationMs"]
+    outcome = terminal["outcome"]
+    kind = outcome["kind"]
+    status, delivery, error = "dispatched", "not_requested", None
+    delivery_obj = outcome.get("delivery") if isinstance(outcome.get("delivery"), dict) else {}
+    if kind == "agent_turn":
+        execution = outcome.get("execution") or {}
+        status = execution.get("status", "unknown")
+        delivery = delivery_obj.get("status", "not_requested")
+        error = execution.get("errorKind") if status != "completed" else delivery_obj.get("errorKind")
+    elif kind == "wake_gate_skip":
+        status, delivery, error = "skipped", delivery_obj.get("status", "not_requested"), delivery_obj.get("errorKind")
+    elif kind == "agent_turn_pre_model_skip":
+        status, error = "skipped", "precondition"
+    elif kind == "internal_action":
+        execution = outcome.get("execution") if isinstance(outcome.get("execution"), dict) else {}
+        status = execution.get("status", "unknown")
+        error = execution.get("errorKind") if status in ("failed", "unknown") else None
+        counters = execution.get("counters")
+        if isinstance(counters, list):
+            run["counters"] = counters
+    elif kind == "delivery_only":
+        delivery = delivery_obj.get("status", "unknown")
+        status, error = DELIVERY_ONLY_STATUS.get(delivery, "unknown"), delivery_obj.get("errorKind")
+    elif kind == "pre_dispatch_failure":
+        status, error = "failed", outcome["errorKind"]
+    elif kind == "unsettled":
+        status, error = "unknown", outcome["errorKind"]
+    run["status"] = status
+    run["deliveryStatus"] = delivery
+    if error is not None:
+        run["errorKind"] = error
+    run["outcome"] = outcome
+    return run
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+class LedgerError(Exception):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+def _pair(groups: dict[str, Group], row: dict[str, Any], line: int, forward: bool) -> None:
+    """Pairing rules. A forward scan meets a start before its terminal, a reverse scan after it;
+    either way a terminal that comes first in the file has no start."""
+    group = groups.setdefault(row["executionId"], Group(first_line=line))
+    if row["recordType"] == "started":
+        if group.start is not None:
+            raise LedgerError("Cron execution ledger contains a duplicate start", line)
+        group.start = row
+    else:
+        if group.terminal is not None:
+            raise LedgerError("Cron execution ledger contains a duplicate terminal", line)
+        if (group.start is None) == forward:
+            raise LedgerError("Cron execution terminal has no start", line)
+        group.terminal = row
+    if group.start is not None and group.terminal is not None:
+        start, terminal = group.start, group.terminal
+        if any(start[k] != terminal[k] for k in IDENTITY_KEYS):
+            raise LedgerError("Cron execution start and terminal identities differ", line)
+        if terminal["outcome"].get("rootRunId", start["rootRunId"]) != start["rootRunId"]:
+            raise LedgerError("Cron execution start and terminal roots differ", line)
+        if terminal["durationMs"] != terminal["terminalAtMs"] - start["startedAtMs"]:
+            raise LedgerError("Cron execution ledger contains an invalid row", line)
+
+
+def _parse_line(raw: bytes, line: int, full: bool) -> dict[str, Any]:
+    if not raw or len(raw) + 1 >= MAX_ROW_BYTES:
+        raise LedgerError("Cron execution ledger contains an empty or oversized row", line)
+    try:
+        row = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise LedgerError("Cron execution ledger contains invalid JSON", line) from None
+    problem = check_row(row, full=full)
+    if problem:
+        raise LedgerError(problem, line)
+    return row
+
+
+@dataclass
+class Ledger:
+    """A fully scanned ledger: every group in file order, and the bytes it came from."""
+
+    path: Path
+    raw: bytes
+    groups: dict[str, Group] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+    def logical_size(self) -> int:
+        open_starts = sum(1 for g in self.groups.values() if g.terminal is None)
+        return len(self.raw) + open_starts * MAX_ROW_BYTES
+
+
+def _fail(path: Path, raw_digest: str, error: LedgerError) -> InvalidDataError:
+    where = f"line {error.line}; " if error.line is not None else ""
+    return InvalidDataError(str(path), f"{error.message} ({where}sha256 {raw_digest})", line=error.line,
+                            sha256=raw_digest)
+
+
+def _check_envelope(size: int, last_byte: bytes, max_log_bytes: int) -> None:
+    if size > max_log_bytes:
+        raise LedgerError("Cron execution ledger exceeds its byte ceiling", None)
+    if size and last_byte != b"\n":
+        raise LedgerError("Cron execution ledger is not newline terminated", None)
+
+
+def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full: bool = False) -> Ledger | None:
+    """Read and check the whole ledger (None when it does not exist). `full` adds the nested
+    outcome checks that only `cron validate` makes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        raw = handle.read(min(size, max_log_bytes) + 1)
+    ledger = Ledger(path, raw)
+    try:
+        _check_envelope(max(size, len(raw)), raw[-1:], max_log_bytes)
+        for number, line in enumerate(raw.split(b"\n")[:-1], 1):
+            _pair(ledger.groups, _parse_line(line, number, full), number, forward=True)
+        if ledger.logical_size() > max_log_bytes:
+            raise LedgerError("Cron execution ledger cannot honor unmatched terminal reservations", None)
+    except LedgerError as error:
+        raise _fail(path, ledger.digest, error) from None
+    return ledger
+
+
+def _reverse_lines(handle, size: int) -> Iterator[tuple[int, bytes]]:
+    """Lines from the end in 64 KiB blocks, numbered -1, -2, … (the envelope check has made
+    sure the file ends with a newline, which is not a line of its own)."""
+    position = size - 1
+    buffer = b""
+    number = 0
+    while position > 0:
+        step = min(BLOCK, position)
+        position -= step
+        handle.seek(position)
+        buffer = handle.read(step) + buffer
+        cut = buffer.rfind(b"\n")
+        while cut != -1:
+            number -= 1
+            yield number, buffer[cut + 1:]
+            buffer = buffer[:cut]
+            cut = buffer.rfind(b"\n")
+        if len(buffer) >= MAX_ROW_BYTES:
+            raise LedgerError("Cron execution ledger contains an empty or oversized row", number - 1)
+    if size > 0:
+        yield number - 1, buffer
+
+
+def recent_runs(
+    path: Path,
+    limit: int,
+    *,
+    job_id: str | None = None,
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+    exact: bool = False,
+) -> list[dict[str, Any]]:
+    """The newest `limit` runs (of one job, or all), reading only the tail that holds them."""
+    matches: Callable[[Group], bool] = (lambda g: True) if job_id is None else (
+        lambda g: (g.start or g.terminal)["jobId"] == job_id)
+    if exact:
+        ledger = scan_ledger(path, max_log_bytes=max_log_bytes)
+        groups = [] if ledger is None else [g for g in ledger.groups.values() if matches(g)]
+    else:
+        groups = _tail_groups(path, limit, matches, max_log_bytes)
+    groups.sort(key=lambda g: g.sort_key, reverse=True)
+    return [project_run(g) for g in groups[:limit]]
+
+
+def _tail_groups(path: Path, limit: int, matches, max_log_bytes: int) -> list[Group]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return []
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            handle.seek(max(0, size - 1))
+            _check_envelope(size, handle.read(1), max_log_bytes)
+            groups: dict[str, Group] = {}
+            wanted: list[Group] = []
+            for number, line in _reverse_lines(handle, size):
+                row = _parse_line(line, number, False)
+                _pair(groups, row, number, forward=False)
+                group = groups[row["executionId"]]
+                if group.first_line == number and matches(group):
+                    wanted.append(group)
+                if len(wanted) >= limit and all(g.start is not None for g in wanted[:limit]):
+                    break
+        except LedgerError as error:
+            handle.seek(0)
+            raise _fail(path, hashlib.sha256(handle.read()).hexdigest(), error) from None
+    for group in wanted:
+        if group.start is None:  # reached the start of the file with a terminal but no start
+            raise InvalidDataError(str(path), "Cron execution terminal has no start")
+    return wanted
+
+
+def run_evidence(run: dict[str, Any]) -> bool:
+    """Runs whose inbox message may or may not exist: unknown, of a kind sxctl dispatches."""
+    return run["status"] == "unknown" and run["workKind"] in ("agent_turn", "heartbeat_event")
+

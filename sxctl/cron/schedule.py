@@ -1,0 +1,215 @@
+"""Schedules: authoring flags -> persisted comis schedules, and next-run math with sxctl's DST
+policy (spec cron-store.md §6, §7).
+
+croniter walks *wall-clock* matches; this module turns each wall time into instants:
+- a time in a spring-forward gap is read with the offset in force before the gap, so it fires
+  once, shifted forward by the gap's length;
+- in a fall-back fold, a fixed-hour pattern fires once at the earlier instant, while a pattern
+  with a wildcard or step in the hour field fires in both passes (elapsed time).
+croniter is imported only when a cron expression is actually evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..errors import SxctlError, UsageError
+from ..timeparse import load_zone, local_zone_name, parse_duration_ms, parse_time_ms
+
+MAX_SAFE_INT = 2**53 - 1
+NICKNAMES = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+_SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are seen from both sides
+_MAX_CANDIDATES = 5000
+
+
+def _invalid_expression(code: str = "invalid_value") -> SxctlError:
+    return UsageError("Invalid cron expression", code=code)
+
+
+@dataclass(frozen=True)
+class CronPattern:
+    """A 5-field or 6-field (seconds first, as croner reads it) expression, or a nickname."""
+
+    expr: str
+    fields: tuple[str, ...]
+    seconds_first: bool
+
+    @classmethod
+    def parse(cls, expr: str) -> CronPattern:
+        text = expr.strip()
+        expanded = NICKNAMES.get(text.lower(), text)
+        fields = tuple(expanded.split())
+        if len(fields) == 7:
+            raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported", code="unsupported")
+        if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
+            raise _invalid_expression()
+        if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
+            raise _invalid_expression()
+        from croniter import croniter
+
+        if not croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6):
+            raise _invalid_expression()
+        return cls(expr, fields, len(fields) == 6)
+
+    @property
+    def hour_follows_elapsed_time(self) -> bool:
+        """A wildcard or step in the hour field: the pattern fires in both passes of a fold."""
+        hour = self.fields[2 if self.seconds_first else 1]
+        return "*" in hour or "/" in hour
+
+    def next_after(self, bound_ms: int, zone) -> tuple[int, bool] | None:
+        """(first instant strictly after `bound_ms`, whether DST shaped it), or None."""
+        from croniter import CroniterBadDateError, croniter
+
+        bound_local = datetime.fromtimestamp(bound_ms / 1000, UTC).astimezone(zone)
+        start = bound_local.replace(tzinfo=None) - _SEARCH_WINDOW
+        walker = croniter(" ".join(self.fields), start, ret_type=datetime,
+                          second_at_beginning=self.seconds_first)
+        best: tuple[int, bool] | None = None
+        stop_after: datetime | None = None
+        for _ in range(_MAX_CANDIDATES):
+            try:
+                wall = walker.get_next(datetime)
+            except CroniterBadDateError:
+                break
+            if stop_after is not None and wall > stop_after:
+                break
+            for instant, dst in self._instants(wall, zone):
+                if instant > bound_ms and (best is None or instant < best[0]):
+                    best = (instant, dst)
+                    stop_after = wall + _SEARCH_WINDOW
+        return best
+
+    def _instants(self, wall: datetime, zone) -> list[tuple[int, bool]]:
+        first = wall.replace(tzinfo=zone, fold=0)
+        second = wall.replace(tzinfo=zone, fold=1)
+        if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall:
+            return [(epoch_ms(first), True)]  # in a gap: the offset before it shifts it forward
+        if first.utcoffset() != second.utcoffset():
+            if self.hour_follows_elapsed_time:
+                return [(epoch_ms(first), True), (epoch_ms(second), True)]
+            return [(epoch_ms(first), True)]
+        return [(epoch_ms(first), False)]
+
+
+def epoch_ms(instant: datetime) -> int:
+    return (instant - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:
+    """`next(schedule, bound)`: the first occurrence strictly after `bound_ms` (§7)."""
+    kind = schedule["kind"]
+    if kind == "every":
+        anchor, every = schedule["anchorMs"], schedule["everyMs"]
+        if bound_ms < anchor:
+            return anchor, False
+        return anchor + ((bound_ms - anchor) // every + 1) * every, False
+    if kind == "at":
+        return (schedule["atMs"], False) if schedule["atMs"] > bound_ms else None
+    return CronPattern.parse(schedule["expr"]).next_after(bound_ms, load_cron_zone(schedule["tz"]))
+
+
+def load_cron_zone(name: str):
+    try:
+        return load_zone(name or "UTC")
+    except UsageError:
+        raise UsageError("Invalid cron timezone") from None
+
+
+# --- authoring (§6) ------------------------------------------------------------------------------
+
+@dataclass
+class ScheduleInput:
+    """The schedule flags of `cron add/update/next`."""
+
+    cron: str | None = None
+    every: str | None = None
+    at: str | None = None
+    in_: str | None = None
+    tz: str | None = None
+    fold: str | None = None
+    anchor: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.cron, self.every, self.at, self.in_))
+
+
+_WHOLE_SECONDS = re.compile(r"^\s*\d+\s*$")
+
+
+def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:
+    """The persisted schedule for the flags, with comis's error messages (all exit 2)."""
+    chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
+    if len(chosen) != 1:
+        raise UsageError("Invalid cron schedule input")
+    if spec.fold is not None and spec.at is None:
+        raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
+    if spec.cron is not None:
+        zone_name = spec.tz or "UTC"
+        if zone_name == "local":
+            try:
+                zone_name = local_zone_name()
+            except UsageError:
+                raise UsageError("Invalid cron timezone") from None
+        zone = load_cron_zone(zone_name)
+        pattern = CronPattern.parse(spec.cron)
+        if len(zone_name.encode()) > 128:
+            raise UsageError("Invalid cron timezone")
+        if pattern.next_after(now_ms, zone) is None:
+            raise UsageError("Cron schedule has no future occurrence")
+        return {"kind": "cron", "expr": spec.cron, "tz": zone_name}
+    if spec.every is not None:
+        every_ms = parse_duration_ms(spec.every, what="--every")
+        if not 0 < every_ms <= MAX_SAFE_INT:
+            raise UsageError("Invalid cron schedule input")
+        anchor = now_ms
+        if spec.anchor is not None:
+            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz)
+            if anchor < 0:
+                raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
+        return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}
+    if spec.at is not None:
+        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold)
+        if naive and spec.tz is None and notes is not None:
+            notes.append(f"--at {spec.at} was read as UTC; pass --tz ZONE (or --tz local) to say which zone")
+        if at_ms <= now_ms:
+            raise UsageError("One-shot schedule must be in the future")
+        return {"kind": "at", "atMs": at_ms}
+    seconds_text = spec.in_ or ""
+    seconds = parse_duration_ms(seconds_text, what="--in")
+    if seconds % 1000 or seconds <= 0:
+        raise UsageError("Invalid cron schedule input")
+    if now_ms + seconds > MAX_SAFE_INT:
+        raise UsageError("Relative schedule exceeds the safe epoch range")
+    return {"kind": "at", "atMs": now_ms + seconds}
+
+
+def describe_schedule(schedule: dict[str, Any]) -> str:
+    """`cron 0 9 * * * America/New_York`, `every 30m`, `at 2026-09-21 06:02 UTC`."""
+    from ..timeparse import format_duration_ms
+
+    kind = schedule["kind"]
+    if kind == "cron":
+        return f"cron {schedule['expr']} {schedule['tz']}"
+    if kind == "every":
+        every = schedule["everyMs"]
+        return f"every {format_every(every) if every % 1000 == 0 else format_duration_ms(every)}"
+    at = datetime.fromtimestamp(schedule["atMs"] / 1000, UTC)
+    return f"at {at:%Y-%m-%d %H:%M} UTC"
+
+
+def format_every(ms: int) -> str:
+    """`30m`, `1h30m`, `45s`, `2d`: the compact DURATION form of a period."""
+    parts = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size:
+            count, ms = divmod(ms, size)
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"

@@ -1,0 +1,474 @@
+"""The comis strict v1 formats, as data: exact key sets in schema order, value ranges, variants.
+
+A few combinators (`Obj`, `Union`, `Str`, `Int`, …) describe every object of `cron-jobs.json`
+and of the ledger rows. `check` raises `SchemaError(path, rule)` at the first violation;
+`canonical` re-orders keys into schema order for encoding. Whole-store rules that span objects
+(uniqueness, claims, conversationRef) are in `validate_store`. Nothing is ever repaired.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_SAFE_INT = 2**53 - 1
+KIB = 1024
+
+
+class SchemaError(Exception):
+    def __init__(self, path: str, rule: str) -> None:
+        super().__init__(f"{path}: {rule}")
+        self.path = path
+        self.rule = rule
+
+
+class Node:
+    """Any JSON value (items of an array that is checked element by element elsewhere)."""
+
+    def check(self, value: Any, path: str) -> None:
+        return None
+
+    def canonical(self, value: Any) -> Any:
+        return value
+
+
+@dataclass
+class Str(Node):
+    """A string bounded in UTF-8 bytes (and optionally UTF-16 code units, as JavaScript counts)."""
+
+    min_bytes: int = 1
+    max_bytes: int = 256
+    max_utf16: int | None = None
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, str):
+            raise SchemaError(path, "must be a string")
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if not self.min_bytes <= size <= self.max_bytes:
+            raise SchemaError(path, f"must be {self.min_bytes}-{self.max_bytes} UTF-8 bytes (is {size})")
+        if self.max_utf16 is not None and len(value.encode("utf-16-le", "surrogatepass")) // 2 > self.max_utf16:
+            raise SchemaError(path, f"must be at most {self.max_utf16} UTF-16 code units")
+
+
+@dataclass
+class Int(Node):
+    lo: int = 0
+    hi: int = MAX_SAFE_INT
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise SchemaError(path, "must be an integer")
+        if not self.lo <= value <= self.hi:
+            raise SchemaError(path, f"must be between {self.lo} and {self.hi}")
+
+
+@dataclass
+class Enum(Node):
+    values: tuple[Any, ...]
+
+    def check(self, value: Any, path: str) -> None:
+        if isinstance(value, bool) or value not in self.values:
+            shown = ", ".join(json.dumps(v) for v in self.values)
+            raise SchemaError(path, f"must be one of {shown}")
+
+
+def Const(value: Any) -> Enum:  # noqa: N802 - reads like a type in schema tables
+    return Enum((value,))
+
+
+@dataclass
+class Nullable(Node):
+    inner: Node
+
+    def check(self, value: Any, path: str) -> None:
+        if value is not None:
+            self.inner.check(value, path)
+
+    def canonical(self, value: Any) -> Any:
+        return None if value is None else self.inner.canonical(value)
+
+
+@dataclass
+class Arr(Node):
+    item: Node
+    max_items: int = MAX_SAFE_INT
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, list):
+            raise SchemaError(path, "must be an array")
+        if len(value) > self.max_items:
+            raise SchemaError(path, f"must have at most {self.max_items} items")
+        for index, item in enumerate(value):
+            self.item.check(item, f"{path}[{index}]")
+
+    def canonical(self, value: Any) -> Any:
+        return [self.item.canonical(item) for item in value]
+
+
+@dataclass
+class Field:
+    name: str
+    node: Node
+    required: bool = True
+
+
+def req(name: str, node: Node) -> Field:
+    return Field(name, node, True)
+
+
+def opt(name: str, node: Node) -> Field:
+    return Field(name, node, False)
+
+
+@dataclass
+class Obj(Node):
+    """An object with exactly these keys (optional ones may be absent), in this order."""
+
+    fields: Sequence[Field]
+
+    def check(self, value: Any, path: str) -> None:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        known = {f.name for f in self.fields}
+        for key in value:
+            if key not in known:
+                raise SchemaError(f"{path}.{key}", "unknown key")
+        for field in self.fields:
+            if field.name in value:
+                field.node.check(value[field.name], f"{path}.{field.name}")
+            elif field.required:
+                raise SchemaError(f"{path}.{field.name}", "missing")
+
+    def canonical(self, value: Any) -> Any:
+        return {f.name: f.node.canonical(value[f.name]) for f in self.fields if f.name in value}
+
+
+@dataclass
+class Union(Node):
+    """Objects discriminated by one key (`kind`, `status`, `strategy`, `recordType`, …)."""
+
+    key: str
+    variants: dict[str, Node]
+
+    def pick(self, value: Any, path: str) -> Node:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        tag = value.get(self.key)
+        if not isinstance(tag, str) or tag not in self.variants:
+            raise SchemaError(f"{path}.{self.key}", f"must be one of {', '.join(self.variants)}")
+        return self.variants[tag]
+
+    def check(self, value: Any, path: str) -> None:
+        self.pick(value, path).check(value, path)
+
+    def canonical(self, value: Any) -> Any:
+        return self.pick(value, "$").canonical(value)
+
+
+@dataclass
+class Check(Node):
+    """A node plus an extra rule on the value (the rule returns a message, or None when fine)."""
+
+    inner: Node
+    rule: Callable[[Any], str | None]
+
+    def check(self, value: Any, path: str) -> None:
+        self.inner.check(value, path)
+        problem = self.rule(value)
+        if problem:
+            raise SchemaError(path, problem)
+
+    def canonical(self, value: Any) -> Any:
+        return self.inner.canonical(value)
+
+
+# --- shared pieces -------------------------------------------------------------------------------
+
+ID = Str(1, 256)
+EPOCH_MS = Int(0, MAX_SAFE_INT)
+NON_EMPTY = Str(1, 4 * KIB)
+ERROR_KINDS = ("config", "network", "auth", "validation", "precondition", "timeout", "resource", "dependency",
+               "internal", "platform")
+TRIGGERS = ("scheduled", "manual", "catchup")
+WORK_KINDS = ("agent_turn", "heartbeat_event", "internal_action", "delivery_only")
+
+
+def _zone_rule(value: str) -> str | None:
+    from zoneinfo import ZoneInfo
+
+    try:
+        if value.startswith("/") or ".." in value:
+            raise ValueError
+        ZoneInfo(value)
+    except (ValueError, OSError, KeyError):
+        return "is not a known IANA time zone"
+    return None
+
+
+SCHEDULE = Union("kind", {
+    "cron": Obj([req("kind", Const("cron")), req("expr", Str(1, 1024)), req("tz", Check(Str(1, 128), _zone_rule))]),
+    "every": Obj([req("kind", Const("every")), req("everyMs", Int(1, MAX_SAFE_INT)), req("anchorMs", EPOCH_MS)]),
+    "at": Obj([req("kind", Const("at")), req("atMs", EPOCH_MS)]),
+})
+
+LIFECYCLE = Union("status", {
+    "scheduled": Obj([req("status", Const("scheduled")), req("nextRunAtMs", EPOCH_MS),
+                      req("consecutiveDependencyErrors", Int())]),
+    "paused": Obj([req("status", Const("paused")), req("nextRunAtMs", EPOCH_MS),
+                   req("consecutiveDependencyErrors", Int()), req("reason", Enum(("operator", "dependency_errors")))]),
+    "one_shot_claimed": Obj([req("status", Const("one_shot_claimed")), req("executionId", ID),
+                             req("scheduledForMs", EPOCH_MS), req("claimedAtMs", EPOCH_MS)]),
+    "one_shot_terminal": Obj([req("status", Const("one_shot_terminal")), req("terminalExecutionId", ID),
+                              req("terminalAtMs", EPOCH_MS)]),
+})
+
+ENDPOINT = Obj([
+    req("channelType", NON_EMPTY), req("channelInstanceId", NON_EMPTY), req("conversationId", NON_EMPTY),
+    opt("threadId", NON_EMPTY), req("conversationKind", Enum(("direct", "shared"))),
+])
+
+PARTITION = Union("kind", {
+    "agent": Obj([req("kind", Const("agent"))]),
+    "principal": Obj([req("kind", Const("principal")), req("principalId", NON_EMPTY)]),
+    "channel-principal": Obj([req("kind", Const("channel-principal")), req("channelType", NON_EMPTY),
+                              req("principalId", NON_EMPTY)]),
+    "endpoint-conversation": Obj([req("kind", Const("endpoint-conversation")), req("endpoint", ENDPOINT)]),
+    "endpoint-conversation-principal": Obj([req("kind", Const("endpoint-conversation-principal")),
+                                            req("endpoint", ENDPOINT), req("principalId", NON_EMPTY)]),
+})
+
+SCOPE = Obj([req("tenantId", NON_EMPTY), req("agentId", ID), req("partition", PARTITION)])
+
+DELIVERY_TARGET = Obj([
+    req("conversation", Obj([req("conversationScope", SCOPE), req("conversationRef", Str(46, 46))])),
+    req("destinationEndpoint", ENDPOINT),
+])
+
+TOOL_IDS = Arr(Str(1, 256), 256)
+
+JOB_COMMON_HEAD = [
+    req("id", ID), req("name", Str(1, 1024, max_utf16=200)), req("agentId", ID), req("schedule", SCHEDULE),
+    req("lifecycle", LIFECYCLE), opt("maxConsecutiveDependencyErrors", Int()),
+]
+
+
+def _job(source: str, payload: Node, *variant: Field) -> Obj:
+    return Obj([*JOB_COMMON_HEAD, req("source", Const(source)), req("payload", payload), *variant])
+
+
+JOB_VARIANTS: dict[str, Obj] = {
+    "heartbeat_event": _job("authored", Obj([
+        req("kind", Const("heartbeat_event")), req("text", Str(1, 64 * KIB)),
+        req("wakeMode", Enum(("now", "next-heartbeat"))),
+    ])),
+    "delivery": _job("authored", Obj([req("kind", Const("delivery")), req("text", Str(0, 64 * KIB))]),
+                     req("deliveryTarget", DELIVERY_TARGET)),
+    "agent_turn": _job(
+        "authored",
+        Obj([req("kind", Const("agent_turn")), req("message", Str(0, 64 * KIB)), opt("model", Str(1, 512)),
+             opt("timeoutSeconds", Int(1, 86_400))]),
+        req("sessionPolicy", Union("strategy", {
+            "fresh": Obj([req("strategy", Const("fresh"))]),
+            "rolling": Obj([req("strategy", Const("rolling")), req("maxHistoryTurns", Int(1, 20))]),
+        })),
+        req("continuationMode", Enum(("none", "heartbeat_excerpt", "origin_history"))),
+        opt("deliveryTarget", DELIVERY_TARGET),
+        opt("wakeGate", Obj([req("script", Str(1, 256 * KIB)), req("language", Enum(("js", "ts"))),
+                             req("timeoutSeconds", Int(1, 300))])),
+        opt("cacheRetention", Enum(("none", "short", "long"))),
+        opt("toolPolicy", Obj([req("profile", Enum(("minimal", "coding", "messaging", "supervisor", "full"))),
+                               req("allow", TOOL_IDS), req("deny", TOOL_IDS)])),
+    ),
+    "internal_action": _job("built_in", Obj([
+        req("kind", Const("internal_action")),
+        req("action", Enum(("memory_review", "memory_lifecycle", "reflection"))),
+    ])),
+}
+
+BUILT_IN_ID_PREFIX = {"memory_review": "memory-review-", "memory_lifecycle": "memory-lifecycle-",
+                      "reflection": "reflect-"}
+
+CLAIM = Obj([
+    req("executionId", ID), req("bootId", ID), req("jobId", ID), req("agentId", ID),
+    req("rootRunId", Nullable(Str(1, 512))), req("scheduledForMs", EPOCH_MS), req("claimedAtMs", EPOCH_MS),
+    req("trigger", Enum(TRIGGERS)), req("workKind", Enum(WORK_KINDS)),
+])
+
+ROOT = Obj([
+    req("formatVersion", Const(1)), req("agentSchedulerSeed", Str(1, 256, max_utf16=256)),
+    req("jobs", Arr(Node())), req("activeClaims", Arr(Node())),
+])
+
+
+class JobNode(Node):
+    """A job: the variant is chosen by `payload.kind`; per-job rules come after the shape."""
+
+    def pick(self, value: Any, path: str) -> Obj:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        payload = value.get("payload")
+        kind = payload.get("kind") if isinstance(payload, dict) else None
+        if kind not in JOB_VARIANTS:
+            raise SchemaError(f"{path}.payload.kind", f"must be one of {', '.join(JOB_VARIANTS)}")
+        return JOB_VARIANTS[kind]
+
+    def check(self, value: Any, path: str) -> None:
+        self.pick(value, path).check(value, path)
+        if value["lifecycle"]["status"].startswith("one_shot") and value["schedule"]["kind"] != "at":
+            raise SchemaError(f"{path}.lifecycle", "one-shot lifecycle is legal only for an at schedule")
+        target = value.get("deliveryTarget")
+        if target is not None:
+            check_delivery_target(target, f"{path}.deliveryTarget")
+            if target["conversation"]["conversationScope"]["agentId"] != value["agentId"]:
+                raise SchemaError(f"{path}.deliveryTarget", "delivery conversation must belong to the job owner")
+        if value.get("continuationMode") == "origin_history" and target is None:
+            raise SchemaError(f"{path}.continuationMode", "origin_history continuation requires a delivery target")
+        if value["source"] == "built_in":
+            expected = BUILT_IN_ID_PREFIX[value["payload"]["action"]] + value["agentId"]
+            if value["id"] != expected:
+                raise SchemaError(f"{path}.id", f"a built-in {value['payload']['action']} job must have id {expected}")
+
+    def canonical(self, value: Any) -> Any:
+        return self.pick(value, "$").canonical(value)
+
+
+JOB = JobNode()
+
+
+def work_kind_of(job: dict[str, Any]) -> str:
+    kind = job["payload"]["kind"]
+    return "delivery_only" if kind == "delivery" else kind
+
+
+def root_run_id_for(work_kind: str, execution_id: str) -> str | None:
+    return f"root-cron-{execution_id}" if work_kind in ("agent_turn", "internal_action") else None
+
+
+# --- conversationRef (cron-store.md §4) ----------------------------------------------------------
+
+def _endpoint_fields(endpoint: dict[str, Any]) -> list[str]:
+    thread = endpoint.get("threadId")
+    return [endpoint["channelType"], endpoint["channelInstanceId"], endpoint["conversationId"],
+            "thread:absent" if thread is None else f"thread:present:{thread}", endpoint["conversationKind"]]
+
+
+def conversation_ref(scope: dict[str, Any]) -> str:
+    """`cv_` + base64url(sha256(length-prefixed fields)), without padding."""
+    partition = scope["partition"]
+    kind = partition["kind"]
+    fields = ["comis-conversation-scope", "v1", scope["tenantId"], scope["agentId"], kind]
+    if kind == "principal":
+        fields.append(partition["principalId"])
+    elif kind == "channel-principal":
+        fields += [partition["channelType"], partition["principalId"]]
+    elif kind.startswith("endpoint-conversation"):
+        fields += _endpoint_fields(partition["endpoint"])
+        if kind == "endpoint-conversation-principal":
+            fields.append(partition["principalId"])
+    encoded = "".join(f"{len(f.encode())}:{f}" for f in fields)
+    digest = hashlib.sha256(encoded.encode()).digest()
+    return "cv_" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def check_delivery_target(target: dict[str, Any], path: str) -> None:
+    scope = target["conversation"]["conversationScope"]
+    partition = scope["partition"]
+    endpoint = target["destinationEndpoint"]
+    if partition["kind"] == "channel-principal" and partition["channelType"] != endpoint["channelType"]:
+        raise SchemaError(f"{path}.conversation.conversationScope.partition.channelType",
+                          "must equal the destination endpoint's channelType")
+    if partition["kind"].startswith("endpoint-conversation") and partition["endpoint"] != endpoint:
+        raise SchemaError(f"{path}.conversation.conversationScope.partition.endpoint",
+                          "must equal destinationEndpoint exactly")
+    if target["conversation"]["conversationRef"] != conversation_ref(scope):
+        raise SchemaError(f"{path}.conversation.conversationRef", "does not match its conversationScope")
+
+
+def scorpiox_target(agent_id: str, project: str, conversation: str, tenant: str = "default") -> dict[str, Any]:
+    """sxctl's delivery target: a SCORPIOX session (or `live`) of a project (cron-store.md §4)."""
+    endpoint = {"channelType": "scorpiox-inbox", "channelInstanceId": project, "conversationId": conversation,
+                "conversationKind": "direct"}
+    scope = {"tenantId": tenant, "agentId": agent_id,
+             "partition": {"kind": "endpoint-conversation", "endpoint": dict(endpoint)}}
+    return {"conversation": {"conversationScope": scope, "conversationRef": conversation_ref(scope)},
+            "destinationEndpoint": endpoint}
+
+
+# --- the whole store -----------------------------------------------------------------------------
+
+def validate_store(store: Any) -> None:
+    """Every shape rule and every whole-root rule (cron-store.md §2–§5); SchemaError on the first."""
+    ROOT.check(store, "$")
+    for index, job in enumerate(store["jobs"]):
+        JOB.check(job, f"$.jobs[{index}]")
+    for index, claim in enumerate(store["activeClaims"]):
+        CLAIM.check(claim, f"$.activeClaims[{index}]")
+    ids: dict[str, int] = {}
+    names: set[str] = set()
+    for index, job in enumerate(store["jobs"]):
+        if job["id"] in ids:
+            raise SchemaError(f"$.jobs[{index}].id", "job id must be unique")
+        if job["name"] in names:
+            raise SchemaError(f"$.jobs[{index}].name", "job name must be unique")
+        ids[job["id"]] = index
+        names.add(job["name"])
+    executions: set[str] = set()
+    claimed_jobs: dict[str, dict[str, Any]] = {}
+    for index, claim in enumerate(store["activeClaims"]):
+        path = f"$.activeClaims[{index}]"
+        if claim["executionId"] in executions:
+            raise SchemaError(f"{path}.executionId", "execution id must be unique")
+        executions.add(claim["executionId"])
+        if claim["jobId"] in claimed_jobs:
+            raise SchemaError(f"{path}.jobId", "a job may have only one active claim")
+        claimed_jobs[claim["jobId"]] = claim
+        if claim["jobId"] not in ids:
+            raise SchemaError(f"{path}.jobId", "claim must reference an existing job")
+        job = store["jobs"][ids[claim["jobId"]]]
+        if claim["agentId"] != job["agentId"] or claim["workKind"] != work_kind_of(job):
+            raise SchemaError(path, "claim identity must match its job")
+        if claim["rootRunId"] != root_run_id_for(claim["workKind"], claim["executionId"]):
+            raise SchemaError(f"{path}.rootRunId", "claim root legality does not match work kind")
+    for index, job in enumerate(store["jobs"]):
+        claim = claimed_jobs.get(job["id"])
+        lifecycle = job["lifecycle"]
+        needs_one_shot = claim is not None and claim["trigger"] != "manual" and job["schedule"]["kind"] == "at"
+        is_claimed = lifecycle["status"] == "one_shot_claimed"
+        if needs_one_shot or is_claimed:
+            matches = (
+                needs_one_shot and is_claimed
+                and all(lifecycle[k] == claim[k] for k in ("executionId", "scheduledForMs", "claimedAtMs"))
+            )
+            if not matches:
+                raise SchemaError(f"$.jobs[{index}].lifecycle", "one-shot lifecycle must match its active claim")
+
+
+def canonical_store(store: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "formatVersion": store["formatVersion"], "agentSchedulerSeed": store["agentSchedulerSeed"],
+        "jobs": [JOB.canonical(job) for job in store["jobs"]],
+        "activeClaims": [CLAIM.canonical(claim) for claim in store["activeClaims"]],
+    }
+
+
+def encode_compact(obj: Any) -> bytes:
+    """Compact UTF-8 JSON and one newline: the on-disk form of the store and of ledger rows."""
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def strict_loads(raw: bytes) -> Any:
+    """JSON that refuses duplicate keys (a strict reader must not let the last one win)."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise ValueError(f"duplicate key {key!r}")
+            result[key] = value
+        return result
+
+    return json.loads(raw, object_pairs_hook=no_duplicates)

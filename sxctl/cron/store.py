@@ -1,0 +1,324 @@
+"""Locked, strictly validated reads and mutations of `<workspace>/.scheduler/cron-jobs.json`
+(spec cron-store.md), and the refusal to touch a workspace a live comis daemon owns."""
+
+from __future__ import annotations
+
+import copy
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError
+from ..fsio import PendingFile, ensure_private_dir, link_create
+from ..locks import MkdirLock
+from ..report import Reporter
+from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
+
+STORE_CAP = 32 * 1024 * 1024
+TERMINAL_RETENTION_MS = 7 * 86_400_000
+LOCK_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """A comis agent workspace: the folder that holds `.scheduler/`."""
+
+    root: Path
+
+    @property
+    def scheduler(self) -> Path:
+        return self.root / ".scheduler"
+
+    @property
+    def store(self) -> Path:
+        return self.scheduler / "cron-jobs.json"
+
+    @property
+    def store_sentinel(self) -> Path:
+        return self.scheduler / "cron-jobs.lock"
+
+    @property
+    def ledger(self) -> Path:
+        return self.scheduler / "cron-executions.jsonl"
+
+    @property
+    def ledger_sentinel(self) -> Path:
+        return self.scheduler / "cron-executions.lock"
+
+    @property
+    def reset_intent(self) -> Path:
+        return self.scheduler / "cron-reset-intent.json"
+
+
+def find_workspace(explicit: str | None, environ: Mapping[str, str], project_finder: Callable[[], Path]) -> Workspace:
+    """`--workspace`, then `SXCTL_WORKSPACE`, then the project root (cron-store.md §1)."""
+    given = explicit or environ.get("SXCTL_WORKSPACE")
+    if given:
+        root = Path(os.path.realpath(given))
+        if not root.is_dir():
+            raise NotFoundError(f"workspace {root} is not a folder", code="file_not_found", file=root)
+        return Workspace(root)
+    return Workspace(project_finder())
+
+
+# --- reading -------------------------------------------------------------------------------------
+
+def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
+    """Strict load: exit 5 naming the file, the JSON path and the failed rule."""
+    if len(raw) > STORE_CAP:
+        raise InvalidDataError(str(path), "Cron store exceeds its byte ceiling")
+    try:
+        store = strict_loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidDataError(str(path), f"Cron store contains invalid JSON ({exc})") from None
+    if isinstance(store, list):
+        raise InvalidDataError(str(path), "legacy comis store (array format); not supported")
+    try:
+        validate_store(store)
+    except SchemaError as exc:
+        raise InvalidDataError(
+            str(path), f"Cron store does not match the strict format at {exc.path}: {exc.rule}",
+            json_path=exc.path, rule=exc.rule,
+        ) from None
+    return store
+
+
+def read_store_bytes(ws: Workspace) -> bytes | None:
+    try:
+        fd = os.open(ws.store, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidDataError(str(ws.store), f"cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(STORE_CAP + 1)
+
+
+def read_store(ws: Workspace) -> dict[str, Any] | None:
+    """The validated store, or None when there is none yet (reads never lock)."""
+    raw = read_store_bytes(ws)
+    if raw is None:
+        if os.path.exists(ws.store.with_name("cron-jobs.json.bak")) or os.path.exists(ws.scheduler / "execution.jsonl"):
+            raise InvalidDataError(str(ws.store), "legacy comis store (array format); not supported")
+        return None
+    return parse_store(ws.store, raw)
+
+
+def new_store() -> dict[str, Any]:
+    return {"formatVersion": 1, "agentSchedulerSeed": str(uuid.uuid4()), "jobs": [], "activeClaims": []}
+
+
+def find_job(store: dict[str, Any], name: str) -> dict[str, Any]:
+    for job in store["jobs"]:
+        if job["name"] == name:
+            return job
+    raise NotFoundError(f"Cron job not found: {name}", code="job_not_found")
+
+
+def default_agent_id(store: dict[str, Any] | None, explicit: str | None, environ: Mapping[str, str]) -> str:
+    """`--agent`, `SXCTL_AGENT`, the single agentId all jobs share, then `default`."""
+    if explicit:
+        return explicit
+    if environ.get("SXCTL_AGENT"):
+        return environ["SXCTL_AGENT"]
+    agents = {job["agentId"] for job in (store or {}).get("jobs", [])}
+    return agents.pop() if len(agents) == 1 else "default"
+
+
+# --- daemon ownership ----------------------------------------------------------------------------
+
+@dataclass
+class DaemonLock:
+    lock_file: Path
+    pid: int | None
+    alive: bool
+    owns_workspace: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lock_file": str(self.lock_file), "pid": self.pid, "alive": self.alive,
+                "owns_workspace": self.owns_workspace}
+
+
+def daemon_lock_files(environ: Mapping[str, str]) -> list[Path]:
+    files = []
+    if environ.get("COMIS_HOME"):
+        files.append(Path(environ["COMIS_HOME"]) / ".daemon.lock")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    files.append(Path(home) / ".comis" / ".daemon.lock")
+    return list(dict.fromkeys(files))
+
+
+def _daemon_alive(pid: int | None) -> bool:
+    if pid is None:
+        return True  # unreadable content counts as alive
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").lower()
+    except OSError:
+        return True
+    return b"node" in cmdline or b"comis" in cmdline  # otherwise the pid was reused
+
+
+def daemon_locks(ws: Workspace, environ: Mapping[str, str]) -> list[DaemonLock]:
+    found = []
+    real_ws = os.path.realpath(ws.root)
+    for lock_file in daemon_lock_files(environ):
+        try:
+            text = lock_file.read_text().strip()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            text = ""
+        pid = int(text) if text.isdigit() else None
+        alive = _daemon_alive(pid)
+        home = os.path.realpath(lock_file.parent)
+        owns = alive and (real_ws == home or real_ws.startswith(home + os.sep))
+        found.append(DaemonLock(lock_file, pid, alive, owns))
+    return found
+
+
+def _tilde(path: Path, environ: Mapping[str, str]) -> str:
+    home = environ.get("HOME")
+    text = str(path)
+    return "~" + text[len(home):] if home and text.startswith(home + os.sep) else text
+
+
+def refuse_if_daemon_owns(ws: Workspace, environ: Mapping[str, str], report: Reporter, force: bool = False) -> None:
+    """Mutations of a workspace a live comis daemon owns would be lost or break its ticks."""
+    for lock in daemon_locks(ws, environ):
+        if lock.owns_workspace and not force:
+            raise ConflictError(
+                f"a comis daemon (pid {lock.pid if lock.pid is not None else '?'}, {_tilde(lock.lock_file, environ)}) "
+                "owns this workspace. It caches the store in memory and would not see this change, and its next "
+                "claim could abort its scheduler ticks. Stop the daemon, or use comis's own cron tool.",
+                code="daemon_owns_workspace", file=lock.lock_file,
+            )
+        if lock.owns_workspace:
+            report.warn(f"--force: a live comis daemon (pid {lock.pid}) owns this workspace; running anyway")
+        elif lock.alive:
+            report.warn(f"a comis daemon is running (pid {lock.pid}, {lock.lock_file}) but does not own {ws.root}")
+
+
+def refuse_if_reset_pending(ws: Workspace) -> None:
+    if os.path.lexists(ws.reset_intent):
+        raise ConflictError(
+            f"a comis guarded reset is in progress ({ws.reset_intent}); try again when it has finished",
+            code="reset_intent", file=ws.reset_intent,
+        )
+
+
+# --- init and mutation ---------------------------------------------------------------------------
+
+def _touch_sentinel(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+def init_workspace(ws: Workspace) -> list[str]:
+    """Create whatever is missing of `.scheduler/`, sentinels, store and ledger; never overwrite."""
+    if not ws.root.is_dir():
+        raise NotFoundError(f"workspace {ws.root} is not a folder", code="file_not_found", file=ws.root)
+    created = []
+    if not ws.scheduler.is_dir():
+        ensure_private_dir(ws.scheduler)
+        created.append(str(ws.scheduler))
+    for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
+        if _touch_sentinel(sentinel):
+            created.append(str(sentinel))
+    for path, data in ((ws.store, encode_compact(new_store())), (ws.ledger, b"")):
+        try:
+            link_create(path, data, temp=path.with_name(f"{path.name}.{uuid.uuid4()}.tmp"))
+            created.append(str(path))
+        except FileExistsError:
+            pass
+    return created
+
+
+def store_lock(ws: Workspace, boot_id: str, wait_s: float = LOCK_WAIT_S) -> MkdirLock:
+    return MkdirLock(ws.store_sentinel, boot_id=boot_id, wait_s=wait_s, what="the cron store")
+
+
+def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
+    """Validate, encode compactly in schema order, and replace the store atomically (0600)."""
+    try:
+        validate_store(store)
+    except SchemaError as exc:  # a bug in a mutation, never user data: say exactly what broke
+        raise SxctlError(f"refusing to write an invalid store: {exc.path}: {exc.rule}") from None
+    data = encode_compact(canonical_store(store))
+    if len(data) > STORE_CAP:
+        raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)
+    with PendingFile(ws.store, ws.store.with_name(f"{ws.store.name}.{uuid.uuid4()}.tmp")) as pending:
+        pending.write_all(data)
+        pending.commit(lock.check_held)
+    os.chmod(ws.store, 0o600)
+    return data
+
+
+def prune_terminal_one_shots(store: dict[str, Any], now_ms: int) -> list[str]:
+    """Drop one-shots 7 days past their terminal that no claim references (as comis does)."""
+    claimed = {claim["jobId"] for claim in store["activeClaims"]}
+    kept, dropped = [], []
+    for job in store["jobs"]:
+        life = job["lifecycle"]
+        if (life["status"] == "one_shot_terminal" and job["id"] not in claimed
+                and now_ms - life["terminalAtMs"] > TERMINAL_RETENTION_MS):
+            dropped.append(job["name"])
+        else:
+            kept.append(job)
+    store["jobs"] = kept
+    return dropped
+
+
+@dataclass
+class Mutation:
+    store: dict[str, Any]
+    outcome: Any
+
+
+def mutate_store(
+    ws: Workspace,
+    change: Callable[[dict[str, Any], int], Any],
+    *,
+    environ: Mapping[str, str] = os.environ,
+    lock_wait_s: float = LOCK_WAIT_S,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+    create: bool = False,
+) -> Mutation:
+    """The mutation procedure of cron-store.md §9: lock, strict re-read, prune, change, validate,
+    write. `change(store, now_ms)` edits the store in place and returns the command's outcome."""
+    report = report or Reporter()
+    refuse_if_daemon_owns(ws, environ, report)
+    refuse_if_reset_pending(ws)
+    if create:
+        init_workspace(ws)
+    if not ws.scheduler.is_dir() or not os.path.lexists(ws.store):
+        raise NotFoundError(f"no cron store at {ws.store}; run `sxctl cron init`", code="file_not_found",
+                            file=ws.store)
+    with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s) as lock:
+        store = read_store(ws)
+        if store is None:
+            raise NotFoundError(f"no cron store at {ws.store}", code="file_not_found", file=ws.store)
+        now = clock.now_ms()
+        working = copy.deepcopy(store)
+        pruned = prune_terminal_one_shots(working, now)
+        if pruned:
+            report.note(f"pruned finished one-shot job(s) older than 7 days: {', '.join(pruned)}")
+        outcome = change(working, now)
+        write_store(ws, working, lock)
+    return Mutation(working, outcome)

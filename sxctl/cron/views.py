@@ -1,0 +1,264 @@
+"""Read-only views of a workspace: job states and targets, the `next` timeline, `status`
+evidence, and the store/ledger cross-checks that `validate` and `tick` share."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidDataError
+from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from .schedule import CronPattern, next_run
+from .store import Workspace, daemon_locks, read_store, read_store_bytes
+
+STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
+
+
+def job_state(job: dict[str, Any]) -> str:
+    life = job["lifecycle"]
+    if life["status"] == "paused":
+        return f"paused:{life['reason']}"
+    return STATE_BY_STATUS[life["status"]]
+
+
+def job_kind_label(job: dict[str, Any]) -> str:
+    if job["source"] == "built_in":
+        return "built-in"
+    return {"heartbeat_event": "heartbeat", "delivery": "delivery", "agent_turn": "agent-turn"}[job["payload"]["kind"]]
+
+
+def job_target(job: dict[str, Any]) -> dict[str, Any] | None:
+    target = job.get("deliveryTarget")
+    if target is None:
+        return None
+    endpoint = target["destinationEndpoint"]
+    return {"project": endpoint["channelInstanceId"], "conversation": endpoint["conversationId"]}
+
+
+def target_label(job: dict[str, Any]) -> str:
+    target = job_target(job)
+    if target is None:
+        return "-"
+    if target["conversation"] == "live":
+        return f"live@{target['project']}"
+    return target["conversation"]
+
+
+def job_row(job: dict[str, Any]) -> dict[str, Any]:
+    """The `cron list`/`show` row: the stored object plus sxctl's state, next run and target."""
+    life = job["lifecycle"]
+    return {"job": job, "state": job_state(job), "next_run_ms": life.get("nextRunAtMs"), "target": job_target(job)}
+
+
+def schedule_computable(schedule: dict[str, Any]) -> bool:
+    if schedule["kind"] != "cron":
+        return True
+    try:
+        CronPattern.parse(schedule["expr"])
+    except Exception:  # noqa: BLE001 - a 7-field or foreign expression is shown as '?'
+        return False
+    return True
+
+
+# --- next ----------------------------------------------------------------------------------------
+
+def local_iso(ms: int, zone) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).astimezone(zone).isoformat(timespec="seconds")
+
+
+def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool = False) -> list[tuple[int, bool]]:
+    """`count` occurrences starting at `first_ms`, each later one `next(schedule, previous)`."""
+    out = [(first_ms, first_dst)]
+    while len(out) < count:
+        found = next_run(schedule, out[-1][0])
+        if found is None:
+            break
+        out.append(found)
+    return out
+
+
+def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
+             include_paused: bool = False) -> list[dict[str, Any]]:
+    """Merged, time-ordered fires of the store's jobs (cron-store.md §10)."""
+    fires: list[dict[str, Any]] = []
+    for job in store["jobs"]:
+        if name is not None and job["name"] != name:
+            continue
+        life = job["lifecycle"]
+        status = life["status"]
+        if status == "one_shot_terminal" or not schedule_computable(job["schedule"]):
+            continue
+        if status == "one_shot_claimed":
+            fires.append(_fire(job, life["scheduledForMs"], zone, now_ms, running=True))
+            continue
+        paused = status == "paused"
+        occurrences = series(job["schedule"], life["nextRunAtMs"], count if (not paused or include_paused) else 1)
+        for index, (at_ms, dst) in enumerate(occurrences):
+            fires.append(_fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused),
+                               dst=dst, overdue=index == 0 and at_ms <= now_ms and not paused))
+    fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
+    return fires[:count]
+
+
+def _fire(job: dict[str, Any] | None, at_ms: int, zone, now_ms: int, *, paused: bool = False, dst: bool = False,
+          overdue: bool = False, running: bool = False) -> dict[str, Any]:
+    fire = {"jobId": job["id"] if job else None, "name": job["name"] if job else None, "at_ms": at_ms,
+            "at_local": local_iso(at_ms, zone), "overdue": overdue, "paused": paused, "dst": dst}
+    if running:
+        fire["running"] = True
+    return fire
+
+
+def adhoc_timeline(schedule: dict[str, Any], bound_ms: int, count: int, zone, now_ms: int) -> list[dict[str, Any]]:
+    """`cron next --cron/--every/--at …`: the first `count` occurrences strictly after `bound_ms`."""
+    first = next_run(schedule, bound_ms)
+    if first is None:
+        return []
+    return [_fire(None, at, zone, now_ms, dst=dst) for at, dst in series(schedule, first[0], count, first[1])]
+
+
+# --- cross-checks (runner.md §2) -----------------------------------------------------------------
+
+@dataclass
+class Problem:
+    file: str
+    line: int | None
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
+
+
+def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: int) -> list[Problem]:
+    """Orphan starts, claims whose start differs in identity, and times recorded in the future."""
+    problems: list[Problem] = []
+    claims = {claim["executionId"]: claim for claim in store["activeClaims"]}
+    for execution_id, group in ledger.groups.items():
+        if group.terminal is None and execution_id not in claims:
+            problems.append(Problem(str(ws.ledger), group.first_line, "orphan_start",
+                                    f"orphan start {execution_id}: no terminal and no active claim"))
+    for claim in claims.values():
+        group = ledger.groups.get(claim["executionId"])
+        if group is not None and group.start is not None:
+            start = group.start
+            if any(start[k] != claim[k] for k in ("jobId", "agentId", "bootId", "scheduledForMs", "trigger",
+                                                  "workKind")):
+                problems.append(Problem(str(ws.store), None, "identity_mismatch",
+                                        f"claim {claim['executionId']} differs from its ledger start"))
+        if claim["claimedAtMs"] > now_ms:
+            problems.append(Problem(str(ws.store), None, "clock_behind",
+                                    f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, after now"))
+    for group in ledger.groups.values():
+        if group.start is not None and group.start["startedAtMs"] > now_ms:
+            problems.append(Problem(str(ws.ledger), group.first_line, "clock_behind",
+                                    f"execution {group.start['executionId']} started after now"))
+    return problems
+
+
+def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> list[Problem]:
+    """Everything `cron validate` checks, as a list (empty = valid)."""
+    problems: list[Problem] = []
+    store = ledger = None
+    try:
+        store = read_store(ws)
+        if store is None:
+            problems.append(Problem(str(ws.store), None, "file_not_found", "no cron store"))
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.store), None, "invalid_data", error.message))
+    try:
+        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=True)
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.ledger), error.extra.get("line"), "invalid_data", error.message))
+    if store is not None and ledger is not None:
+        problems += cross_check(store, ledger, ws, now_ms)
+    return problems
+
+
+# --- status --------------------------------------------------------------------------------------
+
+def _file_evidence(raw: bytes | None) -> dict[str, Any]:
+    if raw is None:
+        return {"exists": False, "bytes": None, "digest": None}
+    return {"exists": True, "bytes": len(raw), "digest": hashlib.sha256(raw).hexdigest()}
+
+
+def _lock_age_ms(lockdir) -> int | None:
+    try:
+        return int((time.time() - os.stat(lockdir).st_mtime) * 1000)
+    except OSError:
+        return None
+
+
+def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
+    """Offline evidence about a workspace, read without locking (cron-store.md §8 status)."""
+    problems: list[dict[str, Any]] = []
+    store_raw = read_store_bytes(ws)
+    ledger_raw = None
+    try:
+        with open(ws.ledger, "rb") as handle:
+            ledger_raw = handle.read(max_log_bytes + 1)
+    except FileNotFoundError:
+        pass
+    store = None
+    valid = True
+    try:
+        store = read_store(ws)
+        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes)
+        if store is not None and ledger is not None:
+            problems += [p.to_json() for p in cross_check(store, ledger, ws, now_ms)]
+    except InvalidDataError as error:
+        valid = False
+        problems.append({"file": error.file, "line": error.extra.get("line"), "code": "invalid_data",
+                         "message": error.message})
+    intent: dict[str, Any] = {"status": "none"}
+    if os.path.lexists(ws.reset_intent):
+        try:
+            intent = {"status": "pending", **json.loads(ws.reset_intent.read_text())}
+        except (OSError, ValueError):
+            intent = {"status": "invalid"}
+    daemons = daemon_locks(ws, environ)
+    owner_daemon = next((d for d in daemons if d.owns_workspace), None)
+    store_lockdir = f"{os.path.realpath(ws.store_sentinel)}.lock"
+    ledger_lockdir = f"{os.path.realpath(ws.ledger_sentinel)}.lock"
+    store_held = os.path.isdir(store_lockdir)
+    owner = "none"
+    if owner_daemon is not None:
+        owner = "comis-daemon"
+    elif store_held:
+        try:
+            note = json.loads(Path(f"{ws.store_sentinel}.owner").read_text())
+            if str(note.get("bootId", "")).startswith("sxctl-") and note.get("host") == socket.gethostname():
+                owner = "sxctl-tick"
+        except (OSError, ValueError):
+            pass
+    strays = sorted(name for name in (os.listdir(ws.scheduler) if ws.scheduler.is_dir() else [])
+                    if name.endswith(".tmp"))
+    for name in strays:
+        problems.append({"file": str(ws.scheduler / name), "line": None, "code": "stray_temp",
+                         "message": f"stray temp file {name} (left by a crashed writer; not deleted)"})
+    jobs = store["jobs"] if store else []
+    due = [j["lifecycle"]["nextRunAtMs"] for j in jobs if j["lifecycle"]["status"] == "scheduled"]
+    for job in jobs:
+        life = job["lifecycle"]
+        if life["status"] == "scheduled" and life["nextRunAtMs"] < now_ms - 120_000 and not store_held:
+            message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
+            problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
+    return {
+        "ok": True, "workspace": str(ws.root),
+        "store": _file_evidence(store_raw), "ledger": _file_evidence(ledger_raw), "intent": intent,
+        "strictAuthoritiesValid": valid, "jobCount": len(jobs),
+        "activeClaimCount": len(store["activeClaims"]) if store else 0,
+        "daemon": (owner_daemon or (daemons[0] if daemons else None)).to_json() if daemons else None,
+        "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
+                  "store_age_ms": _lock_age_ms(store_lockdir)},
+        "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],
+        "next_due_ms": min(due) if due else None, "owner": owner, "problems": problems,
+    }
