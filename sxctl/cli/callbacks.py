@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from .inbox import DURATION, read_stdin_text
-from .output import current_session, emit, global_options, mutating, reporter, say, settings, table
+from .inbox import read_stdin_text
+from .output import DURATION, current_session, emit, global_options, mutating, reporter, say, settings, table
 
 
 @click.group("callbacks")

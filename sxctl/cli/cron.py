@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .output import current_project, emit, global_options, mutating, reporter, say, settings, table
+from .output import DURATION, current_project, emit, global_options, mutating, reporter, say, settings, table
 
 
 @click.group("cron")
@@ -49,6 +49,11 @@ def _max_log_bytes(value: int | None) -> int:
 def _max_log_option(command):
     return click.option("--max-log-bytes", type=int, metavar="N",
                         help="Ledger byte ceiling (default 2,000,000; SXCTL_MAX_LOG_BYTES).")(command)
+
+
+def _lock_wait_option(command):
+    return click.option("--lock-wait", "lock_wait_ms", type=DURATION, default="10", show_default=True,
+                        metavar="SECONDS", help="How long to wait for the store lock (then exit 4).")(command)
 
 
 def _zone(name: str | None):
@@ -194,7 +199,8 @@ def _default_project() -> Path:
               help="Agent turn (default none).")
 @click.option("--paused", is_flag=True, help="Add the job paused.")
 @click.option("--max-jobs", type=click.IntRange(1), default=100, show_default=True, help="Authored job capacity.")
-def add(name, max_jobs, **kw) -> None:
+@_lock_wait_option
+def add(name, max_jobs, lock_wait_ms, **kw) -> None:
     """Add a job NAME with one schedule (--cron, --every, --at or --in) and a payload.
 
     \b
@@ -217,7 +223,8 @@ def add(name, max_jobs, **kw) -> None:
         return add_job(store, name, spec, agent_id=agent, default_project=project, now_ms=now, max_jobs=max_jobs,
                        notes=notes)
 
-    result = mutate_store(ws, change, clock=settings().clock, report=report, create=True).outcome
+    result = mutate_store(ws, change, clock=settings().clock, report=report, create=True,
+                          lock_wait_s=lock_wait_ms / 1000).outcome
     for note in notes:
         report.note(note)
     emit({"ok": True, **result}, lambda: say(f"added {name} ({result['jobId']})"))
@@ -234,7 +241,8 @@ def add(name, max_jobs, **kw) -> None:
 @click.option("--no-wake-gate", is_flag=True, help="Remove the wake gate.")
 @click.option("--paused", is_flag=True, help="Pause the job.")
 @click.option("--resumed", is_flag=True, help="Resume the job.")
-def update(name, **kw) -> None:
+@_lock_wait_option
+def update(name, lock_wait_ms, **kw) -> None:
     """Change a job: a schedule flag replaces the schedule, --payload the whole payload.
 
     \b
@@ -253,50 +261,53 @@ def update(name, **kw) -> None:
         _workspace(),
         lambda store, now: update_job(store, name, spec, default_project=project, now_ms=now, report=report,
                                       notes=notes),
-        clock=settings().clock, report=report,
+        clock=settings().clock, report=report, lock_wait_s=lock_wait_ms / 1000,
     ).outcome
     for note in notes:
         report.note(note)
     emit({"ok": True, **result}, lambda: say(f"updated {result['jobName']}"))
 
 
-def _pause(name: str, paused: bool) -> None:
+def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:
     from ..cron.jobs import set_job_paused
     from ..cron.store import mutate_store
 
     result = mutate_store(_workspace(), lambda store, now: set_job_paused(store, name, paused),
-                          clock=settings().clock, report=reporter()).outcome
+                          clock=settings().clock, report=reporter(), lock_wait_s=lock_wait_ms / 1000).outcome
     emit({"ok": True, **result}, lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
 
 
 @cron.command("pause")
 @click.argument("name")
-def pause(name) -> None:
+@_lock_wait_option
+def pause(name, lock_wait_ms) -> None:
     """Pause a job; its next run time and error counter are kept.
 
     \b
     Example:
       sxctl cron pause nightly
     """
-    _pause(name, True)
+    _pause(name, True, lock_wait_ms)
 
 
 @cron.command("resume")
 @click.argument("name")
-def resume(name) -> None:
+@_lock_wait_option
+def resume(name, lock_wait_ms) -> None:
     """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
 
     \b
     Example:
       sxctl cron resume nightly
     """
-    _pause(name, False)
+    _pause(name, False, lock_wait_ms)
 
 
 @cron.command("remove")
 @click.argument("name")
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
-def remove(name, yes) -> None:
+@_lock_wait_option
+def remove(name, yes, lock_wait_ms) -> None:
     """Remove a job (asks on a terminal; needs --yes otherwise).
 
     \b
@@ -312,7 +323,7 @@ def remove(name, yes) -> None:
         if not click.confirm(f"Remove cron job {name}?", err=True):
             raise UsageError("not removed")
     result = mutate_store(_workspace(), lambda store, now: remove_job(store, name),
-                          clock=settings().clock, report=reporter()).outcome
+                          clock=settings().clock, report=reporter(), lock_wait_s=lock_wait_ms / 1000).outcome
     emit({"ok": True, **result}, lambda: say(f"removed {name}"))
 
 

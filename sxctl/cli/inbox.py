@@ -9,6 +9,7 @@ import click
 
 from ..errors import UsageError
 from .output import (
+    DURATION,
     current_session,
     emit,
     emit_json,
@@ -19,25 +20,6 @@ from .output import (
     settings,
     table,
 )
-
-
-class Duration(click.ParamType):
-    """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> milliseconds."""
-
-    name = "duration"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, int):
-            return value
-        from ..timeparse import parse_duration_ms
-
-        try:
-            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}")
-        except UsageError as error:
-            self.fail(error.message, param, ctx)
-
-
-DURATION = Duration()
 
 
 @click.group("inbox")

@@ -93,6 +93,26 @@ def mutating(command: click.Command) -> click.Command:
     return command
 
 
+class Duration(click.ParamType):
+    """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> milliseconds."""
+
+    name = "duration"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from ..errors import UsageError
+        from ..timeparse import parse_duration_ms
+
+        try:
+            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}")
+        except UsageError as error:
+            self.fail(error.message, param, ctx)
+
+
+DURATION = Duration()
+
+
 # --- rendering ---------------------------------------------------------------------------------
 
 def color_enabled(s: Settings | None = None) -> bool:

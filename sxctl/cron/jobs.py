@@ -214,10 +214,10 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
 
 
 def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
+    """A job an editing verb may change; `verb` is the comis tool action (update, remove)."""
     job = find_job(store, name)
     if job["source"] == "built_in":
-        raise ConflictError(f"Config-owned cron jobs cannot be {verb} through cron.{verb.rstrip('d')}",
-                            code="config_owned")
+        raise ConflictError(f"Config-owned cron jobs cannot be {verb}d through cron.{verb}", code="config_owned")
     if any(claim["jobId"] == job["id"] for claim in store["activeClaims"]):
         raise ConflictError("Cron job has an active execution", code="active_claim")
     return job
@@ -230,7 +230,7 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
     if spec.paused and spec.resumed:
         raise UsageError("--paused and --resumed cannot be combined")
-    job = _editable(store, name, "updated")
+    job = _editable(store, name, "update")
     index = store["jobs"].index(job)
     old_kind = job["payload"]["kind"]
     kind = payload_kind(spec.payload) if spec.payload is not None else old_kind
@@ -279,12 +279,12 @@ def _paused_or_resumed(lifecycle: dict[str, Any], *, paused: bool) -> dict[str, 
 
 
 def set_job_paused(store: dict[str, Any], name: str, paused: bool) -> dict[str, Any]:
-    job = _editable(store, name, "updated")
+    job = _editable(store, name, "update")
     job["lifecycle"] = _paused_or_resumed(job["lifecycle"], paused=paused)
     return {"jobName": name, "updated": True, "state": job["lifecycle"]["status"]}
 
 
 def remove_job(store: dict[str, Any], name: str) -> dict[str, Any]:
-    job = _editable(store, name, "removed")
+    job = _editable(store, name, "remove")
     store["jobs"].remove(job)
     return {"jobName": name, "removed": True, "jobId": job["id"]}
