@@ -455,6 +455,9 @@ def _tail_groups(path: Path, limit: int, matches, max_log_bytes: int) -> list[Gr
                 if len(wanted) >= limit and all(g.start is not None for g in wanted[:limit]):
                     break
         except LedgerError as error:
+            # Seen backwards, a misplaced row can look like another fault (a start repeated after
+            # its terminal looks like a terminal without start): let a forward scan name it.
+            scan_ledger(path, max_log_bytes=max_log_bytes)
             handle.seek(0)
             raise _fail(path, hashlib.sha256(handle.read()).hexdigest(), error) from None
     for group in wanted:
