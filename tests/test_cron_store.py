@@ -432,3 +432,18 @@ def test_wake_drops_an_auto_message_into_the_live_session(project, ws):
     message = json.loads((folder / "inbox" / f"{doc['stem']}.json").read_text())
     assert message == {"text": "Scheduler wake: check pending scheduled work.", "mode": "auto"}
     assert project.run("cron", "wake", "--target", "monitoring", "--json").json()["error"]["code"] == "unsupported"
+
+
+def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
+    from sxctl import locks
+    from sxctl.cron.store import Workspace, store_lock
+
+    monkeypatch.setattr(locks, "REFRESH_EVERY_S", 0.05)
+    with store_lock(Workspace(project.root), "sxctl-test") as lock:
+        acquired = os.stat(lock.lockdir).st_mtime_ns
+        time.sleep(0.3)
+        assert os.stat(lock.lockdir).st_mtime_ns > acquired  # the background thread touched it
+        lock.check_held()
+        note = json.loads((ws / "cron-jobs.lock.owner").read_text())
+        assert note["bootId"] == "sxctl-test" and note["pid"] == os.getpid()
+    assert not (ws / "cron-jobs.lock.lock").exists() and not (ws / "cron-jobs.lock.owner").exists()
