@@ -10,12 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidDataError
+from .. import faults
+from ..errors import ConflictError, InvalidDataError, SxctlError
+from ..fsio import PendingFile
+from ..locks import MkdirLock
 from .schema import (
     EPOCH_MS,
     ERROR_KINDS,
@@ -32,6 +36,7 @@ from .schema import (
     SchemaError,
     Str,
     Union,
+    encode_compact,
     opt,
     req,
     root_run_id_for,
@@ -346,6 +351,7 @@ class Ledger:
     path: Path
     raw: bytes
     groups: dict[str, Group] = field(default_factory=dict)
+    lines: list[tuple[str, bytes]] = field(default_factory=list)  # (executionId, row bytes with "\n")
 
     @property
     def digest(self) -> str:
@@ -383,7 +389,9 @@ def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full:
     try:
         _check_envelope(max(size, len(raw)), raw[-1:], max_log_bytes)
         for number, line in enumerate(raw.split(b"\n")[:-1], 1):
-            _pair(ledger.groups, _parse_line(line, number, full), number, forward=True)
+            row = _parse_line(line, number, full)
+            _pair(ledger.groups, row, number, forward=True)
+            ledger.lines.append((row["executionId"], line + b"\n"))
         if ledger.logical_size() > max_log_bytes:
             raise LedgerError("Cron execution ledger cannot honor unmatched terminal reservations", None)
     except LedgerError as error:
@@ -470,3 +478,63 @@ def run_evidence(run: dict[str, Any]) -> bool:
     """Runs whose inbox message may or may not exist: unknown, of a kind sxctl dispatches."""
     return run["status"] == "unknown" and run["workKind"] in ("agent_turn", "heartbeat_event")
 
+
+
+# --- writing (only ever a whole-file rewrite under the ledger lock) ---------------------------------
+
+def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int) -> set[str]:
+    """Execution ids to drop: oldest complete groups beyond `retain`, then while the logical size
+    exceeds the ceiling (cron-ledger.md §6). Protected and incomplete groups are never dropped."""
+    complete = sorted((g for g in ledger.groups.values() if g.terminal is not None), key=lambda g: g.sort_key)
+    droppable = [g for g in complete if g.start["executionId"] not in protected]
+    dropped: set[str] = set()
+    excess = len(complete) - retain
+    while excess > 0 and droppable:
+        dropped.add(droppable.pop(0).start["executionId"])
+        excess -= 1
+    sizes: dict[str, int] = {}
+    for execution_id, line in ledger.lines:
+        sizes[execution_id] = sizes.get(execution_id, 0) + len(line)
+    open_starts = sum(1 for g in ledger.groups.values() if g.terminal is None)
+    logical = sum(size for eid, size in sizes.items() if eid not in dropped) + open_starts * MAX_ROW_BYTES
+    while logical > max_log_bytes:
+        if not droppable:
+            raise ConflictError("Cron execution ledger has no safely prunable capacity", code="capacity",
+                                file=ledger.path)
+        victim = droppable.pop(0).start["executionId"]
+        dropped.add(victim)
+        logical -= sizes[victim]
+    return dropped
+
+
+def append_rows(
+    path: Path,
+    rows: list[dict[str, Any]],
+    *,
+    locks: list[MkdirLock],
+    protected: set[str],
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+    retain: int = 1000,
+) -> None:
+    """Add rows by rewriting the whole ledger (never appending in place), applying retention.
+    `locks` (the store lock, then the ledger lock) are held by the caller and re-checked right
+    before the rename."""
+    ledger = scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
+    for row in rows:
+        line = encode_compact(row)
+        if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
+            raise ConflictError("Cron execution terminal exceeds its reserved byte ceiling", code="capacity", file=path)
+        problem = check_row(row, full=True)
+        if problem:
+            raise SxctlError(f"refusing to write an invalid ledger row: {problem}")
+        try:
+            _pair(ledger.groups, row, len(ledger.lines) + 1, forward=True)
+        except LedgerError as error:
+            raise SxctlError(f"refusing to write a ledger row: {error.message}") from None
+        ledger.lines.append((row["executionId"], line))
+    dropped = _retain(ledger, protected, retain, max_log_bytes)
+    data = b"".join(line for execution_id, line in ledger.lines if execution_id not in dropped)
+    with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
+        pending.write_all(data)
+        pending.commit(lambda: [faults.hit("before-rename"), *(lock.check_held() for lock in locks)])
+    os.chmod(path, 0o600)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError
 from ..fsio import PendingFile, ensure_private_dir, link_create
@@ -262,9 +263,13 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
     data = encode_compact(canonical_store(store))
     if len(data) > STORE_CAP:
         raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)
+    def before_rename() -> None:
+        faults.hit("before-rename")
+        lock.check_held()
+
     with PendingFile(ws.store, ws.store.with_name(f"{ws.store.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
-        pending.commit(lock.check_held)
+        pending.commit(before_rename)
     os.chmod(ws.store, 0o600)
     return data
 

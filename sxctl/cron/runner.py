@@ -1,0 +1,440 @@
+"""`sxctl cron tick` and `cron run`: one serverless scheduler pass, at most once per occurrence
+(spec runner.md).
+
+Order for each occurrence, each step its own atomic write: claim (store) -> started row (ledger)
+-> dispatch -> terminal row (ledger) -> settle (store). The store lock is held for the whole
+pass, so every claim found at the start belongs to a dead pass and is reconciled, never replayed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from .. import faults
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import ConflictError, InvalidDataError, SxctlError
+from ..locks import MkdirLock
+from ..report import Reporter
+from .dispatch import (
+    DispatchFailure,
+    Occurrence,
+    resolve_target,
+    run_delivery,
+    run_wake_gate,
+    send_to_inbox,
+    turn_text,
+)
+from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, append_rows, project_run, scan_ledger
+from .schedule import next_run
+from .schema import root_run_id_for, work_kind_of
+from .store import (
+    Workspace,
+    read_store,
+    refuse_if_daemon_owns,
+    refuse_if_reset_pending,
+    store_lock,
+    write_store,
+)
+from .views import cross_check, schedule_computable
+
+SKIP_COUNT_CAP = 10_000
+LEDGER_LOCK_WAIT_S = 10.0
+
+
+@dataclass
+class TickOptions:
+    project: Path
+    max_runs: int = 3
+    to: str = "live"
+    turn_mode: str = "queue"
+    catchup_after_ms: int = 90_000
+    deliver_timeout_s: float = 60.0
+    no_gates: bool = False
+    force: bool = False
+    lock_wait_s: float = 0.0
+    busy_ok: bool = False
+    terminalize_orphans: bool = False
+    retain_executions: int = 1000
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    dry_run: bool = False
+
+
+@dataclass
+class PassReport:
+    boot_id: str
+    now_ms: int
+    workspace: Path
+    store_exists: bool = True
+    reconciled: dict[str, Any] = field(default_factory=lambda: {
+        "recoveredBeforeStart": 0, "ownerLostAfterStart": 0, "settledFromTerminal": 0, "executionIds": []})
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    deferred: list[dict[str, Any]] = field(default_factory=list)
+    skipped: str | None = None
+    no_future: list[str] = field(default_factory=list)
+
+    def to_json(self, warnings: list[str]) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "ok": True, "bootId": self.boot_id, "now_ms": self.now_ms, "workspace": str(self.workspace),
+            "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
+            "deferred": self.deferred,
+            "skipped_missed_total": sum(r.get("skipped_occurrences", 0) if isinstance(
+                r.get("skipped_occurrences"), int) else SKIP_COUNT_CAP for r in self.runs),
+            "warnings": warnings,
+        }
+        if self.skipped:
+            doc["skipped"] = self.skipped
+        return doc
+
+
+def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
+                    report: Reporter) -> None:
+    """tick refuses a workspace that belongs to comis (runner.md §1)."""
+    refuse_if_daemon_owns(ws, environ, report, force=force)
+    if store is not None and any(job["source"] == "built_in" for job in store["jobs"]):
+        if not force:
+            raise ConflictError("the store holds comis built-in jobs; it belongs to a comis daemon",
+                                code="built_in_present", file=ws.store)
+        report.warn("--force: the store holds comis built-in jobs; they are never claimed")
+    refuse_if_reset_pending(ws)
+
+
+class SchedulerPass:
+    """One pass over a workspace. `run()` does tick; `run_forced(name)` does `cron run --mode force`."""
+
+    def __init__(self, ws: Workspace, options: TickOptions, *, environ: Mapping[str, str] = os.environ,
+                 clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> None:
+        self.ws = ws
+        self.options = options
+        self.environ = environ
+        self.clock = clock
+        self.report = report or Reporter()
+        self.boot_id = f"sxctl-{uuid.uuid4()}"
+        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root)
+        self.lock: MkdirLock | None = None
+        self.store: dict[str, Any] = {}
+        self.ledger = Ledger(ws.ledger, b"")
+        self.orphans: list = []
+
+    # --- the pass ----------------------------------------------------------------------------------
+
+    def run(self) -> PassReport:
+        return self._locked(self._tick)
+
+    def run_forced(self, name: str) -> PassReport:
+        return self._locked(lambda: self._force(name))
+
+    def _locked(self, body) -> PassReport:
+        store = read_store(self.ws)
+        check_ownership(self.ws, store, self.environ, self.options.force, self.report)
+        if store is None:
+            self.result.store_exists = False
+            return self.result
+        if self.options.dry_run:
+            self.store = store
+            self._load_and_check(store)
+            body()
+            return self.result
+        self.lock = store_lock(self.ws, self.boot_id, self.options.lock_wait_s)
+        try:
+            self.lock.acquire()
+        except ConflictError as error:
+            if error.code == "lock_busy" and self.options.busy_ok:
+                self.result.skipped = "lock_busy"
+                return self.result
+            raise
+        try:
+            self.store = read_store(self.ws) or store
+            self._load_and_check(self.store)
+            body()
+        finally:
+            self.lock.release()
+        if self.result.no_future:
+            raise InvalidDataError(str(self.ws.store), "Recurring schedule has no safe future occurrence: "
+                                   + ", ".join(self.result.no_future), details=self.result.to_json([]))
+        return self.result
+
+    def _load_and_check(self, store: dict[str, Any]) -> None:
+        self.ledger = scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes) or Ledger(self.ws.ledger,
+                                                                                                      b"")
+        now = self.clock.now_ms()
+        problems = cross_check(store, self.ledger, self.ws, now)
+        for code in ("identity_mismatch", "clock_behind"):
+            found = [p for p in problems if p.code == code]
+            if found:
+                raise SxctlError("; ".join(p.message for p in found), code=code, file=found[0].file)
+        orphans = [p for p in problems if p.code == "orphan_start"]
+        if orphans and not self.options.terminalize_orphans:
+            raise SxctlError(
+                f"{len(orphans)} orphan start(s) in {self.ws.ledger} (no terminal, no claim): "
+                + ", ".join(p.message.split()[2].rstrip(":") for p in orphans)
+                + "; pass --terminalize-orphans to record them as unknown",
+                code="orphan_start", file=str(self.ws.ledger))
+        self.orphans = [g for eid, g in self.ledger.groups.items()
+                        if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
+
+    def _tick(self) -> None:
+        self._terminalize_orphans()
+        self._reconcile()
+        due = self._due()
+        for job in due[: self.options.max_runs]:
+            self._run_occurrence(job, manual=False)
+        for job in due[self.options.max_runs:]:
+            self.result.deferred.append({"jobId": job["id"], "name": job["name"],
+                                         "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
+
+    def _force(self, name: str) -> None:
+        from .store import find_job
+
+        self._reconcile()
+        job = find_job(self.store, name)
+        if job["source"] == "built_in":
+            raise ConflictError("Config-owned cron jobs cannot be run through cron.run", code="config_owned")
+        if any(claim["jobId"] == job["id"] for claim in self.store["activeClaims"]):
+            raise ConflictError("Cron job has an active execution", code="active_claim")
+        self._run_occurrence(job, manual=True)
+
+    def _due(self) -> list[dict[str, Any]]:
+        now = self.clock.now_ms()
+        due = []
+        for job in self.store["jobs"]:
+            life = job["lifecycle"]
+            if job["source"] == "built_in" or life["status"] != "scheduled" or life["nextRunAtMs"] > now:
+                continue
+            if not schedule_computable(job["schedule"]):
+                self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
+                continue
+            due.append(job)
+        return due
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def _write_store(self) -> None:
+        if self.options.dry_run:
+            return
+        write_store(self.ws, self.store, self.lock)
+
+    def _append(self, *rows: dict[str, Any]) -> None:
+        if self.options.dry_run:
+            return
+        protected = {claim["executionId"] for claim in self.store["activeClaims"]}
+        with MkdirLock(self.ws.ledger_sentinel, boot_id=self.boot_id, wait_s=LEDGER_LOCK_WAIT_S,
+                       what="the cron ledger") as ledger_lock:
+            append_rows(self.ws.ledger, list(rows), locks=[self.lock, ledger_lock], protected=protected,
+                        max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions)
+
+    # --- reconciliation (runner.md §3) ---------------------------------------------------------------
+
+    def _terminalize_orphans(self) -> None:
+        for group in self.orphans:
+            start = group.start
+            self._append(self._terminal(start, _unsettled(start["rootRunId"])))
+            self.result.reconciled["ownerLostAfterStart"] += 1
+            self.result.reconciled["executionIds"].append(start["executionId"])
+
+    def _reconcile(self) -> None:
+        for claim in list(self.store["activeClaims"]):
+            group = self.ledger.groups.get(claim["executionId"])
+            if group is None:
+                start = _start_row(claim, started_at=claim["claimedAtMs"])
+                terminal = self._terminal(start, {"kind": "pre_dispatch_failure", "stage": "start_record_recovery",
+                                                  "errorKind": "internal"})
+                self._append(start, terminal)
+                counter = "recoveredBeforeStart"
+            elif group.terminal is None:
+                terminal = self._terminal(group.start, _unsettled(group.start["rootRunId"]))
+                self._append(terminal)
+                counter = "ownerLostAfterStart"
+            else:
+                terminal = group.terminal
+                counter = "settledFromTerminal"
+            self._settle(claim, terminal)
+            self.result.reconciled[counter] += 1
+            self.result.reconciled["executionIds"].append(claim["executionId"])
+
+    def _terminal(self, start: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+        now = max(self.clock.now_ms(), start["startedAtMs"])
+        row = {k: start[k] for k in ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger")}
+        row.update(recordType="terminal", workKind=start["workKind"], terminalAtMs=now,
+                   durationMs=now - start["startedAtMs"], outcome=outcome)
+        return row
+
+    def _settle(self, claim: dict[str, Any], terminal: dict[str, Any]) -> None:
+        """Remove the claim; a scheduled one-shot becomes terminal; counters follow comis's rule."""
+        self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
+        job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
+        if claim["trigger"] != "manual" and job["schedule"]["kind"] == "at":
+            job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
+                                "terminalAtMs": terminal["terminalAtMs"]}
+        elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
+            _apply_dependency_rule(job, terminal["outcome"])
+        self._write_store()
+
+    # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
+
+    def _run_occurrence(self, job: dict[str, Any], *, manual: bool) -> None:
+        now = self.clock.now_ms()
+        scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
+        if not manual and (job["lifecycle"]["status"] != "scheduled"
+                           or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
+            self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
+            return
+        trigger = "manual" if manual else ("scheduled" if now - scheduled_for <= self.options.catchup_after_ms
+                                           else "catchup")
+        execution_id = str(uuid.uuid4())
+        work_kind = work_kind_of(job)
+        claim = {"executionId": execution_id, "bootId": self.boot_id, "jobId": job["id"], "agentId": job["agentId"],
+                 "rootRunId": root_run_id_for(work_kind, execution_id), "scheduledForMs": scheduled_for,
+                 "claimedAtMs": now, "trigger": trigger, "workKind": work_kind}
+        entry: dict[str, Any] = {"jobId": job["id"], "name": job["name"], "executionId": execution_id,
+                                 "trigger": trigger, "scheduledForMs": scheduled_for}
+        if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
+            if not manual and job["schedule"]["kind"] != "at":
+                self._count_skipped(job, scheduled_for, now, entry)
+            self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
+            return
+        if not manual:
+            if job["schedule"]["kind"] == "at":
+                job["lifecycle"] = {"status": "one_shot_claimed", "executionId": execution_id,
+                                    "scheduledForMs": scheduled_for, "claimedAtMs": now}
+            else:
+                found = next_run(job["schedule"], now)
+                if found is None:
+                    self.report.warn(f"{job['name']}: Recurring schedule has no safe future occurrence")
+                    self.result.no_future.append(job["name"])
+                    return
+                job["lifecycle"]["nextRunAtMs"] = found[0]
+                self._count_skipped(job, scheduled_for, now, entry)
+        self.store["activeClaims"].append(claim)
+        self._write_store()
+        faults.hit("after-claim")
+        start = _start_row(claim, started_at=self.clock.now_ms())
+        self._append(start)
+        faults.hit("after-start")
+        outcome = self._dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger))
+        faults.hit("after-dispatch")
+        terminal = self._terminal(start, outcome)
+        self._append(terminal)
+        faults.hit("after-terminal")
+        self._settle(claim, terminal)
+        projected = project_run(_group(start, terminal))
+        entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
+        if "errorKind" in projected:
+            entry["errorKind"] = projected["errorKind"]
+        self.result.runs.append(entry)
+
+    def _count_skipped(self, job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
+        """Occurrences strictly after the one we run and at or before the claim: never run."""
+        schedule = job["schedule"]
+        if schedule["kind"] == "every":
+            every = schedule["everyMs"]
+            count = (claimed_at - scheduled_for) // every
+            first, last = scheduled_for + every, scheduled_for + count * every
+        else:
+            count, first, last, at = 0, None, None, scheduled_for
+            while count < SKIP_COUNT_CAP:
+                found = next_run(schedule, at)
+                if found is None or found[0] > claimed_at:
+                    break
+                at = found[0]
+                first = at if first is None else first
+                last = at
+                count += 1
+        if count <= 0:
+            return
+        shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
+        entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+        span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
+        self.report.warn(f"{job['name']}: ran 1 catch-up occurrence, skipped {shown} ({span})")
+
+    def _dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
+        try:
+            kind = job["payload"]["kind"]
+            if kind == "delivery":
+                target = job["deliveryTarget"]["destinationEndpoint"]
+                delivery = run_delivery(job["payload"]["text"], occurrence,
+                                        {"project": target["channelInstanceId"],
+                                         "conversation": target["conversationId"], "session": ""},
+                                        environ=self.environ, timeout_s=self.options.deliver_timeout_s,
+                                        clock=self.clock)
+                return {"kind": "delivery_only", "delivery": delivery}
+            session = resolve_target(job, self.options.project, self.options.to, self.clock, self.report)
+            if kind == "heartbeat_event":
+                mode = "auto" if job["payload"]["wakeMode"] == "now" else "queue"
+                return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
+            return self._agent_turn(job, occurrence, session)
+        except DispatchFailure as failure:
+            self.report.warn(f"{job['name']}: not dispatched: {failure}")
+            return failure.outcome
+
+    def _agent_turn(self, job: dict[str, Any], occurrence: Occurrence, session) -> dict[str, Any]:
+        gate = job.get("wakeGate")
+        if gate is None:
+            return send_to_inbox(session, occurrence, job["payload"]["message"], self.options.turn_mode, self.clock,
+                                 self.report)
+        result = run_wake_gate(gate, occurrence, environ=self.environ, disabled=self.options.no_gates,
+                               report=self.report)
+        if result.wake:
+            return send_to_inbox(session, occurrence, turn_text(job["payload"]["message"], result.context),
+                                 self.options.turn_mode, self.clock, self.report, wake_gate=result.outcome)
+        mode = job.get("continuationMode", "none")
+        continuation = ({"mode": "none", "status": "not_requested"} if mode == "none"
+                        else {"mode": mode, "status": "skipped", "reason": "execution_not_completed"})
+        delivery: dict[str, Any] = {"status": "not_requested"}
+        if result.deliver is not None:
+            if self.environ.get("SXCTL_DELIVER_CMD"):
+                endpoint = (job.get("deliveryTarget") or {}).get("destinationEndpoint", {})
+                delivery = run_delivery(result.deliver, occurrence,
+                                        {"project": endpoint.get("channelInstanceId", ""),
+                                         "conversation": endpoint.get("conversationId", ""), "session": session.id},
+                                        environ=self.environ, timeout_s=self.options.deliver_timeout_s,
+                                        clock=self.clock)
+            else:
+                delivery = {"status": "pre_send_failed", "reason": "target_precondition", "errorKind": "precondition"}
+        return {"kind": "wake_gate_skip", "rootRunId": f"root-cron-{occurrence.execution_id}",
+                "gateDurationMs": result.duration_ms, "gateToolCalls": 0, "delivery": delivery,
+                "continuation": continuation}
+
+
+def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
+    row = {k: claim[k] for k in ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger")}
+    row.update(recordType="started", workKind=claim["workKind"], rootRunId=claim["rootRunId"], startedAtMs=started_at)
+    return row
+
+
+def _unsettled(root_run_id: str | None) -> dict[str, Any]:
+    return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
+            "errorKind": "internal"}
+
+
+def _group(start: dict[str, Any], terminal: dict[str, Any]):
+    from .ledger import Group
+
+    return Group(start, terminal)
+
+
+def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None:
+    """comis's counter: success -> 0, dependency error -> +1 (pause at the limit), else unchanged.
+    Every outcome sxctl writes is neutral; only comis's own execution outcomes count."""
+    if outcome["kind"] not in ("agent_turn", "internal_action", "heartbeat_event"):
+        return
+    life = job["lifecycle"]
+    execution = outcome.get("execution") if isinstance(outcome.get("execution"), dict) else {}
+    if outcome["kind"] == "heartbeat_event" or execution.get("status") == "completed":
+        life["consecutiveDependencyErrors"] = 0
+    elif execution.get("errorKind") == "dependency":
+        life["consecutiveDependencyErrors"] += 1
+        limit = job.get("maxConsecutiveDependencyErrors")
+        if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
+            job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}
+
+
+def _hhmm(ms: int | None) -> str:
+    from datetime import datetime
+
+    return "?" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M")
