@@ -663,11 +663,15 @@ def _pass_lines(result) -> list[str]:
             lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
     for job in result.deferred:
         lines.append(f"deferred {job['name']} (more than --max-runs due)")
-    if result.skipped:
-        lines.append(f"skipped: {result.skipped}")
-    if not result.store_exists:
-        lines.append("no cron store: nothing to do")
     return lines
+
+
+def _pass_notes(scheduler, result) -> None:
+    """Why nothing happened goes to stderr as a note, so `-q` prints nothing at all then."""
+    if result.skipped:
+        scheduler.report.note(f"skipped this pass: {result.skipped} (another pass holds the store lock)")
+    if not result.store_exists:
+        scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
 
 
 @cron.command("tick")
@@ -684,8 +688,8 @@ def tick(**kw) -> None:
     """
     scheduler = _scheduler_pass(kw)
     result = scheduler.run()
-    warnings = list(scheduler.report.warnings)
-    emit(result.to_json(warnings), lambda: [say(line) for line in _pass_lines(result)])
+    _pass_notes(scheduler, result)
+    emit(result.to_json(scheduler.report.warnings), lambda: [say(line) for line in _pass_lines(result)])
 
 
 @cron.command("run")
@@ -707,6 +711,7 @@ def run(name, mode, **kw) -> None:
         raise UsageError("cron run --mode force needs a job NAME")
     scheduler = _scheduler_pass(kw)
     result = scheduler.run_forced(name) if mode == "force" else scheduler.run()
+    _pass_notes(scheduler, result)
     agent = default_agent_id(read_store(scheduler.ws), settings().agent, os.environ)
     doc = {"ok": True, "triggered": bool(result.runs), "mode": mode, "resolvedAgentId": agent}
     if mode == "force":
@@ -714,7 +719,7 @@ def run(name, mode, **kw) -> None:
         doc.update(jobName=name, executionId=run_entry["executionId"] if run_entry else None, run=run_entry)
     else:
         doc["executionIds"] = [r["executionId"] for r in result.runs]
-    doc["report"] = result.to_json(list(scheduler.report.warnings))
+    doc["report"] = result.to_json(scheduler.report.warnings)
     emit(doc, lambda: [say(line) for line in _pass_lines(result)])
 
 

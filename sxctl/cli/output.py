@@ -125,22 +125,25 @@ def say(message: str, *, err: bool = False) -> None:
 
 
 class StderrReporter(Reporter):
-    """Shows the core's notes and warnings on stderr as they happen (-q drops them) and its
-    details only with -v."""
+    """Keeps the core's notes and warnings (for JSON reports) and shows them on stderr as they
+    happen (-q drops them); details are shown only with -v."""
 
     def __init__(self, s: Settings) -> None:
         super().__init__()
         self.settings = s
 
     def note(self, message: str) -> None:
+        super().note(message)
         if not self.settings.quiet:
             say(f"sxctl: {message}", err=True)
 
     def warn(self, message: str) -> None:
+        super().warn(message)
         if not self.settings.quiet:
             say(f"sxctl: warning: {message}", err=True)
 
     def detail(self, message: str) -> None:
+        super().detail(message)
         if self.settings.verbose:
             say(f"sxctl: {message}", err=True)
 
