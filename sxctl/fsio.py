@@ -60,6 +60,7 @@ class PendingFile:
         self.temp = Path(temp) if temp is not None else default_temp_path(self.target)
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, mode)
         self._owns_temp = True  # False once published or removed: the name may be reused
+        self.durable = True
         try:
             os.fchmod(self._fd, mode)  # the umask must not widen or narrow the mode
             owner = _owner_for(self.temp.parent)
@@ -69,15 +70,17 @@ class PendingFile:
             self.discard()
             raise
 
-    def write_all(self, data: bytes) -> None:
-        """Write every byte and fsync; the temp file is complete after this returns."""
+    def write_all(self, data: bytes, *, durable: bool = True) -> None:
+        """Write every byte (and fsync unless `durable` is off); the temp file is complete then."""
         assert self._fd is not None, "write after close"
         os.ftruncate(self._fd, 0)
         view = memoryview(data)
         offset = 0
         while offset < len(view):
             offset += os.pwrite(self._fd, view[offset:], offset)
-        os.fsync(self._fd)
+        if durable:
+            os.fsync(self._fd)
+        self.durable = durable
 
     def _close(self) -> None:
         if self._fd is not None:
@@ -106,7 +109,8 @@ class PendingFile:
             self.discard()
             raise
         self._owns_temp = False
-        fsync_dir(self.target.parent)
+        if self.durable:
+            fsync_dir(self.target.parent)
 
     def discard(self) -> None:
         """Remove the temp file (failure before the commit); a missing temp is fine."""
@@ -135,8 +139,10 @@ def atomic_write(
     keep_mode: bool = False,
     precommit: Callable[[], None] | None = None,
     no_clobber: bool = False,
+    durable: bool = True,
 ) -> None:
-    """Replace (or create) `target` with `data` atomically and durably.
+    """Replace (or create) `target` with `data` atomically and (unless `durable` is off, for
+    advisory files whose loss in a power cut is harmless) durably.
 
     `keep_mode` keeps the mode bits of an existing target that another program owns.
     """
@@ -149,7 +155,7 @@ def atomic_write(
         except FileNotFoundError:
             pass
     with PendingFile(target, temp, mode) as pending:
-        pending.write_all(data)
+        pending.write_all(data, durable=durable)
         pending.commit(precommit, no_clobber=no_clobber)
 
 

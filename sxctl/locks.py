@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ConflictError
+from .fsio import atomic_write
 
 
 @contextmanager
@@ -82,6 +83,9 @@ class MkdirLock:
 
     def acquire(self) -> None:
 
+        import socket
+
+        self._host = socket.gethostname()
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
@@ -139,13 +143,11 @@ class MkdirLock:
         return False
 
     def _write_note(self) -> None:
-        import socket
-
-        from .fsio import atomic_write
-
-        body = {"pid": os.getpid(), "host": socket.gethostname(), "bootId": self.boot_id,
+        """Right after the mkdir, and fast (no fsync): a holder killed before its note exists
+        leaves a lock that only the 30 s rule can clear."""
+        body = {"pid": os.getpid(), "host": self._host, "bootId": self.boot_id,
                 "acquired_ms": time.time_ns() // 1_000_000, "inode": os.stat(self.lockdir).st_ino}
-        atomic_write(self.note, (json.dumps(body) + "\n").encode())
+        atomic_write(self.note, (json.dumps(body) + "\n").encode(), durable=False)
 
     def _start_refresh(self) -> None:
         import threading
