@@ -38,7 +38,7 @@ def _with_python_on_path(project) -> dict:
 
 
 def test_crontab_line_runs(project, tmp_path):
-    line = next(l for l in _block("crontab").splitlines() if l.strip() and not l.startswith("#"))
+    line = next(row for row in _block("crontab").splitlines() if row.strip() and not row.startswith("#"))
     command = line.split(None, 5)[5]  # drop the five schedule fields
     command = command.replace("/home/dev/myapp", str(project.root))
     folder = project.session()
