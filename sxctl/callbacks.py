@@ -319,6 +319,7 @@ class WriteOptions:
     verify_s: float | None = 1.0
     clock: Clock = SYSTEM_CLOCK
     report: Reporter = field(default_factory=Reporter)
+    mirror: bool = True  # the reference agent writes only its own copy
 
 
 Apply = Callable[[dict[str, Any], int, int], Any]
@@ -336,6 +337,8 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
     if not session.dir.is_dir():
         raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
     primary, mirror = _table_paths(session)
+    if not options.mirror:
+        mirror = None
     if not primary.parent.is_dir():
         raise NotFoundError(f"session folder {primary.parent} not found", code="session_not_found")
     _remove_stale_temps(primary, clock)

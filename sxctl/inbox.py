@@ -116,6 +116,12 @@ _MAGIC: dict[str, Callable[[bytes], bool]] = {
 }
 
 
+def image_type_ok(ext: str, head: bytes) -> bool:
+    """Do the first bytes match the type the extension claims (png, jpg/jpeg, gif, webp)?"""
+    check = _MAGIC.get(ext.lower())
+    return bool(check and check(head))
+
+
 def load_image(path: Path) -> Image:
     """An image sidecar from a user file: known extension, matching magic bytes, ≤ 8,000,000."""
     ext = path.suffix.lower().lstrip(".")
@@ -131,7 +137,7 @@ def load_image(path: Path) -> Image:
         raise UsageError(f"image {path}: cannot read it ({exc.strerror})") from None
     if len(data) > MAX_IMAGE_BYTES:
         raise UsageError(f"image {path} is larger than {MAX_IMAGE_BYTES} bytes")
-    if not _MAGIC[ext](data):
+    if not image_type_ok(ext, data):
         raise UsageError(f"image {path}: its content is not {ext.upper()} (magic bytes do not match)")
     return Image("jpg" if ext == "jpg" else ext, data)
 

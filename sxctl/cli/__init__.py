@@ -12,6 +12,7 @@ import click
 
 from .. import __version__
 from ..errors import SxctlError
+from . import agent as agent_cli
 from . import callbacks as callbacks_cli
 from . import config as config_cli
 from . import cron as cron_cli
@@ -67,7 +68,7 @@ def cli() -> None:
 
 global_options(cli)
 for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, inbox_cli.inbox, cron_cli.cron,
-              demo_cli.demo):
+              agent_cli.agent, demo_cli.demo):
     cli.add_command(group)
 cli.add_command(callbacks_cli.callbacks, name="cb")
 
