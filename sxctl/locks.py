@@ -82,18 +82,20 @@ class MkdirLock:
         self.release()
 
     def acquire(self) -> None:
-
         import socket
 
         self._host = socket.gethostname()
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
+        self._remove_dead_prepared_notes()
         deadline = time.monotonic() + self.wait_s
         while True:
+            prepared = self._prepare_note()
             try:
                 os.mkdir(self.lockdir, 0o700)
             except FileExistsError:
+                os.unlink(prepared)
                 if self._take_over_if_stale():
                     continue
                 if time.monotonic() >= deadline:
@@ -101,12 +103,15 @@ class MkdirLock:
                 time.sleep(min(random.uniform(0.1, 0.5), max(0.0, deadline - time.monotonic()) + 0.01))
                 continue
             break
-        self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
-        self._write_note()
+        # The note was written before the mkdir, so a holder killed now leaves at most one rename
+        # undone; then it gains the lock directory's inode, which ties it to this very lock.
+        os.replace(prepared, self.note)
+        st = os.stat(self.lockdir)
+        self._mtime_ns = st.st_mtime_ns
+        self._write_note(inode=st.st_ino)
         self._start_refresh()
 
     def _busy_message(self) -> str:
-
         try:
             age = time.time() - os.stat(self.lockdir).st_mtime
             held = f" (last refreshed {age:.1f}s ago)"
@@ -126,11 +131,13 @@ class MkdirLock:
         if not stale:
             try:
                 note = json.loads(self.note.read_text())
+                mine = note.get("inode") == st.st_ino or (
+                    note.get("inode") is None and 0 <= st.st_mtime_ns // 1_000_000 - note["acquired_ms"] <= 2000)
                 stale = (
-                    note.get("host") == socket.gethostname() and note.get("inode") == st.st_ino
+                    mine and note.get("host") == socket.gethostname()
                     and isinstance(note.get("pid"), int) and not _pid_alive(note["pid"])
                 )
-            except (OSError, ValueError, AttributeError):
+            except (OSError, ValueError, AttributeError, KeyError, TypeError):
                 stale = False
         if stale:
             try:
@@ -142,12 +149,32 @@ class MkdirLock:
             return True
         return False
 
-    def _write_note(self) -> None:
-        """Right after the mkdir, and fast (no fsync): a holder killed before its note exists
-        leaves a lock that only the 30 s rule can clear."""
+    def _note_body(self, inode: int | None) -> bytes:
         body = {"pid": os.getpid(), "host": self._host, "bootId": self.boot_id,
-                "acquired_ms": time.time_ns() // 1_000_000, "inode": os.stat(self.lockdir).st_ino}
-        atomic_write(self.note, (json.dumps(body) + "\n").encode(), durable=False)
+                "acquired_ms": time.time_ns() // 1_000_000, "inode": inode}
+        return (json.dumps(body) + "\n").encode()
+
+    def _prepare_note(self) -> Path:
+        """The owner note, written (not yet published) just before each mkdir attempt."""
+        temp = Path(f"{self.note}.{os.getpid()}-{random.getrandbits(64):016x}.tmp")
+        atomic_write(temp, self._note_body(None), durable=False)
+        return temp
+
+    def _remove_dead_prepared_notes(self) -> None:
+        """Prepared notes of sxctl processes on this host that died before publishing them."""
+        prefix = f"{self.note.name}."
+        for entry in os.scandir(self.note.parent):
+            pid_text = entry.name[len(prefix):].split("-", 1)[0]
+            if entry.name.startswith(prefix) and entry.name.endswith(".tmp") and pid_text.isdigit() \
+                    and not _pid_alive(int(pid_text)):
+                try:
+                    os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+
+    def _write_note(self, inode: int) -> None:
+        """Advisory and fast (no fsync): its loss in a power cut is harmless."""
+        atomic_write(self.note, self._note_body(inode), durable=False)
 
     def _start_refresh(self) -> None:
         import threading

@@ -447,3 +447,21 @@ def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
         note = json.loads((ws / "cron-jobs.lock.owner").read_text())
         assert note["bootId"] == "sxctl-test" and note["pid"] == os.getpid()
     assert not (ws / "cron-jobs.lock.lock").exists() and not (ws / "cron-jobs.lock.owner").exists()
+
+
+def test_holder_killed_right_after_mkdir_is_recognised_by_its_prepared_note(project, ws):
+    import socket
+
+    (ws / "cron-jobs.lock").touch()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    acquired = int(time.time() * 1000)
+    (ws / "cron-jobs.lock.lock").mkdir()  # its mkdir came right after the note was prepared …
+    (ws / "cron-jobs.lock.owner").write_text(json.dumps({  # … and it died before adding the inode
+        "pid": dead.pid, "host": socket.gethostname(), "bootId": "sxctl-dead", "acquired_ms": acquired - 5,
+        "inode": None}))
+    (ws / f"cron-jobs.lock.owner.{dead.pid}-00ff.tmp").write_text("{}")  # a note it never published
+    result = project.run("cron", "pause", "next-check-in", "--lock-wait", "0")
+    assert result.code == 0, result.err
+    assert not (ws / f"cron-jobs.lock.owner.{dead.pid}-00ff.tmp").exists()
+    assert [p.name for p in ws.iterdir() if p.name.endswith(".tmp")] == []

@@ -197,10 +197,11 @@ def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consum
         subprocess.run([*argv, "calibrate"], cwd=project.root, env=project.env(), check=True, capture_output=True)
         runs.append(time.monotonic() - started)
     full_run = sorted(runs)[1]
-    kills = 0
-    for n in range(40):
-        proc = subprocess.Popen([*argv, f"img-{n}"], cwd=project.root, env=project.env(),
+    kills = sent = 0
+    while sent < 40 or (kills < 8 and sent < 120):  # a loaded machine stretches the runs: keep going
+        proc = subprocess.Popen([*argv, f"img-{sent}"], cwd=project.root, env=project.env(),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sent += 1
         time.sleep(rng.uniform(0.2, 1.0) * full_run)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -215,5 +216,5 @@ def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consum
     leftovers = sorted(p.name for p in inbox.iterdir() if p.is_file() and p.name not in FOREIGN)
     assert leftovers == []
     consumed = {r["text"] for r in records}
-    assert "calibrate" in consumed and len(consumed) >= 1 + 40 - kills
+    assert "calibrate" in consumed and len(consumed) >= 1 + sent - kills
     print(f"\nsigkill: {kills} writers killed, {len(consumed)} messages consumed intact")

@@ -44,7 +44,8 @@ from .store import (
 from .views import cross_check, schedule_computable
 
 SKIP_COUNT_CAP = 10_000
-LEDGER_LOCK_WAIT_S = 10.0
+LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock
+#                             without an owner note can only belong to a dead pass or to a brief comis write
 
 
 @dataclass
