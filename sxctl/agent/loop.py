@@ -495,13 +495,15 @@ class ReferenceAgent:
         fields = {"turn": turn.number, "duration_ms": duration}
         if self.options.exec_cmd:
             fields["exit_code"] = self.turn_exit
+        stopping = self.stopping.is_set()  # then the buffers stay for shutdown to report as dropped
         with self.state:
             self.current = None
             self.turn_done = False
             self.proc = None
-            late = self.buffers.interrupts if self.buffers.late_interrupts else []
-            self.buffers.interrupts = [] if late else self.buffers.interrupts
-            queued = [] if late else list(self.buffers.queue)
+            late = self.buffers.interrupts if self.buffers.late_interrupts and not stopping else []
+            if late:
+                self.buffers.interrupts = []
+            queued = [] if late or stopping else list(self.buffers.queue)
             if queued:
                 self.buffers.queue.clear()
         self.turns += 1
@@ -509,8 +511,6 @@ class ReferenceAgent:
         self.rebase_after_turn(self.clock.now_ms())
         self.write_stats()
         self.idle_since = time.monotonic()
-        if self.stopping.is_set():
-            return
         if late:
             self.start_turn("interrupt", "-", "interrupt", "\n".join(late))
         elif queued:
