@@ -77,12 +77,6 @@ def test_no_color_env_and_non_tty_output_is_plain(project):
         assert "\x1b[" not in project.run("session", "list", env=env).out
 
 
-def test_demo_placeholder_says_so_and_exits_0(project):
-    result = project.run("demo")
-    assert result.code == 0 and "not built yet" in result.out
-    assert project.run("demo", "--json").json()["built"] is False
-
-
 def test_internal_errors_are_exit_1_without_traceback(project, tmp_path):
     folder = project.session()
     (folder / "inbox").write_text("a file where the inbox folder should be")
