@@ -18,6 +18,7 @@ from . import config as config_cli
 from . import cron as cron_cli
 from . import demo as demo_cli
 from . import inbox as inbox_cli
+from . import observe as observe_cli
 from . import session as session_cli
 from .output import emit_json, global_options
 
@@ -71,6 +72,8 @@ for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, i
               agent_cli.agent, demo_cli.demo):
     cli.add_command(group)
 cli.add_command(callbacks_cli.callbacks, name="cb")
+for command in (observe_cli.status, observe_cli.next_, observe_cli.watch):
+    cli.add_command(command)
 
 
 def _wants(args: list[str], *flags: str) -> bool:

@@ -1,0 +1,242 @@
+"""`sxctl status`, `sxctl next` and `sxctl watch`: everything the agent will do, in one view."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from datetime import UTC
+
+import click
+
+from .output import DURATION, emit, global_options, reporter, say, settings, table
+
+
+def _context():
+    """The session and workspace the three views look at (neither is ever created)."""
+    from ..cron.store import find_workspace
+    from .output import current_project, current_session
+
+    session = current_session(reporter())
+    ws = find_workspace(settings().workspace, os.environ, current_project)
+    return session, ws
+
+
+def _when(ms: int | None) -> str:
+    from ..timeparse import format_relative_ms
+
+    return "-" if ms is None else format_relative_ms(ms, settings().clock.now_ms())
+
+
+@click.command("status")
+def status() -> None:
+    """One screen: session liveness, timers, inbox, cron jobs and runs, and the problems found.
+
+    \b
+    Examples:
+      sxctl status
+      sxctl status --json | jq '.problems[].message'
+    """
+    from ..observe import status as build_status
+    from ..timeparse import format_duration_ms
+
+    session, ws = _context()
+    doc = build_status(session, ws, clock=settings().clock)
+
+    def human() -> None:
+        live = doc["liveness"]
+        age = f"stats {format_duration_ms(live['stats_age_ms'])} old" if live["stats_age_ms"] is not None \
+            else "no stats.json"
+        say(f"session  {doc['session']}  {live['state']} ({age})")
+        timers = doc["timers"]
+        if "invalid" in timers:
+            say(f"timers   callbacks.json unreadable: {timers['invalid']}")
+        else:
+            say(f"timers   {timers['active']}/{timers['capacity']} active"
+                + (", PAUSED" if timers["paused"] else "")
+                + (f", next fire {_when(timers['next_fire_ms'])}" if timers["next_fire_ms"] else "")
+                + ("" if timers["file_exists"] else " (no callbacks.json)"))
+        inbox = doc["inbox"]
+        oldest = f", oldest {format_duration_ms(inbox['oldest_pending_age_ms'])}" \
+            if inbox["oldest_pending_age_ms"] is not None else ""
+        say(f"inbox    {inbox['pending']} pending{oldest}, {inbox['consumed_last_hour']} consumed in the last hour")
+        cron = doc["cron"]
+        if cron.get("store_exists"):
+            states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
+            say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
+            for run in cron["last_runs"]:
+                say(f"         {run['name'] or run['executionId'][:8]}: {run['status']} ({run['trigger']}, "
+                    f"{_when(run['startedAtMs'])})")
+        elif "invalid" in cron:
+            say("cron     store invalid")
+        else:
+            say("cron     no store")
+        for problem in doc["problems"]:
+            say(f"problem  {problem['message']}")
+
+    emit(doc, human)
+
+
+@click.command("next")
+@click.option("-n", "count", type=click.IntRange(1, 1000), default=10, show_default=True)
+@click.option("--tz", metavar="ZONE", help="Show times in this zone (default: local).")
+def next_(count: int, tz: str | None) -> None:
+    """One time-ordered preview of what will happen: pending messages, timer fires, cron fires.
+
+    Timer fires assume an idle agent; cron rows carry DST notes.
+
+    \b
+    Examples:
+      sxctl next
+      sxctl next -n 20 --json | jq -r '.rows[] | [.source, .at_ms] | @tsv'
+    """
+    from datetime import datetime
+
+    from ..observe import merged_next
+    from ..timeparse import load_zone
+
+    session, ws = _context()
+    zone = load_zone(tz) if tz else datetime.now().astimezone().tzinfo
+    rows = merged_next(session, ws, count, zone, clock=settings().clock)
+    now = settings().clock.now_ms()
+
+    def what(row: dict) -> str:
+        if row["source"] == "inbox":
+            return f"message {row['stem']} ({row['mode']}): {row['preview']}"
+        if row["source"] == "callback":
+            return f"timer [{row['slot']}] \"{row['message']}\" (fire {row['fire_no']})"
+        return f"cron {row['name']}"
+
+    def note(row: dict) -> str:
+        notes = []
+        if row["source"] == "inbox":
+            notes.append("at the next poll")
+        if row.get("idle_only"):
+            notes.append("if idle")
+        for flag in ("overdue", "paused", "dst"):
+            if row.get(flag):
+                notes.append(flag)
+        return ", ".join(notes)
+
+    def human() -> None:
+        if not rows:
+            say("nothing scheduled")
+            return
+        table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
+            [datetime.fromtimestamp(r["at_ms"] / 1000, UTC).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S"),
+             _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
+
+    emit({"ok": True, **session.to_json(), "now_ms": now, "rows": rows}, human)
+
+
+@click.command("watch")
+@click.option("--duration", "duration_ms", type=DURATION, metavar="SECONDS",
+              help="Stop after this long (default: until interrupted).")
+def watch(duration_ms: int | None) -> None:
+    """Watch timers count down, messages arrive and get consumed, and cron runs land.
+
+    A live full-screen view on a terminal (q or Ctrl-C to quit); with --json, a stream of JSON
+    Lines events for monitors (inotify where available, polling otherwise).
+
+    \b
+    Examples:
+      sxctl watch
+      sxctl watch --json | while read -r event; do echo "$event" | jq -c 'select(.event=="cron_run")'; done
+    """
+    session, ws = _context()
+    deadline = None if duration_ms is None else time.monotonic() + duration_ms / 1000
+    if settings().json or not sys.stdout.isatty():
+        _stream(session, ws, deadline)
+    else:
+        _live(session, ws, deadline)
+
+
+def _stream(session, ws, deadline) -> None:
+    from ..observe import dumps, watch_events
+
+    try:
+        for events in watch_events(session, ws, clock=settings().clock):
+            for event in events:
+                sys.stdout.write(dumps(event) + "\n")
+            sys.stdout.flush()
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    except KeyboardInterrupt:
+        pass
+
+
+def _live(session, ws, deadline) -> None:
+    """The rich view, redrawn four times a second; it restores the terminal on every exit."""
+    import select
+    import termios
+    import tty
+
+    from rich.live import Live
+
+    from ..observe import diff, snapshot
+
+    log: list[str] = []
+    current = snapshot(session, ws, settings().clock)
+    stdin = sys.stdin.fileno()
+    saved = termios.tcgetattr(stdin) if sys.stdin.isatty() else None
+    try:
+        if saved is not None:
+            tty.setcbreak(stdin)
+        with Live(_render(session, ws, log), screen=True, auto_refresh=False) as live:
+            while deadline is None or time.monotonic() < deadline:
+                ready, _, _ = select.select([sys.stdin], [], [], 0.25)
+                if ready and os.read(stdin, 1) in (b"q", b"Q"):
+                    break
+                later = snapshot(session, ws, settings().clock, current)
+                for event in diff(current, later, settings().clock.now_ms()):
+                    log.append(_event_line(event))
+                current = later
+                del log[:-8]
+                live.update(_render(session, ws, log), refresh=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if saved is not None:
+            termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+
+
+def _event_line(event: dict) -> str:
+    from datetime import datetime
+
+    when = datetime.fromtimestamp(event["ts_ms"] / 1000).strftime("%H:%M:%S")
+    details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "ts_ms"))
+    return f"{when} {event['event']} {details}"
+
+
+def _render(session, ws, log: list[str]):
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from ..observe import status as build_status
+
+    doc = build_status(session, ws, clock=settings().clock)
+    rows = _upcoming(session, ws)
+    live = doc["liveness"]
+    header = (f"[bold]{doc['session']}[/bold]  {live['state']}  ·  timers {doc['timers'].get('active')}/8"
+              f"  ·  inbox {doc['inbox']['pending']} pending  ·  press q to quit")
+    upcoming = Table("IN", "SOURCE", "WHAT", box=None, expand=True)
+    for row in rows:
+        what = row.get("preview") or row.get("message") or row.get("name") or ""
+        upcoming.add_row(_when(row["at_ms"]), row["source"], str(what))
+    events = "\n".join(log) or "(no changes yet)"
+    problems = "\n".join(p["message"] for p in doc["problems"]) or "none"
+    return Group(Panel(header, title="sxctl watch"), Panel(upcoming, title="next"),
+                 Panel(events, title="recent changes"), Panel(problems, title="problems"))
+
+
+def _upcoming(session, ws) -> list[dict]:
+    from datetime import datetime
+
+    from ..observe import merged_next
+
+    return merged_next(session, ws, 8, datetime.now().astimezone().tzinfo, clock=settings().clock)
+
+
+for _command in (status, next_, watch):
+    global_options(_command)

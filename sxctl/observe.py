@@ -1,0 +1,305 @@
+"""One view of everything that will happen: `status`, the merged `next` timeline, and the
+snapshots that `watch` diffs into events. Read-only: nothing here takes a lock or writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import callbacks as cb
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import InvalidDataError
+from .inbox import inbox_dirs, list_messages
+from .project import Session, session_info
+
+OVERDUE_GRACE_MS = 120_000
+
+
+# --- status --------------------------------------------------------------------------------------
+
+def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    try:
+        view = cb.view_table(session)
+    except InvalidDataError as error:
+        return {"file_exists": True, "active": None, "capacity": cb.CAPACITY, "paused": None, "next_fire_ms": None,
+                "invalid": error.reason}, None
+    doc = view.winner.doc if view.winner else {}
+    active = [s for s in cb.doc_slots(doc).values() if cb.is_active(s)]
+    return {"file_exists": view.exists, "rev": doc.get("rev", 0), "active": len(active), "capacity": cb.CAPACITY,
+            "paused": bool(doc.get("paused")), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+            }, doc
+
+
+def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
+    pending = list_messages(session, ("pending",))
+    consumed = list_messages(session, ("consumed",))
+    return {
+        "pending": len(pending),
+        "oldest_pending_age_ms": max((now_ms - r.mtime_ms for r in pending), default=None),
+        "consumed_last_hour": sum(1 for r in consumed if now_ms - r.ctime_ms <= 3_600_000),
+    }
+
+
+def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
+    from .cron.ledger import recent_runs
+    from .cron.store import read_store
+    from .cron.views import job_state
+
+    store = read_store(ws)
+    if store is None:
+        return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
+                "last_runs": [], "unknown_runs": [], "tick_running": False}
+    names = {job["id"]: job["name"] for job in store["jobs"]}
+    by_state: dict[str, int] = {}
+    for job in store["jobs"]:
+        by_state[job_state(job)] = by_state.get(job_state(job), 0) + 1
+    runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
+    brief = [{"name": names.get(r["jobId"]), "executionId": r["executionId"], "status": r["status"],
+              "startedAtMs": r["startedAtMs"], "trigger": r["trigger"]} for r in runs]
+    due = [job["lifecycle"]["nextRunAtMs"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
+    return {
+        "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
+        "next_due_ms": min(due, default=None), "last_runs": brief[:5],
+        "unknown_runs": [r for r in brief if r["status"] == "unknown"],
+        "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
+        "overdue": [job["name"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"
+                    and job["lifecycle"]["nextRunAtMs"] < now_ms - OVERDUE_GRACE_MS],
+    }
+
+
+def status(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, max_log_bytes: int = 2_000_000) -> dict[str, Any]:
+    """Liveness, timers, inbox, cron and the problems found, for one session and workspace."""
+    now = clock.now_ms()
+    timers, _ = _timers(session, now)
+    inbox = _inbox(session, now)
+    try:
+        cron = _cron(ws, now, max_log_bytes)
+    except InvalidDataError as error:
+        cron = {"store_exists": None, "invalid": error.message}
+    problems = []
+    if session.state != "live" and inbox["pending"]:
+        problems.append({"code": "stale_session_with_pending",
+                         "message": f"session {session.id} is {session.state} and {inbox['pending']} message(s) "
+                                    "are waiting; the agent may have rotated to a new folder"})
+    if "invalid" in timers:
+        problems.append({"code": "timer_table_unreadable",
+                         "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
+                                    "good table and stops firing"})
+    if "invalid" in cron:
+        problems.append({"code": "cron_store_invalid", "message": cron["invalid"]})
+    for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
+        problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
+                                                            "is `sxctl cron tick` in your crontab?"})
+    for run in cron.get("unknown_runs", []):
+        problems.append({"code": "cron_unknown_run",
+                         "message": f"run {run['executionId']} of {run['name']} ended unknown; check it with "
+                                    f"`sxctl cron runs {run['name']} --evidence`"})
+    return {
+        "ok": True, **session.to_json(), "now_ms": now,
+        "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,
+                     "stats_age_ms": session.liveness.age_ms},
+        "timers": timers, "inbox": inbox, "cron": cron, "problems": problems,
+    }
+
+
+# --- next ----------------------------------------------------------------------------------------
+
+def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
+    """Pending inbox messages (read at the next poll), timer fires (idle only) and cron fires,
+    in one time-ordered list; every row says its source."""
+    now = clock.now_ms()
+    rows: list[dict[str, Any]] = []
+    for message in list_messages(session, ("pending",), count):
+        rows.append({"source": "inbox", "at_ms": now, "stem": message.stem,
+                     "mode": message.message.mode if message.message else None, "preview": message.preview,
+                     "pending_since_ms": message.mtime_ms})
+    _, doc = _timers(session, now)
+    for fire in cb.preview_fires(doc or {}, now, count):
+        slot = cb.doc_slots(doc)[fire["slot"]]
+        rows.append({"source": "callback", "at_ms": fire["at_ms"], "slot": fire["slot"],
+                     "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
+                     "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
+                     "paused": bool(doc.get("paused"))})
+    from .cron.store import read_store
+    from .cron.views import timeline
+
+    store = read_store(ws)
+    if store is not None:
+        for fire in timeline(store, now, count, zone):
+            rows.append({"source": "cron", "at_ms": fire["at_ms"], "name": fire["name"], "jobId": fire["jobId"],
+                         "overdue": fire["overdue"], "paused": fire["paused"], "dst": fire["dst"]})
+    order = {"inbox": 0, "callback": 1, "cron": 2}
+    rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))
+    return rows[:count]
+
+
+# --- watch ---------------------------------------------------------------------------------------
+
+@dataclass
+class Snapshot:
+    """What `watch` compares between two looks at the files."""
+
+    state: str = "unknown"
+    rev: int | None = None
+    slots: dict[int, tuple] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    consumed: set[str] = field(default_factory=set)
+    retracted: set[str] = field(default_factory=set)
+    ledger_size: int = -1
+    runs: dict[str, str] = field(default_factory=dict)
+
+
+def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapshot | None = None) -> Snapshot:
+    snap = Snapshot()
+    snap.state = session_info(session.dir, clock).state
+    try:
+        view = cb.view_table(session)
+        if view.winner is not None:
+            snap.rev = view.winner.rev
+            snap.slots = {i: (s.get("active"), s.get("repeat_count"), s.get("fire_at_ms"))
+                          for i, s in cb.doc_slots(view.winner.doc).items()}
+    except InvalidDataError:
+        snap.rev = -1
+    for inbox in inbox_dirs(session):
+        snap.pending |= _stems(inbox.path)
+        snap.consumed |= _stems(inbox.done)
+        snap.retracted |= _stems(inbox.retracted)
+    try:
+        size = os.stat(ws.ledger).st_size
+    except OSError:
+        size = -1
+    if previous is not None and size == previous.ledger_size:
+        snap.ledger_size, snap.runs = size, previous.runs
+    else:
+        snap.ledger_size = size
+        snap.runs = _ledger_runs(ws)
+    return snap
+
+
+def _stems(folder) -> set[str]:
+    try:
+        return {name[:-5] for name in os.listdir(folder) if name.endswith(".json") and not name.startswith(".")}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()
+
+
+def _ledger_runs(ws) -> dict[str, str]:
+    from .cron.ledger import project_run, scan_ledger
+
+    try:
+        ledger = scan_ledger(ws.ledger)
+    except InvalidDataError:
+        return {}
+    if ledger is None:
+        return {}
+    return {eid: project_run(group)["status"] for eid, group in ledger.groups.items() if group.start is not None}
+
+
+def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
+    """The events that turn `old` into `new` (JSON Lines of `watch --json`)."""
+    events: list[dict[str, Any]] = []
+
+    def add(kind: str, **fields: Any) -> None:
+        events.append({"event": kind, "ts_ms": now_ms, **fields})
+
+    if new.state != old.state:
+        add("session", state=new.state)
+    for stem in sorted(new.pending - old.pending):
+        add("inbox_pending", stem=stem)
+    for stem in sorted(new.consumed - old.consumed):
+        add("inbox_consumed", stem=stem)
+    for stem in sorted(new.retracted - old.retracted):
+        add("inbox_retracted", stem=stem)
+    if new.rev != old.rev:
+        for slot_id in sorted(set(new.slots) | set(old.slots)):
+            before, after = old.slots.get(slot_id), new.slots.get(slot_id)
+            if before == after:
+                continue
+            if after is not None and before is not None and before[0] is True and isinstance(before[1], int) \
+                    and isinstance(after[1], int) and 0 <= after[1] < before[1]:
+                add("timer_fired", slot=slot_id, repeat_count=after[1], retired=after[0] is not True)
+            elif after is not None and after[0] is True and (before is None or before[0] is not True):
+                add("timer_set", slot=slot_id, fire_at_ms=after[2], repeat_count=after[1])
+            elif after is not None and after[0] is not True and before is not None and before[0] is True:
+                add("timer_cancelled", slot=slot_id)
+            else:
+                add("timer_changed", slot=slot_id, fire_at_ms=after[2] if after else None)
+        add("callbacks", rev=new.rev, active=sum(1 for s in new.slots.values() if s[0] is True))
+    for execution_id, status_now in new.runs.items():
+        if old.runs.get(execution_id) != status_now:
+            add("cron_run", executionId=execution_id, status=status_now)
+    return events
+
+
+class ChangeWaiter:
+    """Sleep until a watched folder changes (inotify through ctypes on Linux) or the timeout."""
+
+    IN_MASK = 0x00000002 | 0x00000008 | 0x00000040 | 0x00000080 | 0x00000100 | 0x00000200  # modify, close_write,
+    # moved_from, moved_to, create, delete
+
+    def __init__(self, folders: list) -> None:
+        self.fd = None
+        try:
+            import ctypes
+            import ctypes.util
+
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+            if fd < 0:
+                return
+            for folder in folders:
+                if os.path.isdir(folder):
+                    libc.inotify_add_watch(fd, str(folder).encode(), self.IN_MASK)
+            self.fd = fd
+        except (OSError, AttributeError):
+            self.fd = None
+
+    @property
+    def mode(self) -> str:
+        return "inotify" if self.fd is not None else "polling"
+
+    def wait(self, timeout_s: float) -> None:
+        if self.fd is None:
+            time.sleep(timeout_s)
+            return
+        import select
+
+        ready, _, _ = select.select([self.fd], [], [], timeout_s)
+        if ready:
+            try:
+                while os.read(self.fd, 65536):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def watch_events(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, interval_s: float = 0.25):
+    """Yield the events of each look at the files, forever (an empty list when nothing changed,
+    so that the caller can keep its own deadline)."""
+    inboxes = inbox_dirs(session)
+    folders = [session.dir, *(d.path for d in inboxes), *(d.done for d in inboxes), ws.scheduler]
+    waiter = ChangeWaiter(folders)
+    current = snapshot(session, ws, clock)
+    yield [{"event": "watching", "ts_ms": clock.now_ms(), "session": session.id, "workspace": str(ws.root),
+            "mode": waiter.mode, "pending": sorted(current.pending), "rev": current.rev, "state": current.state}]
+    try:
+        while True:
+            waiter.wait(interval_s)
+            later = snapshot(session, ws, clock, current)
+            events = diff(current, later, clock.now_ms())
+            current = later
+            yield events
+    finally:
+        waiter.close()
+
+
+def dumps(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False)
