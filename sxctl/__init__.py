@@ -1,6 +1,27 @@
 """sxctl: drive a running AI coding agent through the files it keeps on disk.
 
-Nothing heavy is imported here: `sxctl inbox send` runs in shell loops.
+The public API (`from sxctl import send_message, …`) is imported lazily, on first use, so that
+`import sxctl` stays cheap: `sxctl inbox send` runs in shell loops.
 """
 
+from __future__ import annotations
+
 __version__ = "0.1.0"
+
+_API = ("add_job", "find_session", "find_workspace", "job_runs", "send_message", "set_timer", "wait_for_message")
+_ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
+           "TooLateError")
+
+__all__ = ["__version__", *_API, *_ERRORS]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        return getattr(api, name)
+    if name in _ERRORS:
+        from . import errors
+
+        return getattr(errors, name)
+    raise AttributeError(f"module 'sxctl' has no attribute {name!r}")

@@ -116,7 +116,8 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
       sxctl callbacks set "remind me to rerun the tests" --every 20m --repeat 1
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
-    from ..callbacks import fires_in, scheduled_text, set_timer
+    from ..api import set_timer
+    from ..callbacks import fires_in, scheduled_text
 
     if replace and slot_id is None:
         raise UsageError("--replace needs --slot N")
@@ -125,8 +126,9 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
     report = reporter()
     session = current_session(report)
     result = set_timer(
-        session, message, every_ms, repeat=repeat, slot_id=slot_id, replace=replace, first_in_ms=first_in_ms,
-        options=_write_options(expect_rev, verify_s, no_verify, report),
+        message, every_ms / 1000, repeat=repeat, slot=slot_id, replace=replace,
+        first_in=None if first_in_ms is None else first_in_ms / 1000, session=session, expect_rev=expect_rev,
+        verify=None if no_verify else verify_s / 1000, clock=settings().clock, report=report,
     )
     slot = result.outcome
     now = result.doc["updated_ms"]

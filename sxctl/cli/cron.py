@@ -144,7 +144,7 @@ def _job_options(command):
     return command
 
 
-def _job_spec(kw: dict, *, for_update: bool):
+def _job_spec(kw: dict):
     from ..cron.jobs import JobSpec, Target, WakeGate
     from ..project import check_session_id
 
@@ -209,24 +209,12 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
       sxctl cron add ping --in 10m --payload heartbeat-event --text "check the build"
       sxctl cron add stretch --at "2026-12-01 15:00" --tz Europe/Berlin --payload delivery --text "stretch"
     """
-    from ..cron.jobs import add_job
-    from ..cron.store import default_agent_id, mutate_store
+    from ..api import add_job
 
-    report = reporter()
-    spec = _job_spec(kw, for_update=False)
-    ws = _workspace()
-    notes: list[str] = []
-    project = str(_default_project())
-
-    def change(store, now):
-        agent = default_agent_id(store, settings().agent, os.environ)
-        return add_job(store, name, spec, agent_id=agent, default_project=project, now_ms=now, max_jobs=max_jobs,
-                       notes=notes)
-
-    result = mutate_store(ws, change, clock=settings().clock, report=report, create=True,
-                          lock_wait_s=lock_wait_ms / 1000).outcome
-    for note in notes:
-        report.note(note)
+    spec = _job_spec(kw)
+    result = add_job(name, workspace=_workspace(), project=str(_default_project()), agent=settings().agent,
+                     spec=spec, max_jobs=max_jobs, lock_wait=lock_wait_ms / 1000, clock=settings().clock,
+                     report=reporter())
     emit({"ok": True, **result}, lambda: say(f"added {name} ({result['jobId']})"))
 
 
@@ -254,7 +242,7 @@ def update(name, lock_wait_ms, **kw) -> None:
     from ..cron.store import mutate_store
 
     report = reporter()
-    spec = _job_spec(kw, for_update=True)
+    spec = _job_spec(kw)
     notes: list[str] = []
     project = str(_default_project())
     result = mutate_store(
@@ -503,15 +491,14 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
       sxctl cron runs nightly --limit 5
       sxctl cron runs --all-jobs --json | jq '.runs[] | select(.status=="unknown")'
     """
-    from ..cron.ledger import recent_runs
+    from ..api import job_runs
     from ..cron.store import find_job
 
     if (name is None) == (not all_jobs):
         raise UsageError("give a job NAME or --all-jobs")
     ws = _workspace()
     job = find_job(_read(ws), name) if name is not None else None
-    found = recent_runs(ws.ledger, limit, job_id=job["id"] if job else None,
-                        max_log_bytes=_max_log_bytes(max_log_bytes), exact=exact)
+    found = job_runs(name, limit=limit, workspace=ws, exact=exact, max_log_bytes=_max_log_bytes(max_log_bytes))
     if evidence:
         _add_evidence(found)
 

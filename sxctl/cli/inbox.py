@@ -94,8 +94,8 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
       git log -1 --format=%B | sxctl inbox send - --key "$(git rev-parse HEAD)"
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
     """
-    from ..inbox import SendRequest, apply_tilde, check_key, check_stem, load_image
-    from ..inbox import send as send_message
+    from ..api import send_message
+    from ..inbox import apply_tilde
 
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
@@ -103,22 +103,19 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
         raise UsageError("--wait and --no-wait cannot be combined")
     if follow and wait_ms is None:
         raise UsageError("--follow needs --wait SECONDS")
-    picture = load_image(image) if image is not None else None
-    body, from_argument = _read_text(text, text_file, picture is not None)
+    body, from_argument = _read_text(text, text_file, image is not None)
     effective_mode = mode or "auto"
     if from_argument and mode is None and body is not None:
         body, queued = apply_tilde(body)
         if queued:
             effective_mode = "queue"
-    request = SendRequest(
-        text=body, mode=effective_mode, image=picture,
-        stem=check_stem(stem) if stem is not None else None, priority=priority,
-        key=check_key(key) if key is not None else None,
-        wait_s=None if wait_ms is None else wait_ms / 1000, no_wait=no_wait, follow=follow,
+    s = settings()
+    result = send_message(
+        body, session=s.session, project=s.project, mode=effective_mode, image=image, priority=priority, stem=stem,
+        key=key, wait=None if wait_ms is None else wait_ms / 1000, soft_wait=not no_wait, follow=follow,
+        clock=s.clock, report=reporter(),
     )
-    report = reporter()
-    session = current_session(report)
-    result = send_message(session, request, clock=settings().clock, report=report)
+    session = result.session
 
     def human() -> None:
         status = "consumed" if result.consumed else "written, not yet consumed"
@@ -230,16 +227,14 @@ def wait(stem, key, timeout_ms, follow) -> None:
       stem=$(sxctl inbox send "deploy" --no-wait --json | jq -r .stem)
       sxctl inbox wait "$stem" --timeout 5m
     """
-    from ..inbox import InboxDir, inbox_dirs, wait_for
+    from ..api import wait_for_message
 
     report = reporter()
     session = current_session(report)
     wanted = _stem_or_key(stem, key, session)
-    dirs = inbox_dirs(session)
-    inbox: InboxDir = next((d for d in dirs if d.state_of(wanted) != "missing"), dirs[0])
     streaming = follow and settings().json
-    outcome = wait_for(
-        session, inbox, wanted, timeout_ms / 1000, follow=follow, clock=settings().clock, report=report,
+    outcome = wait_for_message(
+        wanted, session=session, timeout=timeout_ms / 1000, follow=follow, clock=settings().clock, report=report,
         on_event=emit_json if streaming else None,
     )
     doc = {

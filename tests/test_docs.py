@@ -1,0 +1,112 @@
+"""Documentation that cannot go stale: man pages, completions, the CLI reference, the API guide,
+and what the wheel installs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from .conftest import REPO
+
+
+def test_man_pages_completions_and_reference_are_up_to_date():
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "gen_docs.py"), "--check"], capture_output=True,
+                            text=True, cwd=REPO)
+    assert result.returncode == 0, f"run `python tools/gen_docs.py`:\n{result.stdout}{result.stderr}"
+
+
+def test_every_group_has_a_man_page_that_renders_cleanly():
+    from sxctl.cli import cli
+
+    groups = {name for name, command in cli.commands.items() if hasattr(command, "commands") and name != "cb"}
+    pages = {p.name for p in (REPO / "man").glob("*.1")}
+    assert pages == {"sxctl.1", *(f"sxctl-{g}.1" for g in groups)}
+    groff = shutil.which("groff")
+    if groff is None:
+        pytest.skip("groff is not installed")
+    for page in sorted(pages):
+        result = subprocess.run([groff, "-man", "-Tutf8", "-ww", "-z", str(REPO / "man" / page)],
+                                capture_output=True, text=True)
+        assert result.returncode == 0 and result.stderr == "", (page, result.stderr)
+    if shutil.which("man"):
+        shown = subprocess.run(["man", "-l", str(REPO / "man" / "sxctl-inbox.1")], capture_output=True, text=True,
+                               env={**os.environ, "MANPAGER": "cat", "PAGER": "cat"})
+        assert shown.returncode == 0 and "sxctl inbox send" in shown.stdout
+
+
+def test_cli_reference_lists_every_command():
+    from sxctl.cli import cli
+
+    reference = (REPO / "docs" / "cli.md").read_text()
+    for name, command in cli.commands.items():
+        if command.name == name:
+            assert f"## sxctl {name}\n" in reference
+    assert "## sxctl inbox send\n" in reference and "## sxctl cron tick\n" in reference
+
+
+@pytest.fixture
+def sxctl_on_path(tmp_path):
+    """An `sxctl` executable on PATH, as `pip install` would provide."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "sxctl"
+    wrapper.write_text(f"#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m sxctl \"$@\"\n")
+    wrapper.chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize(("line", "expected"), [("sxctl in", ["inbox"]), ("sxctl inbox s", ["send", "show"]),
+                                                ("sxctl inbox se", ["send"]), ("sxctl cron ti", ["tick"])])
+def test_bash_completion_in_a_clean_bash(sxctl_on_path, line, expected):
+    words = line.split(" ")
+    script = (f"source {REPO / 'completions' / 'sxctl.bash'}\n"
+              f"COMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}\n"
+              "_sxctl_completion sxctl\n"
+              'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    result = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], capture_output=True, text=True,
+                            env={"PATH": sxctl_on_path, "HOME": os.environ.get("HOME", "/")}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected  # `inbox s` offers send and its sibling show
+
+
+def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
+    from .test_agent import Agent
+
+    guide = (REPO / "docs" / "api.md").read_text()
+    pairs = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", guide, re.S)
+    assert len(pairs) == 4
+    agent = Agent(project, "--turn-seconds", "0.1")
+    cwd = os.getcwd()
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(("SXCTL_", "SX_"))}
+    os.chdir(project.root)
+    try:
+        for code, expected in pairs:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, "docs/api.md", "exec"), {})
+            assert out.getvalue() == expected, code
+    finally:
+        os.chdir(cwd)
+        os.environ.update(saved)
+        agent.stop()
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_man_pages_and_completions(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+                   check=True, capture_output=True)
+    [wheel] = tmp_path.glob("sxctl-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = "sxctl-0.1.0.data/data/share/"
+    for page in (REPO / "man").glob("*.1"):
+        assert f"{data}man/man1/{page.name}" in names
+    assert {f"{data}bash-completion/completions/sxctl", f"{data}zsh/site-functions/_sxctl",
+            f"{data}fish/vendor_completions.d/sxctl.fish"} <= names
