@@ -7,7 +7,6 @@ file remains, which only the clean-up rule of that file may remove (spec README)
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,7 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 
 def default_temp_path(target: Path) -> Path:
     """`<name>.sxctl-<32 hex>.tmp` beside the target (spec README, step 1)."""
-    return target.with_name(f"{target.name}.sxctl-{secrets.token_hex(16)}.tmp")
+    return target.with_name(f"{target.name}.sxctl-{os.urandom(16).hex()}.tmp")
 
 
 def fsync_dir(folder: Path) -> None:

@@ -7,14 +7,12 @@ may publish anything under that stem, so concurrent senders never collide or mix
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import stat
 import unicodedata
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +44,7 @@ from .project import (
     session_info,
     warn_if_not_live,
 )
+from .record import Factory, NoInit, record
 from .report import Reporter
 
 MODES = ("auto", "interrupt", "queue")
@@ -68,7 +67,7 @@ def _compact_json(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-@dataclass(frozen=True)
+@record
 class InboxMessage:
     """One message file: `{"text":…,"mode":…}` (text omitted for an image-only message)."""
 
@@ -101,7 +100,7 @@ class InboxMessage:
         return cls(text, mode if mode in MODES else "auto"), obj, None
 
 
-@dataclass(frozen=True)
+@record
 class Image:
     ext: str
     data: bytes
@@ -192,7 +191,7 @@ def default_stem(time_ns: int, priority: int | None = None) -> str:
 
 # --- inbox folders and message states ----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class InboxDir:
     """One `inbox/` folder and its sub-folders."""
 
@@ -231,12 +230,14 @@ class InboxDir:
 
     def stem_is_free(self, stem: str, own: frozenset[Path] = frozenset()) -> bool:
         """No message, temp or sidecar of `stem` anywhere but `own` (inbox.md §3)."""
+        folder = str(self.path)
         names = [f"{stem}.json", f"{stem}.json.tmp"]
         for ext in IMAGE_EXTS:
             names += [f"{stem}.{ext}", f"{stem}.{ext}.tmp"]
-        taken = [self.path / name for name in names]
-        taken += [self.done / f"{stem}.json", self.retracted / f"{stem}.json"]
-        return not any(path not in own and os.path.lexists(path) for path in taken)
+        taken = [f"{folder}/{name}" for name in names]
+        taken += [f"{folder}/done/{stem}.json", f"{folder}/retracted/{stem}.json"]
+        mine = {str(path) for path in own}
+        return not any(path not in mine and os.path.lexists(path) for path in taken)
 
     def sidecar_of(self, folder: Path, stem: str) -> Path | None:
         for ext in IMAGE_EXTS:
@@ -281,8 +282,7 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None) -> boo
         if not inbox.stem_is_free(stem, frozenset(own)):
             raise _StemTaken
 
-    try:
-        check_free()
+    try:  # the free-stem check runs right before each rename (sidecar, then message)
         if image is not None:
             target = inbox.path / f"{stem}.{image.ext}"
             sidecar_temp = inbox.path / f"{stem}.{image.ext}.tmp"
@@ -326,6 +326,8 @@ def check_key(key: str) -> str:
 
 
 def _key_record_path(inbox: InboxDir, key: str) -> Path:
+    import hashlib
+
     return inbox.keys / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
 
 
@@ -353,7 +355,7 @@ def _read_key_record(path: Path) -> dict[str, Any] | None:
 
 # --- send --------------------------------------------------------------------------------------
 
-@dataclass
+@record
 class SendResult:
     """What `send` did; `to_json()` is the SCORPIOX BOT result shape plus sxctl's keys."""
 
@@ -394,7 +396,7 @@ class SendResult:
         return doc
 
 
-@dataclass
+@record
 class SendRequest:
     """Everything `inbox send` needs besides the session."""
 
@@ -407,14 +409,18 @@ class SendRequest:
     wait_s: float | None = None  # hard wait; None = soft wait (or none with no_wait)
     no_wait: bool = False
     follow: bool = False
-    data: bytes = field(init=False)
-    content_sha256: str = field(init=False)
+    data: bytes = NoInit()  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         """Build and check the message bytes at once, before any session is looked up."""
         self.data = build_message(self.text, self.mode, self.image)
-        image_bytes = self.image.data if self.image else b""
-        self.content_sha256 = hashlib.sha256(self.data + image_bytes).hexdigest()
+
+    @property
+    def content_sha256(self) -> str:
+        """What a key record remembers (hashlib is loaded only for keyed sends)."""
+        import hashlib
+
+        return hashlib.sha256(self.data + (self.image.data if self.image else b"")).hexdigest()
 
 
 def inbox_gate(session: Session, report: Reporter) -> str:
@@ -449,7 +455,6 @@ def send(
     else:
         stem = _send_fresh(inbox, request, clock)
         state, duplicate, abandoned = "pending", False, False
-    fsync_dir(inbox.path)
     if not duplicate or abandoned:
         check_rotation_after_write(session, clock, report)
 
@@ -561,14 +566,14 @@ def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> st
         clock.sleep(POLL_S)
 
 
-@dataclass
+@record
 class WaitOutcome:
     session: Session
     inbox: InboxDir
     stem: str
     state: str
     waited_ms: int
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
 
     def raise_unless_consumed(self, details: dict[str, Any]) -> None:
         """Map the final state to the spec's exit codes (inbox.md §8)."""
@@ -687,7 +692,7 @@ def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
 
 # --- retract -----------------------------------------------------------------------------------
 
-@dataclass
+@record
 class RetractResult:
     inbox: InboxDir
     stem: str
@@ -746,7 +751,7 @@ def retract(session: Session, stem: str) -> RetractResult:
 
 # --- listing -----------------------------------------------------------------------------------
 
-@dataclass
+@record
 class MessageRow:
     stem: str
     state: str

@@ -3,17 +3,18 @@ and the read-only SCORPIOX configuration cascade (spec sessions.md)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import NotFoundError, UsageError
+from .record import record
 from .report import Reporter
 from .timeparse import format_duration_ms
 
@@ -99,7 +100,7 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
     return data
 
 
-@dataclass(frozen=True)
+@record
 class Liveness:
     state: str  # live | stale | unknown
     updated_ms: int | None
@@ -128,7 +129,7 @@ def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
 
 # --- sessions ----------------------------------------------------------------------------------
 
-@dataclass
+@record
 class SessionInfo:
     """One session folder as seen now."""
 
@@ -142,11 +143,11 @@ class SessionInfo:
         return self.liveness.state
 
 
-@dataclass
+@record
 class Session(SessionInfo):
     """The session a command acts on, and how it was chosen."""
 
-    project: Path = field(default=Path("."))
+    project: Path = Path(".")
     source: str = "flag"
     copies: WorktreeCopies | None = None
 
@@ -304,7 +305,7 @@ def check_rotation_after_write(session: Session, clock: Clock, report: Reporter)
 
 # --- worktree copies (sessions.md §7) -----------------------------------------------------------
 
-@dataclass(frozen=True)
+@record
 class WorktreeCopies:
     role: str  # worktree | mirror | none
     worktree_dir: Path | None
@@ -430,13 +431,34 @@ _MAX_KEY = 64
 _MAX_VALUE = 512
 
 
+_ENV_FILES: dict[str, tuple[tuple, dict[str, str], list[str]]] = {}
+
+
 def parse_env_file(path: Path, report: Reporter | None = None) -> dict[str, str]:
-    """`KEY=VALUE` lines; comments, blanks and malformed lines are skipped (noted under -v)."""
+    """`KEY=VALUE` lines; comments, blanks and malformed lines are skipped (noted under -v).
+    Parsed files are remembered by (inode, size, mtime), so an API loop re-reads only changes."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        st = os.stat(path)
     except OSError:
         return {}
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    cached = _ENV_FILES.get(str(path))
+    if cached is None or cached[0] != stamp:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return {}
+        cached = (stamp, *_parse_env_text(path, text))
+        _ENV_FILES[str(path)] = cached
+    if report is not None:
+        for note in cached[2]:
+            report.detail(note)
+    return cached[1]
+
+
+def _parse_env_text(path: Path, text: str) -> tuple[dict[str, str], list[str]]:
     values: dict[str, str] = {}
+    notes: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
@@ -444,14 +466,13 @@ def parse_env_file(path: Path, report: Reporter | None = None) -> dict[str, str]
         key, sep, value = stripped.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or len(key) > _MAX_KEY or len(value) > _MAX_VALUE:
-            if report is not None:
-                report.detail(f"{path}:{number}: ignored line (no '=' or key/value too long)")
+            notes.append(f"{path}:{number}: ignored line (no '=' or key/value too long)")
             continue
         values[key] = value
-    return values
+    return values, notes
 
 
-@dataclass
+@record
 class ConfigValue:
     key: str
     value: str | None
@@ -466,8 +487,14 @@ class ConfigValue:
 
 
 def _exe_dir(environ: Mapping[str, str]) -> Path | None:
+    return _exe_dir_on(environ.get("PATH", os.defpath))
+
+
+@functools.lru_cache(maxsize=8)
+def _exe_dir_on(search_path: str) -> Path | None:
+    """The folder of the first `scorpiox`, then `sx`, on PATH (looked up once per PATH)."""
     for name in ("scorpiox", "sx"):
-        found = shutil.which(name, path=environ.get("PATH", os.defpath))
+        found = shutil.which(name, path=search_path)
         if found:
             return Path(found).parent
     return None
@@ -508,7 +535,7 @@ def resolve_config(
             if candidate.is_file():
                 layers.append((str(candidate), parse_env_file(candidate, report)))
                 break
-    layers.append(("env", dict(environ)))
+    layers.append(("env", {key: environ[key]} if key in environ else {}))
     chain = [{"source": source, "value": values[key]} for source, values in layers if key in values]
     if not chain:
         return ConfigValue(key, None, "unset", [])

@@ -17,7 +17,9 @@ from .conftest import REPO
 
 
 def _leaves(group: click.Group, prefix=()):
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         path = (*prefix, name)
         yield path, command
         if isinstance(command, click.Group):

@@ -37,8 +37,8 @@ def walk(command: click.Command = cli, path: list[str] | None = None, parent: cl
     ctx = _context(command, path, parent)
     yield path, command, ctx
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            sub = command.commands[name]
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
             if sub.name != name:  # `cb` is an alias of `callbacks`
                 continue
             yield from walk(sub, [*path, name], ctx)

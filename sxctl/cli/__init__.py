@@ -1,26 +1,26 @@
 """The `sxctl` command: a root group, the global options, and explicitly registered groups.
 
-`main()` is the only place that turns failures into exit codes and error output.
+The groups are listed by name and imported only when used, so that `sxctl inbox send` (run in
+shell loops) loads the inbox code and nothing else. `main()` is the only place that turns
+failures into exit codes and error output.
 """
 
 from __future__ import annotations
 
 import sys
-import traceback
 
 import click
 
 from .. import __version__
 from ..errors import SxctlError
-from . import agent as agent_cli
-from . import callbacks as callbacks_cli
-from . import config as config_cli
-from . import cron as cron_cli
-from . import demo as demo_cli
-from . import inbox as inbox_cli
-from . import observe as observe_cli
-from . import session as session_cli
 from .output import emit_json, global_options
+
+#: every command of the root group: name -> "module:attribute" (explicit; nothing is scanned)
+COMMANDS = {
+    "session": "session:session", "config": "config:config", "callbacks": "callbacks:callbacks",
+    "cb": "callbacks:callbacks", "inbox": "inbox:inbox", "cron": "cron:cron", "agent": "agent:agent",
+    "status": "observe:status", "next": "observe:next_", "watch": "observe:watch", "demo": "demo:demo",
+}
 
 
 class SxctlGroup(click.Group):
@@ -48,10 +48,23 @@ class SxctlGroup(click.Group):
             code = 130
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
             if _wants(args, "-v", "--verbose"):
+                import traceback
+
                 traceback.print_exc()
             code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
         sys.stdout.flush()
         sys.exit(code)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        import importlib
+
+        module, attribute = COMMANDS[name].split(":")
+        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
 
 
 @click.group(name="sxctl", cls=SxctlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,12 +81,6 @@ def cli() -> None:
 
 
 global_options(cli)
-for group in (session_cli.session, config_cli.config, callbacks_cli.callbacks, inbox_cli.inbox, cron_cli.cron,
-              agent_cli.agent, demo_cli.demo):
-    cli.add_command(group)
-cli.add_command(callbacks_cli.callbacks, name="cb")
-for command in (observe_cli.status, observe_cli.next_, observe_cli.watch):
-    cli.add_command(command)
 
 
 def _wants(args: list[str], *flags: str) -> bool:

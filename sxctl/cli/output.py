@@ -11,17 +11,17 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import click
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
+from ..record import record
 from ..report import Reporter
 
 
-@dataclass
+@record
 class Settings:
     """The merged global options of one invocation."""
 

@@ -1,0 +1,242 @@
+"""sxctl benchmarks: ratios against baselines measured in the same run, interleaved.
+
+    python benchmarks/run.py            # the full table (about a minute)
+    python benchmarks/run.py --quick    # fewer repetitions
+
+Each row is a median of at least 15 runs (5 with --quick), taken in turn with its baseline so
+that machine noise hits both alike. Targets come from the performance issue; the last column
+says whether the ratio meets its target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+HEAVY = ("rich", "croniter", "dateutil", "filelock")
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SXCTL_", "SX_")) and k != "PYTHONDONTWRITEBYTECODE"}
+    clean["PYTHONPATH"] = str(REPO)
+    return clean
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def interleaved(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str, float]:
+    """Median wall time of each command, the commands taken in turn `runs` times."""
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    for argv in commands.values():  # warm the page cache and .pyc files
+        timed(argv, cwd)
+    for _ in range(runs):
+        for name, argv in commands.items():
+            samples[name].append(timed(argv, cwd))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def sxctl(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sxctl", *args]
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+def make_project(root: Path) -> Path:
+    session = root / ".scorpiox" / "sessions" / "2026_09_21_quiet_euler"
+    (session / "inbox").mkdir(parents=True)
+    (session / "callbacks.json").write_text(json.dumps({"rev": 1, "updated_ms": 0, "paused": False, "slots": []}))
+    return session
+
+
+def make_store(root: Path, jobs: int, due: int = 0) -> None:
+    from sxctl.cron.schema import encode_compact
+
+    now = time.time_ns() // 1_000_000
+    store = {"formatVersion": 1, "agentSchedulerSeed": str(uuid.uuid4()), "activeClaims": [], "jobs": []}
+    for n in range(jobs):
+        store["jobs"].append({
+            "id": str(uuid.uuid4()), "name": f"job-{n:05d}", "agentId": "default",
+            "schedule": {"kind": "every", "everyMs": 3_600_000, "anchorMs": now},
+            "lifecycle": {"status": "scheduled", "nextRunAtMs": now - 1000 if n < due else now + 3_600_000,
+                          "consecutiveDependencyErrors": 0},
+            "source": "authored", "payload": {"kind": "heartbeat_event", "text": f"beat {n}", "wakeMode": "now"},
+        })
+    scheduler = root / ".scheduler"
+    scheduler.mkdir(exist_ok=True)
+    (scheduler / "cron-jobs.json").write_bytes(encode_compact(store))
+    store["jobs"] = store["jobs"][:1]
+
+
+def make_ledger(root: Path, size: int, job_id: str) -> None:
+    """A ledger of complete runs of several jobs, about `size` bytes, newest rows for `job_id`."""
+    scheduler = root / ".scheduler"
+    scheduler.mkdir(exist_ok=True)
+    lines = []
+    total = 0
+    when = 1_700_000_000_000
+    n = 0
+    while total < size:
+        job = job_id if n % 3 == 0 else f"other-{n % 7}"
+        execution = str(uuid.uuid4())
+        base = {"executionId": execution, "bootId": "sxctl-bench", "jobId": job, "agentId": "default",
+                "scheduledForMs": when, "trigger": "scheduled"}
+        start = {**base, "recordType": "started", "workKind": "heartbeat_event", "rootRunId": None,
+                 "startedAtMs": when + 5}
+        end = {**base, "recordType": "terminal", "workKind": "heartbeat_event", "terminalAtMs": when + 25,
+               "durationMs": 20, "outcome": {"kind": "inbox_dispatch", "sessionId": "s", "stem": "1_000000000",
+                                             "mode": "queue"}}
+        for row in (start, end):
+            line = json.dumps(row, separators=(",", ":")) + "\n"
+            lines.append(line)
+            total += len(line)
+        when += 60_000
+        n += 1
+    (scheduler / "cron-executions.jsonl").write_text("".join(lines))
+
+
+def heavy_imports(args: list[str], cwd: Path) -> list[str]:
+    """Which heavy modules a command imports (run in-process, then sys.modules is inspected)."""
+    code = ("import sys\nfrom sxctl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY=' + ','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env(), capture_output=True, text=True)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("HEAVY="))
+    return [m for m in line[len("HEAVY="):].split(",") if m]
+
+
+def send_loop(session_dir: Path, count: int) -> float:
+    """The API as a long-running script uses it: find the session once, then send."""
+    from sxctl.api import find_session, send_message
+
+    started = time.perf_counter()
+    session = find_session(session_dir.name, project=session_dir.parents[2])
+    for n in range(count):
+        send_message(f"message {n}", session=session, soft_wait=False)
+    return time.perf_counter() - started
+
+
+def bare_loop(folder: Path, count: int) -> float:
+    started = time.perf_counter()
+    for n in range(count):
+        temp = folder / f"{n}.json.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, json.dumps({"text": f"message {n}", "mode": "auto"}).encode() + b"\n")
+        os.fsync(fd)
+        os.close(fd)
+        os.rename(temp, folder / f"{n}.json")
+        dir_fd = os.open(folder, os.O_RDONLY)
+        os.fsync(dir_fd)
+        os.close(dir_fd)
+    return time.perf_counter() - started
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+def main() -> int:
+    quick = "--quick" in sys.argv
+    # measure what users run: an installed package has its bytecode compiled
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sxctl")], check=True)
+    runs = 5 if quick else 15
+    rows: list[tuple[str, float, str, bool]] = []
+    with tempfile.TemporaryDirectory(prefix="sxctl-bench-") as tmp:
+        root = Path(tmp)
+        session = make_project(root)
+        sid = session.name
+
+        # (a) start-up of the command called in loops
+        times = interleaved({
+            "pass": [sys.executable, "-c", "pass"],
+            "click": [sys.executable, "-c", "import click"],
+            "send": sxctl("--session", sid, "inbox", "send", "hello", "--no-wait", "-q"),
+        }, root, runs)
+        rows.append(("(a) inbox send / import click", times["send"] / times["click"], "<= 1.25",
+                     times["send"] / times["click"] <= 1.25))
+        rows.append(("(a) inbox send / python -c pass", times["send"] / times["pass"], "(context)", True))
+
+        # (b) heavy modules on the hot paths
+        make_store(root, 3)
+        for label, args in (("inbox send", ["--session", sid, "inbox", "send", "x", "--no-wait", "-q"]),
+                            ("callbacks list", ["--session", sid, "callbacks", "list"]),
+                            ("cron list", ["cron", "list"])):
+            found = heavy_imports(args, root)
+            rows.append((f"(b) {label}: heavy imports {', '.join(found) or 'none'}", len(found),
+                         "0 for inbox send" if label == "inbox send" else "(context)",
+                         not found if label == "inbox send" else True))
+
+        # (c) cron list at 1,000 and 10,000 jobs
+        medians = {}
+        for jobs in (1000, 10_000):
+            folder = root / f"ws{jobs}"
+            folder.mkdir()
+            make_store(folder, jobs)
+            store_file = folder / ".scheduler" / "cron-jobs.json"
+            medians[jobs] = interleaved({
+                "list": sxctl("--workspace", str(folder), "cron", "list", "--json"),
+                "bare": [sys.executable, "-c", f"import json; json.load(open({str(store_file)!r}))"],
+            }, root, max(5, runs // 3))
+        scale = medians[10_000]["list"] / medians[1000]["list"]
+        rows.append(("(c) cron list --json 10k / 1k jobs", scale, "<= 3", scale <= 3))
+        versus = medians[10_000]["list"] / medians[10_000]["bare"]
+        rows.append(("(c) cron list --json 10k / bare json.load process", versus, "<= 4", versus <= 4))
+
+        # (d) cron runs on a 2 MB and a 30 MB ledger
+        ledger_medians = {}
+        for size in (2_000_000, 30_000_000):
+            folder = root / f"ledger{size}"
+            folder.mkdir()
+            make_store(folder, 1)
+            job = json.loads((folder / ".scheduler" / "cron-jobs.json").read_text())["jobs"][0]
+            make_ledger(folder, size, job["id"])
+            ledger_medians[size] = interleaved({"runs": sxctl(
+                "--workspace", str(folder), "cron", "runs", job["name"], "--limit", "20",
+                "--max-log-bytes", str(32 * 1024 * 1024), "--json")}, root, max(5, runs // 3))["runs"]
+        ratio = ledger_medians[30_000_000] / ledger_medians[2_000_000]
+        rows.append(("(d) cron runs --limit 20, 30 MB / 2 MB ledger", ratio, "<= 1.5", ratio <= 1.5))
+
+        # (e) a dry-run tick over 10,000 jobs, 50 due
+        folder = root / "tick"
+        folder.mkdir()
+        make_project(folder)
+        make_store(folder, 10_000, due=50)
+        tick = interleaved({"tick": sxctl("--workspace", str(folder), "--project", str(folder), "cron", "tick",
+                                          "--dry-run", "--max-runs", "50", "--json"),
+                            "bare": [sys.executable, "-c", "import json; json.load(open("
+                                     f"{str(folder / '.scheduler' / 'cron-jobs.json')!r}))"]},
+                           root, max(5, runs // 3))
+        rows.append(("(e) cron tick --dry-run, 10k jobs / bare json.load", tick["tick"] / tick["bare"], "(context)",
+                     True))
+
+        # (f) the API's send loop against a bare write+fsync+rename loop
+        count = 100 if quick else 300
+        api_times, bare_times = [], []
+        for rep in range(3):  # fresh folders each time: both loops write into equally full folders
+            api_times.append(send_loop(make_project(root / f"api{rep}"), count))
+            (root / f"bare{rep}").mkdir()
+            bare_times.append(bare_loop(root / f"bare{rep}", count))
+        api_time, bare_time = min(api_times), min(bare_times)
+        throughput = bare_time / api_time
+        rows.append(("(f) API send loop throughput / bare loop", throughput, ">= 0.8", throughput >= 0.8))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)}  {'ratio':>7}  {'target':<16}  ok")
+    for label, ratio, target, ok in rows:
+        value = f"{ratio:7.2f}" if isinstance(ratio, float) else f"{ratio:7d}"
+        print(f"{label.ljust(width)}  {value}  {target:<16}  {'yes' if ok else 'NO'}")
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
