@@ -16,9 +16,9 @@ from .errors import NotFoundError, SxctlError
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def default_temp_path(target: Path) -> Path:
+def default_temp_path(target: str | os.PathLike) -> str:
     """`<name>.sxctl-<32 hex>.tmp` beside the target (spec README, step 1)."""
-    return target.with_name(f"{target.name}.sxctl-{os.urandom(16).hex()}.tmp")
+    return f"{os.fspath(target)}.sxctl-{os.urandom(16).hex()}.tmp"
 
 
 def fsync_dir(folder: Path) -> None:
@@ -54,15 +54,17 @@ class PendingFile:
     (`<stem>.json.tmp`) so that only one writer at a time can hold a stem.
     """
 
-    def __init__(self, target: Path, temp: Path | None = None, mode: int = 0o600) -> None:
-        self.target = Path(target)
-        self.temp = Path(temp) if temp is not None else default_temp_path(self.target)
+    def __init__(self, target: str | os.PathLike, temp: str | os.PathLike | None = None, mode: int = 0o600) -> None:
+        # plain strings inside: this runs once per inbox message, and sends run in loops
+        self.target = os.fspath(target)
+        self.temp = os.fspath(temp) if temp is not None else default_temp_path(self.target)
+        self.folder = os.path.dirname(self.target) or "."
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, mode)
         self._owns_temp = True  # False once published or removed: the name may be reused
         self.durable = True
         try:
             os.fchmod(self._fd, mode)  # the umask must not widen or narrow the mode
-            owner = _owner_for(self.temp.parent)
+            owner = _owner_for(self.folder)
             if owner is not None:
                 os.fchown(self._fd, *owner)
         except BaseException:
@@ -72,7 +74,6 @@ class PendingFile:
     def write_all(self, data: bytes, *, durable: bool = True) -> None:
         """Write every byte (and fsync unless `durable` is off); the temp file is complete then."""
         assert self._fd is not None, "write after close"
-        os.ftruncate(self._fd, 0)
         view = memoryview(data)
         offset = 0
         while offset < len(view):
@@ -109,7 +110,7 @@ class PendingFile:
             raise
         self._owns_temp = False
         if self.durable:
-            fsync_dir(self.target.parent)
+            fsync_dir(self.folder)
 
     def discard(self) -> None:
         """Remove the temp file (failure before the commit); a missing temp is fine."""

@@ -381,7 +381,7 @@ def test_create_by_link_never_clobbers_a_file_the_agent_created_meanwhile(projec
     created = []
 
     def agent_creates_first(target):
-        if target.name == "callbacks.json" and not created:
+        if os.path.basename(target) == "callbacks.json" and not created:
             created.append(True)
             target.write_text(json.dumps(agent_doc))  # lands between sxctl's check and its link
         real_refuse(target)

@@ -421,3 +421,13 @@ def test_tampered_key_record_is_invalid_data(project):
     result = project.run("inbox", "send", "x", "--key", "k")
     assert result.code == 5 and str(record) in result.err and "unsafe stem" in result.err
     assert tree(folder) == before
+
+
+def test_symlinked_inbox_is_refused(project, tmp_path):
+    folder = project.session(live=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (folder / "inbox").symlink_to(elsewhere)
+    result = project.run("inbox", "send", "x", "--json")
+    assert result.code == 5 and "not a real directory" in result.json()["error"]["message"]
+    assert list(elsewhere.iterdir()) == []
