@@ -149,7 +149,7 @@ def main() -> int:
     quick = "--quick" in sys.argv
     # measure what users run: an installed package has its bytecode compiled
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sxctl")], check=True)
-    runs = 5 if quick else 15
+    runs = 5 if quick else 25
     rows: list[tuple[str, float, str, bool]] = []
     with tempfile.TemporaryDirectory(prefix="sxctl-bench-") as tmp:
         root = Path(tmp)
@@ -222,7 +222,7 @@ def main() -> int:
         # (f) the API's send loop against a bare write+fsync+rename loop
         count = 100 if quick else 300
         api_times, bare_times = [], []
-        for rep in range(3):  # fresh folders each time: both loops write into equally full folders
+        for rep in range(3 if quick else 7):  # fresh folders: both loops write into equally full ones
             api_times.append(send_loop(make_project(root / f"api{rep}"), count))
             (root / f"bare{rep}").mkdir()
             bare_times.append(bare_loop(root / f"bare{rep}", count))

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import stat
-import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -321,6 +320,8 @@ def _remove_quietly(path: Path | None) -> None:
 # --- idempotency keys --------------------------------------------------------------------------
 
 def check_key(key: str) -> str:
+    import unicodedata
+
     if not 1 <= len(key) <= 256 or any(unicodedata.category(c) == "Cc" for c in key):
         raise UsageError("invalid --key: 1-256 characters, no control characters")
     return key

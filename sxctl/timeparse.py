@@ -13,20 +13,22 @@ from datetime import UTC, datetime, timedelta
 from .errors import UsageError
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
-_BARE = re.compile(r"\d+(?:\.\d+)?|\.\d+")
+# patterns as strings: `re` compiles them on first use, so commands that never parse a
+# DURATION or TIME do not pay for it at start-up
+_PART = r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)"
+_BARE = r"\d+(?:\.\d+)?|\.\d+"
 
 
 def parse_duration_ms(text: str, *, what: str = "duration") -> int:
     """`90`, `1.5s`, `250ms`, `1h30m` -> milliseconds (exit 2 naming the value when malformed)."""
     value = text.strip().lower()
-    if _BARE.fullmatch(value):
+    if re.fullmatch(_BARE, value):
         return round(float(value) * 1000)
     pos = 0
     total = 0.0
     seen: list[str] = []
     while pos < len(value):
-        match = _PART.match(value, pos)
+        match = re.compile(_PART).match(value, pos)
         if match is None or match.group(2) in seen:
             break
         seen.append(match.group(2))
@@ -39,8 +41,8 @@ def parse_duration_ms(text: str, *, what: str = "duration") -> int:
     return round(total)
 
 
-_OFFSET_SUFFIX = re.compile(r"(?:[Zz]|[+-]\d{2}:?\d{2})$")
-_NAIVE = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?")
+_OFFSET_SUFFIX = r"(?:[Zz]|[+-]\d{2}:?\d{2})$"
+_NAIVE = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 
 
 def load_zone(name: str):
@@ -82,7 +84,7 @@ def parse_time_ms(
     """TIME -> (epoch ms, was_naive). A nonexistent wall time is an error; an ambiguous one
     needs `fold` ('earlier' = first occurrence). Messages are comis's, verbatim."""
     value = text.strip()
-    if _OFFSET_SUFFIX.search(value):
+    if re.search(_OFFSET_SUFFIX, value):
         if tz is not None:
             raise UsageError("An offset-bearing timestamp cannot also specify a timezone")
         if fold is not None:
@@ -94,7 +96,7 @@ def parse_time_ms(
         if instant.tzinfo is None:
             raise UsageError("Invalid offset-bearing timestamp")
         return _epoch_ms(instant), False
-    if not _NAIVE.fullmatch(value):
+    if not re.fullmatch(_NAIVE, value):
         raise UsageError("Invalid naive wall-clock timestamp")
     try:
         naive = datetime.fromisoformat(value)

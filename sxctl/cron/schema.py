@@ -47,11 +47,14 @@ class Str(Node):
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, str):
             raise SchemaError(path, "must be a string")
-        size = len(value.encode("utf-8", "surrogatepass"))
+        ascii_only = value.isascii()  # the common case: bytes = code units = characters
+        size = len(value) if ascii_only else len(value.encode("utf-8", "surrogatepass"))
         if not self.min_bytes <= size <= self.max_bytes:
             raise SchemaError(path, f"must be {self.min_bytes}-{self.max_bytes} UTF-8 bytes (is {size})")
-        if self.max_utf16 is not None and len(value.encode("utf-16-le", "surrogatepass")) // 2 > self.max_utf16:
-            raise SchemaError(path, f"must be at most {self.max_utf16} UTF-16 code units")
+        if self.max_utf16 is not None:
+            units = size if ascii_only else len(value.encode("utf-16-le", "surrogatepass")) // 2
+            if units > self.max_utf16:
+                raise SchemaError(path, f"must be at most {self.max_utf16} UTF-16 code units")
 
 
 @dataclass
@@ -130,13 +133,15 @@ class Obj(Node):
 
     fields: Sequence[Field]
 
+    def __post_init__(self) -> None:
+        self.known = frozenset(f.name for f in self.fields)
+
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, dict):
             raise SchemaError(path, "must be an object")
-        known = {f.name for f in self.fields}
-        for key in value:
-            if key not in known:
-                raise SchemaError(f"{path}.{key}", "unknown key")
+        if not self.known.issuperset(value):
+            unknown = next(key for key in value if key not in self.known)
+            raise SchemaError(f"{path}.{unknown}", "unknown key")
         for field in self.fields:
             if field.name in value:
                 field.node.check(value[field.name], f"{path}.{field.name}")
@@ -464,11 +469,11 @@ def strict_loads(raw: bytes) -> Any:
     """JSON that refuses duplicate keys (a strict reader must not let the last one win)."""
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in result:
-                raise ValueError(f"duplicate key {key!r}")
-            result[key] = value
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            seen: set[str] = set()
+            duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+            raise ValueError(f"duplicate key {duplicate!r}")
         return result
 
     return json.loads(raw, object_pairs_hook=no_duplicates)
