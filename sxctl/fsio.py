@@ -14,6 +14,16 @@ from pathlib import Path
 from .errors import NotFoundError, SxctlError
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_umask: int | None = None
+
+
+def _process_umask() -> int:
+    """Read once: whether `open(..., mode)` already yields `mode` (then no fchmod is needed)."""
+    global _umask
+    if _umask is None:
+        _umask = os.umask(0o077)
+        os.umask(_umask)
+    return _umask
 
 
 def default_temp_path(target: str | os.PathLike) -> str:
@@ -63,7 +73,8 @@ class PendingFile:
         self._owns_temp = True  # False once published or removed: the name may be reused
         self.durable = True
         try:
-            os.fchmod(self._fd, mode)  # the umask must not widen or narrow the mode
+            if mode & ~_process_umask() != mode:
+                os.fchmod(self._fd, mode)  # the umask would have narrowed the mode
             owner = _owner_for(self.folder)
             if owner is not None:
                 os.fchown(self._fd, *owner)
