@@ -256,6 +256,9 @@ def _session_from_env_dir(
         report.detail(f"SX_SESSION_DIR={env_dir} belongs to another project; ignored")
         return None
     check_session_id(folder.name)
+    if folder.parent.name != "sessions" or folder.parent.parent.name != ".scorpiox":
+        # only ever a folder of <project>/.scorpiox/sessions/: the variable must not redirect writes
+        raise UsageError(f"SX_SESSION_DIR={env_dir} is not a folder of <project>/.scorpiox/sessions/")
     if not folder.is_dir():
         raise NotFoundError(
             f"session folder {folder} (from SX_SESSION_DIR) not found", code="session_not_found"
