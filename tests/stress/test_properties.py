@@ -74,10 +74,11 @@ def test_stores_sxctl_writes_load_back_and_pass_the_independent_checker(names):
         root = Path(tmp)
         (root / ".scorpiox").mkdir()
         runner = CliRunner()
-        for name in names:
-            runner.invoke(cli, ["--project", str(root), "cron", "add", name, "--every", "1h", "--payload",
-                                "heartbeat-event", "--text", "beat"], obj=Settings(clock=FakeClock(NOW)),
-                          env={"HOME": tmp})
+        for name in names:  # after `--`, a name like "-0" is not taken for an option
+            result = runner.invoke(cli, ["--project", str(root), "cron", "add", "--every", "1h", "--payload",
+                                         "heartbeat-event", "--text", "beat", "--", name],
+                                   obj=Settings(clock=FakeClock(NOW)), env={"HOME": tmp})
+            assert result.exit_code == 0, result.output
         path = root / ".scheduler" / "cron-jobs.json"
         if not names:
             return
