@@ -156,3 +156,47 @@ def worktree_pair(project, tmp_path):
     worktree.mkdir(parents=True)
     (worktree / "stats.json").write_text((mirror / "stats.json").read_text())
     return wt, worktree, mirror
+
+
+# --- stress figures: tests add to them, the run prints their sum at the end -----------------------
+
+FIGURES_ENV = "SXCTL_STRESS_FIGURES"
+
+
+def pytest_configure(config):
+    """One folder for the figures of every worker (xdist workers inherit the environment)."""
+    if not hasattr(config, "workerinput"):
+        import tempfile
+
+        os.environ.setdefault(FIGURES_ENV, tempfile.mkdtemp(prefix="sxctl-stress-"))
+
+
+@pytest.fixture
+def figures():
+    """A Counter a stress test fills (operations, crashes injected, files checked, problems)."""
+    import collections
+    import uuid
+
+    counter: collections.Counter = collections.Counter()
+    yield counter
+    folder = os.environ.get(FIGURES_ENV)
+    if folder and counter:
+        Path(folder, f"{uuid.uuid4()}.json").write_text(json.dumps(counter))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):
+        return
+    folder = os.environ.get(FIGURES_ENV)
+    if not folder or not Path(folder).is_dir():
+        return
+    import collections
+
+    total: collections.Counter = collections.Counter()
+    for path in Path(folder).glob("*.json"):
+        total.update(json.loads(path.read_text()))
+    if total:
+        terminalreporter.write_sep("-", "sxctl stress figures")
+        terminalreporter.write_line(
+            f"operations {total['operations']}, crashes injected {total['crashes']}, files checked "
+            f"{total['files_checked']}, problems found: {total['problems']}")
