@@ -1,0 +1,128 @@
+"""Mixed load for a bounded time: senders, timer edits, cron edits and ticks against a running
+reference agent; then everything is checked for consistency."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import pytest
+
+from sxctl import callbacks as cb
+from sxctl.cron.ledger import scan_ledger
+
+from ..comis_strict import check_store_bytes
+from ..test_agent import Agent
+
+pytestmark = pytest.mark.slow
+
+DURATION_S = 12
+SID = "2026_09_21_quiet_euler"
+
+
+def test_mixed_load_then_full_consistency(project, figures):
+    agent = Agent(project, "--turn-seconds", "0.05")
+    stop = threading.Event()
+    sent: list[str] = []
+    keyed: dict[str, str] = {}
+    errors: list[str] = []
+    lock = threading.Lock()
+
+    def count(kind: str) -> None:
+        with lock:
+            figures["operations"] += 1
+            figures[kind] += 1
+
+    def sender(worker: int) -> None:
+        n = 0
+        while not stop.is_set():
+            key = f"w{worker}-{n // 3}" if n % 3 == 0 else None  # some sends repeat a key
+            args = ["inbox", "send", f"w{worker}-{n}", "--no-wait", "--json"]
+            if key:
+                args[2] = f"keyed {key}"
+                args += ["--key", key]
+            result = project.run(*args)
+            count("sends")
+            if result.code != 0:
+                errors.append(f"send: {result.err}")
+            else:
+                doc = result.json()
+                with lock:
+                    if key:
+                        if key in keyed and keyed[key] != doc["stem"]:
+                            errors.append(f"key {key} gave two stems")
+                        keyed[key] = doc["stem"]
+                    if not doc["duplicate"]:
+                        sent.append(doc["stem"])
+            n += 1
+
+    def timers() -> None:
+        rng = random.Random(1)
+        while not stop.is_set():
+            if rng.random() < 0.7:
+                result = project.run("cb", "set", "load timer", "--every", "1", "--repeat", "2", "--first-in", "0")
+            else:
+                result = project.run("cb", "cancel-all")
+            count("timer_edits")
+            if result.code not in (0, 4):  # 4: slots full, or a lost update reported as such
+                errors.append(f"timer: {result.err}")
+
+    def cron_edits() -> None:
+        n = 0
+        while not stop.is_set():
+            result = project.run("cron", "add", f"job-{n}", "--in", "1", "--payload", "heartbeat-event", "--text",
+                                 f"cron {n}")
+            count("cron_edits")
+            if result.code != 0:
+                errors.append(f"cron add: {result.err}")
+            if n % 4 == 3:
+                project.run("cron", "remove", f"job-{n - 1}", "--yes")
+                count("cron_edits")
+            n += 1
+
+    def ticks() -> None:
+        while not stop.is_set():
+            result = project.run("cron", "tick", "--busy-ok", "--lock-wait", "2", "-q")
+            count("ticks")
+            if result.code != 0:
+                errors.append(f"tick: {result.err}")
+            time.sleep(0.3)
+
+    threads = [threading.Thread(target=sender, args=(w,)) for w in range(3)]
+    threads += [threading.Thread(target=f) for f in (timers, cron_edits, ticks)]
+    for thread in threads:
+        thread.start()
+    time.sleep(DURATION_S)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+    time.sleep(2.5)  # let the last one-shot jobs come due
+    assert project.run("cron", "tick", "--max-runs", "1000").code == 0
+    assert project.run("cb", "cancel-all").code in (0, 4)
+    folder = agent.dir
+    deadline = time.monotonic() + 60
+    while list((folder / "inbox").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    agent.stop()
+
+    assert errors == []
+    # every message written was consumed exactly once (by the agent's claim-by-rename)
+    done = {p.stem for p in (folder / "inbox" / "done").glob("*.json")}
+    assert not list((folder / "inbox").glob("*.json"))
+    assert set(sent) <= done
+    turns = [e["ref"] for e in agent.events if e["event"] == "turn_start" and e["source"] == "inbox"]
+    interrupts = [e for e in agent.events if e["event"] == "inbox" and e["action"] in ("interrupt", "queued")]
+    assert len(turns) == len(set(turns)) and len(turns) + len(interrupts) == len(done)
+    # timers: a valid table, nothing lost silently
+    cb.parse_table(folder / "callbacks.json", (folder / "callbacks.json").read_bytes())
+    # cron: a strictly valid store and ledger, no claim left, one start and one terminal per run
+    assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
+    assert json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["activeClaims"] == []
+    ledger = scan_ledger(project.root / ".scheduler" / "cron-executions.jsonl")
+    assert all(g.start and g.terminal for g in ledger.groups.values())
+    assert project.run("cron", "validate").code == 0
+    figures["files_checked"] += len(done) + len(ledger.groups) + 3
+    print(f"\nload: {figures['operations']} operations in {DURATION_S}s, {len(done)} messages consumed, "
+          f"{len(ledger.groups)} cron runs, problems found: 0")
