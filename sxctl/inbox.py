@@ -7,7 +7,6 @@ may publish anything under that stem, so concurrent senders never collide or mix
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -63,7 +62,19 @@ _FORBIDDEN_STEM_ENDINGS = (".tmp", ".json", *(f".{ext}" for ext in IMAGE_EXTS))
 # --- message model -----------------------------------------------------------------------------
 
 def _compact_json(obj: dict[str, Any]) -> bytes:
+    import json
+
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def _json_string(text: str) -> str:
+    """One JSON string exactly as `json.dumps(text, ensure_ascii=False)` writes it, without
+    importing the json package (a send need not pay for it at start-up)."""
+    try:
+        from _json import encode_basestring
+    except ImportError:  # not CPython
+        from json.encoder import py_encode_basestring as encode_basestring
+    return encode_basestring(text)
 
 
 @record
@@ -75,9 +86,8 @@ class InboxMessage:
 
     def encode(self) -> bytes:
         """Compact UTF-8 JSON with a trailing newline; `mode` always written (inbox.md §1)."""
-        obj: dict[str, str] = {} if self.text is None else {"text": self.text}
-        obj["mode"] = self.mode
-        return _compact_json(obj)
+        text = "" if self.text is None else f'"text":{_json_string(self.text)},'
+        return f'{{{text}"mode":{_json_string(self.mode)}}}\n'.encode()
 
     @classmethod
     def parse(cls, raw: bytes) -> tuple[InboxMessage | None, dict[str, Any] | None, str | None]:
@@ -86,6 +96,8 @@ class InboxMessage:
             return None, None, "empty file"
         if len(raw) > MAX_MESSAGE_BYTES:
             return None, None, f"larger than {MAX_MESSAGE_BYTES} bytes"
+        import json
+
         try:
             obj = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -345,6 +357,8 @@ def _read_key_record(path: Path) -> dict[str, Any] | None:
         raw = read_bytes_capped(path, 65_536)
     except FileNotFoundError:
         return None
+    import json
+
     try:
         record = json.loads(raw)
     except ValueError:

@@ -4,7 +4,6 @@ and the read-only SCORPIOX configuration cascade (spec sessions.md)."""
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 import shutil
@@ -86,6 +85,8 @@ def sessions_root(project: Path) -> Path:
 
 def read_stats(session_dir: Path) -> dict[str, Any] | None:
     """`stats.json` as an object, or None when missing or unreadable (state `unknown`)."""
+    import json
+
     try:
         with open(session_dir / "stats.json", "rb") as handle:
             raw = handle.read(_STATS_CAP)

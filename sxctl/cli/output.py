@@ -7,7 +7,6 @@ Global options are accepted before the group and on every leaf: `sxctl --json in
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -153,6 +152,8 @@ def reporter() -> Reporter:
 
 
 def emit_json(doc: dict[str, Any]) -> None:
+    import json
+
     sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 

@@ -41,6 +41,8 @@ texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=200)
 @given(text=st.one_of(st.none(), texts.filter(bool)), mode=st.sampled_from(["auto", "interrupt", "queue"]))
 def test_inbox_messages_round_trip(text, mode):
     raw = InboxMessage(text, mode).encode()
+    expected = ({} if text is None else {"text": text}) | {"mode": mode}
+    assert raw == (json.dumps(expected, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
     message, obj, invalid = InboxMessage.parse(raw)
     assert invalid is None and message.text == text and message.mode == mode
     assert raw.endswith(b"\n") and b"\n" not in raw[:-1]
