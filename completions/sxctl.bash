@@ -26,4 +26,3 @@ _sxctl_completion_setup() {
 }
 
 _sxctl_completion_setup;
-
