@@ -240,22 +240,15 @@ class InboxDir:
         return "missing"
 
     def stem_is_free(self, stem: str, own: frozenset[Path] = frozenset()) -> bool:
-        """No message, temp or sidecar of `stem` anywhere but `own` (inbox.md §3).
-
-        One directory listing answers for the twelve names inside `inbox/` (a send checks this
-        right before its rename, in loops); `done/` and `retracted/` are asked directly."""
+        """No message, temp or sidecar of `stem` anywhere but `own` (inbox.md §3)."""
         folder = str(self.path)
-        mine = {os.path.basename(str(path)) for path in own if os.path.dirname(str(path)) == folder}
-        names = {f"{stem}.json", f"{stem}.json.tmp"}
+        names = [f"{stem}.json", f"{stem}.json.tmp"]
         for ext in IMAGE_EXTS:
-            names |= {f"{stem}.{ext}", f"{stem}.{ext}.tmp"}
-        try:
-            present = set(os.listdir(folder)) & names
-        except FileNotFoundError:
-            present = set()
-        if present - mine:
-            return False
-        return not any(os.path.lexists(f"{folder}/{sub}/{stem}.json") for sub in ("done", "retracted"))
+            names += [f"{stem}.{ext}", f"{stem}.{ext}.tmp"]
+        taken = [f"{folder}/{name}" for name in names]
+        taken += [f"{folder}/done/{stem}.json", f"{folder}/retracted/{stem}.json"]
+        mine = {os.fspath(path) for path in own}
+        return not any(path not in mine and os.path.lexists(path) for path in taken)
 
     def sidecar_of(self, folder: Path, stem: str) -> Path | None:
         for ext in IMAGE_EXTS:
