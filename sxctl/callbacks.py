@@ -166,12 +166,6 @@ class TableView:
     def exists(self) -> bool:
         return self.winner is not None
 
-    def fingerprint(self) -> tuple[bytes | None, bytes | None]:
-        return (
-            self.primary.raw if self.primary else None,
-            self.mirror.raw if self.mirror else None,
-        )
-
 
 def _table_paths(session: Session) -> tuple[Path, Path | None]:
     copies = session.worktree_copies()
