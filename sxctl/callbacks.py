@@ -20,7 +20,7 @@ from typing import Any
 from . import faults
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, TooLateError, UsageError
-from .fsio import atomic_write
+from .fsio import atomic_write, read_data_file
 from .locks import writer_lock
 from .project import Session, check_rotation_after_write, warn_if_not_live
 from .report import Reporter
@@ -110,15 +110,8 @@ def parse_table(path: Path, raw: bytes) -> CallbackTable:
 
 
 def _read_raw(path: Path) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidDataError(str(path), f"cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        raw = handle.read(_FILE_CAP + 1)
-    if len(raw) > _FILE_CAP:
+    raw = read_data_file(path, _FILE_CAP)
+    if raw is not None and len(raw) > _FILE_CAP:
         raise InvalidDataError(str(path), f"larger than {_FILE_CAP} bytes")
     return raw
 

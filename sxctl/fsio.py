@@ -212,3 +212,15 @@ def read_bytes_capped(path: Path, cap: int) -> bytes:
     finally:
         os.close(fd)
 
+
+def read_data_file(path: Path, cap: int) -> bytes | None:
+    """A data file sxctl parses: None when it does not exist, exit 5 naming it when it cannot be
+    read; at most `cap + 1` bytes, so the caller can tell a file that is too big."""
+    try:
+        return read_bytes_capped(path, cap)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SxctlError(f"invalid data in {path}: cannot read it ({exc.strerror})", code="invalid_data",
+                         file=path) from None
+

@@ -30,7 +30,7 @@ from .dispatch import (
     send_to_inbox,
     turn_text,
 )
-from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, append_rows, project_run, scan_ledger
+from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .schedule import next_run
 from .schema import root_run_id_for, work_kind_of
 from .store import (
@@ -323,7 +323,7 @@ class SchedulerPass:
         self._append(terminal)
         faults.hit("after-terminal")
         self._settle(claim, terminal)
-        projected = project_run(_group(start, terminal))
+        projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
         if "errorKind" in projected:
             entry["errorKind"] = projected["errorKind"]
@@ -411,12 +411,6 @@ def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
 def _unsettled(root_run_id: str | None) -> dict[str, Any]:
     return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
             "errorKind": "internal"}
-
-
-def _group(start: dict[str, Any], terminal: dict[str, Any]):
-    from .ledger import Group
-
-    return Group(start, terminal)
 
 
 def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError
-from ..fsio import PendingFile, ensure_private_dir, link_create
+from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file
 from ..locks import MkdirLock
 from ..report import Reporter
 from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
@@ -89,14 +89,7 @@ def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
 
 
 def read_store_bytes(ws: Workspace) -> bytes | None:
-    try:
-        fd = os.open(ws.store, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise InvalidDataError(str(ws.store), f"cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(STORE_CAP + 1)
+    return read_data_file(ws.store, STORE_CAP)
 
 
 def read_store(ws: Workspace) -> dict[str, Any] | None:
