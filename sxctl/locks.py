@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ConflictError
-from .fsio import atomic_write
+from .errors import ConflictError, SxctlError
+from .fsio import atomic_write, read_data_file
 
 
 @contextmanager
@@ -42,6 +42,12 @@ def writer_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
 
 STALE_AFTER_S = 30.0
 REFRESH_EVERY_S = 5.0
+#: how far a directory's mtime may lag `time.time()`: file systems stamp with the kernel's coarse
+#: clock (a tick behind, often more than 5 ms), so a holder killed right after its mkdir can own a
+#: directory that looks older than the note it prepared before it
+CLOCK_GRANULARITY_MS = 100
+#: a holder's note is trusted for a directory made within this long after the note was prepared
+FRESH_MKDIR_MS = 2000
 
 
 def _pid_alive(pid: int) -> bool:
@@ -60,6 +66,10 @@ class MkdirLock:
     Held while the directory exists with the mtime we last gave it; refreshed every 5 s by a
     background thread; stale after 30 s without refresh, or at once when sxctl's owner note says
     its holder on this host has died. `check_held()` runs before every commit.
+
+    The note identifies *this* directory by a random nanosecond part that every mtime sxctl gives
+    it carries (`mtimeNanos`): an inode number is reused as soon as the directory is gone, so a
+    dead holder's note must never match the directory a comis holder made later.
     """
 
     def __init__(self, sentinel: Path, *, boot_id: str, wait_s: float, what: str) -> None:
@@ -69,6 +79,8 @@ class MkdirLock:
         self.what = what
         self.lockdir: Path | None = None
         self.note = Path(f"{sentinel}.owner")
+        # never a whole millisecond: comis refreshes its locks with millisecond timestamps
+        self._nanos = random.randrange(1_000_000_000) | 1
         self._mtime_ns: int | None = None
         self._lost = False
         self._stop = None
@@ -88,7 +100,6 @@ class MkdirLock:
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
-        self._remove_dead_prepared_notes()
         deadline = time.monotonic() + self.wait_s
         while True:
             prepared = self._prepare_note()
@@ -103,13 +114,20 @@ class MkdirLock:
                 time.sleep(min(random.uniform(0.1, 0.5), max(0.0, deadline - time.monotonic()) + 0.01))
                 continue
             break
-        # The note was written before the mkdir, so a holder killed now leaves at most one rename
-        # undone; then it gains the lock directory's inode, which ties it to this very lock.
+        # The note was written before the mkdir, so a holder killed now is recognised by it (its
+        # pid is dead, the directory is no older than the note); then the directory gets its mark.
+        self._mark()
         os.replace(prepared, self.note)
-        st = os.stat(self.lockdir)
-        self._mtime_ns = st.st_mtime_ns
-        self._write_note(inode=st.st_ino)
+        self._remove_dead_prepared_notes()  # evidence for a takeover no more: the lock is ours
         self._start_refresh()
+
+    def _mark(self) -> None:
+        """Give the lock directory the latest mtime up to now whose nanoseconds are this holder's mark
+        (so at most a second old, and never in the future)."""
+        now = time.time_ns()
+        stamp = now - (now - self._nanos) % 1_000_000_000
+        os.utime(self.lockdir, ns=(stamp, stamp))
+        self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
 
     def _busy_message(self) -> str:
         try:
@@ -121,24 +139,11 @@ class MkdirLock:
 
     def _take_over_if_stale(self) -> bool:
         """Remove a stale lock directory; True when the caller should retry at once."""
-        import socket
-
         try:
             st = os.stat(self.lockdir)
         except FileNotFoundError:
             return True
-        stale = time.time() - st.st_mtime > STALE_AFTER_S
-        if not stale:
-            try:
-                note = json.loads(self.note.read_text())
-                mine = note.get("inode") == st.st_ino or (
-                    note.get("inode") is None and 0 <= st.st_mtime_ns // 1_000_000 - note["acquired_ms"] <= 2000)
-                stale = (
-                    mine and note.get("host") == socket.gethostname()
-                    and isinstance(note.get("pid"), int) and not _pid_alive(note["pid"])
-                )
-            except (OSError, ValueError, AttributeError, KeyError, TypeError):
-                stale = False
+        stale = time.time() - st.st_mtime > STALE_AFTER_S or self._held_by_dead_sxctl(st)
         if stale:
             try:
                 os.rmdir(self.lockdir)
@@ -149,15 +154,47 @@ class MkdirLock:
             return True
         return False
 
-    def _note_body(self, inode: int | None) -> bytes:
+    def _held_by_dead_sxctl(self, st: os.stat_result) -> bool:
+        """Whether an owner note of a dead sxctl process on this host belongs to this very directory:
+        its mark is on the directory, or it was prepared just before a directory nobody marked yet."""
+        for note in self._dead_notes():
+            marked = note.get("mtimeNanos") == st.st_mtime_ns % 1_000_000_000
+            acquired = note.get("acquired_ms")
+            fresh = isinstance(acquired, int) and (
+                -CLOCK_GRANULARITY_MS <= st.st_mtime_ns // 1_000_000 - acquired <= FRESH_MKDIR_MS)
+            if marked or fresh:
+                return True
+        return False
+
+    def _dead_notes(self) -> Iterator[dict]:
+        """The published owner note and the prepared ones, when written by a dead process here."""
+        import socket
+
+        host = socket.gethostname()
+        candidates = [self.note] + [
+            Path(entry.path) for entry in os.scandir(self.note.parent)
+            if entry.name.startswith(f"{self.note.name}.") and entry.name.endswith(".tmp")
+        ]
+        for path in candidates:
+            try:
+                note = json.loads(read_data_file(path, 4096) or b"null")
+            except (ValueError, RecursionError, SxctlError):
+                continue
+            if not isinstance(note, dict) or note.get("host") != host:
+                continue
+            pid = note.get("pid")
+            if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not _pid_alive(pid):
+                yield note
+
+    def _note_body(self) -> bytes:
         body = {"pid": os.getpid(), "host": self._host, "bootId": self.boot_id,
-                "acquired_ms": time.time_ns() // 1_000_000, "inode": inode}
+                "acquired_ms": time.time_ns() // 1_000_000, "mtimeNanos": self._nanos}
         return (json.dumps(body) + "\n").encode()
 
     def _prepare_note(self) -> Path:
         """The owner note, written (not yet published) just before each mkdir attempt."""
         temp = Path(f"{self.note}.{os.getpid()}-{random.getrandbits(64):016x}.tmp")
-        atomic_write(temp, self._note_body(None), durable=False)
+        atomic_write(temp, self._note_body(), durable=False)
         return temp
 
     def _remove_dead_prepared_notes(self) -> None:
@@ -171,10 +208,6 @@ class MkdirLock:
                     os.unlink(entry.path)
                 except FileNotFoundError:
                     pass
-
-    def _write_note(self, inode: int) -> None:
-        """Advisory and fast (no fsync): its loss in a power cut is harmless."""
-        atomic_write(self.note, self._note_body(inode), durable=False)
 
     def _start_refresh(self) -> None:
         import threading
@@ -196,10 +229,8 @@ class MkdirLock:
             if self._lost or not self._still_ours():
                 self._lost = True
                 return
-            now = time.time_ns()
             try:
-                os.utime(self.lockdir, ns=(now, now))
-                self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
+                self._mark()
             except FileNotFoundError:
                 self._lost = True
                 return

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent.parent / "shared" / "spec" / "examples"
+EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -63,8 +63,17 @@ class Project:
         return clean_env(self.home, **extra)
 
     def run(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
-            cwd: Path | None = None, timeout: float = 60) -> Result:
-        """`python -m sxctl ARGS` in the project folder."""
+            cwd: Path | None = None, timeout: float = 60, clock=None) -> Result:
+        """`sxctl ARGS` in the project folder, in this process (click's CliRunner).
+
+        `--fault-inject` ends the process it runs in, so those runs always get a real one."""
+        if "--fault-inject" in args:
+            return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
+        return invoke(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock)
+
+    def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
+                cwd: Path | None = None, timeout: float = 60) -> Result:
+        """`python -m sxctl ARGS` as a real process: for start-up, kills, signals and concurrency."""
         data = input.encode() if isinstance(input, str) else input
         proc = subprocess.run(
             [sys.executable, "-m", "sxctl", *args],
@@ -72,6 +81,35 @@ class Project:
             capture_output=True, cwd=cwd or self.root, env=env or self.env(), timeout=timeout,
         )
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
+           cwd: Path | None = None, clock=None) -> Result:
+    """The CLI in-process with exactly `env` as its environment (everything else unset), `cwd` as
+    its working folder and `clock` (default: the real one) as its clock."""
+    from click.testing import CliRunner
+
+    from sxctl import faults, inbox, project
+    from sxctl.cli import cli
+    from sxctl.cli.output import Settings
+
+    inbox._gates.clear()  # per-process caches: a new process would start without them
+    project._exe_dir_on.cache_clear()
+    faults.arm(None)
+    overrides: dict[str, str | None] = dict.fromkeys(os.environ)
+    overrides.update(env if env is not None else {})
+    overrides.pop("PYTHONPATH", None)
+    settings = Settings(clock=clock) if clock is not None else None
+    previous = os.getcwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, args, input=input if input is not None else b"", env=overrides, obj=settings)
+    finally:
+        os.chdir(previous)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Result(result.exit_code, result.stdout, result.stderr)
 
 
 @pytest.fixture
@@ -198,5 +236,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if total:
         terminalreporter.write_sep("-", "sxctl stress figures")
         terminalreporter.write_line(
-            f"operations {total['operations']}, crashes injected {total['crashes']}, files checked "
+            f"operations {total['operations']}, crashes injected {total['crashes']} "
+            f"({total['kills_mid_write']} random kills mid-write), files checked "
             f"{total['files_checked']}, problems found: {total['problems']}")

@@ -88,7 +88,7 @@ def test_agent_rewriting_every_10ms_never_silently_loses_a_change(project):
     def writer(slot):
         for round_ in range(5):
             message = f"slot {slot} round {round_}"
-            result = project.run("cb", "set", message, "--every", "60", "--slot", str(slot), "--replace", "--json")
+            result = project.process("cb", "set", message, "--every", "60", "--slot", str(slot), "--replace", "--json")
             outcomes[slot].append((result.code, message, result.out))
 
     threads = [threading.Thread(target=writer, args=(slot,)) for slot in range(4)]

@@ -14,23 +14,28 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import tree
+from sxctl.clock import FakeClock
+
+from .conftest import now_ms, tree
 
 pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
 
+# one process per sender, each running `sxctl inbox send` `count` times in a row (the whole
+# command, argument parsing to exit status, without paying an interpreter start-up per message)
 SENDER = r"""
-import subprocess, sys, time, os
+import sys, time, os
+from sxctl.cli import cli
 start_file, sender, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 while not os.path.exists(start_file):
     time.sleep(0.001)
 for n in range(count):
-    proc = subprocess.run([sys.executable, "-m", "sxctl", "inbox", "send", f"{sender}-{n}", "--mode", "queue"],
-                          capture_output=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr.decode())
-        sys.exit(proc.returncode)
+    try:
+        cli.main(args=["inbox", "send", f"{sender}-{n}", "--mode", "queue", "-q"])
+    except SystemExit as exit_:
+        if exit_.code:
+            sys.exit(exit_.code)
 """
 
 
@@ -171,7 +176,8 @@ def test_crashed_keyed_send_is_busy_then_completed_after_clean(project):
     crashed = project.run("inbox", "send", "once", "--key", "nightly", "--fault-inject", "before-rename")
     assert crashed.code == 99
     before = tree(folder)
-    busy = project.run("inbox", "send", "once", "--key", "nightly", "--json")
+    # it waits 5 s for the temp's writer to finish: on a fake clock, at once
+    busy = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
     assert busy.code == 4 and busy.json()["error"]["code"] == "lock_busy"
     assert tree(folder) == before
     project.run("inbox", "clean", "--older-than", "0")

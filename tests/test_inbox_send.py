@@ -17,7 +17,7 @@ from sxctl.clock import FakeClock
 from sxctl.inbox import InboxMessage, SendRequest, send
 from sxctl.project import select_session
 
-from .conftest import EXAMPLES, tree
+from .conftest import EXAMPLES, now_ms, tree
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 32
@@ -351,8 +351,8 @@ def test_follow_rehomes_after_rotation(project, verb):
     else:
         argv = [*base, "send", "carry me", "--wait", "30", "--follow", "--json"]
     proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    pending = _wait_for_pending(old)
-    time.sleep(0.3)  # let the waiter see the message pending in the old folder first
+    pending = _wait_for_pending(old)  # a sender waits once its message is written …
+    first_event = proc.stdout.readline() if verb == "wait" else b""  # … a waiter says so
     # rotation: the old folder goes stale, a new one becomes live
     stats = json.loads((old / "stats.json").read_text())
     stats["updated_ms"] -= 120_000
@@ -368,7 +368,7 @@ def test_follow_rehomes_after_rotation(project, verb):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert f"re-homed {pending.stem} from {old.name} to {new.name}" in err.decode()
-    lines = [json.loads(line) for line in out.decode().splitlines()]
+    lines = [json.loads(line) for line in (first_event + out).decode().splitlines()]
     if verb == "wait":
         assert [e["event"] for e in lines] == ["waiting", "rehomed", "done"]
         assert lines[1]["session"] == new.name and lines[2]["state"] == "consumed"
@@ -380,16 +380,10 @@ def test_follow_rehomes_after_rotation(project, verb):
 def test_without_follow_a_rotation_only_warns(project):
     old = project.session("2026_09_21_quiet_euler", live=True)
     stem = project.run("inbox", "send", "stay", "--no-wait", "--json").json()["stem"]
-    proc = subprocess.Popen([sys.executable, "-m", "sxctl", "inbox", "wait", stem, "--timeout", "2.5"],
-                            cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(0.5)
-    stats = json.loads((old / "stats.json").read_text())
-    stats["updated_ms"] -= 120_000
-    (old / "stats.json").write_text(json.dumps(stats))
-    project.session("2026_09_21_brave_curie", live=True)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 6
-    assert "turned stale while" in err.decode() and (inbox_of(old) / f"{stem}.json").exists()
+    # the waiter's clock runs past the 10 s liveness window: the agent stopped writing stats.json
+    result = project.run("inbox", "wait", stem, "--timeout", "15", clock=FakeClock(now_ms()))
+    assert result.code == 6
+    assert result.err.count("turned stale while") == 1 and (inbox_of(old) / f"{stem}.json").exists()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -43,7 +43,7 @@ def test_mixed_load_then_full_consistency(project, figures):
             if key:
                 args[2] = f"keyed {key}"
                 args += ["--key", key]
-            result = project.run(*args)
+            result = project.process(*args)
             count("sends")
             if result.code != 0:
                 errors.append(f"send: {result.err}")
@@ -62,9 +62,9 @@ def test_mixed_load_then_full_consistency(project, figures):
         rng = random.Random(1)
         while not stop.is_set():
             if rng.random() < 0.7:
-                result = project.run("cb", "set", "load timer", "--every", "1", "--repeat", "2", "--first-in", "0")
+                result = project.process("cb", "set", "load timer", "--every", "1", "--repeat", "2", "--first-in", "0")
             else:
-                result = project.run("cb", "cancel-all")
+                result = project.process("cb", "cancel-all")
             count("timer_edits")
             if result.code not in (0, 4):  # 4: slots full, or a lost update reported as such
                 errors.append(f"timer: {result.err}")
@@ -72,19 +72,19 @@ def test_mixed_load_then_full_consistency(project, figures):
     def cron_edits() -> None:
         n = 0
         while not stop.is_set():
-            result = project.run("cron", "add", f"job-{n}", "--in", "1", "--payload", "heartbeat-event", "--text",
+            result = project.process("cron", "add", f"job-{n}", "--in", "1", "--payload", "heartbeat-event", "--text",
                                  f"cron {n}")
             count("cron_edits")
             if result.code != 0:
                 errors.append(f"cron add: {result.err}")
             if n % 4 == 3:
-                project.run("cron", "remove", f"job-{n - 1}", "--yes")
+                project.process("cron", "remove", f"job-{n - 1}", "--yes")
                 count("cron_edits")
             n += 1
 
     def ticks() -> None:
         while not stop.is_set():
-            result = project.run("cron", "tick", "--busy-ok", "--lock-wait", "2", "-q")
+            result = project.process("cron", "tick", "--busy-ok", "--lock-wait", "2", "-q")
             count("ticks")
             if result.code != 0:
                 errors.append(f"tick: {result.err}")
