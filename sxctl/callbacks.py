@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from . import faults, jsondata
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, TooLateError, UsageError
 from .fsio import atomic_write, read_data_file
@@ -80,9 +80,9 @@ def parse_table(path: Path, raw: bytes) -> CallbackTable:
         return InvalidDataError(str(path), reason)
 
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise invalid(f"not valid JSON ({exc})") from None
+        doc = jsondata.loads(raw)
+    except jsondata.JSONDataError as exc:
+        raise invalid(str(exc)) from None
     if not isinstance(doc, dict):
         raise invalid("the top level is not an object")
     rev = doc.get("rev", 0)

@@ -48,6 +48,7 @@ EXIT_BY_CODE: dict[str, int] = {
     **dict.fromkeys(("invalid_data", "orphan_start", "identity_mismatch", "clock_behind"), 5),
     "timeout": 6,
     "too_late": 7,
+    "os_refused": 8,
 }
 
 
@@ -135,3 +136,18 @@ class TooLateError(SxctlError):
     """Exit 7: the thing already happened (consumed, fired)."""
 
     default_code = "too_late"
+
+
+class SystemRefusedError(SxctlError):
+    """Exit 8: the operating system refused (permission denied, read-only or full file system,
+    a closed standard output): nothing sxctl or the data did wrong, and nothing to retry blindly."""
+
+    default_code = "os_refused"
+
+    @classmethod
+    def from_os_error(cls, error: OSError, doing: str | None = None) -> SystemRefusedError:
+        where = error.filename if error.filename is not None else None
+        what = f"{doing} " if doing else ""
+        target = f"{where}: " if where is not None else ""
+        reason = error.strerror or error.__class__.__name__
+        return cls(f"{what}{target}{reason}", file=where)

@@ -196,9 +196,27 @@ def ensure_private_dir(folder: Path) -> Path:
     return folder
 
 
+def open_regular(path: str | os.PathLike) -> int:
+    """A read-only descriptor of a regular file, never through a symlink and never blocking:
+    a FIFO or device where a data file should be is refused (OSError EINVAL), not waited on."""
+    import errno
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symbolic link", os.fspath(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    return fd
+
+
 def read_bytes_capped(path: Path, cap: int) -> bytes:
-    """Read at most `cap + 1` bytes without following a symlink (so a caller can tell 'too big')."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """Read at most `cap + 1` bytes of a regular file (see `open_regular`), so a caller can tell
+    'too big'."""
+    fd = open_regular(path)
     try:
         chunks = []
         remaining = cap + 1

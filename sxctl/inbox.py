@@ -96,12 +96,12 @@ class InboxMessage:
             return None, None, "empty file"
         if len(raw) > MAX_MESSAGE_BYTES:
             return None, None, f"larger than {MAX_MESSAGE_BYTES} bytes"
-        import json
+        from . import jsondata
 
         try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return None, None, f"not JSON ({exc.__class__.__name__})"
+            obj = jsondata.loads(raw)
+        except jsondata.JSONDataError as exc:
+            return None, None, str(exc)
         if not isinstance(obj, dict):
             return None, None, "not a JSON object"
         text = obj.get("text")
@@ -350,12 +350,12 @@ def _read_key_record(path: Path) -> dict[str, Any] | None:
         raw = read_bytes_capped(path, 65_536)
     except FileNotFoundError:
         return None
-    import json
+    from . import jsondata
 
     try:
-        record = json.loads(raw)
-    except ValueError:
-        raise InvalidDataError(str(path), "not JSON") from None
+        record = jsondata.loads(raw)
+    except jsondata.JSONDataError as exc:
+        raise InvalidDataError(str(path), str(exc)) from None
     if not (
         isinstance(record, dict)
         and isinstance(record.get("stem"), str)

@@ -13,6 +13,7 @@ from typing import Any
 
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import NotFoundError, UsageError
+from .fsio import open_regular
 from .record import record
 from .report import Reporter
 from .timeparse import format_duration_ms
@@ -88,10 +89,11 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
     import json
 
     try:
-        with open(session_dir / "stats.json", "rb") as handle:
+        fd = open_regular(session_dir / "stats.json")
+        with os.fdopen(fd, "rb") as handle:
             raw = handle.read(_STATS_CAP)
         data = json.loads(raw)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
         return None

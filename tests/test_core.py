@@ -24,7 +24,7 @@ def test_every_spec_error_code_maps_to_its_exit_status():
     }
     for code, exit_code in expected.items():
         assert SxctlError("x", code=code).exit_code == exit_code
-    assert set(EXIT_BY_CODE.values()) == {1, 2, 3, 4, 5, 6, 7}
+    assert set(EXIT_BY_CODE.values()) == {1, 2, 3, 4, 5, 6, 7, 8}
     with pytest.raises(ValueError):
         SxctlError("x", code="no_such_code")
 

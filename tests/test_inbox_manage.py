@@ -35,10 +35,10 @@ def test_list_pending_in_consumption_order_with_rows(project):
     assert (first["mode"], first["bytes"], first["image"], first["copy"]) == ("interrupt", 79, None, "none")
     assert first["preview"] == "Stop: the release branch is frozen; do not push."
     assert rows[1]["image"] == "png"
-    assert rows[2]["mode"] is None and rows[2]["invalid"].startswith("not JSON")
+    assert rows[2]["mode"] is None and rows[2]["invalid"].startswith("not valid JSON")
     human = project.run("inbox", "list").out.splitlines()
     assert human[0].split() == ["STEM", "STATE", "MODE", "BYTES", "IMAGE", "COPY", "PREVIEW"]
-    assert "(invalid: not JSON" in human[3]
+    assert "(invalid: not valid JSON" in human[3]
 
 
 def test_list_done_and_retracted_newest_first_and_limit(project):

@@ -96,7 +96,7 @@ def man_page(path: list[str], command: click.Command, ctx: click.Context) -> str
                       *_help_roff(sub.help), *_options_roff(sub, sub_ctx)]
     lines += [".SH EXIT STATUS",
               "0 ok; 1 internal error; 2 usage or invalid value; 3 not found; 4 conflict; "
-              "5 invalid data on disk; 6 timed out waiting; 7 too late.",
+              "5 invalid data on disk; 6 timed out waiting; 7 too late; 8 the operating system refused.",
               ".SH SEE ALSO", "\\fBsxctl\\fR(1), the CLI reference docs/cli.md"]
     return "\n".join(lines) + "\n"
 

@@ -24,7 +24,7 @@ from typing import Any
 from .. import callbacks as cb
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, SxctlError
-from ..fsio import atomic_write, ensure_private_dir, link_create
+from ..fsio import atomic_write, ensure_private_dir, link_create, open_regular, read_bytes_capped
 from ..inbox import IMAGE_EXTS, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, InboxMessage, image_type_ok
 from ..project import LIVE_WINDOW_MS, Session, WorktreeCopies, is_valid_session_id, liveness_of, read_stats
 from ..report import Reporter
@@ -356,7 +356,7 @@ class ReferenceAgent:
     @staticmethod
     def _read_claimed(path: Path, image: Path | None) -> tuple[str | None, str, str | None]:
         try:
-            raw = path.read_bytes()
+            raw = read_bytes_capped(path, MAX_MESSAGE_BYTES)
         except OSError as error:
             return None, "auto", f"unreadable ({error.strerror})"
         if not raw or len(raw) > MAX_MESSAGE_BYTES:
@@ -373,7 +373,7 @@ class ReferenceAgent:
         try:
             if path.stat().st_size > MAX_IMAGE_BYTES:
                 return False
-            with open(path, "rb") as handle:
+            with os.fdopen(open_regular(path), "rb") as handle:
                 head = handle.read(16)
         except OSError:
             return False

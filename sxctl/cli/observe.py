@@ -166,8 +166,13 @@ def _stream(session, ws, deadline) -> None:
 
 
 def _live(session, ws, deadline) -> None:
-    """The rich view, redrawn four times a second; it restores the terminal on every exit."""
+    """The rich view, redrawn four times a second; it restores the terminal on every exit.
+
+    Ctrl-C is held back (blocked) while the view sets the terminal up and while it restores it,
+    and taken only inside the loop: an interrupt that lands in the middle of either would leave
+    the terminal in the alternate screen, or the view running."""
     import select
+    import signal
     import termios
     import tty
 
@@ -175,14 +180,19 @@ def _live(session, ws, deadline) -> None:
 
     from ..observe import diff, snapshot
 
+    interrupt = {signal.SIGINT}
     log: list[str] = []
     current = snapshot(session, ws, settings().clock)
     stdin = sys.stdin.fileno()
     saved = termios.tcgetattr(stdin) if sys.stdin.isatty() else None
+    signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
     try:
         if saved is not None:
             tty.setcbreak(stdin)
-        with Live(_render(session, ws, log), screen=True, auto_refresh=False) as live:
+        live = Live(_render(session, ws, log), screen=True, auto_refresh=False)
+        live.start(refresh=True)
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt)  # a Ctrl-C held back arrives here
             while deadline is None or time.monotonic() < deadline:
                 ready, _, _ = select.select([sys.stdin], [], [], 0.25)
                 if ready and os.read(stdin, 1) in (b"q", b"Q"):
@@ -193,11 +203,17 @@ def _live(session, ws, deadline) -> None:
                 current = later
                 del log[:-8]
                 live.update(_render(session, ws, log), refresh=True)
-    except KeyboardInterrupt:
-        pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
+            live.stop()
     finally:
         if saved is not None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        if signal.SIGINT in signal.sigpending():  # pressed again while quitting: already done
+            signal.sigwait(interrupt)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt)
 
 
 def _event_line(event: dict) -> str:

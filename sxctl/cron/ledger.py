@@ -8,7 +8,6 @@ two versions of the file.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import faults
+from .. import faults, jsondata
 from ..errors import ConflictError, InvalidDataError, SxctlError
-from ..fsio import PendingFile
+from ..fsio import PendingFile, open_regular
 from ..locks import MkdirLock
 from .schema import (
     EPOCH_MS,
@@ -287,9 +286,9 @@ def project_run(group: Group) -> dict[str, Any]:
         delivery = delivery_obj.get("status", "unknown")
         status, error = DELIVERY_ONLY_STATUS.get(delivery, "unknown"), delivery_obj.get("errorKind")
     elif kind == "pre_dispatch_failure":
-        status, error = "failed", outcome["errorKind"]
+        status, error = "failed", outcome.get("errorKind")
     elif kind == "unsettled":
-        status, error = "unknown", outcome["errorKind"]
+        status, error = "unknown", outcome.get("errorKind")
     run["status"] = status
     run["deliveryStatus"] = delivery
     if error is not None:
@@ -335,8 +334,8 @@ def _parse_line(raw: bytes, line: int, full: bool) -> dict[str, Any]:
     if not raw or len(raw) + 1 >= MAX_ROW_BYTES:
         raise LedgerError("Cron execution ledger contains an empty or oversized row", line)
     try:
-        row = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        row = jsondata.loads(raw)
+    except ValueError:
         raise LedgerError("Cron execution ledger contains invalid JSON", line) from None
     problem = check_row(row, full=full)
     if problem:
@@ -375,12 +374,22 @@ def _check_envelope(size: int, last_byte: bytes, max_log_bytes: int) -> None:
         raise LedgerError("Cron execution ledger is not newline terminated", None)
 
 
+def _open_ledger(path: Path) -> int | None:
+    """The ledger's descriptor (None when it does not exist); exit 5 naming it when it is not a
+    regular file or cannot be read (a FIFO there must not hang every pass)."""
+    try:
+        return open_regular(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidDataError(str(path), f"cannot read it ({exc.strerror})") from None
+
+
 def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full: bool = False) -> Ledger | None:
     """Read and check the whole ledger (None when it does not exist). `full` adds the nested
     outcome checks that only `cron validate` makes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = _open_ledger(path)
+    if fd is None:
         return None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
@@ -443,9 +452,8 @@ def recent_runs(
 
 
 def _tail_groups(path: Path, limit: int, matches, max_log_bytes: int) -> list[Group]:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
+    fd = _open_ledger(path)
+    if fd is None:
         return []
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size

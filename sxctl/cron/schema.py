@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import jsondata
+
 MAX_SAFE_INT = 2**53 - 1
 KIB = 1024
 
@@ -476,4 +478,4 @@ def strict_loads(raw: bytes) -> Any:
             raise ValueError(f"duplicate key {duplicate!r}")
         return result
 
-    return json.loads(raw, object_pairs_hook=no_duplicates)
+    return jsondata.loads(raw, object_pairs_hook=no_duplicates)

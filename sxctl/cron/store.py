@@ -74,7 +74,7 @@ def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
         raise InvalidDataError(str(path), "Cron store exceeds its byte ceiling")
     try:
         store = strict_loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise InvalidDataError(str(path), f"Cron store contains invalid JSON ({exc})") from None
     if isinstance(store, list):
         raise InvalidDataError(str(path), "legacy comis store (array format); not supported")
@@ -169,11 +169,14 @@ def daemon_locks(ws: Workspace, environ: Mapping[str, str]) -> list[DaemonLock]:
     real_ws = os.path.realpath(ws.root)
     for lock_file in daemon_lock_files(environ):
         try:
-            text = lock_file.read_text().strip()
-        except FileNotFoundError:
+            raw = read_data_file(lock_file, 64)
+        except SxctlError:  # unreadable, a FIFO, …: a daemon we cannot identify
+            raw = b""
+        except OSError:  # a HOME that is a file, …
+            raw = None
+        if raw is None:
             continue
-        except OSError:
-            text = ""
+        text = raw.decode("ascii", "replace").strip()
         pid = int(text) if text.isdigit() else None
         alive = _daemon_alive(pid)
         home = os.path.realpath(lock_file.parent)

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidDataError
+from ..errors import InvalidDataError, SxctlError
+from ..fsio import read_data_file
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .schedule import CronPattern, next_run
 from .store import Workspace, daemon_locks, read_store, read_store_bytes
@@ -203,10 +204,9 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     store_raw = read_store_bytes(ws)
     ledger_raw = None
     try:
-        with open(ws.ledger, "rb") as handle:
-            ledger_raw = handle.read(max_log_bytes + 1)
-    except FileNotFoundError:
-        pass
+        ledger_raw = read_data_file(ws.ledger, max_log_bytes)
+    except InvalidDataError:
+        ledger_raw = None  # reported below, by the scan
     store = None
     valid = True
     try:
@@ -221,8 +221,8 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     intent: dict[str, Any] = {"status": "none"}
     if os.path.lexists(ws.reset_intent):
         try:
-            intent = {"status": "pending", **json.loads(ws.reset_intent.read_text())}
-        except (OSError, ValueError):
+            intent = {"status": "pending", **json.loads(read_data_file(ws.reset_intent, 65_536) or b"")}
+        except (SxctlError, ValueError, TypeError, RecursionError):
             intent = {"status": "invalid"}
     daemons = daemon_locks(ws, environ)
     owner_daemon = next((d for d in daemons if d.owns_workspace), None)
@@ -234,10 +234,10 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         owner = "comis-daemon"
     elif store_held:
         try:
-            note = json.loads(Path(f"{ws.store_sentinel}.owner").read_text())
+            note = json.loads(read_data_file(Path(f"{ws.store_sentinel}.owner"), 4096) or b"")
             if str(note.get("bootId", "")).startswith("sxctl-") and note.get("host") == socket.gethostname():
                 owner = "sxctl-tick"
-        except (OSError, ValueError):
+        except (SxctlError, ValueError, AttributeError, RecursionError):
             pass
     strays = sorted(name for name in (os.listdir(ws.scheduler) if ws.scheduler.is_dir() else [])
                     if name.endswith(".tmp"))
