@@ -369,7 +369,7 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
     check_rotation_after_write(session, clock, report)
     verified = None
     if options.verify_s is not None and session.state == "live":
-        verified = _verify(primary, new_rev, outcome, survives, options.verify_s, clock)
+        verified = _verify(primary, data, outcome, survives, options.verify_s, clock)
     return WriteResult(doc, new_rev, primary, raw_pair[0] is None, outcome, verified, mirror_skipped)
 
 
@@ -391,25 +391,26 @@ def _write_mirror(mirror: Path | None, data: bytes, new_rev: int, report: Report
     return False
 
 
-def _verify(primary: Path, new_rev: int, outcome: Any, survives: Survives, verify_s: float, clock: Clock) -> bool:
-    """Watch the file briefly: a later revision without our change is a lost update (exit 4)."""
+def _verify(primary: Path, written: bytes, outcome: Any, survives: Survives, verify_s: float, clock: Clock) -> bool:
+    """Watch the file briefly: any other bytes on disk that lack our change mean the agent wrote
+    its copy from an older state (whatever rev it gave it): a lost update (exit 4)."""
     deadline = clock.monotonic() + verify_s
-    while clock.monotonic() < deadline:
-        clock.sleep(0.1)
+    while True:
+        last_look = clock.monotonic() >= deadline
+        if not last_look:
+            clock.sleep(0.1)
         try:
             raw = _read_raw(primary)
             table = parse_table(primary, raw) if raw is not None else None
         except InvalidDataError:
-            continue
-        if table is None or table.rev <= new_rev:
-            continue
-        if not survives(table.doc, outcome):
+            table = None
+        if table is not None and raw != written and not survives(table.doc, outcome):
             raise ConflictError(
                 f"lost update: the agent wrote rev {table.rev} from an older state and your change is gone; "
                 "run the command again", code="lost_update", file=primary,
             )
-        return True
-    return True
+        if last_look:
+            return True
 
 
 def _remove_stale_temps(primary: Path, clock: Clock) -> None:

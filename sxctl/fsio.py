@@ -57,6 +57,28 @@ def refuse_symlink(target: Path) -> None:
         )
 
 
+def refuse_symlinks_below(root: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Exit 5 naming the first component of `path` below `root` that is a symbolic link: sxctl
+    deletes, moves and creates only inside the real folders of a project, never through a link
+    (`root` itself, a folder the user chose, may be one). Components that do not exist yet are
+    fine: sxctl creates them itself."""
+    root_text, path_text = os.fspath(root), os.fspath(path)
+    relative = os.path.relpath(path_text, root_text)
+    if relative == os.curdir:
+        return
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        raise ValueError(f"{path_text} is not inside {root_text}")
+    current = root_text
+    for part in relative.split(os.sep):
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise SxctlError(f"refusing to use {current}: it is a symbolic link", code="invalid_data", file=current)
+
+
 class PendingFile:
     """A temp file created exclusively beside `target`; `commit()` publishes it atomically.
 
@@ -182,9 +204,8 @@ def ensure_private_dir(folder: Path) -> Path:
         os.mkdir(folder, 0o700)
     except FileExistsError:
         if os.path.islink(folder) or not folder.is_dir():
-            raise SxctlError(
-                f"refusing to use {folder}: not a real directory", code="invalid_data", file=folder
-            ) from None
+            why = "it is a symbolic link" if os.path.islink(folder) else "not a directory"
+            raise SxctlError(f"refusing to use {folder}: {why}", code="invalid_data", file=folder) from None
         return folder
     except FileNotFoundError:
         raise NotFoundError(f"folder not found: {folder.parent}", file=folder.parent) from None

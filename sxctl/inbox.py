@@ -32,6 +32,7 @@ from .fsio import (
     fsync_dir,
     link_create,
     read_bytes_capped,
+    refuse_symlinks_below,
 )
 from .project import (
     Session,
@@ -227,6 +228,13 @@ class InboxDir:
     def temp_file(self, stem: str) -> Path:
         return self.path / f"{stem}.json.tmp"
 
+    def refuse_symlinks(self, *folders: Path) -> None:
+        """Before deleting, moving or creating anything under `folders` (default: the inbox):
+        exit 5 if a symbolic link lies on the way down from the project folder."""
+        root = self.path.parents[3]  # <root>/.scorpiox/sessions/<id>/inbox
+        for folder in folders or (self.path,):
+            refuse_symlinks_below(root, folder)
+
     def folder_of(self, state: str) -> Path:
         return {"pending": self.path, "consumed": self.done, "retracted": self.retracted}[state]
 
@@ -277,15 +285,25 @@ class _StemTaken(Exception):
     """The stem turned out not to be free; the caller picks another or re-checks."""
 
 
-def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None) -> bool:
-    """Write one message under `stem` (sidecar first, then the message). False if taken.
-
-    Holding `<stem>.json.tmp` (O_EXCL) for the whole write makes the free-stem checks exact.
-    """
+def reserve(inbox: InboxDir, stem: str) -> PendingFile | None:
+    """Hold `stem` for one writer: its `<stem>.json.tmp`, created with O_EXCL (None if another
+    writer holds it). While held, no other writer can publish under this stem."""
     folder = str(inbox.path)
     try:
-        reservation = PendingFile(f"{folder}/{stem}.json", f"{folder}/{stem}.json.tmp")
+        return PendingFile(f"{folder}/{stem}.json", f"{folder}/{stem}.json.tmp")
     except FileExistsError:
+        return None
+
+
+def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
+            reservation: PendingFile | None = None) -> bool:
+    """Write one message under `stem` (sidecar first, then the message). False if taken.
+
+    Holding `<stem>.json.tmp` (O_EXCL) for the whole write makes the free-stem checks exact;
+    a caller that reserved the stem earlier passes its reservation.
+    """
+    reservation = reservation or reserve(inbox, stem)
+    if reservation is None:
         return False
     own = {reservation.temp}
     sidecar: Path | None = None  # set only once this send has published it
@@ -476,6 +494,7 @@ def send(
     """Drop one message into the session's inbox atomically, then (optionally) wait for it."""
     report = report or Reporter()
     inbox = primary_inbox(session)
+    inbox.refuse_symlinks()
     if not _is_real_dir(inbox.path):  # one lstat when it exists (sends run in loops)
         if not session.dir.is_dir():
             raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
@@ -544,11 +563,14 @@ def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
 
 
 def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[str, str, bool, bool]:
-    """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned)."""
+    """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned).
+
+    The first sender of a key reserves its stem *before* it creates the key record, so a record
+    only ever names a stem its own writer holds or has written: a concurrent sender with another
+    key can never publish there (it gets another stem, or `name_taken` with `--stem`)."""
     assert request.key is not None
     ensure_private_dir(inbox.keys)
     record_path = _key_record_path(inbox, request.key)
-    first = False
     for _ in range(100):
         record = _read_key_record(record_path)
         if record is not None:
@@ -556,9 +578,20 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
                 raise ConflictError(
                     "key reused with different content", code="key_conflict", file=record_path
                 )
-            stem = record["stem"]
-            break
-        stem = _first_stem(inbox, request, clock, inbox.stem_is_free)
+            return _settle_recorded(inbox, request, record, clock)
+        reservation: PendingFile | None = None
+
+        def take(stem: str) -> bool:
+            nonlocal reservation
+            held = reserve(inbox, stem)
+            if held is not None and not inbox.stem_is_free(stem, frozenset({held.temp})):
+                held.discard()
+                held = None
+            reservation = held
+            return held is not None
+
+        stem = _first_stem(inbox, request, clock, take)
+        assert reservation is not None
         body = {
             "key": request.key, "stem": stem, "content_sha256": request.content_sha256,
             "created_ms": clock.now_ms(),
@@ -566,17 +599,25 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
         try:
             link_create(record_path, _compact_json(body))
         except FileExistsError:
+            reservation.discard()  # another sender of this key was first: settle on its record
             continue
-        first = True
-        break
-    else:
-        raise ConflictError(f"could not settle key record {record_path}", code="lock_busy")
+        except BaseException:
+            reservation.discard()
+            raise
+        if not publish(inbox, stem, request.data, request.image, reservation):
+            raise ConflictError(f"stem {stem} was taken while reserved for key {request.key!r}",
+                                code="lock_busy", file=inbox.pending_file(stem))
+        return stem, "pending", False, False
+    raise ConflictError(f"could not settle key record {record_path}", code="lock_busy")
 
-    attempt_write = first
+
+def _settle_recorded(inbox: InboxDir, request: SendRequest, record: dict[str, Any],
+                     clock: Clock) -> tuple[str, str, bool, bool]:
+    """A record exists: its message is written (a duplicate), being written (wait for its
+    writer), or was never written because its writer crashed (write it now)."""
+    stem = record["stem"]
     for _ in range(100):
-        if attempt_write and publish(inbox, stem, request.data, request.image):
-            return stem, "pending", not first, not first
-        state = inbox.state_of(stem)
+        state = key_state(inbox, record)
         if state != "missing":
             return stem, state, True, False
         temp = inbox.temp_file(stem)
@@ -590,10 +631,19 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
                     "if it crashed, `sxctl inbox clean` removes it after an hour",
                     code="lock_busy", file=temp,
                 )
-            attempt_write = False
             continue
-        attempt_write = True
+        if publish(inbox, stem, request.data, request.image):
+            return stem, "pending", True, True
     raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code="lock_busy")
+
+
+def key_state(inbox: InboxDir, record: dict[str, Any]) -> str:
+    """Where the message of a key record is: its file's state, or, once `inbox prune` removed
+    the file, the state the record kept (a consumed key stays consumed until `prune --keys`)."""
+    state = inbox.state_of(record["stem"])
+    if state == "missing" and record.get("pruned") in ("consumed", "retracted"):
+        return record["pruned"]
+    return state
 
 
 # --- waiting -----------------------------------------------------------------------------------
@@ -704,6 +754,8 @@ def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
     """Move a pending message (sidecar first) into `target`'s inbox; None if it was consumed
     meanwhile or the new inbox already has that stem."""
     new_inbox = primary_inbox(target)
+    inbox.refuse_symlinks()
+    new_inbox.refuse_symlinks()
     ensure_private_dir(new_inbox.path)
     try:
         reservation = PendingFile(new_inbox.pending_file(stem), new_inbox.temp_file(stem))
@@ -761,6 +813,7 @@ def retract(session: Session, stem: str) -> RetractResult:
     if located is None:
         located = next((d for d in dirs if d.state_of(stem) != "missing"), dirs[0])
     inbox = located
+    inbox.refuse_symlinks(inbox.path, inbox.retracted)
     target = inbox.retracted / f"{stem}.json"
     if os.path.lexists(inbox.pending_file(stem)):
         ensure_private_dir(inbox.retracted)
@@ -932,6 +985,7 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
     cutoff = clock.now_ms() - older_than_ms
     removed = []
     for inbox in inbox_dirs(session):
+        inbox.refuse_symlinks(inbox.path, inbox.keys)
         for path in list(_clean_candidates(inbox, cutoff)):
             if not dry_run:
                 _remove_quietly(path)
@@ -955,6 +1009,7 @@ def prune(
     kept = 0
     for inbox in inbox_dirs(session):
         folders = [inbox.done] + ([inbox.retracted] if retracted else [])
+        inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []))
         for folder in folders:
             old = {path for path, _ in _older_files(folder, cutoff, use_ctime=True)}
             kept += sum(1 for name in _listdir(folder) if folder / name not in old)
@@ -974,9 +1029,33 @@ def prune(
             kept += sum(1 for name in _listdir(inbox.keys) if name.endswith(".json")) - len(old_keys)
             removed += sorted(old_keys)
     if not dry_run:
+        removed_set = set(removed)
+        for inbox in inbox_dirs(session):
+            _remember_pruned_keys(inbox, removed_set)
         for path in removed:
             _remove_quietly(path)
     return removed, kept
+
+
+def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
+    """Before a keyed message's file goes, its key record (if it stays) notes the final state, so
+    the same send stays a duplicate instead of delivering the message a second time."""
+    stems = {path.name[:-5]: state for state, folder in (("consumed", inbox.done), ("retracted", inbox.retracted))
+             for path in removed if path.parent == folder and path.name.endswith(".json")}
+    if not stems:
+        return
+    for path, name in _older_files(inbox.keys, 2**62, use_ctime=False):
+        if not name.endswith(".json") or path in removed:
+            continue
+        try:
+            record = _read_key_record(path)
+        except SxctlError:
+            continue
+        if record is None or record["stem"] not in stems or record.get("pruned"):
+            continue
+        st = os.lstat(path)
+        atomic_write(path, _compact_json({**record, "pruned": stems[record["stem"]]}))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # `prune --keys` ages records by mtime
 
 
 def _listdir(folder: Path) -> list[str]:
@@ -997,6 +1076,6 @@ def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
             except SxctlError:
                 record = None
             if record is not None:
-                return {"key_record": True, "stem": record["stem"], "state": inbox.state_of(record["stem"]),
+                return {"key_record": True, "stem": record["stem"], "state": key_state(inbox, record),
                         "session": info.id, "copy": inbox.copy}
     return {"key_record": False, "stem": None, "state": "missing", "session": None}

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import ConflictError, SxctlError
-from .fsio import atomic_write, read_data_file
+from .fsio import atomic_write, read_data_file, refuse_symlink
 
 
 @contextmanager
@@ -97,7 +97,9 @@ class MkdirLock:
         import socket
 
         self._host = socket.gethostname()
-        fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        refuse_symlink(self.sentinel)
+        refuse_symlink(self.note)
+        fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
         deadline = time.monotonic() + self.wait_s
@@ -155,27 +157,32 @@ class MkdirLock:
         return False
 
     def _held_by_dead_sxctl(self, st: os.stat_result) -> bool:
-        """Whether an owner note of a dead sxctl process on this host belongs to this very directory:
-        its mark is on the directory, or it was prepared just before a directory nobody marked yet."""
-        for note in self._dead_notes():
-            marked = note.get("mtimeNanos") == st.st_mtime_ns % 1_000_000_000
+        """Whether a dead sxctl process on this host held this very directory: its published note
+        (written only once the directory carried its mark) finds the mark still there, or a note it
+        prepared but never published is at most 2 s older than a directory nobody has marked yet
+        (it died between its mkdir and its mark)."""
+        for note, published in self._dead_notes():
+            if published:
+                if note.get("mtimeNanos") == st.st_mtime_ns % 1_000_000_000:
+                    return True
+                continue
             acquired = note.get("acquired_ms")
-            fresh = isinstance(acquired, int) and (
-                -CLOCK_GRANULARITY_MS <= st.st_mtime_ns // 1_000_000 - acquired <= FRESH_MKDIR_MS)
-            if marked or fresh:
+            if isinstance(acquired, int) and (
+                    -CLOCK_GRANULARITY_MS <= st.st_mtime_ns // 1_000_000 - acquired <= FRESH_MKDIR_MS):
                 return True
         return False
 
-    def _dead_notes(self) -> Iterator[dict]:
-        """The published owner note and the prepared ones, when written by a dead process here."""
+    def _dead_notes(self) -> Iterator[tuple[dict, bool]]:
+        """(note, published) for the owner note and the prepared ones written by a dead process
+        on this host."""
         import socket
 
         host = socket.gethostname()
-        candidates = [self.note] + [
-            Path(entry.path) for entry in os.scandir(self.note.parent)
+        candidates = [(self.note, True)] + [
+            (Path(entry.path), False) for entry in os.scandir(self.note.parent)
             if entry.name.startswith(f"{self.note.name}.") and entry.name.endswith(".tmp")
         ]
-        for path in candidates:
+        for path, published in candidates:
             try:
                 note = json.loads(read_data_file(path, 4096) or b"null")
             except (ValueError, RecursionError, SxctlError):
@@ -184,7 +191,7 @@ class MkdirLock:
                 continue
             pid = note.get("pid")
             if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not _pid_alive(pid):
-                yield note
+                yield note, published
 
     def _note_body(self) -> bytes:
         body = {"pid": os.getpid(), "host": self._host, "bootId": self.boot_id,

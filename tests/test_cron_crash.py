@@ -116,8 +116,9 @@ def test_sigkill_at_random_moments(project):
     started = time.monotonic()
     subprocess.run(argv, cwd=project.root, env=project.env(), check=True)
     full = time.monotonic() - started
-    kills = slow_takeovers = 0
-    for _ in range(25):
+    kills = runs = 0
+    while runs < 25 or (kills < 5 and runs < 60):  # a loaded machine stretches the runs: keep going
+        runs += 1
         _make_due(project, "beat")
         proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stderr=subprocess.DEVNULL)
         time.sleep(rng.uniform(0.3, 1.1) * full)
@@ -125,13 +126,10 @@ def test_sigkill_at_random_moments(project):
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
         proc.wait()
-        # A pass killed between its mkdir and its owner note leaves a lock that only the 30 s
-        # staleness rule clears; the clean pass may have to wait that long.
-        started = time.monotonic()
-        clean = project.run("cron", "tick", "--json", "--lock-wait", "45", timeout=90)
-        slow_takeovers += time.monotonic() - started > 20
+        # Even a pass killed between its mkdir and its mark is recognised by the note it prepared:
+        # the clean pass never needs the 30 s staleness rule.
+        clean = project.run("cron", "tick", "--json", "--lock-wait", "5")
         assert clean.code == 0, clean.err
         check_invariants(project, folder)
-    assert kills >= 5
-    print(f"\ncron tick: {kills} passes killed at random moments ({slow_takeovers} needed the 30 s rule); "
-          "every check held")
+    assert kills >= 5, f"only {kills} of {runs} passes were killed; the test proved little"
+    print(f"\ncron tick: {kills} of {runs} passes killed at random moments; every check held")

@@ -423,5 +423,5 @@ def test_symlinked_inbox_is_refused(project, tmp_path):
     elsewhere.mkdir()
     (folder / "inbox").symlink_to(elsewhere)
     result = project.run("inbox", "send", "x", "--json")
-    assert result.code == 5 and "not a real directory" in result.json()["error"]["message"]
+    assert result.code == 5 and result.json()["error"]["message"] == f"refusing to use {folder / 'inbox'}: it is a symbolic link"
     assert list(elsewhere.iterdir()) == []

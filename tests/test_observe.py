@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -152,7 +153,14 @@ def test_live_view_in_a_terminal_exits_cleanly(project, quit_with):
         child.send("q")
     else:
         child.sendintr()
-    child.expect(pexpect.EOF)
+    try:
+        child.expect(pexpect.EOF)
+    except pexpect.TIMEOUT:
+        pid = child.pid
+        state = Path(f"/proc/{pid}/status").read_text().splitlines()[:3]
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+        sigs = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Sig")]
+        raise AssertionError(f"no exit: {state} {wchan} {sigs} tail={screen.getvalue()[-600:]!r}") from None
     child.close()
     assert child.exitstatus == 0
     output = screen.getvalue()

@@ -131,6 +131,7 @@ class SchedulerPass:
         return self._locked(lambda: self._force(name))
 
     def _locked(self, body) -> PassReport:
+        self.ws.refuse_symlinks()
         store = read_store(self.ws)
         check_ownership(self.ws, store, self.environ, self.options.force, self.report)
         if store is None:

@@ -14,7 +14,7 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError
-from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file
+from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file, refuse_symlinks_below
 from ..locks import MkdirLock
 from ..report import Reporter
 from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
@@ -53,6 +53,15 @@ class Workspace:
     @property
     def reset_intent(self) -> Path:
         return self.scheduler / "cron-reset-intent.json"
+
+    def refuse_symlinks(self) -> None:
+        """Before any write: `.scheduler/`, its sentinels, owner notes, store and ledger must be
+        real (exit 5 naming the link), or the store would be created wherever a link points."""
+        refuse_symlinks_below(self.root, self.scheduler)
+        for path in (self.store, self.ledger, self.store_sentinel, self.ledger_sentinel,
+                     Path(f"{self.store_sentinel}.owner"), Path(f"{self.ledger_sentinel}.owner")):
+            if os.path.islink(path):
+                raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data", file=path)
 
 
 def find_workspace(explicit: str | None, environ: Mapping[str, str], project_finder: Callable[[], Path]) -> Workspace:
@@ -230,6 +239,7 @@ def init_workspace(ws: Workspace) -> list[str]:
     """Create whatever is missing of `.scheduler/`, sentinels, store and ledger; never overwrite."""
     if not ws.root.is_dir():
         raise NotFoundError(f"workspace {ws.root} is not a folder", code="file_not_found", file=ws.root)
+    ws.refuse_symlinks()
     created = []
     if not ws.scheduler.is_dir():
         ensure_private_dir(ws.scheduler)
@@ -306,6 +316,7 @@ def mutate_store(
     report = report or Reporter()
     refuse_if_daemon_owns(ws, environ, report)
     refuse_if_reset_pending(ws)
+    ws.refuse_symlinks()
     if create:
         init_workspace(ws)
     if not ws.scheduler.is_dir() or not os.path.lexists(ws.store):

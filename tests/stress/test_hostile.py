@@ -1,0 +1,255 @@
+"""Hostile input and a hostile file system (issue: nothing outside the project is ever touched,
+no success is ever false, no input is "internal error"): symlinks on the way to anything sxctl
+deletes, moves or creates; FIFOs, deep nesting, NaN and out-of-range numbers in the files it
+reads; input that never ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from ..conftest import EXAMPLES, tree
+
+SID = "2026_09_21_quiet_euler"
+
+
+@pytest.fixture
+def outside(project):
+    """A folder outside the project full of old files: what a symlink could expose."""
+    folder = project.root.parent / "outside"
+    folder.mkdir()
+    for name in ("keep.json", "1789972202_061734902.json", "notes.txt", "a.json.tmp", "1789972202_061734902.png"):
+        (folder / name).write_text("precious")
+        os.utime(folder / name, (time.time() - 86400 * 400, time.time() - 86400 * 400))
+    return folder
+
+
+def _link(path, target):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    path.symlink_to(target, target_is_directory=True)
+
+
+def _pending(folder, stem="1789972202_061734902"):
+    inbox = folder / "inbox"
+    inbox.mkdir(exist_ok=True)
+    (inbox / f"{stem}.json").write_text('{"text":"hi","mode":"auto"}\n')
+    return stem
+
+
+INBOX_CASES = [
+    ("inbox/done", ["inbox", "prune", "--older-than", "0"]),
+    ("inbox/retracted", ["inbox", "prune", "--older-than", "0", "--retracted"]),
+    ("inbox/retracted", ["inbox", "retract", "1789972202_061734902"]),
+    ("inbox/.keys", ["inbox", "prune", "--older-than", "0", "--keys"]),
+    ("inbox/.keys", ["inbox", "clean", "--older-than", "0"]),
+    ("inbox/.keys", ["inbox", "send", "x", "--key", "k", "--no-wait"]),
+    ("inbox", ["inbox", "prune", "--older-than", "0", "--retracted", "--keys"]),
+    ("inbox", ["inbox", "clean", "--older-than", "0"]),
+    ("inbox", ["inbox", "retract", "1789972202_061734902"]),
+    ("inbox", ["inbox", "send", "x", "--no-wait"]),
+]
+
+
+@pytest.mark.parametrize(("link", "args"), INBOX_CASES, ids=[f"{link} {' '.join(args[:2])}" for link, args in INBOX_CASES])
+def test_inbox_verbs_never_delete_move_or_create_through_a_symlink(project, outside, link, args):
+    folder = project.session(SID, live=False)
+    if link != "inbox":
+        _pending(folder)
+    _link(folder / link, outside)
+    before = tree(outside)
+    result = project.run(*args, "--json")
+    assert result.code == 5, (result.out, result.err)
+    error = result.json()["error"]
+    assert error["message"] == f"refusing to use {folder / link}: it is a symbolic link"
+    assert error["file"] == str(folder / link)
+    assert tree(outside) == before
+
+
+def test_a_symlinked_session_folder_is_never_written_through(project, outside):
+    (project.root / ".scorpiox" / "sessions" / SID).symlink_to(outside, target_is_directory=True)
+    before = tree(outside)
+    result = project.run("--session", SID, "inbox", "send", "x", "--no-wait", "--json")
+    assert result.code in (3, 5), result.out
+    assert tree(outside) == before
+
+
+CRON_CASES = [
+    (".scheduler", "dir", ["cron", "init"]),
+    (".scheduler", "dir", ["cron", "add", "j", "--every", "1h", "--payload", "heartbeat-event", "--text", "t"]),
+    (".scheduler", "dir", ["cron", "tick"]),
+    (".scheduler/cron-jobs.lock", "file", ["cron", "pause", "next-check-in"]),
+    (".scheduler/cron-jobs.lock.owner", "file", ["cron", "pause", "next-check-in"]),
+    (".scheduler/cron-executions.jsonl", "file", ["cron", "tick"]),
+    (".scheduler/cron-executions.lock", "file", ["cron", "tick"]),
+    (".scheduler/cron-jobs.json", "file", ["cron", "pause", "next-check-in"]),
+]
+
+
+@pytest.mark.parametrize(("link", "kind", "args"), CRON_CASES, ids=[f"{c[0]} {' '.join(c[2][:2])}" for c in CRON_CASES])
+def test_cron_verbs_never_write_through_a_symlink(project, outside, link, kind, args):
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir()
+    for name in ("cron-jobs.json", "cron-executions.jsonl"):
+        shutil.copy(EXAMPLES / name, scheduler / name)
+    target = outside
+    if kind == "file":
+        target = outside / "keep.json"
+        (scheduler / link.split("/")[1]).unlink(missing_ok=True)
+    else:
+        shutil.rmtree(scheduler)
+    (project.root / link).symlink_to(target)
+    project.session(SID)
+    before = tree(outside)
+    result = project.run(*args, "--json")
+    assert result.code == 5, (result.out, result.err)
+    assert result.json()["error"]["message"].endswith(": it is a symbolic link")
+    assert tree(outside) == before
+
+
+class StaleAgentClock:
+    """A fake clock whose first sleep is the moment the agent writes back the table it read
+    before sxctl's write, under the revision sxctl just used (the same rev)."""
+
+    def __init__(self, clock, path):
+        self.clock, self.path, self.stale = clock, path, path.read_bytes()
+        self.wrote = False
+
+    def __getattr__(self, name):
+        return getattr(self.clock, name)
+
+    def sleep(self, seconds):
+        if not self.wrote:
+            self.wrote = True
+            rev = json.loads(self.path.read_bytes())["rev"]
+            doc = json.loads(self.stale)
+            doc["rev"] = rev  # the agent bumped its old copy to the same number
+            temp = self.path.with_name("agent.tmp")
+            temp.write_text(json.dumps(doc, indent=2))
+            os.replace(temp, self.path)
+        self.clock.sleep(seconds)
+
+
+@pytest.mark.parametrize("args", [["cb", "set", "mine", "--every", "60"], ["cb", "cancel", "0"],
+                                  ["cb", "edit", "0", "--message", "edited"], ["cb", "pause"]])
+def test_a_stale_copy_under_the_same_rev_is_a_lost_update_not_verified(project, args):
+    from sxctl.clock import FakeClock
+
+    from ..conftest import now_ms
+
+    folder = project.session(SID, live=True)
+    shutil.copy(EXAMPLES / "callbacks.json", folder / "callbacks.json")
+    clock = StaleAgentClock(FakeClock(now_ms()), folder / "callbacks.json")
+    result = project.run(*args, "--json", clock=clock)
+    assert clock.wrote
+    assert result.code == 4, result.out
+    assert result.json()["error"]["code"] == "lost_update"
+
+
+def test_two_keys_racing_for_one_stem_never_drop_a_message(project, figures):
+    """200 trials: two senders with different keys and texts on one explicit stem, and two on
+    default stems taken in the same clock tick. A key only ever matches its own message."""
+    import threading
+
+    from sxctl.clock import FakeClock
+    from sxctl.inbox import SendRequest, send
+    from sxctl.project import select_session
+
+    folder = project.session(SID, live=False)
+    session = select_session(project.root, SID)
+    tick = FakeClock(1_789_974_090_000)  # every default stem of a trial is the same name
+    silent_drops = 0
+    for trial in range(200):
+        explicit = trial % 2 == 0
+        tick.advance(0.001)
+        barrier = threading.Barrier(2)
+        outcomes: list = [None, None]
+
+        def sender(i, trial=trial, explicit=explicit, barrier=barrier, outcomes=outcomes):
+            request = SendRequest(f"text {trial}-{i}", key=f"key-{trial}-{i}", no_wait=True,
+                                  stem=f"s{trial}" if explicit else None)
+            barrier.wait()
+            try:
+                outcomes[i] = send(session, request, clock=tick)
+            except Exception as error:  # noqa: BLE001 - the outcome under test
+                outcomes[i] = error
+
+        threads = [threading.Thread(target=sender, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, Exception):
+                assert explicit and getattr(outcome, "code", None) == "name_taken", outcome
+                continue
+            assert outcome.duplicate is False
+            written = json.loads((folder / "inbox" / f"{outcome.stem}.json").read_text())
+            silent_drops += written["text"] != f"text {trial}-{i}"
+        figures["operations"] += 2
+    assert silent_drops == 0
+
+
+def test_a_consumed_keyed_message_is_not_sent_again_after_prune(project):
+    folder = project.session(SID, live=False)
+    first = project.run("inbox", "send", "nightly report", "--key", "nightly", "--json").json()
+    done = folder / "inbox" / "done"
+    done.mkdir()
+    os.rename(folder / "inbox" / f"{first['stem']}.json", done / f"{first['stem']}.json")  # the agent read it
+    assert project.run("inbox", "prune", "--older-than", "0").code == 0
+    assert not (done / f"{first['stem']}.json").exists()
+    again = project.run("inbox", "send", "nightly report", "--key", "nightly", "--json").json()
+    assert again["duplicate"] is True and again["state"] == "consumed" and again["stem"] == first["stem"]
+    assert "completed_abandoned" not in again
+    assert [p.name for p in (folder / "inbox").glob("*.json")] == []
+    assert project.run("inbox", "prune", "--older-than", "0", "--keys").code == 0  # forgets the key
+    fresh = project.run("inbox", "send", "nightly report", "--key", "nightly", "--json").json()
+    assert fresh["duplicate"] is False and fresh["state"] == "pending"
+
+
+def _die_holding_the_store_lock(root) -> None:
+    """A forked sxctl process takes the store lock and dies without releasing it."""
+    from sxctl.cron.store import Workspace, store_lock
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            store_lock(Workspace(root), "sxctl-doomed", 0).acquire()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+
+
+def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(project, figures):
+    """50 trials on a real file system: an sxctl holder is killed holding the store lock; comis
+    later removes the stale directory and makes its own (ext4 and tmpfs hand it the same inode
+    number); sxctl must wait for comis's lock, never remove it."""
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir()
+    for name in ("cron-jobs.json", "cron-executions.jsonl"):
+        shutil.copy(EXAMPLES / name, scheduler / name)
+    lockdir = scheduler / "cron-jobs.lock.lock"
+    reused = 0
+    for trial in range(50):
+        _die_holding_the_store_lock(project.root)
+        assert lockdir.is_dir() and (scheduler / "cron-jobs.lock.owner").exists()
+        old_inode = lockdir.stat().st_ino
+        os.rmdir(lockdir)  # comis: the lock went stale (30 s), rmdir, mkdir, refresh in ms
+        os.mkdir(lockdir)
+        if trial % 2:
+            now = time.time_ns() // 1_000_000 * 1_000_000
+            os.utime(lockdir, ns=(now, now))
+        reused += lockdir.stat().st_ino == old_inode
+        result = project.run("cron", "pause", "next-check-in", "--lock-wait", "0", "--json")
+        assert result.code == 4 and result.json()["error"]["code"] == "lock_busy", (trial, result.out)
+        assert lockdir.is_dir()
+        os.rmdir(lockdir)  # comis releases
+        figures["operations"] += 2
+    print(f"inode reused in {reused} of 50 trials")
+    figures["inode_reuse_trials"] += reused
