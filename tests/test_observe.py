@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -144,8 +144,11 @@ def test_live_view_in_a_terminal_exits_cleanly(project, quit_with):
     import io
 
     screen = io.BytesIO()
+    # A terminal user's Ctrl-C: the test runner may have been started in the background by a
+    # non-interactive shell, which hands SIGINT down as ignored (POSIX); a terminal does not.
     child = pexpect.spawn(sys.executable, ["-m", "sxctl", "watch"], cwd=str(project.root), env=env,
-                          dimensions=(30, 100), timeout=20)
+                          dimensions=(30, 100), timeout=20,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     child.logfile_read = screen
     child.expect("sxctl watch")
     child.expect("press q to quit")
@@ -153,14 +156,7 @@ def test_live_view_in_a_terminal_exits_cleanly(project, quit_with):
         child.send("q")
     else:
         child.sendintr()
-    try:
-        child.expect(pexpect.EOF)
-    except pexpect.TIMEOUT:
-        pid = child.pid
-        state = Path(f"/proc/{pid}/status").read_text().splitlines()[:3]
-        wchan = Path(f"/proc/{pid}/wchan").read_text()
-        sigs = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("Sig")]
-        raise AssertionError(f"no exit: {state} {wchan} {sigs} tail={screen.getvalue()[-600:]!r}") from None
+    child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
     output = screen.getvalue()
