@@ -884,6 +884,13 @@ def _read_row(inbox: InboxDir, folder: Path, name: str, state: str) -> MessageRo
         return None  # moved on while we looked
     raw = b""
     message = obj = None
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8 (os.listdir hands them over as surrogates)
+        name = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return MessageRow(name[: -len(".json")], state, folder / name, inbox.copy, st.st_size,
+                          st.st_mtime_ns // 1_000_000, st.st_ctime_ns // 1_000_000, None, None, None,
+                          "its file name is not valid UTF-8")
     if not stat.S_ISREG(st.st_mode):
         invalid = "not a regular file"
     elif st.st_size > MAX_MESSAGE_BYTES:
@@ -922,7 +929,7 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
         found: list[MessageRow] = []
         for inbox in inbox_dirs(session):
             folder = inbox.folder_of(state)
-            names = sorted(_message_names(folder), key=lambda n: n.encode())
+            names = sorted(_message_names(folder), key=os.fsencode)
             found += [row for name in names if (row := _read_row(inbox, folder, name, state))]
         if state != "pending":
             found.sort(key=lambda row: row.ctime_ms, reverse=True)

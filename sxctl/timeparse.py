@@ -12,6 +12,28 @@ from datetime import UTC, datetime, timedelta
 
 from .errors import UsageError
 
+OUT_OF_RANGE = "(out of range)"
+
+
+def datetime_of_ms(ms: int, zone=UTC) -> datetime | None:
+    """An epoch-ms instant as an aware datetime in `zone` (None: the local zone), or None for an
+    instant no calendar date holds (a schema-valid 2^53 - 1 ms is the year 287396)."""
+    try:
+        moment = datetime.fromtimestamp(ms / 1000, UTC)
+        return moment.astimezone(zone) if zone is not None else moment.astimezone()
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def format_ms(ms: int, fmt: str | None = None, zone=UTC) -> str:
+    """`datetime_of_ms` as `fmt` (None: ISO 8601 to the second); an impossible date reads
+    `(out of range)`, so one bad job never breaks a listing."""
+    moment = datetime_of_ms(ms, zone)
+    if moment is None:
+        return OUT_OF_RANGE
+    return moment.isoformat(timespec="seconds") if fmt is None else moment.strftime(fmt)
+
+
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 # patterns as strings: `re` compiles them on first use, so commands that never parse a
 # DURATION or TIME do not pay for it at start-up

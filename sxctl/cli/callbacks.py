@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import click
 
 from ..errors import UsageError
-from .inbox import read_stdin_text
-from .output import DURATION, current_session, emit, global_options, mutating, reporter, say, settings, table
+from .output import (
+    DURATION,
+    current_session,
+    emit,
+    global_options,
+    mutating,
+    read_text_input,
+    reporter,
+    say,
+    settings,
+    table,
+)
 
 
 @click.group("callbacks")
@@ -95,7 +104,9 @@ def _write_options(expect_rev, verify_s, no_verify, report):
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000).strftime("%H:%M:%S")
+    from ..timeparse import format_ms
+
+    return format_ms(ms, "%H:%M:%S", None)
 
 
 @callbacks.command("set")
@@ -122,7 +133,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
     if replace and slot_id is None:
         raise UsageError("--replace needs --slot N")
     if message == "-":
-        message = read_stdin_text()
+        message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
     report = reporter()
     session = current_session(report)
     result = set_timer(

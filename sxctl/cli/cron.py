@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import UTC
 from pathlib import Path
 
 import click
 
 from ..errors import UsageError
-from .output import DURATION, current_project, emit, global_options, mutating, reporter, say, settings, table
+from .output import (
+    DURATION,
+    current_project,
+    emit,
+    global_options,
+    mutating,
+    read_text_input,
+    reporter,
+    say,
+    settings,
+    table,
+)
 
 
 @click.group("cron")
@@ -69,12 +79,11 @@ def _zone(name: str | None):
 def _when(ms: int | None, zone=None) -> str:
     if ms is None:
         return "-"
-    from datetime import datetime
 
-    from ..timeparse import format_relative_ms
+    from ..timeparse import format_ms, format_relative_ms
 
-    local = datetime.fromtimestamp(ms / 1000, UTC).astimezone(zone or _zone(None))
-    return f"{local:%Y-%m-%d %H:%M:%S %Z} ({format_relative_ms(ms, settings().clock.now_ms())})"
+    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or _zone(None))
+    return f"{local} ({format_relative_ms(ms, settings().clock.now_ms())})"
 
 
 # --- init / add / update / pause / resume / remove ----------------------------------------------
@@ -152,10 +161,8 @@ def _job_spec(kw: dict):
     if kw.get("text_file") is not None:
         if text is not None:
             raise UsageError("give the text either with --text or with --text-file, not both")
-        try:
-            text = kw["text_file"].read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read --text-file {kw['text_file']}: {exc}") from None
+        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
+        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
     target = None
     if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
         conversation = kw.get("to") or "live"

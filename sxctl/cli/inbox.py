@@ -15,6 +15,8 @@ from .output import (
     emit_json,
     global_options,
     mutating,
+    printable,
+    read_text_input,
     reporter,
     say,
     settings,
@@ -41,30 +43,14 @@ def _read_text(text: str | None, text_file: Path | None, has_image: bool) -> tup
     if text is not None and text_file is not None:
         raise UsageError("give the text either as an argument or with --text-file, not both")
     if text_file is not None:
-        try:
-            raw = text_file.read_bytes()
-        except OSError as error:
-            raise UsageError(f"cannot read --text-file {text_file}: {error.strerror}") from None
-        return _decode(raw, str(text_file)), False
+        return read_text_input(text_file, TEXT_INPUT_LIMIT, "--text-file"), False
     if text == "-" or (text is None and not has_image and not sys.stdin.isatty()):
-        return read_stdin_text(), False
+        return read_text_input(None, TEXT_INPUT_LIMIT, "the message"), False
     return text, text is not None
 
 
-def read_stdin_text() -> str:
-    return _decode(sys.stdin.buffer.read(), "stdin")
-
-
-def _decode(raw: bytes, origin: str) -> str:
-    """UTF-8 text with one trailing line break removed (as `$(...)` would)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"text from {origin} is not valid UTF-8") from None
-    for ending in ("\r\n", "\n"):
-        if text.endswith(ending):
-            return text[: -len(ending)]
-    return text
+#: a message is at most 64,000 bytes as encoded; its text, read with a line break to drop
+TEXT_INPUT_LIMIT = 64_002
 
 
 @inbox.command("send")
@@ -321,7 +307,7 @@ def _print_removed(session, removed, kept, dry_run) -> None:
     def human() -> None:
         verb = "would remove" if dry_run else "removed"
         for path in removed:
-            say(f"{verb} {path}")
+            say(f"{verb} {printable(str(path))}")
         say(f"{verb} {len(removed)} file(s)" + (f", kept {kept}" if kept is not None else ""))
 
     emit(doc, human)

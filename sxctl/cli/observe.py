@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import UTC
 
 import click
 
@@ -93,7 +92,7 @@ def next_(count: int, tz: str | None) -> None:
     from datetime import datetime
 
     from ..observe import merged_next
-    from ..timeparse import load_zone
+    from ..timeparse import format_ms, load_zone
 
     session, ws = _context()
     zone = load_zone(tz) if tz else datetime.now().astimezone().tzinfo
@@ -123,7 +122,7 @@ def next_(count: int, tz: str | None) -> None:
             say("nothing scheduled")
             return
         table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
-            [datetime.fromtimestamp(r["at_ms"] / 1000, UTC).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S"),
+            [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
              _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
 
     emit({"ok": True, **session.to_json(), "now_ms": now, "rows": rows}, human)
@@ -217,9 +216,10 @@ def _live(session, ws, deadline) -> None:
 
 
 def _event_line(event: dict) -> str:
-    from datetime import datetime
 
-    when = datetime.fromtimestamp(event["ts_ms"] / 1000).strftime("%H:%M:%S")
+    from ..timeparse import format_ms
+
+    when = format_ms(event["ts_ms"], "%H:%M:%S", None)
     details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "ts_ms"))
     return f"{when} {event['event']} {details}"
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import click
@@ -166,21 +167,64 @@ def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:
         human()
 
 
+def printable(text: str) -> str:
+    """`text` with control characters escaped (`\\n`, `\\x1b`, …): a file name with a newline
+    or an escape sequence must not fake a row or drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+                   for c in text)
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table, or a rich one when styling a TTY."""
-    cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
+    """A plain aligned table, or a rich one when styling a TTY; every cell printable."""
+    cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
         for row in cells:
-            rich_table.add_row(*row)
+            rich_table.add_row(*(escape(cell) for cell in row))
         Console().print(rich_table)
         return
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
     for row in [list(headers), *cells]:
         say("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+# --- text given in a file or on stdin -----------------------------------------------------------
+
+def read_text_input(path: Path | None, limit: int, what: str) -> str:
+    """Text from `path` (None: stdin), read up to `limit` bytes and no further (exit 2 beyond:
+    `--text-file /dev/zero` or `yes |` must not run out of memory), UTF-8, one trailing line
+    break removed (as `$(...)` would). A missing file is exit 3, like a missing image."""
+    from ..errors import NotFoundError, SystemRefusedError, UsageError
+
+    origin = "stdin" if path is None else str(path)
+    if path is None:
+        raw = sys.stdin.buffer.read(limit + 1)
+    else:
+        try:
+            with open(path, "rb") as handle:  # not only regular files: `--text-file <(cmd)` is a pipe
+                raw = handle.read(limit + 1)
+        except FileNotFoundError:
+            raise NotFoundError(f"{what} {path} not found", file=path) from None
+        except IsADirectoryError:
+            raise UsageError(f"{what} {path} is a directory") from None
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, f"cannot read {what}") from None
+    if len(raw) > limit:
+        raise UsageError(f"{what} from {origin} is larger than {limit} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"text from {origin} is not valid UTF-8") from None
+    for ending in ("\r\n", "\n"):
+        if text.endswith(ending):
+            return text[: -len(ending)]
+    return text
 
 
 # --- the session a command acts on ---------------------------------------------------------------

@@ -12,7 +12,6 @@ import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -431,6 +430,6 @@ def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None
 
 
 def _hhmm(ms: int | None) -> str:
-    from datetime import datetime
+    from ..timeparse import format_ms
 
-    return "?" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M")
+    return "?" if ms is None else format_ms(ms, "%H:%M")

@@ -67,7 +67,11 @@ class CronPattern:
         """(first instant strictly after `bound_ms`, whether DST shaped it), or None."""
         from croniter import CroniterBadDateError, croniter
 
-        bound_local = datetime.fromtimestamp(bound_ms / 1000, UTC).astimezone(zone)
+        from ..timeparse import datetime_of_ms
+
+        bound_local = datetime_of_ms(bound_ms, zone)
+        if bound_local is None or bound_local.year >= 9999:
+            return None  # nothing a calendar can hold comes after this bound
         start = bound_local.replace(tzinfo=None) - _SEARCH_WINDOW
         walker = croniter(" ".join(self.fields), start, ret_type=datetime,
                           second_at_beginning=self.seconds_first)
@@ -201,8 +205,9 @@ def describe_schedule(schedule: dict[str, Any]) -> str:
     if kind == "every":
         every = schedule["everyMs"]
         return f"every {format_every(every) if every % 1000 == 0 else format_duration_ms(every)}"
-    at = datetime.fromtimestamp(schedule["atMs"] / 1000, UTC)
-    return f"at {at:%Y-%m-%d %H:%M} UTC"
+    from ..timeparse import format_ms
+
+    return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M')} UTC"
 
 
 def format_every(ms: int) -> str:

@@ -9,7 +9,6 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +70,9 @@ def schedule_computable(schedule: dict[str, Any]) -> bool:
 # --- next ----------------------------------------------------------------------------------------
 
 def local_iso(ms: int, zone) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).astimezone(zone).isoformat(timespec="seconds")
+    from ..timeparse import format_ms
+
+    return format_ms(ms, zone=zone)
 
 
 def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool = False) -> list[tuple[int, bool]]:

@@ -253,3 +253,179 @@ def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(pro
         figures["operations"] += 2
     print(f"inode reused in {reused} of 50 trials")
     figures["inode_reuse_trials"] += reused
+
+
+# --- files that are not what they should be: FIFOs, hostile JSON ------------------------------------
+
+def _store_and_ledger(project):
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir(exist_ok=True)
+    for name in ("cron-jobs.json", "cron-executions.jsonl"):
+        shutil.copy(EXAMPLES / name, scheduler / name)
+    return scheduler
+
+
+FIFO_CASES = [
+    ("callbacks.json", ["cb", "list"], 5),
+    ("callbacks.json", ["cb", "set", "x", "--every", "5"], 5),
+    ("stats.json", ["session", "list"], 0),
+    (".scheduler/cron-jobs.json", ["cron", "list"], 5),
+    (".scheduler/cron-jobs.json", ["cron", "pause", "ci-watch"], 5),
+    (".scheduler/cron-executions.jsonl", ["cron", "runs", "--all-jobs"], 5),
+    (".scheduler/cron-executions.jsonl", ["cron", "tick"], 5),
+]
+
+
+@pytest.mark.parametrize(("where", "args", "code"), FIFO_CASES, ids=[f"{w} {' '.join(a[:2])}" for w, a, _ in FIFO_CASES])
+def test_a_fifo_where_a_file_should_be_is_refused_not_waited_on(project, where, args, code):
+    folder = project.session(SID, live=False)
+    _store_and_ledger(project)
+    path = (project.root / where) if where.startswith(".scheduler") else folder / where
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    result = project.run(*args, "--json")
+    assert result.code == code, result.out
+    if code == 5:
+        assert result.json()["error"]["message"] == f"invalid data in {path}: cannot read it (not a regular file)"
+    # nothing was left locked: the next edit works once the file is back
+    path.unlink()
+    assert not (project.root / ".scheduler" / "cron-jobs.lock.lock").exists()
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000
+HOSTILE_TABLES = {
+    "deep nesting": (b'{"rev": 1, "slots": ' + DEEP + b"}", "nested too deeply"),
+    "NaN": (b'{"rev": NaN, "slots": []}', "NaN is not a JSON value"),
+    "Infinity": (b'{"rev": 1, "slots": [], "x": -Infinity}', "-Infinity is not a JSON value"),
+    "1e400": (b'{"rev": 1, "slots": [{"id": 0, "active": true, "message": "m", "delay_ms": 1000, '
+              b'"repeat_count": 1, "fire_at_ms": 1e400}]}', "the number 1e400 is out of range"),
+    "lone surrogate": (b'{"rev": 1, "slots": [{"id": 0, "active": true, "message": "\\ud800", "delay_ms": 1000, '
+                       b'"repeat_count": 1, "fire_at_ms": 1}]}', "lone surrogate"),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_TABLES))
+def test_hostile_json_in_the_timer_table_is_invalid_data_for_every_verb(project, case):
+    folder = project.session(SID, live=False)
+    raw, reason = HOSTILE_TABLES[case]
+    (folder / "callbacks.json").write_bytes(raw)
+    for args in (["cb", "list"], ["cb", "set", "x", "--every", "5"], ["cb", "cancel-all"], ["cb", "pause"],
+                 ["status"], ["next"]):
+        result = project.run(*args, "--json")
+        if args[0] in ("status", "next"):
+            assert result.code == 0, (args, result.out)  # one unreadable part is a problem, not a failure
+            json.loads(result.out)
+            continue
+        assert result.code == 5, (args, result.out)
+        message = result.json()["error"]["message"]
+        assert message.startswith(f"invalid data in {folder / 'callbacks.json'}: ") and reason in message
+    assert (folder / "callbacks.json").read_bytes() == raw
+
+
+def _store_with(project, mutate):
+    scheduler = _store_and_ledger(project)
+    raw = (scheduler / "cron-jobs.json").read_bytes()
+    (scheduler / "cron-jobs.json").write_bytes(mutate(raw))
+    return scheduler / "cron-jobs.json"
+
+
+@pytest.mark.parametrize(("case", "mutate"), [
+    ("deep nesting", lambda raw: raw.replace(b'"jobs":', b'"x":' + DEEP + b',"jobs":', 1)),
+    ("NaN", lambda raw: raw.replace(b'"nextRunAtMs":', b'"nextRunAtMs":NaN,"y":', 1)),
+    ("lone surrogate", lambda raw: raw.replace(b'"name":"', b'"name":"\\udc00', 1)),
+])
+def test_hostile_json_in_the_store_is_invalid_data(project, case, mutate):
+    store = _store_with(project, mutate)
+    before = store.read_bytes()
+    for args in (["cron", "list"], ["cron", "validate"], ["cron", "pause", "ci-watch"], ["cron", "tick"]):
+        result = project.run(*args, "--json")
+        assert result.code == 5, (args, result.out)
+        assert result.json()["error"]["file"] == str(store)
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("row", [b'{"recordType":"started","startedAtMs":NaN}', b"[" * 50_000])
+def test_hostile_json_in_the_ledger_is_invalid_data_and_stdout_stays_json(project, row):
+    scheduler = _store_and_ledger(project)
+    ledger = scheduler / "cron-executions.jsonl"
+    ledger.write_bytes(ledger.read_bytes() + row + b"\n")
+    for args in (["cron", "runs", "--all-jobs"], ["cron", "validate"], ["cron", "tick"]):
+        result = project.run(*args, "--json")
+        assert result.code == 5, (args, result.out)
+        json.loads(result.out)  # never NaN on stdout
+
+
+def test_a_largest_safe_next_run_does_not_break_listings(project):
+    store = _store_and_ledger(project) / "cron-jobs.json"
+    doc = json.loads(store.read_text())
+    doc["jobs"][0]["lifecycle"]["nextRunAtMs"] = 2**53 - 1
+    store.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    project.session(SID)
+    for args in (["cron", "list"], ["cron", "next"], ["next"], ["status"]):
+        for extra in ([], ["--json"]):
+            result = project.run(*args, *extra)
+            assert result.code == 0, (args, extra, result.out, result.err)
+
+
+def test_hostile_inbox_files_are_rows_marked_invalid_and_the_rest_still_works(project):
+    folder = project.session(SID, live=False)
+    inbox = folder / "inbox"
+    inbox.mkdir()
+    good = project.run("inbox", "send", "fine", "--no-wait", "--json").json()["stem"]
+    (inbox / "0_deep.json").write_bytes(b"[" * 30_000 + b"]" * 30_000)  # under the 64,000-byte cap
+    (inbox / "0_nan.json").write_bytes(b'{"text": NaN, "mode": "auto"}')
+    os.close(os.open(os.fsencode(inbox) + b"/0_bad\xff.json", os.O_CREAT | os.O_WRONLY, 0o600))
+    os.mkfifo(inbox / "0_fifo.json")
+    listing = project.run("inbox", "list", "--json")
+    assert listing.code == 0, listing.out
+    rows = {row["stem"]: row for row in listing.json()["messages"]}
+    assert rows[good].get("invalid") is None
+    assert "nested too deeply" in rows["0_deep"]["invalid"] and "NaN" in rows["0_nan"]["invalid"]
+    assert rows["0_fifo"]["invalid"] == "not a regular file"
+    assert rows["0_bad\\xff"]["invalid"] == "its file name is not valid UTF-8"
+    human = project.run("inbox", "list")
+    assert human.code == 0 and "0_bad\\xff" in human.out
+    assert project.run("status", "--json").code == 0
+    assert project.run("inbox", "show", "0_nan", "--json").code == 0
+
+
+# --- input that never ends ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["inbox", "send", "--text-file", "/dev/zero", "--no-wait"],
+                                  ["cron", "add", "j", "--every", "1h", "--payload", "heartbeat-event",
+                                   "--text-file", "/dev/zero"]])
+def test_an_endless_text_file_is_a_usage_error(project, args):
+    project.session(SID, live=False)
+    _store_and_ledger(project)
+    result = project.run(*args, "--json")
+    assert result.code == 2 and "is larger than" in result.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("args", [["inbox", "send", "-", "--no-wait"], ["cb", "set", "-", "--every", "5"]])
+def test_an_endless_stdin_is_a_usage_error(project, args):
+    import subprocess
+    import sys
+
+    project.session(SID, live=False)
+    yes = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "sxctl", *args, "--json"], stdin=yes.stdout, capture_output=True,
+                              cwd=project.root, env=project.env(), timeout=60)
+    finally:
+        yes.kill()
+        yes.wait()
+    assert proc.returncode == 2 and b"is larger than" in proc.stdout, proc.stdout
+    assert list((project.root / ".scorpiox" / "sessions" / SID).glob("inbox/*.json")) == []
+
+
+def test_control_characters_in_file_names_cannot_fake_rows(project):
+    folder = project.session(SID, live=False)
+    inbox = folder / "inbox"
+    inbox.mkdir()
+    (inbox / "0_a\nfake row pending auto.json").write_text('{"text":"x","mode":"auto"}')
+    (inbox / "0_b\x1b[2J.json").write_text('{"text":"y","mode":"auto"}')
+    listing = project.run("inbox", "list")
+    assert listing.code == 0
+    lines = listing.out.splitlines()
+    assert len(lines) == 3  # the header and two rows
+    assert "0_a\\nfake row" in listing.out and "\x1b" not in listing.out and "0_b\\x1b[2J" in listing.out
