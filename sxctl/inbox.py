@@ -21,6 +21,7 @@ from .errors import (
     InvalidDataError,
     NotFoundError,
     SxctlError,
+    SystemRefusedError,
     TooLateError,
     UsageError,
     WaitTimeoutError,
@@ -243,7 +244,7 @@ class InboxDir:
         so checking in this order is race-free (inbox.md §7)."""
         name = f"{stem}.json"
         for state in ("pending", "consumed", "retracted"):
-            if os.path.lexists(self.folder_of(state) / name):
+            if _exists(self.folder_of(state) / name):
                 return state
         return "missing"
 
@@ -256,7 +257,7 @@ class InboxDir:
         taken = [f"{folder}/{name}" for name in names]
         taken += [f"{folder}/done/{stem}.json", f"{folder}/retracted/{stem}.json"]
         mine = {os.fspath(path) for path in own}
-        return not any(path not in mine and os.path.lexists(path) for path in taken)
+        return not any(path not in mine and _exists(path) for path in taken)
 
     def sidecar_of(self, folder: Path, stem: str) -> Path | None:
         for ext in IMAGE_EXTS:
@@ -264,6 +265,18 @@ class InboxDir:
             if os.path.lexists(candidate):
                 return candidate
         return None
+
+
+def _exists(path: str | os.PathLike) -> bool:
+    """Whether a name exists (a symlink counts). Unknown is not absent: a folder sxctl may not
+    read (EACCES) is exit 8, never taken for "no such message" or "this stem is free"."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as error:
+        raise SystemRefusedError.from_os_error(error, "cannot tell whether a message exists:") from None
+    return True
 
 
 def inbox_dirs(session: Session) -> list[InboxDir]:

@@ -99,6 +99,8 @@ class MkdirLock:
         self._host = socket.gethostname()
         refuse_symlink(self.sentinel)
         refuse_symlink(self.note)
+        if os.path.lexists(self.note) and not os.path.isfile(self.note):
+            raise SxctlError(f"refusing to use {self.note}: not a regular file", code="invalid_data", file=self.note)
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
@@ -118,8 +120,16 @@ class MkdirLock:
             break
         # The note was written before the mkdir, so a holder killed now is recognised by it (its
         # pid is dead, the directory is no older than the note); then the directory gets its mark.
-        self._mark()
-        os.replace(prepared, self.note)
+        try:
+            self._mark()
+            os.replace(prepared, self.note)
+        except BaseException:  # never leave a lock behind that nobody holds
+            for undo in (lambda: os.unlink(prepared), lambda: os.rmdir(self.lockdir)):
+                try:
+                    undo()
+                except OSError:
+                    pass
+            raise
         self._remove_dead_prepared_notes()  # evidence for a takeover no more: the lock is ours
         self._start_refresh()
 

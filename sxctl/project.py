@@ -68,7 +68,13 @@ def find_project(
         root = _project_of_session_dir(Path(os.path.realpath(session_dir)))
         if root is not None and (root / ".scorpiox").is_dir():
             return root
-    start = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except FileNotFoundError:
+            raise NotFoundError("the working folder no longer exists; cd to the project or pass --project DIR",
+                                code="project_not_found") from None
+    start = Path(os.path.realpath(cwd))
     for folder in (start, *start.parents):
         if (folder / ".scorpiox").is_dir():
             return folder

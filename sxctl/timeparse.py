@@ -15,12 +15,21 @@ from .errors import UsageError
 OUT_OF_RANGE = "(out of range)"
 
 
+def local_zone():
+    """The zone local times are shown in: the system's, or UTC when `TZ` names an offset no
+    datetime can hold (`TZ=UTC+99`) — a display choice, never a reason to fail."""
+    try:
+        return datetime.now().astimezone().tzinfo
+    except (ValueError, OverflowError, OSError):
+        return UTC
+
+
 def datetime_of_ms(ms: int, zone=UTC) -> datetime | None:
     """An epoch-ms instant as an aware datetime in `zone` (None: the local zone), or None for an
     instant no calendar date holds (a schema-valid 2^53 - 1 ms is the year 287396)."""
     try:
         moment = datetime.fromtimestamp(ms / 1000, UTC)
-        return moment.astimezone(zone) if zone is not None else moment.astimezone()
+        return moment.astimezone(zone if zone is not None else local_zone())
     except (OverflowError, ValueError, OSError):
         return None
 

@@ -12,7 +12,7 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import SxctlError
+from ..errors import EXIT_BY_CODE, SxctlError, SystemRefusedError, UsageError
 from .output import emit_json, global_options
 
 #: every command of the root group: name -> "module:attribute" (explicit; nothing is scanned)
@@ -30,12 +30,20 @@ class SxctlGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         args = list(sys.argv[1:] if args is None else args)
+        if sys.stdout is None:  # started with stdout closed (`>&-`): say so, and do nothing
+            if sys.stderr is not None:
+                sys.stderr.write("sxctl: standard output is closed; nothing was done\n")
+            sys.exit(EXIT_BY_CODE["os_refused"])
+        _tolerate_narrow_encodings()
         try:
+            _refuse_undecodable(args)
             result = super().main(args=args, prog_name=prog_name or "sxctl", complete_var=complete_var,
                                   standalone_mode=False, **extra)
             code = result if isinstance(result, int) else 0
         except SxctlError as error:
             code = _fail(error, args)
+        except BrokenPipeError:
+            code = _broken_pipe()
         except click.exceptions.Exit as exit_:
             code = exit_.exit_code
         except click.ClickException as error:
@@ -46,13 +54,18 @@ class SxctlGroup(click.Group):
         except (click.Abort, KeyboardInterrupt):
             click.echo("sxctl: interrupted", err=True)
             code = 130
+        except OSError as error:  # what the disk or the system refused, named, never a traceback
+            code = _fail(SystemRefusedError.from_os_error(error), args)
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
             if _wants(args, "-v", "--verbose"):
                 import traceback
 
                 traceback.print_exc()
             code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            code = _broken_pipe()
         sys.exit(code)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -81,6 +94,40 @@ def cli() -> None:
 
 
 global_options(cli)
+
+
+def _tolerate_narrow_encodings() -> None:
+    """With PYTHONIOENCODING=ascii or a latin-1 locale, text that does not fit is written as
+    backslash escapes instead of failing (JSON is then written ASCII-only: see emit_json)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+        if stream is not None and encoding not in ("utf8", "utf8sig") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _refuse_undecodable(args: list[str]) -> None:
+    """An argument that is not UTF-8 (the shell passed raw bytes) cannot be written into a
+    UTF-8 file: exit 2 naming it, before anything is done."""
+    for arg in args:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"argument {shown!r} is not valid UTF-8 text") from None
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (`sxctl cron list | head -1`): no message, no traceback,
+    the status a shell reports for a process that SIGPIPE ended."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+        os.close(devnull)
+    except (OSError, ValueError):  # not a real file (in tests): nothing to protect
+        pass
+    return 141
 
 
 def _wants(args: list[str], *flags: str) -> bool:

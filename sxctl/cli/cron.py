@@ -70,9 +70,10 @@ def _zone(name: str | None):
     from ..timeparse import load_zone
 
     if name is None:
-        from datetime import datetime
 
-        return datetime.now().astimezone().tzinfo
+        from ..timeparse import local_zone
+
+        return local_zone()
     return load_zone(name)
 
 

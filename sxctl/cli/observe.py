@@ -89,13 +89,12 @@ def next_(count: int, tz: str | None) -> None:
       sxctl next
       sxctl next -n 20 --json | jq -r '.rows[] | [.source, .at_ms] | @tsv'
     """
-    from datetime import datetime
 
     from ..observe import merged_next
-    from ..timeparse import format_ms, load_zone
+    from ..timeparse import format_ms, load_zone, local_zone
 
     session, ws = _context()
-    zone = load_zone(tz) if tz else datetime.now().astimezone().tzinfo
+    zone = load_zone(tz) if tz else local_zone()
     rows = merged_next(session, ws, count, zone, clock=settings().clock)
     now = settings().clock.now_ms()
 
@@ -247,11 +246,11 @@ def _render(session, ws, log: list[str]):
 
 
 def _upcoming(session, ws) -> list[dict]:
-    from datetime import datetime
 
     from ..observe import merged_next
+    from ..timeparse import local_zone
 
-    return merged_next(session, ws, 8, datetime.now().astimezone().tzinfo, clock=settings().clock)
+    return merged_next(session, ws, 8, local_zone(), clock=settings().clock)
 
 
 for _command in (status, next_, watch):

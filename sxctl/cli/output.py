@@ -155,7 +155,8 @@ def reporter() -> Reporter:
 def emit_json(doc: dict[str, Any]) -> None:
     import json
 
-    sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    sys.stdout.write(json.dumps(doc, ensure_ascii=not encoding.startswith("utf")) + "\n")
     sys.stdout.flush()
 
 

@@ -429,3 +429,144 @@ def test_control_characters_in_file_names_cannot_fake_rows(project):
     lines = listing.out.splitlines()
     assert len(lines) == 3  # the header and two rows
     assert "0_a\\nfake row" in listing.out and "\x1b" not in listing.out and "0_b\\x1b[2J" in listing.out
+
+
+def test_an_owner_note_that_is_a_folder_is_refused_and_leaves_no_lock(project):
+    scheduler = _store_and_ledger(project)
+    (scheduler / "cron-jobs.lock.owner").mkdir()
+    result = project.run("cron", "pause", "ci-watch", "--json")
+    assert result.code == 5 and result.json()["error"]["file"] == str(scheduler / "cron-jobs.lock.owner")
+    assert not (scheduler / "cron-jobs.lock.lock").exists()
+
+
+# --- the operating system says no ------------------------------------------------------------------
+
+def _sh(project, script, **env):
+    import subprocess
+    import sys
+
+    return subprocess.run(["/bin/sh", "-c", script], cwd=project.root, capture_output=True, timeout=60,
+                          env=project.env(PY=sys.executable, **env))
+
+
+def test_a_closed_stdout_is_one_line_and_nothing_is_done(project):
+    folder = project.session(SID, live=False)
+    proc = _sh(project, '"$PY" -m sxctl inbox send "never sent" --no-wait >&-')
+    assert proc.returncode == 8 and proc.stderr == b"sxctl: standard output is closed; nothing was done\n"
+    assert not (folder / "inbox").exists()
+    proc = _sh(project, '"$PY" -m sxctl session list >&-')
+    assert proc.returncode == 8 and b"Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [["session", "list"], ["cron", "list"], ["inbox", "list"], ["status"]])
+def test_a_reader_that_goes_away_is_the_broken_pipe_status_and_silence(project, args):
+    project.session(SID, live=False)
+    scheduler = _store_and_ledger(project)
+    store = json.loads((scheduler / "cron-jobs.json").read_text())
+    for n in range(300):  # enough output to outlast the pipe's buffer
+        job = json.loads(json.dumps(store["jobs"][1]))
+        job["id"], job["name"] = f"j-{n:04d}", f"job-{n:04d}"
+        store["jobs"].append(job)
+    (scheduler / "cron-jobs.json").write_text(json.dumps(store, separators=(",", ":")) + "\n")
+    for n in range(300):
+        (project.root / ".scorpiox" / "sessions" / f"2026_09_{n % 28 + 1:02d}_s{n}").mkdir(exist_ok=True)
+    import subprocess
+    import sys
+
+    reader = subprocess.Popen([sys.executable, "-m", "sxctl", *args], cwd=project.root, env=project.env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    reader.stdout.read(1)
+    reader.stdout.close()
+    err = reader.stderr.read()
+    assert reader.wait(timeout=60) in (0, 141), err  # 0 when it had finished writing already
+    assert b"Traceback" not in err and b"Error" not in err, err
+
+
+def test_arguments_that_are_not_utf8_are_a_usage_error(project):
+    folder = project.session(SID, live=False)
+    for script in ("\"$PY\" -m sxctl inbox send \"$(printf 'bad \\377')\" --no-wait",
+                   "\"$PY\" -m sxctl inbox send ok --key \"$(printf 'k\\377')\" --no-wait",
+                   "\"$PY\" -m sxctl cb set \"$(printf 'bad \\377')\" --every 5"):
+        proc = _sh(project, script)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(b"sxctl: argument ") and b"is not valid UTF-8 text" in proc.stderr
+    assert not (folder / "inbox").exists()
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_narrow_output_encodings_still_print_and_json_stays_json(project, encoding):
+    folder = project.session(SID, live=False)
+    sent = project.process("inbox", "send", "naïve café ☕", "--no-wait", "--json",
+                           env=project.env(PYTHONIOENCODING=encoding))
+    assert sent.code == 0, sent.err
+    assert json.loads(sent.out)["state"] == "pending"
+    listing = _sh(project, '"$PY" -m sxctl inbox list', PYTHONIOENCODING=encoding)
+    assert listing.returncode == 0 and b"Traceback" not in listing.stderr
+    shown = project.process("inbox", "list", "--json", env=project.env(PYTHONIOENCODING=encoding))
+    assert json.loads(shown.out)["messages"][0]["preview"] == "naïve café ☕"
+    assert len(list((folder / "inbox").glob("*.json"))) == 1
+
+
+def test_strange_environments_get_answers_not_tracebacks(project, tmp_path):
+    project.session(SID, live=False)
+    _store_and_ledger(project)
+    home_file = tmp_path / "home-is-a-file"
+    home_file.write_text("")
+    for args in (["status"], ["cron", "list"], ["cron", "next"], ["next"], ["session", "list"]):
+        result = project.run(*args, env=project.env(HOME=str(home_file)))
+        assert result.code == 0 and "Traceback" not in result.err, (args, result.err)
+    # TZ is read once per process: a real one
+    proc = _sh(project, 'for a in status "cron list" "cron next" next; do "$PY" -m sxctl $a >/dev/null || exit 1; done',
+               TZ="UTC+99")
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_deleted_working_folder_is_named(project, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    proc = _sh(project, f'cd {gone} && rmdir {gone} && "$PY" -m sxctl status')
+    assert proc.returncode == 3 and b"the working folder no longer exists" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("errno_name", "what"), [("EACCES", "Permission denied"), ("ENOSPC", "No space left"),
+                                                  ("EROFS", "Read-only file system")])
+def test_a_refused_write_is_exit_8_naming_the_file(project, monkeypatch, errno_name, what):
+    import errno
+
+    folder = project.session(SID, live=False)
+    code = getattr(errno, errno_name)
+
+    def refuse(*args, **kwargs):
+        raise OSError(code, os.strerror(code), args[0] if args else None)
+
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: refuse(path) if str(path).endswith(".tmp")
+                        else _real_open(path, *a, **k))
+    result = project.run("inbox", "send", "x", "--no-wait", "--json")
+    assert result.code == 8, result.out
+    error = result.json()["error"]
+    assert error["code"] == "os_refused" and what in error["message"] and str(folder) in error["message"]
+
+
+_real_open = os.open
+
+
+def test_an_unreadable_done_folder_is_not_taken_for_a_missing_message(project, monkeypatch):
+    import errno
+
+    folder = project.session(SID, live=False)
+    stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+    done = folder / "inbox" / "done"
+    done.mkdir()
+    os.rename(folder / "inbox" / f"{stem}.json", done / f"{stem}.json")
+    real_lstat = os.lstat
+
+    def lstat(path, *args, **kwargs):
+        if os.fspath(path).startswith(os.fspath(done) + os.sep):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_lstat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    waited = project.run("inbox", "wait", stem, "--timeout", "1", "--json")
+    assert waited.code == 8 and "Permission denied" in waited.json()["error"]["message"]
+    reused = project.run("inbox", "send", "again", "--stem", stem, "--no-wait", "--json")
+    assert reused.code == 8
