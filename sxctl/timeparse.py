@@ -85,9 +85,32 @@ def load_zone(name: str):
     if not name or name.startswith("/") or ".." in name:
         raise UsageError("Invalid wall-clock timezone")
     try:
-        return ZoneInfo(name)
+        return ZoneInfo(canonical_zone_name(name))
     except (ValueError, OSError, KeyError):
         raise UsageError("Invalid wall-clock timezone") from None
+
+
+def canonical_zone_name(name: str) -> str:
+    """The IANA spelling of a zone named in any case (`utc` -> `UTC`, as comis accepts), or
+    `name` itself when no zone matches."""
+    from zoneinfo import available_timezones
+
+    if name in ("UTC", "local"):
+        return name
+    try:
+        from zoneinfo import ZoneInfo
+
+        ZoneInfo(name)
+        return name
+    except (ValueError, OSError, KeyError):
+        pass
+    by_lower = {zone.lower(): zone for zone in available_timezones()}
+    return by_lower.get(name.lower(), name)
+
+
+#: the first instant sxctl cannot schedule: its dates, listings and next-run searches need a
+#: calendar year below 10000
+LATEST_SCHEDULABLE_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z
 
 
 def local_zone_name() -> str:

@@ -386,3 +386,72 @@ def test_concurrent_ticks_run_a_due_job_once(project, tmp_path):
         reports.append(json.loads(out))
     assert sum(len(r["runs"]) for r in reports) == 1
     assert len(messages(folder)) == 1 and len(rows(project)) == 2
+
+
+def _catch_up(project, expr, overdue_ms):
+    """Add a cron job, let `overdue_ms` pass without a tick, then tick once: the run's entry."""
+    folder = project.root / ".scorpiox" / "sessions" / "2026_09_21_quiet_euler"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stats.json").write_text(json.dumps({"updated_ms": NOW}))
+    env = project.env(SXCTL_PROJECT=str(project.root), TZ="UTC")
+    added = project.run("cron", "add", "often", "--cron", expr, "--payload", "heartbeat-event", "--text", "beat",
+                        env=env, clock=FakeClock(NOW - overdue_ms))
+    assert added.code == 0, added.err
+    result = project.run("cron", "tick", "--json", env=env, clock=FakeClock(NOW))
+    assert result.code == 0, result.out
+    return result.json()
+
+
+@pytest.mark.parametrize("expr", ["* * * * * *", "*/1 * * * * *", "*/2 * * * * *"])
+def test_every_second_patterns_are_accepted_like_comis_does(project, expr):
+    assert project.run("cron", "add", "fast", "--cron", expr, "--payload", "heartbeat-event", "--text", "t").code == 0
+    shown = project.run("cron", "next", "--cron", expr, "--from", "2026-09-21T07:00:00Z", "-n", "3", "--json")
+    assert shown.code == 0, shown.out
+    step = 2000 if expr.startswith("*/2") else 1000
+    at = [row["at_ms"] for row in shown.json()["fires"]]
+    assert [b - a for a, b in zip(at, at[1:])] == [step, step]
+    assert project.run("cron", "tick", "--dry-run", "--json").code == 0
+
+
+def test_catch_up_counts_come_from_the_schedule_and_are_capped(project):
+    from croniter import croniter
+
+    report = _catch_up(project, "*/5 * * * *", 2 * 3_600_000)
+    [run] = report["runs"]
+    # independently: the occurrences croniter walks between the one run and the tick
+    walker = croniter("*/5 * * * *", run["scheduledForMs"] / 1000)
+    expected = 0
+    while walker.get_next(float) * 1000 <= NOW:
+        expected += 1
+    assert run["skipped_occurrences"] == expected and report["skipped_missed_total"] == expected
+
+
+@pytest.mark.parametrize(("expr", "overdue_ms"), [("* * * * *", 7 * 86_400_000), ("*/3 * * * * *", 86_400_000)])
+def test_a_huge_backlog_is_counted_up_to_the_cap_without_walking_it_all(project, expr, overdue_ms):
+    report = _catch_up(project, expr, overdue_ms)
+    [run] = report["runs"]
+    assert run["skipped_occurrences"] == "≥10000" and report["skipped_missed_total"] == 10000
+
+
+def test_a_one_shot_misses_nothing(project):
+    folder = project.session()
+    assert project.run("cron", "add", "once", "--in", "60", "--payload", "heartbeat-event", "--text", "x").code == 0
+    make_due(project, "once", at_ms=now_ms() - 3_600_000)
+    report = tick(project).json()
+    assert report["skipped_missed_total"] == 0 and "skipped_occurrences" not in report["runs"][0]
+    assert len(messages(folder)) == 1
+
+
+def test_chatham_gap_follows_the_documented_dst_policy(project):
+    """`15,45 1-3 * * *` in Pacific/Chatham on 2026-09-27, when 02:45 jumps to 03:45: 02:45 and
+    03:15 do not exist and each fires once, shifted forward by the gap (to 03:45, which is also a
+    real occurrence, so once, and to 04:15). croner, comis's own library, has no 04:15 run: the
+    README lists this divergence."""
+    shown = project.run("cron", "next", "--cron", "15,45 1-3 * * *", "--tz", "Pacific/Chatham",
+                        "--from", "2026-09-26T12:00:00Z", "-n", "6", "--json").json()
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    local = [datetime.fromtimestamp(r["at_ms"] / 1000, ZoneInfo("Pacific/Chatham")).strftime("%d %H:%M")
+             for r in shown["fires"]]
+    assert local == ["27 01:15", "27 01:45", "27 02:15", "27 03:45", "27 04:15", "28 01:15"]

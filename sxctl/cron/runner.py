@@ -30,7 +30,7 @@ from .dispatch import (
     turn_text,
 )
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
-from .schedule import next_run
+from .schedule import CronPattern, load_cron_zone, next_run
 from .schema import root_run_id_for, work_kind_of
 from .store import (
     Workspace,
@@ -43,6 +43,7 @@ from .store import (
 from .views import cross_check, schedule_computable
 
 SKIP_COUNT_CAP = 10_000
+SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock
 #                             without an owner note can only belong to a dead pass or to a brief comis write
 
@@ -83,8 +84,7 @@ class PassReport:
             "ok": True, "bootId": self.boot_id, "now_ms": self.now_ms, "workspace": str(self.workspace),
             "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
             "deferred": self.deferred,
-            "skipped_missed_total": sum(r.get("skipped_occurrences", 0) if isinstance(
-                r.get("skipped_occurrences"), int) else SKIP_COUNT_CAP for r in self.runs),
+            "skipped_missed_total": sum(_skipped_count(r) for r in self.runs),
             "warnings": warnings,
         }
         if self.skipped:
@@ -336,16 +336,14 @@ class SchedulerPass:
             every = schedule["everyMs"]
             count = (claimed_at - scheduled_for) // every
             first, last = scheduled_for + every, scheduled_for + count * every
+        elif schedule["kind"] == "at":
+            return  # a one-shot has one occurrence: it misses nothing
         else:
-            count, first, last, at = 0, None, None, scheduled_for
-            while count < SKIP_COUNT_CAP:
-                found = next_run(schedule, at)
-                if found is None or found[0] > claimed_at:
-                    break
-                at = found[0]
-                first = at if first is None else first
-                last = at
-                count += 1
+            pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
+            count = pattern.count_between(scheduled_for, claimed_at, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
+            found = next_run(schedule, scheduled_for) if count else None
+            first = found[0] if found else None
+            last = pattern.last_at_or_before(claimed_at, zone) if count else None
         if count <= 0:
             return
         shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
@@ -427,6 +425,12 @@ def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None
         limit = job.get("maxConsecutiveDependencyErrors")
         if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
             job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}
+
+
+def _skipped_count(run: dict[str, Any]) -> int:
+    """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
+    value = run.get("skipped_occurrences", 0)
+    return value if isinstance(value, int) else SKIP_COUNT_CAP
 
 
 def _hhmm(ms: int | None) -> str:

@@ -17,7 +17,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import SxctlError, UsageError
-from ..timeparse import load_zone, local_zone_name, parse_duration_ms, parse_time_ms
+from ..timeparse import (
+    LATEST_SCHEDULABLE_MS,
+    canonical_zone_name,
+    load_zone,
+    local_zone_name,
+    parse_duration_ms,
+    parse_time_ms,
+)
 
 MAX_SAFE_INT = 2**53 - 1
 NICKNAMES = {
@@ -25,7 +32,9 @@ NICKNAMES = {
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
 _SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are seen from both sides
-_MAX_CANDIDATES = 5000
+#: near a DST change the search walks wall times from 3 h before the bound to 3 h past the first
+#: hit: for an every-second pattern that is 21,600 candidates
+_MAX_CANDIDATES = 50_000
 
 
 def _invalid_expression(code: str = "invalid_value") -> SxctlError:
@@ -72,6 +81,9 @@ class CronPattern:
         bound_local = datetime_of_ms(bound_ms, zone)
         if bound_local is None or bound_local.year >= 9999:
             return None  # nothing a calendar can hold comes after this bound
+        quick = self._next_without_dst(bound_ms, bound_local, zone)
+        if quick is not None:
+            return quick
         start = bound_local.replace(tzinfo=None) - _SEARCH_WINDOW
         walker = croniter(" ".join(self.fields), start, ret_type=datetime,
                           second_at_beginning=self.seconds_first)
@@ -88,6 +100,87 @@ class CronPattern:
                 if instant > bound_ms and (best is None or instant < best[0]):
                     best = (instant, dst)
                     stop_after = wall + _SEARCH_WINDOW
+        return best
+
+    def _next_without_dst(self, bound_ms: int, bound_local: datetime, zone) -> tuple[int, bool] | None:
+        """The next occurrence straight from the walker, when no offset change lies within 3 h of
+        the bound or of that occurrence (then wall time and instants run in step); None means
+        "use the full search"."""
+        from croniter import CroniterBadDateError, croniter
+
+        walker = croniter(" ".join(self.fields), bound_local.replace(tzinfo=None), ret_type=datetime,
+                          second_at_beginning=self.seconds_first)
+        try:
+            wall = walker.get_next(datetime)
+        except CroniterBadDateError:
+            return None
+        if wall - bound_local.replace(tzinfo=None) > timedelta(hours=1):
+            return None  # far apart: the full search is cheap, and may cross a change
+        probes = (bound_local - _SEARCH_WINDOW, bound_local, wall.replace(tzinfo=zone),
+                  wall.replace(tzinfo=zone) + _SEARCH_WINDOW)
+        try:
+            offsets = {(moment.astimezone(UTC).astimezone(zone)).utcoffset() for moment in probes}
+        except (OverflowError, ValueError):
+            return None
+        if len(offsets) != 1:
+            return None
+        instant = epoch_ms(wall.replace(tzinfo=zone))
+        return (instant, False) if instant > bound_ms else None
+
+    def count_between(self, after_ms: int, until_ms: int, zone, cap: int, budget_s: float) -> int:
+        """How many occurrences fall in (after_ms, until_ms], walking wall times once (each maps
+        to its instants under the DST policy); stops at `cap` or after `budget_s` of work, so a
+        caller holding a lock never holds it long. Returns `cap` when it stopped early."""
+        import time
+
+        from croniter import CroniterBadDateError, croniter
+
+        from ..timeparse import datetime_of_ms
+
+        start = datetime_of_ms(after_ms, zone)
+        if start is None:
+            return 0
+        walker = croniter(" ".join(self.fields), start.replace(tzinfo=None) - _SEARCH_WINDOW, ret_type=datetime,
+                          second_at_beginning=self.seconds_first)
+        stop_wall = (datetime_of_ms(until_ms, zone) or start).replace(tzinfo=None) + _SEARCH_WINDOW
+        deadline = time.monotonic() + budget_s
+        count = 0
+        for step in range(10**9):
+            if step % 256 == 0 and time.monotonic() > deadline:
+                return cap
+            try:
+                wall = walker.get_next(datetime)
+            except CroniterBadDateError:
+                break
+            if wall > stop_wall:
+                break
+            count += sum(1 for instant, _ in self._instants(wall, zone) if after_ms < instant <= until_ms)
+            if count >= cap:
+                return cap
+        return count
+
+    def last_at_or_before(self, until_ms: int, zone) -> int | None:
+        """The latest occurrence at or before `until_ms`, walking wall times backwards."""
+        from croniter import CroniterBadDateError, croniter
+
+        from ..timeparse import datetime_of_ms
+
+        until = datetime_of_ms(until_ms, zone)
+        if until is None:
+            return None
+        walker = croniter(" ".join(self.fields), until.replace(tzinfo=None) + _SEARCH_WINDOW, ret_type=datetime,
+                          second_at_beginning=self.seconds_first)
+        best = None
+        for _ in range(_MAX_CANDIDATES):
+            try:
+                wall = walker.get_prev(datetime)
+            except CroniterBadDateError:
+                break
+            for instant, _dst in self._instants(wall, zone):
+                if instant <= until_ms and (best is None or instant > best):
+                    best = instant
+            if best is not None and wall < until.replace(tzinfo=None) - _SEARCH_WINDOW:
+                break
         return best
 
     def _instants(self, wall: datetime, zone) -> list[tuple[int, bool]]:
@@ -162,6 +255,7 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
                 zone_name = local_zone_name()
             except UsageError:
                 raise UsageError("Invalid cron timezone") from None
+        zone_name = canonical_zone_name(zone_name)
         zone = load_cron_zone(zone_name)
         pattern = CronPattern.parse(spec.cron)
         if len(zone_name.encode()) > 128:
@@ -185,6 +279,8 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
             notes.append(f"--at {spec.at} was read as UTC; pass --tz ZONE (or --tz local) to say which zone")
         if at_ms <= now_ms:
             raise UsageError("One-shot schedule must be in the future")
+        if at_ms >= LATEST_SCHEDULABLE_MS:
+            raise UsageError(f"--at {spec.at}: sxctl schedules times before 9999-01-01")
         return {"kind": "at", "atMs": at_ms}
     seconds_text = spec.in_ or ""
     seconds = parse_duration_ms(seconds_text, what="--in")
@@ -192,6 +288,8 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
         raise UsageError("Invalid cron schedule input")
     if now_ms + seconds > MAX_SAFE_INT:
         raise UsageError("Relative schedule exceeds the safe epoch range")
+    if now_ms + seconds >= LATEST_SCHEDULABLE_MS:
+        raise UsageError(f"--in {seconds_text}: sxctl schedules times before 9999-01-01")
     return {"kind": "at", "atMs": now_ms + seconds}
 
 

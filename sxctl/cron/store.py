@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError
+from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file, refuse_symlinks_below
 from ..locks import MkdirLock
 from ..report import Reporter
@@ -264,8 +264,8 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
     """Validate, encode compactly in schema order, and replace the store atomically (0600)."""
     try:
         validate_store(store)
-    except SchemaError as exc:  # a bug in a mutation, never user data: say exactly what broke
-        raise SxctlError(f"refusing to write an invalid store: {exc.path}: {exc.rule}") from None
+    except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
+        raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
     data = encode_compact(canonical_store(store))
     if len(data) > STORE_CAP:
         raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)

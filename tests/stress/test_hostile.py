@@ -570,3 +570,41 @@ def test_an_unreadable_done_folder_is_not_taken_for_a_missing_message(project, m
     assert waited.code == 8 and "Permission denied" in waited.json()["error"]["message"]
     reused = project.run("inbox", "send", "again", "--stem", stem, "--no-wait", "--json")
     assert reused.code == 8
+
+
+# --- limits comis states -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["--model", "m" * 600, "--payload", "agent-turn"], {}, ".payload.model: must be 1-512 UTF-8 bytes (is 600)"),
+    (["--max-dependency-errors", str(2**53), "--payload", "heartbeat-event"], {},
+     ".maxConsecutiveDependencyErrors: must be between 0 and 9007199254740991"),
+    (["--payload", "heartbeat-event"], {"SXCTL_AGENT": "a" * 300}, ".agentId: must be 1-256 UTF-8 bytes (is 300)"),
+])
+def test_values_beyond_comis_limits_are_usage_errors(project, args, env, message):
+    _store_and_ledger(project)
+    store = project.root / ".scheduler" / "cron-jobs.json"
+    before = store.read_bytes()
+    result = project.run("cron", "add", "j", "--every", "1h", "--text", "t", *args, "--json", env=project.env(**env))
+    assert result.code == 2, result.out
+    text = result.json()["error"]["message"]
+    assert text.startswith("invalid value for $.jobs[") and text.endswith(message), text
+    assert store.read_bytes() == before
+
+
+def test_zone_names_in_any_case_are_stored_canonically(project):
+    _store_and_ledger(project)
+    for given, stored in (("utc", "UTC"), ("europe/berlin", "Europe/Berlin"), ("AMERICA/NEW_YORK", "America/New_York")):
+        name = f"j-{stored.replace('/', '-').lower()}"
+        assert project.run("cron", "add", name, "--cron", "0 9 * * *", "--tz", given, "--payload", "heartbeat-event",
+                           "--text", "t").code == 0
+        job = next(j for j in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["jobs"]
+                   if j["name"] == name)
+        assert job["schedule"]["tz"] == stored
+
+
+@pytest.mark.parametrize("flag", [["--at", "9999-12-31 23:59", "--tz", "UTC"], ["--in", str(2**52 // 1000)]])
+def test_times_no_calendar_can_show_are_refused_at_add(project, flag):
+    _store_and_ledger(project)
+    result = project.run("cron", "add", "far", *flag, "--payload", "heartbeat-event", "--text", "t", "--json")
+    assert result.code == 2 and "before 9999-01-01" in result.json()["error"]["message"]
+    assert project.run("cron", "next").code == 0 and project.run("next").code in (0, 3)
