@@ -44,6 +44,11 @@ class SxctlGroup(click.Group):
             code = _fail(error, args)
         except BrokenPipeError:
             code = _broken_pipe()
+        except SystemExit:
+            # click meets a broken pipe by wrapping stdout (PacifyFlushWrapper) and exiting 1
+            if not type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+                raise
+            code = _broken_pipe()
         except click.exceptions.Exit as exit_:
             code = exit_.exit_code
         except click.ClickException as error:
