@@ -187,6 +187,10 @@ def add_job(
     result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait).outcome
     for note in notes:
         (report or Reporter()).note(note)
+    if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
+        (report or Reporter()).warn(
+            f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
+            "(a one-shot for good) unless the environment of the pass sets it")
     return result
 
 

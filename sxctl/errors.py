@@ -20,6 +20,7 @@ EXIT_BY_CODE: dict[str, int] = {
             "job_not_found",
             "stem_not_found",
             "file_not_found",
+            "key_not_set",
         ),
         3,
     ),
@@ -49,6 +50,7 @@ EXIT_BY_CODE: dict[str, int] = {
     "timeout": 6,
     "too_late": 7,
     "os_refused": 8,
+    "interrupted": 130,
 }
 
 

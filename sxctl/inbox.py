@@ -527,12 +527,21 @@ def send(
         request.image.ext if request.image else None, request.key,
         duplicate=duplicate, completed_abandoned=abandoned, inbox_gate=gate,
     )
+    if state != "pending" and request.wait_s is not None:
+        # a keyed duplicate: waiting for a message that was retracted must not report success
+        WaitOutcome(session, inbox, stem, state, 0).raise_unless_consumed(result.to_json())
     if state == "pending":
         if request.wait_s is not None:
-            outcome = wait_for(
-                session, inbox, stem, request.wait_s, follow=request.follow,
-                clock=clock, report=report,
-            )
+            try:
+                outcome = wait_for(
+                    session, inbox, stem, request.wait_s, follow=request.follow,
+                    clock=clock, report=report,
+                )
+            except SxctlError as error:
+                if error.code == "interrupted":  # the message was written: say where it is
+                    result.state = error.details["state"]
+                    error.details = {**result.to_json(), "ok": False}
+                raise
             result.session, result.inbox = outcome.session, outcome.inbox
             result.state, result.waited_ms = outcome.state, outcome.waited_ms
             outcome.raise_unless_consumed(result.to_json())
@@ -713,9 +722,29 @@ def wait_for(
     emit = on_event or (lambda event: None)
     started = clock.monotonic()
     deadline = None if timeout_s == 0 else started + timeout_s
-    next_liveness_check = started
-    warned_stale = False
     emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
+    where = [session, inbox]  # where the message is now (a rotation may re-home it)
+    try:
+        report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
+        state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
+    except KeyboardInterrupt:
+        session, inbox = where
+        state = inbox.state_of(stem)
+        raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code="interrupted",
+                         details={"stem": stem, "state": state, "session": session.id}) from None
+    session, inbox = where
+    waited = round((clock.monotonic() - started) * 1000)
+    emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
+    return WaitOutcome(session, inbox, stem, state, waited)
+
+
+def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clock: Clock,
+               report: Reporter, emit: Callable[[dict[str, Any]], None]) -> str:
+    """Poll until `stem` leaves `pending` or the deadline passes; `where` ([session, inbox]) is
+    kept up to date when a rotation re-homes the message."""
+    session, inbox = where
+    next_liveness_check = clock.monotonic()
+    warned_stale = False
     while True:
         state = inbox.state_of(stem)
         now = clock.monotonic()
@@ -732,7 +761,7 @@ def wait_for(
                         emit({"event": "rehomed", "ts_ms": clock.now_ms(), "stem": stem,
                               "from": str(inbox.path), "to": str(moved.path), "session": target.id})
                         report.note(f"re-homed {stem} from {session.id} to {target.id}")
-                        session, inbox = target, moved
+                        session, inbox = where[:] = [target, moved]
                         continue
                 elif not follow and not warned_stale and session.state == "live":
                     warned_stale = True
@@ -741,9 +770,7 @@ def wait_for(
                         "use --follow to re-home it after a rotation"
                     )
         clock.sleep(POLL_S)
-    waited = round((clock.monotonic() - started) * 1000)
-    emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
-    return WaitOutcome(session, inbox, stem, state, waited)
+    return state
 
 
 def _rotation_target(session: Session, clock: Clock) -> Session | None:

@@ -51,14 +51,16 @@ class SxctlGroup(click.Group):
             code = _broken_pipe()
         except click.exceptions.Exit as exit_:
             code = exit_.exit_code
+        except click.exceptions.NoArgsIsHelpError as shown:  # `sxctl`, `sxctl inbox`: help, not an error
+            click.echo(shown.ctx.get_help())
+            code = 0
         except click.ClickException as error:
             where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
             kind = "invalid_value" if isinstance(error, click.BadParameter) else "usage"
             message = f"{error.format_message()} (see '{where} --help')"
             code = _fail(SxctlError(message, code=kind), args)
         except (click.Abort, KeyboardInterrupt):
-            click.echo("sxctl: interrupted", err=True)
-            code = 130
+            code = _fail(SxctlError("interrupted", code="interrupted"), args)
         except OSError as error:  # what the disk or the system refused, named, never a traceback
             code = _fail(SystemRefusedError.from_os_error(error), args)
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
@@ -75,6 +77,12 @@ class SxctlGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """As click's, with "Did you mean …" drawn from the lazily imported commands too."""
+        if args and args[0] not in COMMANDS and not args[0].startswith("-") and not ctx.resilient_parsing:
+            raise click.exceptions.NoSuchCommand(args[0], possibilities=COMMANDS, ctx=ctx)
+        return super().resolve_command(ctx, args)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:

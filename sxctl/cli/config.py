@@ -35,12 +35,11 @@ def get(key: str) -> None:
     for link in resolved.chain:
         report.detail(f"{key}={link['value']} from {link['source']}")
 
-    def human() -> None:
-        say(resolved.value if resolved.value is not None else "")
+    if resolved.value is None:  # a lookup that finds nothing: exit 3, as for a stem or a job
+        from ..errors import NotFoundError
 
-    if resolved.value is None:
-        report.note(f"{key} is not set in any tier")
-    emit(resolved.to_json(), human)
+        raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
+    emit(resolved.to_json(), lambda: say(resolved.value))
 
 
 for _command in (config, get):

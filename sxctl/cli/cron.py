@@ -261,7 +261,7 @@ def update(name, lock_wait_ms, **kw) -> None:
     ).outcome
     for note in notes:
         report.note(note)
-    emit({"ok": True, **result}, lambda: say(f"updated {result['jobName']}"))
+    emit({"ok": True, **result, **({"notes": notes} if notes else {})}, lambda: say(f"updated {result['jobName']}"))
 
 
 def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:

@@ -4,7 +4,7 @@ a validated store (spec cron-store.md §3, §8). The store module does the locki
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +230,10 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
     if spec.paused and spec.resumed:
         raise UsageError("--paused and --resumed cannot be combined")
+    if spec == JobSpec():
+        raise UsageError("nothing to change: give a schedule, payload, target or another option to update")
     job = _editable(store, name, "update")
+    spec = replace(spec, schedule=_schedule_change(job["schedule"], spec.schedule, notes))
     index = store["jobs"].index(job)
     old_kind = job["payload"]["kind"]
     kind = payload_kind(spec.payload) if spec.payload is not None else old_kind
@@ -264,6 +267,28 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
     variant = build_variant(kind, text, spec, job["agentId"], default_project, previous)
     store["jobs"][index] = _assemble(head, variant)
     return {"jobName": store["jobs"][index]["name"], "updated": True}
+
+
+def _schedule_change(current: dict[str, Any], given: ScheduleInput, notes: list[str] | None) -> ScheduleInput:
+    """What `cron update` means by its schedule flags, against the job's schedule: `--tz` alone
+    moves a cron job to another zone, `--anchor` alone re-anchors an `every` job, and a new
+    `--cron` keeps the job's zone unless `--tz` is given (said in a note)."""
+    kind = current["kind"]
+    if given.given:
+        if given.cron is not None and given.tz is None and kind == "cron" and current["tz"] != "UTC":
+            if notes is not None:
+                notes.append(f"kept the job's zone {current['tz']} (give --tz to change it)")
+            return replace(given, tz=current["tz"])
+        return given
+    if given.tz is None and given.anchor is None and given.fold is None:
+        return given
+    if kind == "cron" and given.anchor is None and given.fold is None:
+        return replace(given, cron=current["expr"])
+    if kind == "every" and given.fold is None and given.anchor is not None:
+        return replace(given, every=f"{current['everyMs']}ms")
+    flags = ", ".join(f for f, v in (("--tz", given.tz), ("--anchor", given.anchor), ("--fold", given.fold)) if v)
+    raise UsageError(f"{flags} cannot change a job scheduled by {kind} on its own; give the whole schedule "
+                     "(--cron, --every or --at) with it")
 
 
 def _paused_or_resumed(lifecycle: dict[str, Any], *, paused: bool) -> dict[str, Any]:

@@ -1,0 +1,139 @@
+"""Every command does what it says, or says why not (the defects a week of real use found)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import EXAMPLES
+
+
+@pytest.mark.parametrize("args", [[], ["inbox"], ["cron"]])
+def test_a_group_without_a_subcommand_prints_its_help_plainly(project, args):
+    result = project.run(*args)
+    assert result.code == 0 and result.err == ""
+    assert result.out.startswith(f"Usage: sxctl {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND")
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("sesion", "session"), ("callback", "callbacks"), ("stauts", "status")])
+def test_top_level_typos_get_a_suggestion(project, typo, meant):
+    result = project.run(typo)
+    assert result.code == 2
+    assert result.err == f"sxctl: No such command '{typo}'. Did you mean '{meant}'? (see 'sxctl --help')\n"
+
+
+def test_config_get_of_an_unset_key_is_not_found(project):
+    result = project.run("config", "get", "NO_SUCH_KEY")
+    assert result.code == 3 and result.out == ""
+    assert result.err == "sxctl: NO_SUCH_KEY is not set in any tier\n"
+    assert project.run("config", "get", "NO_SUCH_KEY", "--json").json()["error"]["code"] == "key_not_set"
+
+
+def test_a_missing_text_file_is_exit_3_like_a_missing_image(project):
+    project.session(live=False)
+    text = project.run("inbox", "send", "--text-file", "missing.md", "--json")
+    image = project.run("inbox", "send", "x", "--image", "missing.png", "--json")
+    assert text.code == image.code == 3
+
+
+def test_a_delivery_job_without_a_deliver_command_is_warned_about_at_add(project):
+    result = project.run("cron", "add", "stretch", "--in", "1h", "--payload", "delivery", "--text", "stretch")
+    assert result.code == 0 and "SXCTL_DELIVER_CMD is not set" in result.err
+    quiet = project.run("cron", "add", "stretch2", "--in", "1h", "--payload", "delivery", "--text", "s",
+                        env=project.env(SXCTL_DELIVER_CMD="cat"))
+    assert quiet.code == 0 and "SXCTL_DELIVER_CMD" not in quiet.err
+
+
+@pytest.fixture
+def store(project):
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir()
+    for name in ("cron-jobs.json", "cron-executions.jsonl"):
+        (scheduler / name).write_bytes((EXAMPLES / name).read_bytes())
+    assert project.run("cron", "add", "standup", "--cron", "0 9 * * 1-5", "--tz", "America/New_York",
+                       "--payload", "heartbeat-event", "--text", "plan").code == 0
+    assert project.run("cron", "add", "ping", "--every", "30m", "--payload", "heartbeat-event", "--text", "p").code == 0
+    return scheduler / "cron-jobs.json"
+
+
+def _job(store, name):
+    return next(j for j in json.loads(store.read_text())["jobs"] if j["name"] == name)
+
+
+def test_update_without_a_change_is_refused_and_writes_nothing(project, store):
+    before = store.read_bytes()
+    result = project.run("cron", "update", "standup", "--json")
+    assert result.code == 2 and result.json()["error"]["message"].startswith("nothing to change")
+    assert store.read_bytes() == before
+
+
+def test_update_tz_alone_moves_a_cron_job_to_that_zone(project, store):
+    before = _job(store, "standup")
+    result = project.run("cron", "update", "standup", "--tz", "Europe/Berlin", "--json")
+    assert result.code == 0 and result.json()["updated"] is True
+    after = _job(store, "standup")
+    assert after["schedule"] == {"kind": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Berlin"}
+    assert after["lifecycle"]["nextRunAtMs"] != before["lifecycle"]["nextRunAtMs"]
+
+
+def test_update_anchor_alone_re_anchors_an_every_job(project, store):
+    result = project.run("cron", "update", "ping", "--anchor", "2026-09-21T00:00:05Z")
+    assert result.code == 0
+    schedule = _job(store, "ping")["schedule"]
+    assert schedule["everyMs"] == 1_800_000 and schedule["anchorMs"] == 1789948805000
+
+
+@pytest.mark.parametrize("args", [["ping", "--tz", "Europe/Berlin"], ["standup", "--anchor", "2026-09-21T00:00:00Z"],
+                                  ["standup", "--fold", "earlier"]])
+def test_update_schedule_options_that_change_nothing_are_refused(project, store, args):
+    before = store.read_bytes()
+    result = project.run("cron", "update", *args, "--json")
+    assert result.code == 2, result.out
+    assert store.read_bytes() == before
+
+
+def test_update_cron_keeps_the_jobs_zone_and_says_so(project, store):
+    result = project.run("cron", "update", "standup", "--cron", "30 8 * * 1-5", "--json")
+    assert result.code == 0
+    assert _job(store, "standup")["schedule"] == {"kind": "cron", "expr": "30 8 * * 1-5", "tz": "America/New_York"}
+    assert result.json()["notes"] == ["kept the job's zone America/New_York (give --tz to change it)"]
+    assert "kept the job's zone America/New_York" in result.err
+
+
+def test_a_keyed_send_that_waits_for_a_retracted_message_is_exit_4(project):
+    project.session(live=False)
+    stem = project.run("inbox", "send", "deploy", "--key", "k", "--no-wait", "--json").json()["stem"]
+    assert project.run("inbox", "retract", stem).code == 0
+    again = project.run("inbox", "send", "deploy", "--key", "k", "--wait", "5", "--json")
+    assert again.code == 4 and again.json()["error"]["code"] == "retracted"
+    assert again.json()["stem"] == stem and again.json()["state"] == "retracted"
+
+
+@pytest.mark.parametrize("verb", ["send", "wait"])
+def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb):
+    import signal
+    import subprocess
+    import sys
+
+    folder = project.session(live=False)
+    if verb == "wait":
+        stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+        argv = ["inbox", "wait", stem, "--timeout", "60", "--json", "-v"]
+    else:
+        argv = ["inbox", "send", "x", "--wait", "60", "--json", "-v"]
+    # a terminal user's Ctrl-C (a runner started in the background hands SIGINT down ignored)
+    proc = subprocess.Popen([sys.executable, "-m", "sxctl", *argv], cwd=project.root, env=project.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in proc.stderr:  # -v says when the wait begins
+        if b"waiting for " in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    [line] = out.decode().splitlines()
+    doc = json.loads(line)
+    [written] = (folder / "inbox").glob("*.json")
+    assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
+    assert doc["stem"] == written.stem and doc["state"] == "pending"
