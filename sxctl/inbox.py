@@ -754,7 +754,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
             next_liveness_check = now + 1.0
             current = session_info(session.dir, clock)
             if current.state != "live":
-                target = _rotation_target(session, clock) if follow else None
+                target = rotation_target(session, clock) if follow else None
                 if target is not None:
                     moved = rehome(inbox, stem, target)
                     if moved is not None:
@@ -773,7 +773,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
     return state
 
 
-def _rotation_target(session: Session, clock: Clock) -> Session | None:
+def rotation_target(session: Session, clock: Clock) -> Session | None:
     """Exactly one other live session whose date-prefixed id is not older, or None.
 
     Rotation usually happens within a day and the id words are random, so the same date

@@ -12,7 +12,7 @@ from typing import Any
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError
-from .inbox import inbox_dirs, list_messages
+from .inbox import inbox_dirs, list_messages, rotation_target
 from .project import Session, session_info
 
 OVERDUE_GRACE_MS = 120_000
@@ -284,21 +284,47 @@ class ChangeWaiter:
 def watch_events(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, interval_s: float = 0.25):
     """Yield the events of each look at the files, forever (an empty list when nothing changed,
     so that the caller can keep its own deadline)."""
-    inboxes = inbox_dirs(session)
-    folders = [session.dir, *(d.path for d in inboxes), *(d.done for d in inboxes), ws.scheduler]
-    waiter = ChangeWaiter(folders)
+    waiter = _waiter_for(session, ws)
     current = snapshot(session, ws, clock)
     yield [{"event": "watching", "ts_ms": clock.now_ms(), "session": session.id, "workspace": str(ws.root),
             "mode": waiter.mode, "pending": sorted(current.pending), "rev": current.rev, "state": current.state}]
+    next_rotation_check = time.monotonic() + ROTATION_CHECK_S
     try:
         while True:
             waiter.wait(interval_s)
+            if time.monotonic() >= next_rotation_check:
+                next_rotation_check = time.monotonic() + ROTATION_CHECK_S
+                target = _followed_session(session, clock)
+                if target is not None:  # the agent restarted or rotated: watch where it is now
+                    waiter.close()
+                    waiter = _waiter_for(target, ws)
+                    current = snapshot(target, ws, clock)
+                    yield [{"event": "session", "ts_ms": clock.now_ms(), "from": session.id, "to": target.id,
+                            "pending": sorted(current.pending), "rev": current.rev, "state": current.state}]
+                    session = target
+                    continue
             later = snapshot(session, ws, clock, current)
             events = diff(current, later, clock.now_ms())
             current = later
             yield events
     finally:
         waiter.close()
+
+
+ROTATION_CHECK_S = 1.0
+
+
+def _waiter_for(session: Session, ws) -> ChangeWaiter:
+    inboxes = inbox_dirs(session)
+    return ChangeWaiter([session.dir, *(d.path for d in inboxes), *(d.done for d in inboxes), ws.scheduler])
+
+
+def _followed_session(session: Session, clock: Clock) -> Session | None:
+    """The session to follow once the watched one is no longer live: the one live session that
+    is not older (the same rule as `inbox wait --follow`), or None to keep watching."""
+    if session_info(session.dir, clock).state == "live":
+        return None
+    return rotation_target(session, clock)
 
 
 def dumps(event: dict[str, Any]) -> str:

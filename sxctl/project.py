@@ -133,7 +133,8 @@ def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
         return Liveness("unknown", None, None)
     updated = stats["updated_ms"]
     age = now_ms - updated
-    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS else "stale", updated, age)
+    stopped = isinstance(stats.get("sxctl"), dict) and stats["sxctl"].get("stopped") is True
+    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS and not stopped else "stale", updated, age)
 
 
 # --- sessions ----------------------------------------------------------------------------------

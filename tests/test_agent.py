@@ -217,3 +217,51 @@ def test_shutdown_drops_buffered_notes_and_reports_them(project, agents):
     assert agent.named("dropped")[0]["text"] == "never sent"
     stats = read_json(agent.dir / "stats.json")  # written before `stopped`
     assert stats["sxctl"]["busy"] is False
+
+
+def test_max_turns_stops_after_exactly_n_turns_while_messages_keep_arriving(project, agents):
+    from sxctl.inbox import SendRequest, send
+    from sxctl.project import select_session
+
+    agent = run_agent(project, agents, "--turn-seconds", "0.4", "--max-turns", "2")
+    session = select_session(project.root, SID)
+    stop = threading.Event()
+    sent: list[str] = []
+
+    def keep_sending():
+        n = 0
+        while not stop.is_set():
+            text = f"message {n}"
+            send(session, SendRequest(text, no_wait=True))
+            sent.append(text)
+            n += 1
+            stop.wait(0.1)
+
+    sender = threading.Thread(target=keep_sending)
+    sender.start()
+    try:
+        code = agent.proc.wait(timeout=60)
+    finally:
+        stop.set()
+        sender.join()
+    agent.reader.join(timeout=10)
+    assert code == 0
+    starts = agent.named("turn_start")
+    assert len(starts) == 2 and agent.named("stopped")[0]["turns"] == 2
+    delivered = "\n".join([s["text"] for s in starts] + [e["text"] for e in agent.named("interrupt_delivered")])
+    done = sorted((agent.dir / "inbox" / "done").glob("*.json"))
+    taken = [json.loads(path.read_text())["text"] for path in done]
+    assert taken and all(text in delivered for text in taken), (taken, delivered)
+    pending = list((agent.dir / "inbox").glob("*.json"))
+    assert len(taken) + len(pending) == len(sent)  # the rest stayed pending
+
+
+def test_a_cleanly_stopped_agent_can_be_restarted_at_once(project, agents):
+    first = run_agent(project, agents, "--turn-seconds", "0.1")
+    assert first.stop() == 0
+    stats = json.loads((first.dir / "stats.json").read_text())
+    assert stats["sxctl"]["stopped"] is True
+    assert project.run("--session", SID, "session", "show", "--json").json()["state"] == "stale"
+    second = run_agent(project, agents, "--turn-seconds", "0.1")  # no agent_owns_session, no 10 s wait
+    assert second.named("started")
+    assert second.stop() == 0

@@ -164,3 +164,41 @@ def test_live_view_in_a_terminal_exits_cleanly(project, quit_with):
     entered, left = output.find(b"\x1b[?1049h"), output.rfind(b"\x1b[?1049l")
     assert 0 <= entered < left  # the full-screen view used the alternate screen and left it
     assert b"\x1b[?25h" in output[left - 20:]  # and the cursor is shown again
+
+
+@pytest.mark.slow
+def test_watch_json_follows_an_agent_restart_into_its_new_session(project):
+    from .test_agent import Agent
+
+    first = Agent(project, "--turn-seconds", "0.1")
+    watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "watch", "--json", "--duration", "30"],
+                               cwd=project.root, env=project.env(), stdout=subprocess.PIPE, text=True)
+    events: list[dict] = []
+    reader = threading.Thread(target=lambda: events.extend(json.loads(line) for line in watcher.stdout), daemon=True)
+    reader.start()
+    second = None
+    try:
+        deadline = time.monotonic() + 20
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert events[0]["event"] == "watching" and events[0]["session"] == SID
+        assert first.stop() == 0
+        second = Agent(project, "--turn-seconds", "0.1", session="2026_09_22_brave_curie")
+        deadline = time.monotonic() + 20
+        while not any(e["event"] == "session" and "to" in e for e in events) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stem = project.run("--session", "2026_09_22_brave_curie", "inbox", "send", "after the restart", "--wait", "10",
+                           "--json").json()["stem"]
+        deadline = time.monotonic() + 20
+        while not any(e["event"] == "inbox_consumed" and e.get("stem") == stem for e in events) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
+        if second is not None:
+            second.stop()
+    rotated = next(i for i, e in enumerate(events) if e["event"] == "session" and "to" in e)
+    assert events[rotated]["from"] == SID and events[rotated]["to"] == "2026_09_22_brave_curie"
+    consumed = next(i for i, e in enumerate(events) if e["event"] == "inbox_consumed" and e.get("stem") == stem)
+    assert rotated < consumed

@@ -519,7 +519,7 @@ class ReferenceAgent:
 
     # --- stats (§6) -------------------------------------------------------------------------------
 
-    def write_stats(self) -> None:
+    def write_stats(self, *, stopped: bool = False) -> None:
         now = self.clock.now_ms()
         slots = cb.doc_slots(self.table_doc)
         active = [s for s in slots.values() if cb.is_active(s)]
@@ -536,7 +536,7 @@ class ReferenceAgent:
                      "command": (self.options.exec_cmd or "") if self.proc is not None else ""},
             "bgtasks": {"running": 0, "total": 0},
             "sxctl": {"agent": "reference", "pid": os.getpid(), "busy": busy, "turns": self.turns,
-                      "queued": queued, "interrupts": interrupts},
+                      "queued": queued, "interrupts": interrupts, **({"stopped": True} if stopped else {})},
         }
         atomic_write(self.dir / "stats.json", (json.dumps(stats) + "\n").encode(),
                      temp=self.dir / f"stats.json.sxctl-{os.urandom(16).hex()}.tmp")
@@ -558,9 +558,10 @@ class ReferenceAgent:
             self.adopt_timers()
             started = False
             before = self.current
-            self.take_one_message()
+            if self._may_take_a_message():
+                self.take_one_message()
             started = self.current is not None and self.current is not before
-            if self.current is None and not started:
+            if self.current is None and not started and self._turns_left() != 0:
                 started = self.fire_timer()
             elif self.current is not None and not started:
                 self.note_deferrals()
@@ -570,6 +571,17 @@ class ReferenceAgent:
                 break
             time.sleep(poll)
         return self.shutdown()
+
+    def _turns_left(self) -> int | None:
+        """How many more turns `--max-turns` allows to start (None: no limit)."""
+        return None if self.options.max_turns is None else self.options.max_turns - self.turn_counter
+
+    def _may_take_a_message(self) -> bool:
+        """Take a message only if it is sure to be delivered within `--max-turns`: idle, into a new
+        turn; busy, only while two more turns remain (a late interrupt and the queued notes can
+        each start one). Everything else stays pending in the inbox."""
+        left = self._turns_left()
+        return left is None or left >= (1 if self.current is None else 2)
 
     def _should_exit(self) -> bool:
         if self.options.max_turns is not None and self.turns >= self.options.max_turns and self.current is None:
@@ -603,7 +615,7 @@ class ReferenceAgent:
             self.emit("dropped", text=text)
         if self.interrupted:
             self.rebase_after_turn(self.clock.now_ms())
-        self.write_stats()
+        self.write_stats(stopped=True)  # not live any more: a restart need not wait 10 s
         self.emit("stopped", turns=self.turns, dropped=len(dropped))
         self.lock.release()
         return 0
