@@ -57,8 +57,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
     for job in store["jobs"]:
         by_state[job_state(job)] = by_state.get(job_state(job), 0) + 1
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
-    brief = [{"name": names.get(r["jobId"]), "executionId": r["executionId"], "status": r["status"],
-              "startedAtMs": r["startedAtMs"], "trigger": r["trigger"]} for r in runs]
+    brief = [{"name": names.get(r["jobId"]), "jobId": r["jobId"], "executionId": r["executionId"],
+              "status": r["status"], "startedAtMs": r["startedAtMs"], "trigger": r["trigger"]} for r in runs]
     due = [job["lifecycle"]["nextRunAtMs"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
@@ -70,15 +70,16 @@ def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
     }
 
 
-def status(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, max_log_bytes: int = 2_000_000) -> dict[str, Any]:
-    """Liveness, timers, inbox, cron and the problems found, for one session and workspace."""
+def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
+           max_log_bytes: int = 2_000_000) -> dict[str, Any]:
+    """Liveness, timers, inbox, cron and the problems found, for one session (None: the project
+    has no session folder yet, and the cron part still counts) and workspace."""
     now = clock.now_ms()
+    if session is None:
+        return _status_without_session(ws, now, max_log_bytes)
     timers, _ = _timers(session, now)
     inbox = _inbox(session, now)
-    try:
-        cron = _cron(ws, now, max_log_bytes)
-    except InvalidDataError as error:
-        cron = {"store_exists": None, "invalid": error.message}
+    cron = _cron_status(ws, now, max_log_bytes)
     problems = []
     if session.state != "live" and inbox["pending"]:
         problems.append({"code": "stale_session_with_pending",
@@ -88,15 +89,7 @@ def status(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, max_log_bytes: 
         problems.append({"code": "timer_table_unreadable",
                          "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
                                     "good table and stops firing"})
-    if "invalid" in cron:
-        problems.append({"code": "cron_store_invalid", "message": cron["invalid"]})
-    for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
-        problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
-                                                            "is `sxctl cron tick` in your crontab?"})
-    for run in cron.get("unknown_runs", []):
-        problems.append({"code": "cron_unknown_run",
-                         "message": f"run {run['executionId']} of {run['name']} ended unknown; check it with "
-                                    f"`sxctl cron runs {run['name']} --evidence`"})
+    problems += _cron_problems(cron)
     return {
         "ok": True, **session.to_json(), "now_ms": now,
         "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,
@@ -325,6 +318,40 @@ def _followed_session(session: Session, clock: Clock) -> Session | None:
     if session_info(session.dir, clock).state == "live":
         return None
     return rotation_target(session, clock)
+
+
+def _cron_status(ws, now: int, max_log_bytes: int) -> dict[str, Any]:
+    try:
+        return _cron(ws, now, max_log_bytes)
+    except InvalidDataError as error:
+        return {"store_exists": None, "invalid": error.message}
+
+
+def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
+    problems = []
+    if "invalid" in cron:
+        problems.append({"code": "cron_store_invalid", "message": cron["invalid"]})
+    for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
+        problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
+                                                            "is `sxctl cron tick` in your crontab?"})
+    for run in cron.get("unknown_runs", []):
+        if run["name"] is not None:
+            what, check = f"of {run['name']}", f"sxctl cron runs {run['name']} --evidence"
+        else:  # its job was removed since
+            what, check = f"of removed job {run['jobId']}", "sxctl cron runs --all-jobs --evidence"
+        problems.append({"code": "cron_unknown_run",
+                         "message": f"run {run['executionId']} {what} ended unknown; check it with `{check}`"})
+    return problems
+
+
+def _status_without_session(ws, now: int, max_log_bytes: int) -> dict[str, Any]:
+    cron = _cron_status(ws, now, max_log_bytes)
+    problems = [{"code": "no_session", "message": "no session folder yet: is the agent running in this project?"}]
+    return {
+        "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,
+        "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
+        "timers": None, "inbox": None, "cron": cron, "problems": problems + _cron_problems(cron),
+    }
 
 
 def dumps(event: dict[str, Any]) -> str:

@@ -137,3 +137,32 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb):
     [written] = (folder / "inbox").glob("*.json")
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
     assert doc["stem"] == written.stem and doc["state"] == "pending"
+
+
+def test_status_without_any_session_still_shows_the_scheduler(project, store):
+    result = project.run("status", "--json")
+    assert result.code == 0, result.out
+    doc = result.json()
+    assert doc["session"] is None and doc["cron"]["store_exists"] is True
+    assert doc["problems"][0]["code"] == "no_session"
+    human = project.run("status")
+    assert human.code == 0 and "session  none" in human.out and "cron     " in human.out
+
+
+def test_an_unknown_run_of_a_removed_job_is_named_by_id_with_a_command_that_works(project, store):
+    project.session()
+    ledger = project.root / ".scheduler" / "cron-executions.jsonl"
+    runs = project.run("cron", "runs", "--all-jobs", "--json").json()["runs"]
+    unknown = [r for r in runs if r["status"] == "unknown"]
+    assert unknown, "the example ledger holds an unknown run"
+    job_id = unknown[0]["jobId"]
+    doc = json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())
+    doc["jobs"] = [j for j in doc["jobs"] if j["id"] != job_id]
+    doc["activeClaims"] = [c for c in doc["activeClaims"] if c["jobId"] != job_id]
+    (project.root / ".scheduler" / "cron-jobs.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    assert ledger.exists()
+    problems = [p["message"] for p in project.run("status", "--json").json()["problems"]
+                if p["code"] == "cron_unknown_run"]
+    assert problems and "None" not in problems[0]
+    assert f"of removed job {job_id}" in problems[0] and "`sxctl cron runs --all-jobs --evidence`" in problems[0]
+    assert project.run("cron", "runs", "--all-jobs", "--evidence").code == 0

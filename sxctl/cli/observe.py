@@ -11,12 +11,19 @@ import click
 from .output import DURATION, emit, global_options, reporter, say, settings, table
 
 
-def _context():
-    """The session and workspace the three views look at (neither is ever created)."""
+def _context(session_optional: bool = False):
+    """The session and workspace the three views look at (neither is ever created); with
+    `session_optional`, a project without a session folder yet gives None."""
     from ..cron.store import find_workspace
+    from ..errors import NotFoundError
     from .output import current_project, current_session
 
-    session = current_session(reporter())
+    try:
+        session = current_session(reporter())
+    except NotFoundError as error:
+        if not session_optional or error.code != "session_not_found" or settings().session:
+            raise
+        session = None
     ws = find_workspace(settings().workspace, os.environ, current_project)
     return session, ws
 
@@ -39,10 +46,14 @@ def status() -> None:
     from ..observe import status as build_status
     from ..timeparse import format_duration_ms
 
-    session, ws = _context()
+    session, ws = _context(session_optional=True)
     doc = build_status(session, ws, clock=settings().clock)
 
     def human() -> None:
+        if session is None:
+            say("session  none (no session folder yet)")
+            _cron_lines(doc)
+            return
         live = doc["liveness"]
         age = f"stats {format_duration_ms(live['stats_age_ms'])} old" if live["stats_age_ms"] is not None \
             else "no stats.json"
@@ -59,21 +70,26 @@ def status() -> None:
         oldest = f", oldest {format_duration_ms(inbox['oldest_pending_age_ms'])}" \
             if inbox["oldest_pending_age_ms"] is not None else ""
         say(f"inbox    {inbox['pending']} pending{oldest}, {inbox['consumed_last_hour']} consumed in the last hour")
-        cron = doc["cron"]
-        if cron.get("store_exists"):
-            states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
-            say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
-            for run in cron["last_runs"]:
-                say(f"         {run['name'] or run['executionId'][:8]}: {run['status']} ({run['trigger']}, "
-                    f"{_when(run['startedAtMs'])})")
-        elif "invalid" in cron:
-            say("cron     store invalid")
-        else:
-            say("cron     no store")
-        for problem in doc["problems"]:
-            say(f"problem  {problem['message']}")
+        _cron_lines(doc)
 
     emit(doc, human)
+
+
+def _cron_lines(doc: dict) -> None:
+    """The cron part of `status` and its problems."""
+    cron = doc["cron"]
+    if cron.get("store_exists"):
+        states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
+        say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
+        for run in cron["last_runs"]:
+            say(f"         {run['name'] or run['executionId'][:8]}: {run['status']} ({run['trigger']}, "
+                f"{_when(run['startedAtMs'])})")
+    elif "invalid" in cron:
+        say("cron     store invalid")
+    else:
+        say("cron     no store")
+    for problem in doc["problems"]:
+        say(f"problem  {problem['message']}")
 
 
 @click.command("next")
