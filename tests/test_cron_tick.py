@@ -175,7 +175,7 @@ def test_overdue_every_job_runs_once_as_catchup_and_reports_skipped(project):
     assert run["skipped_occurrences"] == 9  # 06:53 … 07:01, all at or before the claim
     assert (run["skipped_first_ms"], run["skipped_last_ms"]) == (1789973580000, 1789974060000)
     assert report["skipped_missed_total"] == 9
-    assert "minutely: ran 1 catch-up occurrence, skipped 9 (06:53–07:01 UTC)" in result.stderr
+    assert "minutely: ran 1 catchup occurrence, skipped 9 (06:53–07:01 UTC)" in result.stderr
     assert store(project)["jobs"][0]["lifecycle"]["nextRunAtMs"] == 1789974120000  # 07:02, after now
     assert len(messages(folder)) == 1
 

@@ -166,3 +166,28 @@ def test_an_unknown_run_of_a_removed_job_is_named_by_id_with_a_command_that_work
     assert problems and "None" not in problems[0]
     assert f"of removed job {job_id}" in problems[0] and "`sxctl cron runs --all-jobs --evidence`" in problems[0]
     assert project.run("cron", "runs", "--all-jobs", "--evidence").code == 0
+
+
+def test_tick_says_the_trigger_word_the_ledger_records(project, store):
+    from sxctl.clock import FakeClock
+
+    from .conftest import now_ms
+
+    project.session()
+    start = now_ms()
+    # a minutely job one minute and a half late: recorded `scheduled` (within 90 s), one skipped
+    assert project.run("cron", "add", "minutely", "--every", "1m", "--payload", "heartbeat-event", "--text", "b",
+                       clock=FakeClock(start)).code == 0
+    result = project.run("cron", "tick", "--json", clock=FakeClock(start + 60_000 + 85_000))
+    [run] = [r for r in result.json()["runs"] if r["name"] == "minutely"]
+    assert run["trigger"] == "scheduled" and run["skipped_occurrences"] == 1
+    assert "minutely: ran 1 scheduled occurrence, skipped 1" in result.err
+
+
+def test_runs_table_shows_the_job_and_the_evidence(project, store):
+    project.session()
+    table = project.run("cron", "runs", "--all-jobs", "--evidence")
+    assert table.code == 0
+    header = table.out.splitlines()[0].split()
+    assert header[0] == "JOB" and header[-1] == "EVIDENCE"
+    assert "no message was written" in table.out  # the example's unknown run

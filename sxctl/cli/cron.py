@@ -510,16 +510,25 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
     if evidence:
         _add_evidence(found)
 
+    names = {j["id"]: j["name"] for j in (_read(ws) or {"jobs": []})["jobs"]} if all_jobs else {}
+
     def human() -> None:
         if not found:
             say("no runs")
             return
-        table(["STARTED", "STATUS", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS", "EXECUTION ID"], [
-            [_when(r["startedAtMs"]), r["status"], r["deliveryStatus"], r["trigger"], r["workKind"],
-             r.get("errorKind"), ", ".join(f"{c['name']}={c['value']}" for c in r.get("counters", [])) or None,
-             r["executionId"] + _dispatch_note(r)]
-            for r in found
-        ])
+        headers = ["STARTED", "STATUS", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS", "EXECUTION ID"]
+        rows = [[_when(r["startedAtMs"]), r["status"], r["deliveryStatus"], r["trigger"], r["workKind"],
+                 r.get("errorKind"), ", ".join(f"{c['name']}={c['value']}" for c in r.get("counters", [])) or None,
+                 r["executionId"] + _dispatch_note(r)] for r in found]
+        if all_jobs:  # which job each run belongs to (by id once the job is gone)
+            headers.insert(0, "JOB")
+            for row, r in zip(rows, found, strict=True):
+                row.insert(0, names.get(r["jobId"]) or r["jobId"])
+        if evidence:
+            headers.append("EVIDENCE")
+            for row, r in zip(rows, found, strict=True):
+                row.append(_evidence_text(r.get("evidence")))
+        table(headers, rows)
 
     emit({"ok": True, "jobName": name, "jobId": job["id"] if job else None, "limit": limit, "exact": exact,
           "runs": found}, human)
@@ -530,6 +539,15 @@ def _dispatch_note(run: dict) -> str:
     if outcome.get("kind") == "inbox_dispatch":
         return f" → {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
     return ""
+
+
+def _evidence_text(evidence: dict | None) -> str | None:
+    """One cell: where an unknown run's message is now, found through its key record."""
+    if evidence is None:
+        return None
+    if not evidence.get("key_record"):
+        return "no message was written"
+    return f"message {evidence['stem']} {evidence['state']} in {evidence['session']}"
 
 
 def _add_evidence(found: list[dict]) -> None:

@@ -349,7 +349,8 @@ class SchedulerPass:
         shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
         entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
         span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
-        self.report.warn(f"{job['name']}: ran 1 catch-up occurrence, skipped {shown} ({span})")
+        # the run's own trigger word, as the ledger records it (one vocabulary)
+        self.report.warn(f"{job['name']}: ran 1 {entry['trigger']} occurrence, skipped {shown} ({span})")
 
     def _dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         try:
