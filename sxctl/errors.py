@@ -54,6 +54,24 @@ EXIT_BY_CODE: dict[str, int] = {
 }
 
 
+#: what each exit status means: the README's table, the man pages' EXIT STATUS (generated) and
+#: `EXIT_BY_CODE` above say the same, and a test holds them together
+EXIT_MEANINGS: dict[int, str] = {
+    0: "ok (also: written but not yet consumed, without `--wait`)",
+    1: "internal error (`-v` shows the traceback)",
+    2: "usage or invalid value (bad stem, oversize text, wrong image type, bad DURATION, a value beyond "
+       "comis's limits, an argument that is not UTF-8)",
+    3: "not found (project, session, stem, inactive timer slot, cron job, input file, unset configuration key)",
+    4: "conflict (stem taken, key reused with other content, retracted while waiting, busy, slots full, rev moved, "
+       "lost update, cron lock busy or lost, daemon owns the workspace, name taken, capacity)",
+    5: "invalid data on disk (never rewritten), or a symbolic link where sxctl would delete, move or create",
+    6: "timed out waiting (`--wait`, `inbox wait`)",
+    7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",
+    8: "the operating system refused (permission denied, read-only or full file system, closed standard output)",
+    130: "interrupted (Ctrl-C); a command that was waiting says where its message is",
+}
+
+
 class SxctlError(Exception):
     """A failure a user can act on. `code` picks the exit status from the spec's table."""
 

@@ -117,3 +117,32 @@ def test_the_wheel_installs_man_pages_and_completions(tmp_path):
         assert f"{data}man/man1/{page.name}" in names
     assert {f"{data}bash-completion/completions/sxctl", f"{data}zsh/site-functions/_sxctl",
             f"{data}fish/vendor_completions.d/sxctl.fish"} <= names
+
+
+def test_one_exit_code_table_everywhere():
+    from sxctl.errors import EXIT_BY_CODE, EXIT_MEANINGS
+
+    assert set(EXIT_BY_CODE.values()) <= set(EXIT_MEANINGS)
+    readme = (REPO / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", readme, re.M)
+    assert {int(code): text for code, text in rows} == EXIT_MEANINGS
+    page = (REPO / "man" / "sxctl.1").read_text()
+    assert all(f"\\fB{code}\\fR" in page.split(".SH EXIT STATUS")[1] for code in EXIT_MEANINGS)
+
+
+def test_every_environment_variable_in_the_code_is_in_the_man_pages():
+    from sxctl.cli.environment import ENVIRONMENT
+
+    used = set()
+    for path in (REPO / "sxctl").rglob("*.py"):
+        used |= set(re.findall(r"\b(SXCTL_[A-Z_]+|SX_SESSION_DIR|SCORPIOX_INBOX|COMIS_HOME|NO_COLOR)\b",
+                               path.read_text()))
+    assert used <= set(ENVIRONMENT), used - set(ENVIRONMENT)
+    page = (REPO / "man" / "sxctl-cron.1").read_text().split(".SH ENVIRONMENT")[1]
+    assert all(name in page for name in ENVIRONMENT)
+
+
+def test_man_page_names_are_whole_sentences():
+    for page in (REPO / "man").glob("*.1"):
+        name_line = page.read_text().split(".SH NAME\n")[1].splitlines()[0]
+        assert not name_line.endswith("..."), (page.name, name_line)

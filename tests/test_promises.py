@@ -191,3 +191,18 @@ def test_runs_table_shows_the_job_and_the_evidence(project, store):
     header = table.out.splitlines()[0].split()
     assert header[0] == "JOB" and header[-1] == "EVIDENCE"
     assert "no message was written" in table.out  # the example's unknown run
+
+
+@pytest.mark.parametrize(("args", "first", "hint"), [
+    (["--cron", "61 9 * * *"], "Invalid cron expression", "field 1 (minute) is '61'; it takes 0-59"),
+    (["--cron", "0 9 * 13 *"], "Invalid cron expression", "field 4 (month) is '13'; it takes 1-12"),
+    (["--every", "0"], "Invalid cron schedule input", "--every takes a DURATION above 0"),
+    (["--in", "1.5"], "Invalid cron schedule input", "--in takes a positive whole number of seconds"),
+])
+def test_comis_errors_keep_their_first_line_and_add_a_hint(project, args, first, hint):
+    result = project.run("cron", "add", "x", *args, "--payload", "heartbeat-event", "--text", "t")
+    assert result.code == 2
+    lines = result.err.splitlines()
+    assert lines[0] == f"sxctl: {first}" and lines[1].startswith(f"sxctl: hint: {hint}")
+    doc = project.run("cron", "add", "x", *args, "--payload", "heartbeat-event", "--text", "t", "--json").json()
+    assert doc["error"]["message"] == first and doc["error"]["hint"].startswith(hint)

@@ -22,6 +22,8 @@ sys.path.insert(0, str(REPO))
 
 from sxctl import __version__  # noqa: E402
 from sxctl.cli import cli  # noqa: E402
+from sxctl.cli.environment import ENVIRONMENT  # noqa: E402
+from sxctl.errors import EXIT_MEANINGS  # noqa: E402
 
 WIDTH = 100
 SHELLS = {"bash": "sxctl.bash", "zsh": "_sxctl", "fish": "sxctl.fish"}
@@ -77,8 +79,9 @@ def _options_roff(command: click.Command, ctx: click.Context) -> list[str]:
 
 def man_page(path: list[str], command: click.Command, ctx: click.Context) -> str:
     name = "-".join(path)
+    summary = " ".join(inspect.cleandoc(command.help or "").split("\n\n")[0].split())  # never cut
     lines = [f'.TH {name.upper()} 1 "" "sxctl {__version__}" "sxctl manual"', ".SH NAME",
-             f"{_roff(name)} \\- {_roff(command.get_short_help_str(80))}", ".SH SYNOPSIS",
+             f"{_roff(name)} \\- {_roff(summary)}", ".SH SYNOPSIS",
              f".B {_roff(' '.join(path))}", _roff(" ".join(command.collect_usage_pieces(ctx))), ".SH DESCRIPTION",
              *_help_roff(command.help), ".SH OPTIONS", *_options_roff(command, ctx)]
     if isinstance(command, click.Group):
@@ -94,10 +97,13 @@ def man_page(path: list[str], command: click.Command, ctx: click.Context) -> str
                 continue
             lines += [".SS " + _roff(" ".join(sub_path) + " " + " ".join(sub.collect_usage_pieces(sub_ctx))),
                       *_help_roff(sub.help), *_options_roff(sub, sub_ctx)]
-    lines += [".SH EXIT STATUS",
-              "0 ok; 1 internal error; 2 usage or invalid value; 3 not found; 4 conflict; "
-              "5 invalid data on disk; 6 timed out waiting; 7 too late; 8 the operating system refused.",
-              ".SH SEE ALSO", "\\fBsxctl\\fR(1), the CLI reference docs/cli.md"]
+    lines.append(".SH ENVIRONMENT")
+    for variable, meaning in ENVIRONMENT.items():
+        lines += [".TP", f"\\fB{_roff(variable)}\\fR", _roff(meaning)]
+    lines.append(".SH EXIT STATUS")
+    for code, meaning in EXIT_MEANINGS.items():
+        lines += [".TP", f"\\fB{code}\\fR", _roff(meaning.replace("`", ""))]
+    lines += [".SH SEE ALSO", "\\fBsxctl\\fR(1), the CLI reference docs/cli.md"]
     return "\n".join(lines) + "\n"
 
 

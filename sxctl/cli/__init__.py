@@ -154,6 +154,9 @@ def _fail(error: SxctlError, args: list[str]) -> int:
         click.echo(error.message, err=True)
     else:
         click.echo(f"sxctl: {error.message}", err=True)
+    hint = error.extra.get("hint")
+    if hint and not _wants(args, "--json"):
+        click.echo(f"sxctl: hint: {hint}", err=True)
     return error.exit_code
 
 

@@ -37,8 +37,26 @@ _SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are se
 _MAX_CANDIDATES = 50_000
 
 
-def _invalid_expression(code: str = "invalid_value") -> SxctlError:
-    return UsageError("Invalid cron expression", code=code)
+def _invalid_expression(code: str = "invalid_value", hint: str | None = None) -> SxctlError:
+    return UsageError("Invalid cron expression", code=code, hint=hint or
+                      "give 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first")
+
+
+_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("month", "1-12 or jan-dec"),
+           ("day of week", "0-7 or sun-sat"))
+
+
+def _field_hint(fields: tuple[str, ...]) -> str | None:
+    """Which field of an expression croniter refuses, and the range it takes."""
+    from croniter import croniter
+
+    names = (("second", "0-59"), *_FIELDS) if len(fields) == 6 else _FIELDS
+    for index, (name, allowed) in enumerate(names):
+        probe = ["*"] * len(fields)
+        probe[index] = fields[index]
+        if not croniter.is_valid(" ".join(probe), second_at_beginning=len(fields) == 6):
+            return f"field {index + 1} ({name}) is {fields[index]!r}; it takes {allowed}, lists, ranges and steps"
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,11 +77,11 @@ class CronPattern:
         if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
             raise _invalid_expression()
         if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
-            raise _invalid_expression()
+            raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
         from croniter import croniter
 
         if not croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6):
-            raise _invalid_expression()
+            raise _invalid_expression(hint=_field_hint(fields))
         return cls(expr, fields, len(fields) == 6)
 
     @property
@@ -245,7 +263,7 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     """The persisted schedule for the flags, with comis's error messages (all exit 2)."""
     chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
     if len(chosen) != 1:
-        raise UsageError("Invalid cron schedule input")
+        raise UsageError("Invalid cron schedule input", hint="give exactly one of --cron, --every, --at, --in")
     if spec.fold is not None and spec.at is None:
         raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
     if spec.cron is not None:
@@ -266,7 +284,8 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     if spec.every is not None:
         every_ms = parse_duration_ms(spec.every, what="--every")
         if not 0 < every_ms <= MAX_SAFE_INT:
-            raise UsageError("Invalid cron schedule input")
+            raise UsageError("Invalid cron schedule input",
+                             hint=f"--every takes a DURATION above 0 and up to {MAX_SAFE_INT} ms (30s, 5m, 1h30m)")
         anchor = now_ms
         if spec.anchor is not None:
             anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz)
@@ -285,7 +304,8 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     seconds_text = spec.in_ or ""
     seconds = parse_duration_ms(seconds_text, what="--in")
     if seconds % 1000 or seconds <= 0:
-        raise UsageError("Invalid cron schedule input")
+        raise UsageError("Invalid cron schedule input",
+                         hint="--in takes a positive whole number of seconds, or a DURATION of whole seconds (90, 2m)")
     if now_ms + seconds > MAX_SAFE_INT:
         raise UsageError("Relative schedule exceeds the safe epoch range")
     if now_ms + seconds >= LATEST_SCHEDULABLE_MS:
