@@ -206,3 +206,36 @@ def test_comis_errors_keep_their_first_line_and_add_a_hint(project, args, first,
     assert lines[0] == f"sxctl: {first}" and lines[1].startswith(f"sxctl: hint: {hint}")
     doc = project.run("cron", "add", "x", *args, "--payload", "heartbeat-event", "--text", "t", "--json").json()
     assert doc["error"]["message"] == first and doc["error"]["hint"].startswith(hint)
+
+
+def _complete(project, line):
+    import subprocess
+    import sys
+
+    words = line.split(" ")
+    code = ("import runpy, sys\ntry:\n    runpy.run_module('sxctl', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(' '.join(m for m in ('rich', 'croniter', 'dateutil') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=project.root, capture_output=True, text=True, timeout=60,
+                          env=project.env(COMP_WORDS=line, COMP_CWORD=str(len(words) - 1),
+                                          _SXCTL_COMPLETE="bash_complete"))
+    return [item.split(",", 1)[1] for item in proc.stdout.splitlines()], proc.stderr.strip()
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("sxctl cron pause ", ["ci-watch", "morning-briefing", "next-check-in", "ping", "standup"]),
+    ("sxctl cron runs st", ["standup"]),
+    ("sxctl --session 2026_09", ["2026_09_21_quiet_euler"]),
+    ("sxctl cron next --tz europe/ber", ["Europe/Berlin"]),
+    ("sxctl cb cancel ", ["0", "3"]),  # the active slots of the example table
+])
+def test_names_complete_without_heavy_imports(project, store, line, expected):
+    folder = project.session()
+    (folder / "callbacks.json").write_bytes((EXAMPLES / "callbacks.json").read_bytes())
+    completed, heavy = _complete(project, line)
+    assert completed == expected and heavy == ""
+
+
+def test_pending_stems_complete(project):
+    project.session()
+    stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+    assert _complete(project, "sxctl inbox retract ")[0] == [stem]

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from ..errors import UsageError
+from . import complete
 from .output import (
     DURATION,
     current_session,
@@ -156,7 +157,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
 
 
 @callbacks.command("edit")
-@click.argument("slot_id", metavar="ID", type=int)
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_ms", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
@@ -213,7 +214,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
 
 
 @callbacks.command("cancel")
-@click.argument("slot_id", metavar="ID", type=int)
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
 @_verify_option
 def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     """Cancel one timer (it stays in the file, inactive).

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
+from . import complete
 from .output import (
     DURATION,
     current_project,
@@ -117,7 +118,8 @@ def _schedule_options(command):
         click.option("--every", metavar="DURATION", help="Fixed period, e.g. 30m (a bare number is seconds)."),
         click.option("--at", "at_time", metavar="TIME", help="One shot at an ISO 8601 time."),
         click.option("--in", "in_time", metavar="DURATION", help="One shot after this long."),
-        click.option("--tz", metavar="ZONE", help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
+        click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+                     help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
         click.option("--fold", type=click.Choice(["earlier", "later"]), help="Which instant of an ambiguous --at."),
         click.option("--anchor", metavar="TIME", help="Phase of --every (default now)."),
     ]
@@ -227,7 +229,7 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
 
 
 @cron.command("update")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.job_names)
 @click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
 @_schedule_options
 @_job_options
@@ -274,7 +276,7 @@ def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:
 
 
 @cron.command("pause")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.job_names)
 @_lock_wait_option
 def pause(name, lock_wait_ms) -> None:
     """Pause a job; its next run time and error counter are kept.
@@ -287,7 +289,7 @@ def pause(name, lock_wait_ms) -> None:
 
 
 @cron.command("resume")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.job_names)
 @_lock_wait_option
 def resume(name, lock_wait_ms) -> None:
     """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
@@ -300,7 +302,7 @@ def resume(name, lock_wait_ms) -> None:
 
 
 @cron.command("remove")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.job_names)
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
 @_lock_wait_option
 def remove(name, yes, lock_wait_ms) -> None:
@@ -333,7 +335,8 @@ def _read(ws):
 
 
 @cron.command("list")
-@click.option("--tz", metavar="ZONE", help="Show times in this zone (default: local).")
+@click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+              help="Show times in this zone (default: local).")
 def list_(tz) -> None:
     """List the jobs: kind, schedule, state, next run and target (no payload text).
 
@@ -368,7 +371,7 @@ def list_(tz) -> None:
 
 
 @cron.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete.job_names)
 def show(name) -> None:
     """Show one job in full.
 
@@ -391,9 +394,10 @@ def show(name) -> None:
 
 
 @cron.command("next")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.job_names)
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=5, show_default=True)
-@click.option("--tz", metavar="ZONE", help="Display zone (and the zone of an ad-hoc --cron).")
+@click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+              help="Display zone (and the zone of an ad-hoc --cron).")
 @click.option("--from", "from_time", metavar="TIME", help="Start after this time (default now).")
 @click.option("--include-paused", is_flag=True, help="Continue the series of paused jobs.")
 @click.option("--cron", "cron_expr", metavar="EXPR", help="Preview this expression instead of the store.")
@@ -485,7 +489,7 @@ def status(max_log_bytes) -> None:
 
 
 @cron.command("runs")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.job_names)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--all-jobs", is_flag=True, help="Runs of every job.")
 @click.option("--exact", is_flag=True, help="Scan the whole ledger instead of its tail.")
@@ -706,7 +710,7 @@ def tick(**kw) -> None:
 
 
 @cron.command("run")
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.job_names)
 @click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
               help="force: run NAME once now (manual); due: one full pass, like tick.")
 @_pass_options

@@ -8,6 +8,7 @@ import time
 
 import click
 
+from . import complete
 from .output import DURATION, emit, global_options, reporter, say, settings, table
 
 
@@ -94,7 +95,7 @@ def _cron_lines(doc: dict) -> None:
 
 @click.command("next")
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=10, show_default=True)
-@click.option("--tz", metavar="ZONE", help="Show times in this zone (default: local).")
+@click.option("--tz", metavar="ZONE", shell_complete=complete.zones, help="Show times in this zone (default: local).")
 def next_(count: int, tz: str | None) -> None:
     """One time-ordered preview of what will happen: pending messages, timer fires, cron fires.
 

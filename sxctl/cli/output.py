@@ -55,7 +55,8 @@ _GLOBAL_OPTIONS = [
     click.Option(["--project"], metavar="DIR", help="Project root (the folder holding .scorpiox/).",
                  expose_value=False, callback=_store("project"), is_eager=True),
     click.Option(["--session"], metavar="ID", help="Session id under .scorpiox/sessions/.",
-                 expose_value=False, callback=_store("session"), is_eager=True),
+                 expose_value=False, callback=_store("session"), is_eager=True,
+                 shell_complete=lambda ctx, param, incomplete: _complete("sessions", ctx, param, incomplete)),
     click.Option(["--workspace"], metavar="DIR", help="comis workspace (the folder holding .scheduler/).",
                  expose_value=False, callback=_store("workspace"), is_eager=True),
     click.Option(["--agent"], metavar="ID", help="comis agentId for new jobs and claims.",
@@ -69,6 +70,12 @@ _GLOBAL_OPTIONS = [
     click.Option(["-v", "--verbose"], is_flag=True, help="More detail; a traceback on internal errors.",
                  expose_value=False, callback=_store("verbose"), is_eager=True),
 ]
+
+
+def _complete(kind: str, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    from . import complete
+
+    return getattr(complete, kind)(ctx, param, incomplete)
 
 
 def global_options(command: click.Command) -> click.Command:

@@ -9,6 +9,7 @@ from ..errors import SxctlError
 from ..inbox import inbox_dirs, primary_inbox
 from ..project import Session, SessionInfo
 from ..timeparse import format_duration_ms
+from . import complete
 from .output import current_project, current_session, emit, global_options, reporter, say, settings, table
 
 
@@ -97,7 +98,7 @@ def list_() -> None:
 
 
 @session.command("show")
-@click.argument("session_id", metavar="[ID]", required=False)
+@click.argument("session_id", metavar="[ID]", required=False, shell_complete=complete.sessions)
 def show(session_id: str | None) -> None:
     """Show one session in detail: state, paths, worktree copies, timers, inbox.
 
