@@ -16,10 +16,21 @@ OUT_OF_RANGE = "(out of range)"
 
 
 def local_zone():
-    """The zone local times are shown in: the system's, or UTC when `TZ` names an offset no
-    datetime can hold (`TZ=UTC+99`) — a display choice, never a reason to fail."""
+    """The zone local times are shown in: the system's IANA zone, so a date across a DST change
+    gets that date's offset (not today's); else dateutil's view of the C library's local time;
+    UTC when even that cannot be used (`TZ=UTC+99`) — a display choice, never a reason to fail."""
+    from zoneinfo import ZoneInfo
+
     try:
-        return datetime.now().astimezone().tzinfo
+        return ZoneInfo(local_zone_name())
+    except (UsageError, ValueError, OSError, KeyError):
+        pass
+    try:
+        from dateutil import tz
+
+        zone = tz.tzlocal()
+        datetime.now(zone).utcoffset()
+        return zone
     except (ValueError, OverflowError, OSError):
         return UTC
 
@@ -122,14 +133,21 @@ def local_zone_name() -> str:
         return tz
     if tz in ("UTC", "GMT"):
         return tz
+    marker = "zoneinfo/"
     try:
         link = os.readlink("/etc/localtime")
+        if marker in link:
+            return link.split(marker, 1)[1]
     except OSError:
-        raise UsageError("Invalid wall-clock timezone") from None
-    marker = "zoneinfo/"
-    if marker not in link:
-        raise UsageError("Invalid wall-clock timezone")
-    return link.split(marker, 1)[1]
+        pass
+    try:  # /etc/localtime is a copy: Debian and Ubuntu also name the zone here
+        with open("/etc/timezone", encoding="utf-8") as handle:
+            name = handle.read(256).strip()
+        if name:
+            return name
+    except (OSError, UnicodeDecodeError):
+        pass
+    raise UsageError("Invalid wall-clock timezone")
 
 
 def parse_time_ms(

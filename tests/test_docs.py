@@ -146,3 +146,12 @@ def test_man_page_names_are_whole_sentences():
     for page in (REPO / "man").glob("*.1"):
         name_line = page.read_text().split(".SH NAME\n")[1].splitlines()[0]
         assert not name_line.endswith("..."), (page.name, name_line)
+
+
+def test_the_reference_shows_the_real_help(project):
+    reference = (REPO / "docs" / "cli.md").read_text()
+    for args in (["--help"], ["inbox", "send", "--help"], ["cron", "add", "--help"]):
+        shown = project.run(*args).out
+        assert "-h, --help" in shown
+        section = reference.split(f"## sxctl {' '.join(args[:-1])}".rstrip() + "\n", 1)[1].split("```")[1]
+        assert "-h, --help" in section

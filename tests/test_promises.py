@@ -239,3 +239,13 @@ def test_pending_stems_complete(project):
     project.session()
     stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
     assert _complete(project, "sxctl inbox retract ")[0] == [stem]
+
+
+def test_local_times_use_the_zone_of_that_date_not_of_today(project):
+    """TZ=Europe/Berlin: a daily 08:00 UTC job across the spring change shows 09:00+01:00, then
+    10:00+02:00 (a fixed offset of "now" would show 09:00+01:00 on both days)."""
+    result = project.run("cron", "next", "--every", "1d", "--anchor", "2026-03-27T08:00Z",
+                         "--from", "2026-03-27T00:00Z", "-n", "3", "--json", env=project.env(TZ="Europe/Berlin"))
+    assert result.code == 0, result.out
+    local = [fire["at_local"] for fire in result.json()["fires"]]
+    assert local == ["2026-03-27T09:00:00+01:00", "2026-03-28T09:00:00+01:00", "2026-03-29T10:00:00+02:00"]

@@ -30,7 +30,10 @@ SHELLS = {"bash": "sxctl.bash", "zsh": "_sxctl", "fish": "sxctl.fish"}
 
 
 def _context(command: click.Command, path: list[str], parent: click.Context | None = None) -> click.Context:
-    return click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH, max_content_width=WIDTH)
+    """The context click itself makes for `--help` (with the command's context_settings, such as
+    `-h`), at a fixed width so the output does not depend on the terminal."""
+    settings = {**command.context_settings, "terminal_width": WIDTH, "max_content_width": WIDTH}
+    return command.context_class(command, info_name=path[-1], parent=parent, **settings)
 
 
 def walk(command: click.Command = cli, path: list[str] | None = None, parent: click.Context | None = None):
