@@ -202,3 +202,21 @@ def test_watch_json_follows_an_agent_restart_into_its_new_session(project):
     assert events[rotated]["from"] == SID and events[rotated]["to"] == "2026_09_22_brave_curie"
     consumed = next(i for i, e in enumerate(events) if e["event"] == "inbox_consumed" and e.get("stem") == stem)
     assert rotated < consumed
+
+
+def test_the_change_waiter_watches_folders_created_after_it_started(tmp_path):
+    from sxctl.observe import ChangeWaiter
+
+    later = tmp_path / "done"
+    waiter = ChangeWaiter([tmp_path, later])
+    try:
+        assert waiter.mode == "inotify" and waiter.unwatched == [str(later)]
+        later.mkdir()
+        waiter.wait(0)  # retries the folder that was missing
+        assert waiter.unwatched == []
+        (later / "m.json").write_text("{}")
+        started = time.monotonic()
+        waiter.wait(30)  # woken by the event, not the timeout
+        assert time.monotonic() - started < 10
+    finally:
+        waiter.close()

@@ -114,7 +114,6 @@ class ReferenceAgent:
         self.worker: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
         self.stopping = threading.Event()
-        self.stop_signal: str | None = None
         self.table_doc: dict[str, Any] = cb.new_table_doc()
         self.table_stamp: tuple | None = None
         self.table_broken = False
@@ -600,7 +599,6 @@ class ReferenceAgent:
 
     def request_stop(self, signal_name: str) -> None:
         if not self.stopping.is_set():
-            self.stop_signal = signal_name
             self.stopping.set()
             self.emit("stopping", signal=signal_name)
 

@@ -49,14 +49,6 @@ BLOCK = 65_536
 # --- rows and outcomes ---------------------------------------------------------------------------
 
 
-class Num(Node):
-    """A finite JSON number (integer or not), as metrics carry."""
-
-    def check(self, value: Any, path: str) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SchemaError(path, "must be a number")
-
-
 ERROR_KIND = Enum(ERROR_KINDS)
 COUNT = Int(0, MAX_SAFE_INT)
 POSITIVE = Int(1, MAX_SAFE_INT)
@@ -545,4 +537,3 @@ def append_rows(
     with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
         pending.commit(lambda: [faults.hit("before-rename"), *(lock.check_held() for lock in locks)])
-    os.chmod(path, 0o600)

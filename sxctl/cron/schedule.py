@@ -11,7 +11,6 @@ croniter is imported only when a cron expression is actually evaluated.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -254,9 +253,6 @@ class ScheduleInput:
     @property
     def given(self) -> bool:
         return any(v is not None for v in (self.cron, self.every, self.at, self.in_))
-
-
-_WHOLE_SECONDS = re.compile(r"^\s*\d+\s*$")
 
 
 def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:

@@ -276,7 +276,6 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
     with PendingFile(ws.store, ws.store.with_name(f"{ws.store.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
         pending.commit(before_rename)
-    os.chmod(ws.store, 0o600)
     return data
 
 
