@@ -13,7 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_BY_CODE, SxctlError, SystemRefusedError, UsageError
-from .output import emit_json, global_options
+from .output import Group, emit_json
 
 #: every command of the root group: name -> "module:attribute" (explicit; nothing is scanned)
 COMMANDS = {
@@ -23,7 +23,7 @@ COMMANDS = {
 }
 
 
-class SxctlGroup(click.Group):
+class SxctlGroup(Group):
     """The root group: the one place that turns failures into exit codes and error output.
 
     Overriding `main` (rather than wrapping it) keeps click's CliRunner faithful in tests."""
@@ -105,8 +105,6 @@ def cli() -> None:
       echo "deploy finished" | sxctl inbox send - --mode queue --json
     """
 
-
-global_options(cli)
 
 
 def _tolerate_narrow_encodings() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from ..errors import NotFoundError
-from .output import emit_json, global_options, say, settings
+from .output import Group, emit_json, say, settings
 
 TRANSCRIPT = {
     "started": lambda e: f"[Agent] session {e['session']} ({e['session_dir']}), pid {e['pid']}",
@@ -60,7 +60,7 @@ def renderer(as_json: bool):
     return render
 
 
-@click.group("agent")
+@click.group("agent", cls=Group)
 def agent() -> None:
     """A small built-in agent that consumes the inbox and fires timers, for demos, tests and CI.
 
@@ -115,5 +115,3 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
     reference.run(capture_output=s.json)
 
 
-global_options(agent)
-global_options(run)

@@ -10,10 +10,9 @@ from ..errors import UsageError
 from . import complete
 from .output import (
     DURATION,
+    Group,
     current_session,
     emit,
-    global_options,
-    mutating,
     read_text_input,
     reporter,
     say,
@@ -22,7 +21,7 @@ from .output import (
 )
 
 
-@click.group("callbacks")
+@click.group("callbacks", cls=Group)
 def callbacks() -> None:
     """Schedule, inspect and cancel the agent's own timers (8 slots in callbacks.json).
 
@@ -110,7 +109,7 @@ def _when(ms: int) -> str:
     return format_ms(ms, "%H:%M:%S", None)
 
 
-@callbacks.command("set")
+@callbacks.command("set", mutating=True)
 @click.argument("message")
 @click.option("--every", "--delay", "every_ms", type=DURATION, required=True, metavar="DURATION",
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
@@ -156,7 +155,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
     emit(out, human)
 
 
-@callbacks.command("edit")
+@callbacks.command("edit", mutating=True)
 @click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_ms", type=DURATION, metavar="DURATION",
@@ -213,7 +212,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     emit(out, lambda: say(text))
 
 
-@callbacks.command("cancel")
+@callbacks.command("cancel", mutating=True)
 @click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
 @_verify_option
 def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
@@ -226,7 +225,7 @@ def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     _cancel(slot_id, expect_rev, verify_s, no_verify)
 
 
-@callbacks.command("cancel-all")
+@callbacks.command("cancel-all", mutating=True)
 @_verify_option
 def cancel_all(expect_rev, verify_s, no_verify) -> None:
     """Cancel every active timer ("stop all timers before the release").
@@ -262,7 +261,7 @@ def _pause(paused: bool, expect_rev, verify_s, no_verify) -> None:
     emit(out, human)
 
 
-@callbacks.command("pause")
+@callbacks.command("pause", mutating=True)
 @_verify_option
 def pause(expect_rev, verify_s, no_verify) -> None:
     """Pause every timer (the agent forgets this when it restarts).
@@ -274,7 +273,7 @@ def pause(expect_rev, verify_s, no_verify) -> None:
     _pause(True, expect_rev, verify_s, no_verify)
 
 
-@callbacks.command("resume")
+@callbacks.command("resume", mutating=True)
 @_verify_option
 def resume(expect_rev, verify_s, no_verify) -> None:
     """Resume timers; overdue ones are re-based to now + their period, as /callbacks resume does.
@@ -323,7 +322,3 @@ def next_(limit, slot_id) -> None:
     emit(out, human)
 
 
-for _command in (callbacks, list_, set_, edit, cancel, cancel_all, pause, resume, next_):
-    global_options(_command)
-for _command in (set_, edit, cancel, cancel_all, pause, resume):
-    mutating(_command)

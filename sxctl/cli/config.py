@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from .output import current_project, emit, global_options, reporter, say
+from .output import Group, current_project, emit, reporter, say
 
 
-@click.group("config")
+@click.group("config", cls=Group)
 def config() -> None:
     """Read the agent's configuration cascade (read-only).
 
@@ -42,5 +42,3 @@ def get(key: str) -> None:
     emit(resolved.to_json(), lambda: say(resolved.value))
 
 
-for _command in (config, get):
-    global_options(_command)

@@ -12,10 +12,9 @@ from ..errors import UsageError
 from . import complete
 from .output import (
     DURATION,
+    Group,
     current_project,
     emit,
-    global_options,
-    mutating,
     read_text_input,
     reporter,
     say,
@@ -24,7 +23,7 @@ from .output import (
 )
 
 
-@click.group("cron")
+@click.group("cron", cls=Group)
 def cron() -> None:
     """Durable scheduled jobs in the comis store (<workspace>/.scheduler/cron-jobs.json).
 
@@ -90,7 +89,7 @@ def _when(ms: int | None, zone=None) -> str:
 
 # --- init / add / update / pause / resume / remove ----------------------------------------------
 
-@cron.command("init")
+@cron.command("init", mutating=True)
 def init() -> None:
     """Create .scheduler/ (0700), the lock sentinels, an empty store and an empty ledger.
 
@@ -199,7 +198,7 @@ def _default_project() -> Path:
         return _workspace().root
 
 
-@cron.command("add")
+@cron.command("add", mutating=True)
 @click.argument("name")
 @_schedule_options
 @_job_options
@@ -228,7 +227,7 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
     emit({"ok": True, **result}, lambda: say(f"added {name} ({result['jobId']})"))
 
 
-@cron.command("update")
+@cron.command("update", mutating=True)
 @click.argument("name", shell_complete=complete.job_names)
 @click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
 @_schedule_options
@@ -275,7 +274,7 @@ def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:
     emit({"ok": True, **result}, lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
 
 
-@cron.command("pause")
+@cron.command("pause", mutating=True)
 @click.argument("name", shell_complete=complete.job_names)
 @_lock_wait_option
 def pause(name, lock_wait_ms) -> None:
@@ -288,7 +287,7 @@ def pause(name, lock_wait_ms) -> None:
     _pause(name, True, lock_wait_ms)
 
 
-@cron.command("resume")
+@cron.command("resume", mutating=True)
 @click.argument("name", shell_complete=complete.job_names)
 @_lock_wait_option
 def resume(name, lock_wait_ms) -> None:
@@ -301,7 +300,7 @@ def resume(name, lock_wait_ms) -> None:
     _pause(name, False, lock_wait_ms)
 
 
-@cron.command("remove")
+@cron.command("remove", mutating=True)
 @click.argument("name", shell_complete=complete.job_names)
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
 @_lock_wait_option
@@ -595,7 +594,7 @@ def validate(max_log_bytes) -> None:
     emit({"ok": True, "workspace": str(ws.root), "problems": []}, lambda: say(f"{ws.scheduler}: valid"))
 
 
-@cron.command("wake")
+@cron.command("wake", mutating=True)
 @click.option("--target", type=click.Choice(["agent", "monitoring"]), default="agent", show_default=True)
 @click.option("--to", "to", metavar="SESSION|live", default="live", show_default=True)
 @click.option("--text", default="Scheduler wake: check pending scheduled work.", show_default=True)
@@ -691,7 +690,7 @@ def _pass_notes(scheduler, result) -> None:
         scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
 
 
-@cron.command("tick")
+@cron.command("tick", mutating=True)
 @_pass_options
 def tick(**kw) -> None:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
@@ -709,7 +708,7 @@ def tick(**kw) -> None:
     emit(result.to_json(scheduler.report.warnings), lambda: [say(line) for line in _pass_lines(result)])
 
 
-@cron.command("run")
+@cron.command("run", mutating=True)
 @click.argument("name", required=False, shell_complete=complete.job_names)
 @click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
               help="force: run NAME once now (manual); due: one full pass, like tick.")
@@ -740,8 +739,3 @@ def run(name, mode, **kw) -> None:
     emit(doc, lambda: [say(line) for line in _pass_lines(result)])
 
 
-for _command in (cron, init, add, update, pause, resume, remove, list_, show, next_, status, runs, validate, wake,
-                 tick, run):
-    global_options(_command)
-for _command in (init, add, update, pause, resume, remove, wake, tick, run):
-    mutating(_command)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from .output import emit_json, global_options, say, settings
+from .output import Command, emit_json, say, settings
 
 
 @dataclass
@@ -319,7 +319,7 @@ def _quote(arg: str) -> str:
     return shlex.quote(arg)
 
 
-@click.command("demo")
+@click.command("demo", cls=Command)
 @click.option("--keep", is_flag=True, help="Keep the demo project instead of removing it.")
 @click.option("--fast", is_flag=True, help="Shorter turns (for CI).")
 def demo(keep: bool, fast: bool) -> None:
@@ -352,4 +352,3 @@ def demo(keep: bool, fast: bool) -> None:
         raise click.exceptions.Exit(1)
 
 
-global_options(demo)

@@ -11,11 +11,10 @@ from ..errors import UsageError
 from . import complete
 from .output import (
     DURATION,
+    Group,
     current_session,
     emit,
     emit_json,
-    global_options,
-    mutating,
     printable,
     read_text_input,
     reporter,
@@ -25,7 +24,7 @@ from .output import (
 )
 
 
-@click.group("inbox")
+@click.group("inbox", cls=Group)
 def inbox() -> None:
     """Send messages to the agent's inbox and follow them until consumed.
 
@@ -54,7 +53,7 @@ def _read_text(text: str | None, text_file: Path | None, has_image: bool) -> tup
 TEXT_INPUT_LIMIT = 64_002
 
 
-@inbox.command("send")
+@inbox.command("send", mutating=True)
 @click.argument("text", required=False)
 @click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE.")
 @click.option("--mode", type=click.Choice(["auto", "interrupt", "queue"]),
@@ -236,7 +235,7 @@ def wait(stem, key, timeout_ms, follow) -> None:
     emit(doc, lambda: say(f"{wanted}: consumed after {outcome.waited_ms / 1000:.1f}s"))
 
 
-@inbox.command("retract")
+@inbox.command("retract", mutating=True)
 @click.argument("stem", required=False, shell_complete=complete.pending_stems)
 @click.option("--key", help="Retract the message sent with this idempotency key.")
 def retract(stem, key) -> None:
@@ -256,7 +255,7 @@ def retract(stem, key) -> None:
     emit({**result.to_json(), **session.to_json()}, lambda: say(f"retracted {result.stem}{note}"))
 
 
-@inbox.command("clean")
+@inbox.command("clean", mutating=True)
 @click.option("--older-than", "older_ms", type=DURATION, default="1h", show_default=True,
               help="Only files older than this.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
@@ -277,7 +276,7 @@ def clean(older_ms, dry_run) -> None:
     _print_removed(session, removed, None, dry_run)
 
 
-@inbox.command("prune")
+@inbox.command("prune", mutating=True)
 @click.option("--older-than", "older_ms", type=DURATION, default="7d", show_default=True,
               help="Only files older than this (by the time they were consumed).")
 @click.option("--retracted", is_flag=True, help="Also prune inbox/retracted/.")
@@ -314,7 +313,3 @@ def _print_removed(session, removed, kept, dry_run) -> None:
     emit(doc, human)
 
 
-for _command in (inbox, send, list_, show, wait, retract, clean, prune):
-    global_options(_command)
-for _command in (send, retract, clean, prune):
-    mutating(_command)

@@ -9,7 +9,7 @@ import time
 import click
 
 from . import complete
-from .output import DURATION, emit, global_options, reporter, say, settings, table
+from .output import DURATION, Command, emit, reporter, say, settings, table
 
 
 def _context(session_optional: bool = False):
@@ -35,7 +35,7 @@ def _when(ms: int | None) -> str:
     return "-" if ms is None else format_relative_ms(ms, settings().clock.now_ms())
 
 
-@click.command("status")
+@click.command("status", cls=Command)
 def status() -> None:
     """One screen: session liveness, timers, inbox, cron jobs and runs, and the problems found.
 
@@ -93,7 +93,7 @@ def _cron_lines(doc: dict) -> None:
         say(f"problem  {problem['message']}")
 
 
-@click.command("next")
+@click.command("next", cls=Command)
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--tz", metavar="ZONE", shell_complete=complete.zones, help="Show times in this zone (default: local).")
 def next_(count: int, tz: str | None) -> None:
@@ -144,7 +144,7 @@ def next_(count: int, tz: str | None) -> None:
     emit({"ok": True, **session.to_json(), "now_ms": now, "rows": rows}, human)
 
 
-@click.command("watch")
+@click.command("watch", cls=Command)
 @click.option("--duration", "duration_ms", type=DURATION, metavar="SECONDS",
               help="Stop after this long (default: until interrupted).")
 def watch(duration_ms: int | None) -> None:
@@ -270,5 +270,3 @@ def _upcoming(session, ws) -> list[dict]:
     return merged_next(session, ws, 8, local_zone(), clock=settings().clock)
 
 
-for _command in (status, next_, watch):
-    global_options(_command)

@@ -78,12 +78,6 @@ def _complete(kind: str, ctx: click.Context, param: click.Parameter, incomplete:
     return getattr(complete, kind)(ctx, param, incomplete)
 
 
-def global_options(command: click.Command) -> click.Command:
-    """Attach the global options to a group or leaf command."""
-    command.params.extend(_GLOBAL_OPTIONS)
-    return command
-
-
 def _arm_fault(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
     faults.arm(value)
 
@@ -94,10 +88,29 @@ FAULT_INJECT = click.Option(
 )
 
 
-def mutating(command: click.Command) -> click.Command:
-    """Mark a command that writes: it gets the hidden `--fault-inject POINT` test hook."""
-    command.params.append(FAULT_INJECT)
-    return command
+class Command(click.Command):
+    """Every sxctl command: it takes the global options, and, when `mutating=True` (it writes),
+    the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand."""
+
+    def __init__(self, *args: Any, mutating: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_GLOBAL_OPTIONS)
+        if mutating:
+            self.params.append(FAULT_INJECT)
+
+
+class Group(click.Group):
+    """Every sxctl command group: the global options, and its commands and sub-groups are
+    `Command`s and `Group`s too."""
+
+    command_class = Command
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.extend(_GLOBAL_OPTIONS)
+
+
+Group.group_class = Group
 
 
 class Duration(click.ParamType):

@@ -10,7 +10,7 @@ from ..inbox import inbox_dirs, primary_inbox
 from ..project import Session, SessionInfo
 from ..timeparse import format_duration_ms
 from . import complete
-from .output import current_project, current_session, emit, global_options, reporter, say, settings, table
+from .output import Group, current_project, current_session, emit, reporter, say, settings, table
 
 
 def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
@@ -53,7 +53,7 @@ def _row(session: Session) -> dict:
     return row
 
 
-@click.group("session")
+@click.group("session", cls=Group)
 def session() -> None:
     """Find the agent's sessions and see which one sxctl would use.
 
@@ -165,5 +165,3 @@ def which() -> None:
     emit({"ok": True, **chosen.to_json(), "state": chosen.state}, lambda: say(chosen.id))
 
 
-for _command in (session, list_, show, which):
-    global_options(_command)
