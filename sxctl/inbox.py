@@ -953,12 +953,18 @@ def _read_row(inbox: InboxDir, folder: Path, name: str, state: str) -> MessageRo
     )
 
 
-def _message_names(folder: Path) -> list[str]:
+def is_message_name(name: str) -> bool:
+    """The one rule for what in an inbox folder is a message: `<stem>.json`, not a dotfile (the
+    key records live in `.keys/`, temps end in `.tmp`). Every count and listing uses it."""
+    return name.endswith(".json") and len(name) > 5 and not name.startswith(".")
+
+
+def message_names(folder: str | os.PathLike) -> list[str]:
+    """The message names in one inbox folder (`inbox/`, `done/` or `retracted/`), unordered."""
     try:
-        names = os.listdir(folder)
+        return [name for name in os.listdir(folder) if is_message_name(name)]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [name for name in names if name.endswith(".json") and len(name) > 5]
 
 
 def list_messages(session: Session, states: tuple[str, ...], limit: int | None = None) -> list[MessageRow]:
@@ -969,7 +975,7 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
         found: list[MessageRow] = []
         for inbox in inbox_dirs(session):
             folder = inbox.folder_of(state)
-            names = sorted(_message_names(folder), key=os.fsencode)
+            names = sorted(message_names(folder), key=os.fsencode)
             found += [row for name in names if (row := _read_row(inbox, folder, name, state))]
         if state != "pending":
             found.sort(key=lambda row: row.ctime_ms, reverse=True)

@@ -12,7 +12,7 @@ from typing import Any
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError
-from .inbox import inbox_dirs, list_messages, rotation_target
+from .inbox import inbox_dirs, list_messages, message_names, rotation_target
 from .project import Session, session_info
 
 OVERDUE_GRACE_MS = 120_000
@@ -173,10 +173,7 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
 
 
 def _stems(folder) -> set[str]:
-    try:
-        return {name[:-5] for name in os.listdir(folder) if name.endswith(".json") and not name.startswith(".")}
-    except (FileNotFoundError, NotADirectoryError):
-        return set()
+    return {name[:-5] for name in message_names(folder)}
 
 
 def _ledger_runs(ws) -> dict[str, str]:

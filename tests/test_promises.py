@@ -249,3 +249,18 @@ def test_local_times_use_the_zone_of_that_date_not_of_today(project):
     assert result.code == 0, result.out
     local = [fire["at_local"] for fire in result.json()["fires"]]
     assert local == ["2026-03-27T09:00:00+01:00", "2026-03-28T09:00:00+01:00", "2026-03-29T10:00:00+02:00"]
+
+
+def test_every_view_counts_pending_messages_by_one_rule(project):
+    import os
+
+    folder = project.session(live=False)
+    project.run("inbox", "send", "one", "--no-wait")
+    inbox = folder / "inbox"
+    (inbox / ".hidden.json").write_text("{}")  # not a message: a dotfile
+    (inbox / "x.json.tmp").write_text("{}")  # not a message: a temp
+    os.mkfifo(inbox / "fifo.json")  # a message name the agent will not claim: still pending
+    listed = len(project.run("inbox", "list", "--json").json()["messages"])
+    status = project.run("status", "--json").json()["inbox"]["pending"]
+    sessions = project.run("session", "list", "--json").json()["sessions"][0]["inbox_pending"]
+    assert listed == status == sessions == 2

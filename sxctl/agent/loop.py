@@ -25,7 +25,7 @@ from .. import callbacks as cb
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, SxctlError
 from ..fsio import atomic_write, ensure_private_dir, link_create, open_regular, read_bytes_capped
-from ..inbox import IMAGE_EXTS, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, InboxMessage, image_type_ok
+from ..inbox import IMAGE_EXTS, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, InboxMessage, image_type_ok, is_message_name
 from ..project import LIVE_WINDOW_MS, Session, WorktreeCopies, is_valid_session_id, liveness_of, read_stats
 from ..report import Reporter
 
@@ -322,9 +322,10 @@ class ReferenceAgent:
 
     def take_one_message(self) -> None:
         try:
+            # a message by the one rule; the agent claims only regular files (a FIFO or a link
+            # there stays pending, listed as invalid by `inbox list`)
             names = sorted((e.name for e in os.scandir(self.inbox)
-                            if e.name.endswith(".json") and not e.name.startswith(".")
-                            and e.is_file(follow_symlinks=False)), key=str.encode)
+                            if is_message_name(e.name) and e.is_file(follow_symlinks=False)), key=os.fsencode)
         except FileNotFoundError:
             return
         if not names:
@@ -591,7 +592,7 @@ class ReferenceAgent:
             return False
         horizon = self.clock.now_ms() + self.options.idle_exit_s * 1000
         soon = any(cb.is_active(s) and s["fire_at_ms"] <= horizon for s in cb.doc_slots(self.table_doc).values())
-        pending = any(name.endswith(".json") for name in os.listdir(self.inbox))
+        pending = any(is_message_name(name) for name in os.listdir(self.inbox))
         if soon or pending:
             self.idle_since = time.monotonic()
             return False

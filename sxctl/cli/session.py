@@ -6,7 +6,7 @@ import click
 
 from ..callbacks import read_table
 from ..errors import SxctlError
-from ..inbox import inbox_dirs, primary_inbox
+from ..inbox import inbox_dirs, message_names, primary_inbox
 from ..project import Session, SessionInfo
 from ..timeparse import format_duration_ms
 from . import complete
@@ -25,13 +25,7 @@ def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
 
 
 def _pending_count(session: Session) -> int:
-    return sum(
-        1
-        for inbox in inbox_dirs(session)
-        if inbox.path.is_dir()
-        for entry in inbox.path.iterdir()
-        if entry.name.endswith(".json") and entry.is_file()
-    )
+    return sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
 
 
 def _as_session(info: SessionInfo, project, source: str = "newest") -> Session:
