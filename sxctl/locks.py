@@ -50,7 +50,8 @@ CLOCK_GRANULARITY_MS = 100
 FRESH_MKDIR_MS = 2000
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (one we may not signal counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -200,7 +201,7 @@ class MkdirLock:
             if not isinstance(note, dict) or note.get("host") != host:
                 continue
             pid = note.get("pid")
-            if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not _pid_alive(pid):
+            if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and not pid_alive(pid):
                 yield note, published
 
     def _note_body(self) -> bytes:
@@ -220,7 +221,7 @@ class MkdirLock:
         for entry in os.scandir(self.note.parent):
             pid_text = entry.name[len(prefix):].split("-", 1)[0]
             if entry.name.startswith(prefix) and entry.name.endswith(".tmp") and pid_text.isdigit() \
-                    and not _pid_alive(int(pid_text)):
+                    and not pid_alive(int(pid_text)):
                 try:
                     os.unlink(entry.path)
                 except FileNotFoundError:

@@ -15,9 +15,6 @@ from .errors import InvalidDataError
 from .inbox import inbox_dirs, list_messages, message_names, rotation_target
 from .project import Session, session_info
 
-OVERDUE_GRACE_MS = 120_000
-
-
 # --- status --------------------------------------------------------------------------------------
 
 def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -44,6 +41,7 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
 
 
 def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
+    from .cron.jobs import is_overdue
     from .cron.ledger import recent_runs
     from .cron.store import read_store
     from .cron.views import job_state
@@ -65,8 +63,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
         "next_due_ms": min(due, default=None), "last_runs": brief[:5],
         "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"
-                    and job["lifecycle"]["nextRunAtMs"] < now_ms - OVERDUE_GRACE_MS],
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms)],
     }
 
 

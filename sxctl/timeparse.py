@@ -167,7 +167,7 @@ def parse_time_ms(
             raise UsageError("Invalid offset-bearing timestamp") from None
         if instant.tzinfo is None:
             raise UsageError("Invalid offset-bearing timestamp")
-        return _epoch_ms(instant), False
+        return epoch_ms(instant), False
     if not re.fullmatch(_NAIVE, value):
         raise UsageError("Invalid naive wall-clock timestamp")
     try:
@@ -185,13 +185,13 @@ def parse_time_ms(
     if earlier.utcoffset() != later.utcoffset():
         if fold not in ("earlier", "later"):
             raise UsageError("Ambiguous wall-clock timestamp requires earlier or later fold selection")
-        return _epoch_ms(earlier if fold == "earlier" else later), True
-    return _epoch_ms(earlier), True
+        return epoch_ms(earlier if fold == "earlier" else later), True
+    return epoch_ms(earlier), True
 
 
-def _epoch_ms(instant: datetime) -> int:
-    delta = instant - datetime(1970, 1, 1, tzinfo=UTC)
-    return delta // timedelta(milliseconds=1)
+def epoch_ms(instant: datetime) -> int:
+    """An aware datetime as epoch milliseconds (exact: no float on the way)."""
+    return (instant - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def format_duration_ms(ms: int) -> str:

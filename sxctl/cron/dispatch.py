@@ -26,7 +26,6 @@ from ..report import Reporter
 
 GATE_OUTPUT_CAP = 1024 * 1024
 GATE_CONTEXT_CHARS = 4000
-MESSAGE_LIMIT = 64_000
 
 
 def pre_dispatch_failure(stage: str, error_kind: str) -> dict[str, Any]:
@@ -107,8 +106,9 @@ def turn_text(message: str, context: str | None) -> str:
     if not context:
         return message
     text = f"{message}\n\n[wake-gate context]\n{context}"
-    while len(json.dumps({"text": text, "mode": "queue"}, ensure_ascii=False).encode()) + 1 > MESSAGE_LIMIT \
-            and context:
+    from ..inbox import MAX_MESSAGE_BYTES, InboxMessage
+
+    while len(InboxMessage(text, "queue").encode()) > MAX_MESSAGE_BYTES and context:
         context = context[len(context) // 8 + 1:]
         text = f"{message}\n\n[wake-gate context]\n{context}" if context else message
     return text

@@ -81,6 +81,16 @@ class JobSpec:
     new_name: str | None = None
 
 
+#: a scheduled job whose next run is this far in the past has been missed: no pass has run it
+OVERDUE_GRACE_MS = 120_000
+
+
+def is_overdue(job: dict[str, Any], now_ms: int) -> bool:
+    """The one definition of an overdue job (status, cron status and watch agree)."""
+    life = job["lifecycle"]
+    return life["status"] == "scheduled" and life["nextRunAtMs"] < now_ms - OVERDUE_GRACE_MS
+
+
 def check_name(name: str) -> str:
     size16 = len(name.encode("utf-16-le", "surrogatepass")) // 2
     if not name or size16 > 200 or len(name.encode("utf-8", "surrogatepass")) > 1024:

@@ -19,6 +19,7 @@ from ..errors import SxctlError, UsageError
 from ..timeparse import (
     LATEST_SCHEDULABLE_MS,
     canonical_zone_name,
+    epoch_ms,
     load_zone,
     local_zone_name,
     parse_duration_ms,
@@ -210,10 +211,6 @@ class CronPattern:
                 return [(epoch_ms(first), True), (epoch_ms(second), True)]
             return [(epoch_ms(first), True)]
         return [(epoch_ms(first), False)]
-
-
-def epoch_ms(instant: datetime) -> int:
-    return (instant - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:

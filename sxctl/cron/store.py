@@ -15,7 +15,7 @@ from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file, refuse_symlinks_below
-from ..locks import MkdirLock
+from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
 from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
 
@@ -158,14 +158,8 @@ def daemon_lock_files(environ: Mapping[str, str]) -> list[Path]:
 def _daemon_alive(pid: int | None) -> bool:
     if pid is None:
         return True  # unreadable content counts as alive
-    if pid <= 0:
+    if pid <= 0 or not pid_alive(pid):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").lower()
     except OSError:

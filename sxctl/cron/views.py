@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import read_data_file
+from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .schedule import CronPattern, next_run
 from .store import Workspace, daemon_locks, read_store, read_store_bytes
@@ -249,7 +250,7 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     due = [j["lifecycle"]["nextRunAtMs"] for j in jobs if j["lifecycle"]["status"] == "scheduled"]
     for job in jobs:
         life = job["lifecycle"]
-        if life["status"] == "scheduled" and life["nextRunAtMs"] < now_ms - 120_000 and not store_held:
+        if is_overdue(job, now_ms) and not store_held:
             message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {
