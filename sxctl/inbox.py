@@ -37,6 +37,7 @@ from .fsio import (
 )
 from .project import (
     Session,
+    as_session,
     check_rotation_after_write,
     date_prefix,
     list_sessions,
@@ -787,7 +788,7 @@ def rotation_target(session: Session, clock: Clock) -> Session | None:
     if len(candidates) != 1:
         return None
     info = candidates[0]
-    return Session(info.id, info.dir, info.stats, info.liveness, project=session.project, source="live")
+    return as_session(info, session.project, "live")
 
 
 def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
@@ -1122,7 +1123,7 @@ def _listdir(folder: Path) -> list[str]:
 def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
     """Was a message sent with `key` (the cron runner uses the execution id)? Where is it now?"""
     for info in sessions:
-        session = Session(info.id, info.dir, info.stats, info.liveness, project=project, source="newest")
+        session = as_session(info, project, "newest")
         for inbox in inbox_dirs(session):
             try:
                 record = _read_key_record(_key_record_path(inbox, key))

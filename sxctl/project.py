@@ -171,6 +171,17 @@ class Session(SessionInfo):
         return {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
 
 
+def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
+    """The one rule for "the live session": the live folder whose stats.json is newest."""
+    live = [info for info in infos if info.state == "live"]
+    return max(live, key=lambda info: info.liveness.updated_ms) if live else None
+
+
+def as_session(info: SessionInfo, project: Path, source: str) -> Session:
+    """A listed session folder as the session a command acts on."""
+    return Session(info.id, info.dir, info.stats, info.liveness, project=project, source=source)
+
+
 def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
     stats = read_stats(session_dir)
     return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms()))
@@ -216,8 +227,7 @@ def _explicit_session(
         raise NotFoundError(
             f"session {session_id} not found in {sessions_root(project)}", code="session_not_found"
         )
-    info = session_info(folder, clock)
-    return Session(info.id, info.dir, info.stats, info.liveness, project=project, source=source)
+    return as_session(session_info(folder, clock), project, source)
 
 
 def select_session(
@@ -245,16 +255,12 @@ def select_session(
         raise NotFoundError(
             f"no sessions in {sessions_root(project)}", code="session_not_found"
         )
-    live = [info for info in infos if info.state == "live"]
-    if live:
-        best = max(live, key=lambda info: info.liveness.updated_ms)
-        source = "live"
+    best = freshest_live(infos)
+    if best is not None:
         report.note(f"using session {best.id} (live, {best.liveness.describe()})")
-    else:
-        best = infos[0]
-        source = "newest"
-        report.note(f"using session {best.id} (newest folder; no live session)")
-    return Session(best.id, best.dir, best.stats, best.liveness, project=project, source=source)
+        return as_session(best, project, "live")
+    report.note(f"using session {infos[0].id} (newest folder; no live session)")
+    return as_session(infos[0], project, "newest")
 
 
 def _session_from_env_dir(
@@ -306,14 +312,12 @@ def check_rotation_after_write(session: Session, clock: Clock, report: Reporter)
     """After writing to a live session, warn when another folder became the freshest live one."""
     if session.state != "live":
         return
-    live = [i for i in list_sessions(session.project, clock) if i.state == "live"]
-    if live:
-        freshest = max(live, key=lambda info: info.liveness.updated_ms)
-        if freshest.id != session.id:
-            report.warn(
-                f"possible rotation during write: {freshest.id} is now the live session, "
-                f"not {session.id}"
-            )
+    freshest = freshest_live(list_sessions(session.project, clock))
+    if freshest is not None and freshest.id != session.id:
+        report.warn(
+            f"possible rotation during write: {freshest.id} is now the live session, "
+            f"not {session.id}"
+        )
 
 
 # --- worktree copies (sessions.md §7) -----------------------------------------------------------
@@ -560,8 +564,7 @@ def resolve_target_session(project: Path, conversation: str, *, clock: Clock = S
     anything else = that session id (sessions.md §9: never cache a session across runs)."""
     if conversation != "live":
         return _explicit_session(project, conversation, "flag", clock)
-    live = [info for info in list_sessions(project, clock) if info.state == "live"]
-    if not live:
+    best = freshest_live(list_sessions(project, clock))
+    if best is None:
         raise NotFoundError(f"no live session in {sessions_root(project)}", code="session_not_found")
-    best = max(live, key=lambda info: info.liveness.updated_ms)
-    return Session(best.id, best.dir, best.stats, best.liveness, project=project, source="live")
+    return as_session(best, project, "live")

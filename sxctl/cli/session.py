@@ -7,7 +7,7 @@ import click
 from ..callbacks import read_table
 from ..errors import SxctlError
 from ..inbox import inbox_dirs, message_names, primary_inbox
-from ..project import Session, SessionInfo
+from ..project import Session, as_session
 from ..timeparse import format_duration_ms
 from . import complete
 from .output import Group, current_project, current_session, emit, reporter, say, settings, table
@@ -26,10 +26,6 @@ def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
 
 def _pending_count(session: Session) -> int:
     return sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
-
-
-def _as_session(info: SessionInfo, project, source: str = "newest") -> Session:
-    return Session(info.id, info.dir, info.stats, info.liveness, project=project, source=source)
 
 
 def _row(session: Session) -> dict:
@@ -69,7 +65,7 @@ def list_() -> None:
     from ..project import list_sessions
 
     project = current_project()
-    rows = [_row(_as_session(info, project)) for info in list_sessions(project)]
+    rows = [_row(as_session(info, project, "newest")) for info in list_sessions(project)]
 
     def human() -> None:
         if not rows:
