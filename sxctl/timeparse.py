@@ -178,15 +178,26 @@ def parse_time_ms(
         raise UsageError("Wall-clock timestamp exceeds the safe epoch range") from None
     zone = load_zone(tz or "UTC")
     earlier = naive.replace(tzinfo=zone, fold=0)
-    later = naive.replace(tzinfo=zone, fold=1)
-    # A wall time that does not survive the round trip through UTC does not exist in the zone.
-    if earlier.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+    kind = wall_time_kind(naive, zone)
+    if kind == "gap":
         raise UsageError("Wall-clock timestamp does not exist in the requested timezone")
-    if earlier.utcoffset() != later.utcoffset():
+    if kind == "fold":
         if fold not in ("earlier", "later"):
             raise UsageError("Ambiguous wall-clock timestamp requires earlier or later fold selection")
-        return epoch_ms(earlier if fold == "earlier" else later), True
+        return epoch_ms(naive.replace(tzinfo=zone, fold=0 if fold == "earlier" else 1)), True
     return epoch_ms(earlier), True
+
+
+def wall_time_kind(naive: datetime, zone) -> str:
+    """What a naive wall time is in `zone`: `gap` (skipped by a spring-forward change: it does
+    not survive the round trip through UTC), `fold` (repeated by a fall-back change: its two
+    readings have different offsets) or `normal`. The one DST check of sxctl."""
+    earlier = naive.replace(tzinfo=zone, fold=0)
+    if earlier.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != naive:
+        return "gap"
+    if earlier.utcoffset() != naive.replace(tzinfo=zone, fold=1).utcoffset():
+        return "fold"
+    return "normal"
 
 
 def epoch_ms(instant: datetime) -> int:

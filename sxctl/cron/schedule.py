@@ -24,6 +24,7 @@ from ..timeparse import (
     local_zone_name,
     parse_duration_ms,
     parse_time_ms,
+    wall_time_kind,
 )
 
 MAX_SAFE_INT = 2**53 - 1
@@ -203,12 +204,12 @@ class CronPattern:
 
     def _instants(self, wall: datetime, zone) -> list[tuple[int, bool]]:
         first = wall.replace(tzinfo=zone, fold=0)
-        second = wall.replace(tzinfo=zone, fold=1)
-        if first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall:
-            return [(epoch_ms(first), True)]  # in a gap: the offset before it shifts it forward
-        if first.utcoffset() != second.utcoffset():
+        kind = wall_time_kind(wall, zone)
+        if kind == "gap":
+            return [(epoch_ms(first), True)]  # the offset before the gap shifts it forward
+        if kind == "fold":
             if self.hour_follows_elapsed_time:
-                return [(epoch_ms(first), True), (epoch_ms(second), True)]
+                return [(epoch_ms(first), True), (epoch_ms(wall.replace(tzinfo=zone, fold=1)), True)]
             return [(epoch_ms(first), True)]
         return [(epoch_ms(first), False)]
 
