@@ -141,8 +141,10 @@ def test_sigkill_at_random_moments(project, command, figures):
     started = time.monotonic()
     subprocess.run(argv, cwd=project.root, env=project.env(), capture_output=True)
     full = time.monotonic() - started
-    kills = mid_write = 0
-    for n in range(12):
+    kills = mid_write = runs = 0
+    while runs < 12 or (kills < 3 and runs < 40):  # a loaded machine stretches the runs: keep going
+        n = runs
+        runs += 1
         if command == "cron add":
             argv[5] = f"job-{n}"
         proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.DEVNULL,
@@ -158,5 +160,5 @@ def test_sigkill_at_random_moments(project, command, figures):
         check_files(project, folder, figures)
     figures["crashes"] += kills
     figures["kills_mid_write"] += mid_write
-    print(f"{command}: {kills} of 12 runs killed, {mid_write} of them mid-write")
-    assert kills >= 3, f"seed {seed}: only {kills} of 12 runs were killed; the test proved little"
+    print(f"{command}: {kills} of {runs} runs killed, {mid_write} of them mid-write")
+    assert kills >= 3, f"seed {seed}: only {kills} of {runs} runs were killed; the test proved little"

@@ -1,0 +1,38 @@
+"""The agent's drop-in inbox (spec inbox.md), in parts: `message` (bytes and stems), `folder`
+(an inbox folder, message states, listings), `sending`, `wait` and `manage` (retract, clean,
+prune).
+
+Names are imported from here as before (`from sxctl.inbox import send`); each part is loaded
+only when one of its names is first used, so `inbox send --no-wait` in a shell loop loads the
+message, folder and sending parts and nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: the part that defines each name this package offers
+_PARTS: dict[str, tuple[str, ...]] = {
+    "message": ("MODES", "MAX_MESSAGE_BYTES", "MAX_IMAGE_BYTES", "IMAGE_EXTS", "SOFT_WAIT_S", "POLL_S",
+                "KEY_TEMP_WAIT_S", "PREVIEW_CHARS", "InboxMessage", "Image", "image_type_ok", "load_image",
+                "apply_tilde", "build_message", "check_stem", "stem_argument", "default_stem"),
+    "folder": ("InboxDir", "inbox_dirs", "primary_inbox", "is_message_name", "message_names", "MessageRow",
+               "list_messages", "find_message"),
+    "sending": ("reserve", "publish", "check_key", "SendResult", "SendRequest", "inbox_gate", "send", "key_state",
+             "_gates"),
+    "wait": ("WaitOutcome", "wait_for", "rotation_target", "rehome"),
+    "manage": ("RetractResult", "stem_for_key", "retract", "clean", "prune", "evidence_for_key"),
+}
+_WHERE = {name: part for part, names in _PARTS.items() for name in names}
+
+__all__ = [name for name in _WHERE if not name.startswith("_")]
+
+
+def __getattr__(name: str) -> Any:
+    part = _WHERE.get(name)
+    if part is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{part}"), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,228 @@
+"""Retracting a pending message and housekeeping: clean and prune (spec inbox.md §9-10)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import (
+    ConflictError,
+    NotFoundError,
+    SxctlError,
+    TooLateError,
+)
+from ..fsio import (
+    atomic_write,
+    ensure_private_dir,
+    fsync_dir,
+)
+from ..project import (
+    Session,
+    as_session,
+)
+from ..record import record
+from .folder import InboxDir, inbox_dirs
+from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json
+from .sending import _key_record_path, _read_key_record, _remove_quietly, key_state
+
+# --- retract -----------------------------------------------------------------------------------
+
+@record
+class RetractResult:
+    inbox: InboxDir
+    stem: str
+    already: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True, "stem": self.stem, "state": "retracted", "already": self.already,
+            "copy": self.inbox.copy, "path": str(self.inbox.retracted / f"{self.stem}.json"),
+        }
+
+
+def stem_for_key(session: Session, key: str) -> str:
+    """The stem an idempotency key was recorded with, searching every inbox copy."""
+    for inbox in inbox_dirs(session):
+        record = _read_key_record(_key_record_path(inbox, key))
+        if record is not None:
+            return record["stem"]
+    raise NotFoundError(f"no message was sent with key {key!r} in session {session.id}", code="stem_not_found")
+
+
+def retract(session: Session, stem: str) -> RetractResult:
+    """Withdraw a still-pending message (inbox.md §9); the single rename is the commit point."""
+    dirs = inbox_dirs(session)
+    located = next((d for d in dirs if os.path.lexists(d.pending_file(stem))), None)
+    if located is None:
+        located = next((d for d in dirs if d.state_of(stem) != "missing"), dirs[0])
+    inbox = located
+    inbox.refuse_symlinks(inbox.path, inbox.retracted)
+    target = inbox.retracted / f"{stem}.json"
+    if os.path.lexists(inbox.pending_file(stem)):
+        ensure_private_dir(inbox.retracted)
+        if os.path.lexists(target):
+            raise ConflictError(f"{target} already exists", code="name_taken", file=target)
+    try:
+        os.rename(inbox.pending_file(stem), target)
+    except FileNotFoundError:
+        if os.path.lexists(inbox.done / f"{stem}.json"):
+            raise TooLateError(
+                f"{stem} was already consumed", file=inbox.done / f"{stem}.json"
+            ) from None
+        if os.path.lexists(target):
+            return RetractResult(inbox, stem, already=True)
+        raise NotFoundError(
+            f"no message {stem} in {inbox.path}", code="stem_not_found"
+        ) from None
+    sidecar = inbox.sidecar_of(inbox.path, stem)
+    if sidecar is not None:
+        try:
+            os.rename(sidecar, inbox.retracted / sidecar.name)
+        except FileNotFoundError:
+            pass
+    fsync_dir(inbox.path)
+    fsync_dir(inbox.retracted)
+    return RetractResult(inbox, stem, already=False)
+
+
+# --- housekeeping ------------------------------------------------------------------------------
+
+def _older_files(folder: Path, cutoff_ms: int, use_ctime: bool) -> Iterator[tuple[Path, str]]:
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        stamp = (st.st_ctime_ns if use_ctime else st.st_mtime_ns) // 1_000_000
+        if stamp < cutoff_ms:
+            yield Path(entry.path), entry.name
+
+
+def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
+    """Leftovers of crashed sxctl writers, and nothing else (inbox.md §10)."""
+    temp_suffixes = tuple(f".{ext}.tmp" for ext in ("json", *IMAGE_EXTS))
+    for path, name in _older_files(inbox.path, cutoff_ms, use_ctime=False):
+        if name.endswith(temp_suffixes):
+            stem = name.rsplit(".", 2)[0]
+            if _SXCTL_STEM.fullmatch(stem):
+                yield path
+            continue
+        stem, _, ext = name.rpartition(".")
+        if ext in IMAGE_EXTS and _SXCTL_STEM.fullmatch(stem) and not any(
+            os.path.lexists(folder / f"{stem}.json")
+            for folder in (inbox.path, inbox.done, inbox.retracted)
+        ):
+            yield path
+    for path, name in _older_files(inbox.keys, cutoff_ms, use_ctime=False):
+        if name.endswith(".tmp"):
+            yield path
+
+
+def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock: Clock = SYSTEM_CLOCK) -> list[Path]:
+    """Delete stray temps and orphan sidecars older than the age in every inbox copy."""
+    cutoff = clock.now_ms() - older_than_ms
+    removed = []
+    for inbox in inbox_dirs(session):
+        inbox.refuse_symlinks(inbox.path, inbox.keys)
+        for path in list(_clean_candidates(inbox, cutoff)):
+            if not dry_run:
+                _remove_quietly(path)
+            removed.append(path)
+    return removed
+
+
+def prune(
+    session: Session,
+    older_than_ms: int,
+    *,
+    retracted: bool = False,
+    keys: bool = False,
+    dry_run: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> tuple[list[Path], int]:
+    """Delete old consumed (and retracted) messages and key records; never a pending message.
+    Returns (removed paths, number of files kept)."""
+    cutoff = clock.now_ms() - older_than_ms
+    removed: list[Path] = []
+    kept = 0
+    for inbox in inbox_dirs(session):
+        folders = [inbox.done] + ([inbox.retracted] if retracted else [])
+        inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []))
+        for folder in folders:
+            old = {path for path, _ in _older_files(folder, cutoff, use_ctime=True)}
+            kept += sum(1 for name in _listdir(folder) if folder / name not in old)
+            removed += sorted(old)
+        if keys:
+            old_keys = []
+            for path, name in _older_files(inbox.keys, cutoff, use_ctime=False):
+                if not name.endswith(".json"):
+                    continue
+                try:
+                    record = _read_key_record(path)
+                except SxctlError:
+                    record = None
+                if record is not None and os.path.lexists(inbox.pending_file(record["stem"])):
+                    continue
+                old_keys.append(path)
+            kept += sum(1 for name in _listdir(inbox.keys) if name.endswith(".json")) - len(old_keys)
+            removed += sorted(old_keys)
+    if not dry_run:
+        removed_set = set(removed)
+        for inbox in inbox_dirs(session):
+            _remember_pruned_keys(inbox, removed_set)
+        for path in removed:
+            _remove_quietly(path)
+    return removed, kept
+
+
+def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
+    """Before a keyed message's file goes, its key record (if it stays) notes the final state, so
+    the same send stays a duplicate instead of delivering the message a second time."""
+    stems = {path.name[:-5]: state for state, folder in (("consumed", inbox.done), ("retracted", inbox.retracted))
+             for path in removed if path.parent == folder and path.name.endswith(".json")}
+    if not stems:
+        return
+    for path, name in _older_files(inbox.keys, 2**62, use_ctime=False):
+        if not name.endswith(".json") or path in removed:
+            continue
+        try:
+            record = _read_key_record(path)
+        except SxctlError:
+            continue
+        if record is None or record["stem"] not in stems or record.get("pruned"):
+            continue
+        st = os.lstat(path)
+        atomic_write(path, _compact_json({**record, "pruned": stems[record["stem"]]}))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # `prune --keys` ages records by mtime
+
+
+def _listdir(folder: Path) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+
+def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
+    """Was a message sent with `key` (the cron runner uses the execution id)? Where is it now?"""
+    for info in sessions:
+        session = as_session(info, project, "newest")
+        for inbox in inbox_dirs(session):
+            try:
+                record = _read_key_record(_key_record_path(inbox, key))
+            except SxctlError:
+                record = None
+            if record is not None:
+                return {"key_record": True, "stem": record["stem"], "state": key_state(inbox, record),
+                        "session": info.id, "copy": inbox.copy}
+    return {"key_record": False, "stem": None, "state": "missing", "session": None}

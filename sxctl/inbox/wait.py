@@ -1,0 +1,187 @@
+"""Waiting for a message to be consumed (spec inbox.md §8), and re-homing it after a session
+rotation (sessions.md §9)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import (
+    ConflictError,
+    NotFoundError,
+    SxctlError,
+    WaitTimeoutError,
+)
+from ..fsio import (
+    PendingFile,
+    ensure_private_dir,
+    fsync_dir,
+)
+from ..project import (
+    Session,
+    as_session,
+    date_prefix,
+    list_sessions,
+    session_info,
+)
+from ..record import Factory, record
+from ..report import Reporter
+from .folder import InboxDir, primary_inbox
+from .message import POLL_S
+
+# --- waiting -----------------------------------------------------------------------------------
+
+def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> str:
+    while True:
+        state = inbox.state_of(stem)
+        if state != "pending" or clock.monotonic() >= deadline:
+            return state
+        clock.sleep(POLL_S)
+
+
+@record
+class WaitOutcome:
+    session: Session
+    inbox: InboxDir
+    stem: str
+    state: str
+    waited_ms: int
+    events: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+
+    def raise_unless_consumed(self, details: dict[str, Any]) -> None:
+        """Map the final state to the spec's exit codes (inbox.md §8)."""
+        details = {**details, "ok": False, "state": self.state, "consumed": False}
+        where = f"{self.stem} in {self.inbox.path}"
+        if self.state == "pending":
+            raise WaitTimeoutError(
+                f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending",
+                details=details,
+            )
+        if self.state == "retracted":
+            raise ConflictError(f"{where} was retracted", code="retracted", details=details)
+        if self.state == "missing":
+            raise NotFoundError(f"{where} not found", code="stem_not_found", details=details)
+
+
+def wait_for(
+    session: Session,
+    inbox: InboxDir,
+    stem: str,
+    timeout_s: float,
+    *,
+    follow: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> WaitOutcome:
+    """Poll until `stem` leaves `pending` or the deadline (0 = none) passes.
+
+    With `follow`, a message left behind by a session rotation is re-homed into the new live
+    session (sessions.md §9); without it, one warning is given.
+    """
+    report = report or Reporter()
+    emit = on_event or (lambda event: None)
+    started = clock.monotonic()
+    deadline = None if timeout_s == 0 else started + timeout_s
+    emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
+    where = [session, inbox]  # where the message is now (a rotation may re-home it)
+    try:
+        report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
+        state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
+    except KeyboardInterrupt:
+        session, inbox = where
+        state = inbox.state_of(stem)
+        raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code="interrupted",
+                         details={"stem": stem, "state": state, "session": session.id}) from None
+    session, inbox = where
+    waited = round((clock.monotonic() - started) * 1000)
+    emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
+    return WaitOutcome(session, inbox, stem, state, waited)
+
+
+def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clock: Clock,
+               report: Reporter, emit: Callable[[dict[str, Any]], None]) -> str:
+    """Poll until `stem` leaves `pending` or the deadline passes; `where` ([session, inbox]) is
+    kept up to date when a rotation re-homes the message."""
+    session, inbox = where
+    next_liveness_check = clock.monotonic()
+    warned_stale = False
+    while True:
+        state = inbox.state_of(stem)
+        now = clock.monotonic()
+        if state != "pending" or (deadline is not None and now >= deadline):
+            break
+        if now >= next_liveness_check:
+            next_liveness_check = now + 1.0
+            current = session_info(session.dir, clock)
+            if current.state != "live":
+                target = rotation_target(session, clock) if follow else None
+                if target is not None:
+                    moved = rehome(inbox, stem, target)
+                    if moved is not None:
+                        emit({"event": "rehomed", "ts_ms": clock.now_ms(), "stem": stem,
+                              "from": str(inbox.path), "to": str(moved.path), "session": target.id})
+                        report.note(f"re-homed {stem} from {session.id} to {target.id}")
+                        session, inbox = where[:] = [target, moved]
+                        continue
+                elif not follow and not warned_stale and session.state == "live":
+                    warned_stale = True
+                    report.warn(
+                        f"session {session.id} turned {current.state} while {stem} is pending; "
+                        "use --follow to re-home it after a rotation"
+                    )
+        clock.sleep(POLL_S)
+    return state
+
+
+def rotation_target(session: Session, clock: Clock) -> Session | None:
+    """Exactly one other live session whose date-prefixed id is not older, or None.
+
+    Rotation usually happens within a day and the id words are random, so the same date
+    counts as newer."""
+    own_date = date_prefix(session.id) or ""
+    candidates = [
+        info for info in list_sessions(session.project, clock)
+        if info.state == "live" and info.id != session.id
+        and (date_prefix(info.id) or "") >= own_date and date_prefix(info.id)
+    ]
+    if len(candidates) != 1:
+        return None
+    info = candidates[0]
+    return as_session(info, session.project, "live")
+
+
+def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
+    """Move a pending message (sidecar first) into `target`'s inbox; None if it was consumed
+    meanwhile or the new inbox already has that stem."""
+    new_inbox = primary_inbox(target)
+    inbox.refuse_symlinks()
+    new_inbox.refuse_symlinks()
+    ensure_private_dir(new_inbox.path)
+    try:
+        reservation = PendingFile(new_inbox.pending_file(stem), new_inbox.temp_file(stem))
+    except FileExistsError:
+        return None
+    try:
+        if not new_inbox.stem_is_free(stem, frozenset({reservation.temp})):
+            return None
+        sidecar = inbox.sidecar_of(inbox.path, stem)
+        moved_sidecar = None
+        if sidecar is not None:
+            moved_sidecar = new_inbox.path / sidecar.name
+            os.rename(sidecar, moved_sidecar)
+        try:
+            os.rename(inbox.pending_file(stem), new_inbox.pending_file(stem))
+        except FileNotFoundError:
+            if moved_sidecar is not None:
+                os.rename(moved_sidecar, sidecar)
+            return None
+        fsync_dir(new_inbox.path)
+        fsync_dir(inbox.path)
+        return new_inbox
+    finally:
+        reservation.discard()
+
+
