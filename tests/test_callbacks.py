@@ -346,11 +346,11 @@ def test_worktree_dual_write_and_higher_rev_wins(project, worktree_pair):
 
 
 def test_mirror_ahead_of_the_new_write_is_skipped_with_a_warning(project, worktree_pair, monkeypatch):
-    from sxctl import callbacks as cb
+    from sxctl.callbacks import protocol  # where write_table looks the mirror writer up
 
     wt, worktree, mirror = worktree_pair
     shutil.copy(EXAMPLES / "callbacks.json", worktree / "callbacks.json")
-    real_write = cb._write_mirror
+    real_write = protocol._write_mirror
 
     def agent_jumps_ahead(path, data, new_rev, report):
         doc = json.loads(data)
@@ -358,7 +358,7 @@ def test_mirror_ahead_of_the_new_write_is_skipped_with_a_warning(project, worktr
         path.write_text(json.dumps(doc))
         return real_write(path, data, new_rev, report)
 
-    monkeypatch.setattr(cb, "_write_mirror", agent_jumps_ahead)
+    monkeypatch.setattr(protocol, "_write_mirror", agent_jumps_ahead)
     clock = FakeClock(NOW)
     session = select_session(wt, environ={}, clock=clock)
     from sxctl.report import Reporter
