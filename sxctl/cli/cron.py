@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import click
 
 from ..errors import UsageError
 from . import complete
+from .cron_options import _default_project, _job_options, _job_spec, _schedule_options, _workspace
 from .output import (
     DURATION,
     Group,
     current_project,
     emit,
-    read_text_input,
     reporter,
     say,
     settings,
@@ -33,12 +32,6 @@ def cron() -> None:
       sxctl cron list
       sxctl cron next --cron "30 2 * * *" --tz Europe/Berlin --from 2026-03-28T00:00Z -n 3
     """
-
-
-def _workspace():
-    from ..cron.store import find_workspace
-
-    return find_workspace(settings().workspace, os.environ, current_project)
 
 
 def _max_log_bytes(value: int | None) -> int:
@@ -108,94 +101,6 @@ def init() -> None:
     created = init_workspace(ws)
     emit({"ok": True, "workspace": str(ws.root), "created": created},
          lambda: say("\n".join(f"created {p}" for p in created) or f"{ws.scheduler} is already initialised"))
-
-
-def _schedule_options(command):
-    options = [
-        click.option("--cron", "cron_expr", metavar="EXPR",
-                     help="Cron expression: 5 fields, 6 (seconds first) or @daily…"),
-        click.option("--every", metavar="DURATION", help="Fixed period, e.g. 30m (a bare number is seconds)."),
-        click.option("--at", "at_time", metavar="TIME", help="One shot at an ISO 8601 time."),
-        click.option("--in", "in_time", metavar="DURATION", help="One shot after this long."),
-        click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
-                     help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
-        click.option("--fold", type=click.Choice(["earlier", "later"]), help="Which instant of an ambiguous --at."),
-        click.option("--anchor", metavar="TIME", help="Phase of --every (default now)."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _schedule_input(cron_expr, every, at_time, in_time, tz, fold, anchor):
-    from ..cron.schedule import ScheduleInput
-
-    return ScheduleInput(cron=cron_expr, every=every, at=at_time, in_=in_time, tz=tz, fold=fold, anchor=anchor)
-
-
-def _job_options(command):
-    options = [
-        click.option("--payload", metavar="KIND", help="agent-turn, delivery or heartbeat-event."),
-        click.option("--text", "--message", "text", metavar="TEXT", help="The message (for every kind)."),
-        click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE."),
-        click.option("--wake-mode", type=click.Choice(["now", "next-heartbeat"]), help="Heartbeat only (default now)."),
-        click.option("--model", metavar="NAME", help="Agent turn only."),
-        click.option("--timeout-seconds", type=int, help="Agent turn time limit (1-86400)."),
-        click.option("--wake-gate", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Agent turn: a JS/TS script that decides whether the turn is needed."),
-        click.option("--wake-gate-language", type=click.Choice(["js", "ts"])),
-        click.option("--wake-gate-timeout", type=int, metavar="SECONDS", help="1-300 (default 30)."),
-        click.option("--to", "to", metavar="SESSION|live", help="Target session for agent turns and deliveries."),
-        click.option("--to-project", type=click.Path(file_okay=False, path_type=Path), help="Target project."),
-        click.option("--tenant", help="conversationScope tenant (default 'default')."),
-        click.option("--max-dependency-errors", type=click.IntRange(0), metavar="N"),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
-def _job_spec(kw: dict):
-    from ..cron.jobs import JobSpec, Target, WakeGate
-    from ..project import check_session_id
-
-    text = kw.get("text")
-    if kw.get("text_file") is not None:
-        if text is not None:
-            raise UsageError("give the text either with --text or with --text-file, not both")
-        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
-        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
-    target = None
-    if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
-        conversation = kw.get("to") or "live"
-        if conversation != "live":
-            check_session_id(conversation)
-        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else str(_default_project())
-        target = Target(project, conversation, kw.get("tenant") or "default")
-    gate = None
-    if kw.get("wake_gate") is not None:
-        gate = WakeGate.from_file(kw["wake_gate"], kw.get("wake_gate_language"), kw.get("wake_gate_timeout"))
-    elif kw.get("wake_gate_language") or kw.get("wake_gate_timeout"):
-        raise UsageError("--wake-gate-language and --wake-gate-timeout need --wake-gate FILE")
-    return JobSpec(
-        schedule=_schedule_input(kw.get("cron_expr"), kw.get("every"), kw.get("at_time"), kw.get("in_time"),
-                                 kw.get("tz"), kw.get("fold"), kw.get("anchor")),
-        payload=kw.get("payload"), text=text, wake_mode=kw.get("wake_mode"),
-        session_strategy=kw.get("session_strategy"), max_history_turns=kw.get("max_history_turns"),
-        continuation=kw.get("continuation"), model=kw.get("model"), timeout_seconds=kw.get("timeout_seconds"),
-        wake_gate=gate, no_wake_gate=kw.get("no_wake_gate", False), target=target,
-        max_dependency_errors=kw.get("max_dependency_errors"), paused=kw.get("paused", False),
-        resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
-    )
-
-
-def _default_project() -> Path:
-    from ..errors import NotFoundError
-
-    try:
-        return current_project()
-    except NotFoundError:
-        return _workspace().root
 
 
 @cron.command("add", mutating=True)
@@ -622,120 +527,4 @@ def wake(target, to, text) -> None:
          lambda: say(f"woke {session.id} ({result.stem})"))
 
 
-# --- tick / run ----------------------------------------------------------------------------------
-
-def _pass_options(command):
-    options = [
-        click.option("--max-runs", type=click.IntRange(1), default=3, show_default=True,
-                     help="At most N due jobs per pass; the rest are deferred."),
-        click.option("--to", "to", metavar="SESSION|live", default="live", show_default=True,
-                     help="Target of jobs without a delivery target."),
-        click.option("--turn-mode", type=click.Choice(["auto", "interrupt", "queue"]), default="queue",
-                     show_default=True, help="Inbox mode for agent turns."),
-        click.option("--catchup-after", "catchup_ms", type=DURATION, default="90", show_default=True,
-                     metavar="SECONDS", help="Later than this is a catch-up."),
-        click.option("--deliver-timeout", "deliver_ms", type=DURATION, default="60", show_default=True,
-                     metavar="SECONDS", help="Time limit of SXCTL_DELIVER_CMD."),
-        click.option("--no-gates", is_flag=True, help="Do not run wake gates (turns run as if ungated)."),
-        click.option("--force", is_flag=True, help="Run even next to a comis daemon or built-in jobs (loud)."),
-        click.option("--lock-wait", "lock_wait_ms", type=DURATION, default="0", show_default=True, metavar="SECONDS"),
-        click.option("--busy-ok", is_flag=True, help="Exit 0 when another pass holds the lock."),
-        click.option("--terminalize-orphans", is_flag=True, help="Record orphan starts as unknown and go on."),
-        click.option("--retain-executions", type=click.IntRange(1), default=1000, show_default=True),
-        click.option("--dry-run", is_flag=True, help="Take no lock, write nothing: show what would happen."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return _max_log_option(command)
-
-
-def _scheduler_pass(kw: dict):
-    from ..cron.runner import SchedulerPass, TickOptions
-
-    options = TickOptions(
-        project=_default_project(), max_runs=kw["max_runs"], to=kw["to"], turn_mode=kw["turn_mode"],
-        catchup_after_ms=kw["catchup_ms"], deliver_timeout_s=kw["deliver_ms"] / 1000, no_gates=kw["no_gates"],
-        force=kw["force"], lock_wait_s=kw["lock_wait_ms"] / 1000, busy_ok=kw["busy_ok"],
-        terminalize_orphans=kw["terminalize_orphans"], retain_executions=kw["retain_executions"],
-        max_log_bytes=_max_log_bytes(kw["max_log_bytes"]), dry_run=kw["dry_run"],
-    )
-    return SchedulerPass(_workspace(), options, clock=settings().clock, report=reporter())
-
-
-def _pass_lines(result) -> list[str]:
-    lines = []
-    rec = result.reconciled
-    if rec["executionIds"]:
-        lines.append(f"reconciled {len(rec['executionIds'])} claim(s): {rec['recoveredBeforeStart']} recovered "
-                     f"before start, {rec['ownerLostAfterStart']} owner lost after start, "
-                     f"{rec['settledFromTerminal']} settled from terminal")
-    for run in result.runs:
-        detail = run.get("errorKind") or ""
-        outcome = run.get("outcome") or {}
-        if outcome.get("kind") == "inbox_dispatch":
-            detail = f"→ {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
-        lines.append(f"ran {run['name']} ({run['trigger']}): {run['status']} {detail}".rstrip())
-        if run.get("skipped_occurrences"):
-            lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
-    for job in result.deferred:
-        lines.append(f"deferred {job['name']} (more than --max-runs due)")
-    return lines
-
-
-def _pass_notes(scheduler, result) -> None:
-    """Why nothing happened goes to stderr as a note, so `-q` prints nothing at all then."""
-    if result.skipped:
-        scheduler.report.note(f"skipped this pass: {result.skipped} (another pass holds the store lock)")
-    if not result.store_exists:
-        scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
-
-
-@cron.command("tick", mutating=True)
-@_pass_options
-def tick(**kw) -> None:
-    """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
-
-    Meant for system cron, a systemd timer or a CI schedule; nothing claimed is ever run twice.
-
-    \b
-    Examples:
-      * * * * * cd ~/myapp && python3 -m sxctl cron tick --busy-ok -q
-      sxctl cron tick --dry-run --json
-    """
-    scheduler = _scheduler_pass(kw)
-    result = scheduler.run()
-    _pass_notes(scheduler, result)
-    emit(result.to_json(scheduler.report.warnings), lambda: [say(line) for line in _pass_lines(result)])
-
-
-@cron.command("run", mutating=True)
-@click.argument("name", required=False, shell_complete=complete.job_names)
-@click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
-              help="force: run NAME once now (manual); due: one full pass, like tick.")
-@_pass_options
-def run(name, mode, **kw) -> None:
-    """Run a job now (--mode force, trigger manual), or run one full pass (--mode due).
-
-    \b
-    Examples:
-      sxctl cron run nightly
-      sxctl cron run --mode due --json
-    """
-    from ..cron.store import default_agent_id, read_store
-
-    if mode == "force" and name is None:
-        raise UsageError("cron run --mode force needs a job NAME")
-    scheduler = _scheduler_pass(kw)
-    result = scheduler.run_forced(name) if mode == "force" else scheduler.run()
-    _pass_notes(scheduler, result)
-    agent = default_agent_id(read_store(scheduler.ws), settings().agent, os.environ)
-    doc = {"ok": True, "triggered": bool(result.runs), "mode": mode, "resolvedAgentId": agent}
-    if mode == "force":
-        run_entry = result.runs[0] if result.runs else None
-        doc.update(jobName=name, executionId=run_entry["executionId"] if run_entry else None, run=run_entry)
-    else:
-        doc["executionIds"] = [r["executionId"] for r in result.runs]
-    doc["report"] = result.to_json(scheduler.report.warnings)
-    emit(doc, lambda: [say(line) for line in _pass_lines(result)])
-
-
+from . import cron_tick  # noqa: E402,F401 - registers `tick` and `run` on the group

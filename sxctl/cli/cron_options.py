@@ -1,0 +1,107 @@
+"""The options of `cron add` and `cron update`, and the one place that turns them into a
+`JobSpec`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ..errors import UsageError
+from . import complete
+from .output import current_project, read_text_input, settings
+
+
+def _schedule_options(command):
+    options = [
+        click.option("--cron", "cron_expr", metavar="EXPR",
+                     help="Cron expression: 5 fields, 6 (seconds first) or @daily…"),
+        click.option("--every", metavar="DURATION", help="Fixed period, e.g. 30m (a bare number is seconds)."),
+        click.option("--at", "at_time", metavar="TIME", help="One shot at an ISO 8601 time."),
+        click.option("--in", "in_time", metavar="DURATION", help="One shot after this long."),
+        click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+                     help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
+        click.option("--fold", type=click.Choice(["earlier", "later"]), help="Which instant of an ambiguous --at."),
+        click.option("--anchor", metavar="TIME", help="Phase of --every (default now)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _schedule_input(cron_expr, every, at_time, in_time, tz, fold, anchor):
+    from ..cron.schedule import ScheduleInput
+
+    return ScheduleInput(cron=cron_expr, every=every, at=at_time, in_=in_time, tz=tz, fold=fold, anchor=anchor)
+
+
+def _job_options(command):
+    options = [
+        click.option("--payload", metavar="KIND", help="agent-turn, delivery or heartbeat-event."),
+        click.option("--text", "--message", "text", metavar="TEXT", help="The message (for every kind)."),
+        click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE."),
+        click.option("--wake-mode", type=click.Choice(["now", "next-heartbeat"]), help="Heartbeat only (default now)."),
+        click.option("--model", metavar="NAME", help="Agent turn only."),
+        click.option("--timeout-seconds", type=int, help="Agent turn time limit (1-86400)."),
+        click.option("--wake-gate", type=click.Path(dir_okay=False, path_type=Path),
+                     help="Agent turn: a JS/TS script that decides whether the turn is needed."),
+        click.option("--wake-gate-language", type=click.Choice(["js", "ts"])),
+        click.option("--wake-gate-timeout", type=int, metavar="SECONDS", help="1-300 (default 30)."),
+        click.option("--to", "to", metavar="SESSION|live", help="Target session for agent turns and deliveries."),
+        click.option("--to-project", type=click.Path(file_okay=False, path_type=Path), help="Target project."),
+        click.option("--tenant", help="conversationScope tenant (default 'default')."),
+        click.option("--max-dependency-errors", type=click.IntRange(0), metavar="N"),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _job_spec(kw: dict):
+    from ..cron.jobs import JobSpec, Target, WakeGate
+    from ..project import check_session_id
+
+    text = kw.get("text")
+    if kw.get("text_file") is not None:
+        if text is not None:
+            raise UsageError("give the text either with --text or with --text-file, not both")
+        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
+        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
+    target = None
+    if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
+        conversation = kw.get("to") or "live"
+        if conversation != "live":
+            check_session_id(conversation)
+        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else str(_default_project())
+        target = Target(project, conversation, kw.get("tenant") or "default")
+    gate = None
+    if kw.get("wake_gate") is not None:
+        gate = WakeGate.from_file(kw["wake_gate"], kw.get("wake_gate_language"), kw.get("wake_gate_timeout"))
+    elif kw.get("wake_gate_language") or kw.get("wake_gate_timeout"):
+        raise UsageError("--wake-gate-language and --wake-gate-timeout need --wake-gate FILE")
+    return JobSpec(
+        schedule=_schedule_input(kw.get("cron_expr"), kw.get("every"), kw.get("at_time"), kw.get("in_time"),
+                                 kw.get("tz"), kw.get("fold"), kw.get("anchor")),
+        payload=kw.get("payload"), text=text, wake_mode=kw.get("wake_mode"),
+        session_strategy=kw.get("session_strategy"), max_history_turns=kw.get("max_history_turns"),
+        continuation=kw.get("continuation"), model=kw.get("model"), timeout_seconds=kw.get("timeout_seconds"),
+        wake_gate=gate, no_wake_gate=kw.get("no_wake_gate", False), target=target,
+        max_dependency_errors=kw.get("max_dependency_errors"), paused=kw.get("paused", False),
+        resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
+    )
+
+
+def _workspace():
+    from ..cron.store import find_workspace
+
+    return find_workspace(settings().workspace, os.environ, current_project)
+
+
+def _default_project() -> Path:
+    from ..errors import NotFoundError
+
+    try:
+        return current_project()
+    except NotFoundError:
+        return _workspace().root
