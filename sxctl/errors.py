@@ -6,6 +6,7 @@ exit code of the spec's table, so no command needs its own error handling.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 #: spec README "Error codes": every `error.code` string and the exit status it maps to.
@@ -82,7 +83,7 @@ class SxctlError(Exception):
         message: str,
         *,
         code: str | None = None,
-        file: str | None = None,
+        file: str | os.PathLike[str] | None = None,
         details: dict[str, Any] | None = None,
         verbatim: bool = False,
         **extra: Any,
@@ -141,7 +142,7 @@ class InvalidDataError(SxctlError):
 
     default_code = "invalid_data"
 
-    def __init__(self, file: str, reason: str, **extra: Any) -> None:
+    def __init__(self, file: str | os.PathLike[str], reason: str, **extra: Any) -> None:
         super().__init__(f"invalid data in {file}: {reason}", file=file, **extra)
         self.reason = reason
 

@@ -31,7 +31,7 @@ def default_temp_path(target: str | os.PathLike) -> str:
     return f"{os.fspath(target)}.sxctl-{os.urandom(16).hex()}.tmp"
 
 
-def fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: str | os.PathLike[str]) -> None:
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -39,7 +39,7 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _owner_for(folder: Path) -> tuple[int, int] | None:
+def _owner_for(folder: str | os.PathLike[str]) -> tuple[int, int] | None:
     """When running as root in someone else's folder, new files go to that folder's owner."""
     if os.geteuid() != 0:
         return None
@@ -49,7 +49,7 @@ def _owner_for(folder: Path) -> tuple[int, int] | None:
     return st.st_uid, st.st_gid
 
 
-def refuse_symlink(target: Path) -> None:
+def refuse_symlink(target: str | os.PathLike[str]) -> None:
     """sxctl never replaces a target whose last component is a symlink (exit 5)."""
     if os.path.islink(target):
         raise SxctlError(

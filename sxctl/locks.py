@@ -13,9 +13,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import ConflictError, SxctlError
 from .fsio import atomic_write, read_data_file, refuse_symlink
+
+if TYPE_CHECKING:
+    import threading
 
 
 @contextmanager
@@ -84,8 +88,8 @@ class MkdirLock:
         self._nanos = random.randrange(1_000_000_000) | 1
         self._mtime_ns: int | None = None
         self._lost = False
-        self._stop = None
-        self._thread = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> MkdirLock:
         self.acquire()
@@ -134,17 +138,23 @@ class MkdirLock:
         self._remove_dead_prepared_notes()  # evidence for a takeover no more: the lock is ours
         self._start_refresh()
 
+    @property
+    def _dir(self) -> Path:
+        """The lock directory (known from the first acquire on)."""
+        assert self.lockdir is not None
+        return self.lockdir
+
     def _mark(self) -> None:
         """Give the lock directory the latest mtime up to now whose nanoseconds are this holder's mark
         (so at most a second old, and never in the future)."""
         now = time.time_ns()
         stamp = now - (now - self._nanos) % 1_000_000_000
-        os.utime(self.lockdir, ns=(stamp, stamp))
-        self._mtime_ns = os.stat(self.lockdir).st_mtime_ns
+        os.utime(self._dir, ns=(stamp, stamp))
+        self._mtime_ns = os.stat(self._dir).st_mtime_ns
 
     def _busy_message(self) -> str:
         try:
-            age = time.time() - os.stat(self.lockdir).st_mtime
+            age = time.time() - os.stat(self._dir).st_mtime
             held = f" (last refreshed {age:.1f}s ago)"
         except OSError:
             held = ""
@@ -153,13 +163,13 @@ class MkdirLock:
     def _take_over_if_stale(self) -> bool:
         """Remove a stale lock directory; True when the caller should retry at once."""
         try:
-            st = os.stat(self.lockdir)
+            st = os.stat(self._dir)
         except FileNotFoundError:
             return True
         stale = time.time() - st.st_mtime > STALE_AFTER_S or self._held_by_dead_sxctl(st)
         if stale:
             try:
-                os.rmdir(self.lockdir)
+                os.rmdir(self._dir)
             except FileNotFoundError:
                 pass
             except OSError:
@@ -230,20 +240,20 @@ class MkdirLock:
     def _start_refresh(self) -> None:
         import threading
 
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._refresh_loop, name="sxctl-lock-refresh", daemon=True)
-        self._thread.start()
+        self._stop = stop = threading.Event()
+        self._thread = thread = threading.Thread(target=self._refresh_loop, args=(stop,), name="sxctl-lock-refresh",
+                                                 daemon=True)
+        thread.start()
 
     def _still_ours(self) -> bool:
 
         try:
-            return os.stat(self.lockdir).st_mtime_ns == self._mtime_ns
+            return os.stat(self._dir).st_mtime_ns == self._mtime_ns
         except FileNotFoundError:
             return False
 
-    def _refresh_loop(self) -> None:
-
-        while not self._stop.wait(REFRESH_EVERY_S):
+    def _refresh_loop(self, stop: threading.Event) -> None:
+        while not stop.wait(REFRESH_EVERY_S):
             if self._lost or not self._still_ours():
                 self._lost = True
                 return
@@ -264,7 +274,7 @@ class MkdirLock:
 
     def release(self) -> None:
 
-        if self._stop is not None:
+        if self._stop is not None and self._thread is not None:
             self._stop.set()
             self._thread.join()
         if self.lockdir is not None and not self._lost:

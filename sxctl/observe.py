@@ -112,7 +112,7 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
         rows.append({"source": "callback", "at_ms": fire["at_ms"], "slot": fire["slot"],
                      "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
                      "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
-                     "paused": bool(doc.get("paused"))})
+                     "paused": bool((doc or {}).get("paused"))})
     from .cron.store import read_store
     from .cron.views import timeline
 

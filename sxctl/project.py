@@ -65,16 +65,18 @@ def find_project(
             return root
     session_dir = environ.get("SX_SESSION_DIR")
     if session_dir and not session_given and not environ.get("SXCTL_SESSION"):
-        root = _project_of_session_dir(Path(os.path.realpath(session_dir)))
-        if root is not None and (root / ".scorpiox").is_dir():
-            return root
+        of_session = _project_of_session_dir(Path(os.path.realpath(session_dir)))
+        if of_session is not None and (of_session / ".scorpiox").is_dir():
+            return of_session
     if cwd is None:
         try:
-            cwd = os.getcwd()
+            here = os.getcwd()
         except FileNotFoundError:
             raise NotFoundError("the working folder no longer exists; cd to the project or pass --project DIR",
                                 code="project_not_found") from None
-    start = Path(os.path.realpath(cwd))
+    else:
+        here = os.fspath(cwd)
+    start = Path(os.path.realpath(here))
     for folder in (start, *start.parents):
         if (folder / ".scorpiox").is_dir():
             return folder
@@ -174,7 +176,7 @@ class Session(SessionInfo):
 def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
     live = [info for info in infos if info.state == "live"]
-    return max(live, key=lambda info: info.liveness.updated_ms) if live else None
+    return max(live, key=lambda info: info.liveness.updated_ms or 0) if live else None  # live has a time
 
 
 def as_session(info: SessionInfo, project: Path, source: str) -> Session:
@@ -399,7 +401,7 @@ def _linked_worktrees(main: Path) -> list[Path]:
     """Worktree roots registered in the main checkout (`.git/worktrees/*/gitdir`), read as
     files rather than by running `git worktree list`."""
     admin = main / ".git" / "worktrees"
-    roots = []
+    roots: list[Path] = []
     try:
         entries = list(os.scandir(admin))
     except OSError:

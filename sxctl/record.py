@@ -9,7 +9,7 @@ compiling anything. Equality stays identity, which is all sxctl needs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, dataclass_transform
 
 
 class Factory:
@@ -23,6 +23,7 @@ class NoInit:
     """A field that `__init__` does not take; `__post_init__` sets it."""
 
 
+@dataclass_transform()  # type checkers see the generated __init__, as for a dataclass
 def record(cls):
     names: list[str] = []
     for klass in reversed(cls.__mro__):

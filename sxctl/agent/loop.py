@@ -382,10 +382,11 @@ class ReferenceAgent:
                    SXCTL_TURN_IMAGE=str(turn.image) if turn.image else "")
         env["SXCTL_TURN_SLOT" if turn.source == "callback" else "SXCTL_TURN_STEM"] = turn.ref
         capture = self.capture_output
-        self.proc = subprocess.Popen(["/bin/sh", "-c", self.options.exec_cmd], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE if capture else None,
-                                     stderr=subprocess.PIPE if capture else None, env=env,
-                                     cwd=self.options.project, start_new_session=True)
+        assert self.options.exec_cmd is not None  # only --exec turns run a process
+        self.proc = proc = subprocess.Popen(["/bin/sh", "-c", self.options.exec_cmd], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE if capture else None,
+                                            stderr=subprocess.PIPE if capture else None, env=env,
+                                            cwd=self.options.project, start_new_session=True)
         readers = []
         if capture:
             for stream_name, stream in (("stdout", self.proc.stdout), ("stderr", self.proc.stderr)):
@@ -393,8 +394,9 @@ class ReferenceAgent:
                 reader.start()
                 readers.append(reader)
         try:
-            self.proc.stdin.write(turn.text.encode())
-            self.proc.stdin.close()
+            assert proc.stdin is not None
+            proc.stdin.write(turn.text.encode())
+            proc.stdin.close()
         except BrokenPipeError:
             pass
         stop_sent = None
@@ -423,10 +425,11 @@ class ReferenceAgent:
     def finish_turn_if_done(self) -> None:
         if self.current is None or not getattr(self, "turn_done", False):
             return
-        self.worker.join()
+        if self.worker is not None:
+            self.worker.join()
         turn = self.current
         duration = round((time.monotonic() - self.turn_started) * 1000)
-        fields = {"turn": turn.number, "duration_ms": duration}
+        fields: dict[str, Any] = {"turn": turn.number, "duration_ms": duration}
         if self.options.exec_cmd:
             fields["exit_code"] = self.turn_exit
         stopping = self.stopping.is_set()  # then the buffers stay for shutdown to report as dropped

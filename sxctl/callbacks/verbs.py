@@ -67,7 +67,7 @@ def set_timer(
 
     def survives(doc: dict[str, Any], slot: dict[str, Any]) -> bool:
         found = doc_slots(doc).get(slot["id"])
-        return bool(found) and found.get("message") == message and found.get("delay_ms") == delay_ms
+        return found is not None and found.get("message") == message and found.get("delay_ms") == delay_ms
 
     return write_table(session, apply, survives, options)
 
@@ -239,7 +239,7 @@ def list_text(doc: dict[str, Any], now_ms: int, include_inactive: bool = False) 
                     f"{fires_in(slot['fire_at_ms'], now_ms)} ({left})"
                 )
             elif include_inactive:
-                text = slot.get("message") if isinstance(slot.get("message"), str) else ""
+                text = slot["message"] if isinstance(slot.get("message"), str) else ""
                 lines.append(f'  [{i}] "{list_preview(text)}" - inactive')
     if doc.get("paused"):
         lines.append("Paused.")

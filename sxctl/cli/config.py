@@ -39,6 +39,7 @@ def get(key: str) -> None:
         from ..errors import NotFoundError
 
         raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
-    emit(resolved.to_json(), lambda: say(resolved.value))
+    value = resolved.value
+    emit(resolved.to_json(), lambda: say(value))
 
 

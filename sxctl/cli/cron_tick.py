@@ -101,7 +101,7 @@ def tick(**kw) -> None:
     scheduler = _scheduler_pass(kw)
     result = scheduler.run()
     _pass_notes(scheduler, result)
-    emit(result.to_json(scheduler.report.warnings), lambda: [say(line) for line in _pass_lines(result)])
+    emit(result.to_json(scheduler.report.warnings), lambda: _say_lines(_pass_lines(result)))
 
 
 @cron.command("run", mutating=True)
@@ -132,6 +132,9 @@ def run(name, mode, **kw) -> None:
     else:
         doc["executionIds"] = [r["executionId"] for r in result.runs]
     doc["report"] = result.to_json(scheduler.report.warnings)
-    emit(doc, lambda: [say(line) for line in _pass_lines(result)])
+    emit(doc, lambda: _say_lines(_pass_lines(result)))
 
 
+def _say_lines(lines: list[str]) -> None:
+    for line in lines:
+        say(line)

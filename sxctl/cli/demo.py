@@ -51,6 +51,7 @@ class AgentWatch:
         self.reader.start()
 
     def _read(self) -> None:
+        assert self.proc.stdout is not None
         for line in self.proc.stdout:
             try:
                 self.events.append(json.loads(line))
@@ -107,6 +108,12 @@ class Demo:
 
     # --- running and showing steps -----------------------------------------------------------------
 
+
+    @property
+    def watching(self) -> AgentWatch:
+        """The running agent (the tour starts it before any step that watches it)."""
+        assert self.agent is not None
+        return self.agent
     def sxctl(self, *args: str, check: Callable[[int, str], list[tuple[str, bool]]] | None = None,
               agent_wait: Callable[[], list[tuple[str, bool]]] | None = None) -> tuple[int, str]:
         shown = "sxctl " + " ".join(_quote(a) for a in args)
@@ -149,7 +156,7 @@ class Demo:
     def run(self) -> tuple[int, int]:
         try:
             self.agent = AgentWatch(self.project, self.env, self.turn_seconds)
-            started = self.agent.wait(lambda e: e["event"] == "started", 20)
+            started = self.watching.wait(lambda e: e["event"] == "started", 20)
             if not started:
                 self.observe("start the reference agent", [("the agent started", False)])
                 return self.finish()
@@ -163,9 +170,9 @@ class Demo:
             self.observe(f"demo stopped early: {error.__class__.__name__}: {error}",
                          [("the demo ran to the end", False)])
         finally:
-            if self.agent and self.agent.proc.poll() is None:
-                self.agent.proc.kill()
-                self.agent.proc.wait()
+            if self.agent and self.watching.proc.poll() is None:
+                self.watching.proc.kill()
+                self.watching.proc.wait()
         return self.finish()
 
     def sessions(self) -> None:
@@ -182,19 +189,19 @@ class Demo:
         self.section("Inbox")
         self.sxctl("inbox", "send", "hello", "--wait", "10", check=lambda code, out: [
             ("the message is consumed", code == 0 and out.rstrip().endswith(": consumed"))])
-        self.agent.wait_idle()
+        self.watching.wait_idle()
         self.sxctl("inbox", "send", "a long task", "--no-wait", agent_wait=lambda: [
-            ("the agent is busy with it", bool(self.agent.wait(
+            ("the agent is busy with it", bool(self.watching.wait(
                 lambda e: e["event"] == "turn_start" and e["text"] == "a long task", 10)))])
         self.sxctl("inbox", "send", "--mode", "interrupt", "look at this first", "--no-wait", agent_wait=lambda: [
-            ("[Interrupt] while busy", bool(self.agent.wait(
+            ("[Interrupt] while busy", bool(self.watching.wait(
                 lambda e: e["event"] == "inbox" and e["action"] == "interrupt", 10)))])
         self.sxctl("inbox", "send", "~and then this", "--no-wait", agent_wait=lambda: [
-            ("[Queued 1] while busy", bool(self.agent.wait(
+            ("[Queued 1] while busy", bool(self.watching.wait(
                 lambda e: e["event"] == "inbox" and e["action"] == "queued" and e["count"] == 1, 10))),
-            ("[Sending queued message(s)] when the turn ends", bool(self.agent.wait(
+            ("[Sending queued message(s)] when the turn ends", bool(self.watching.wait(
                 lambda e: e["event"] == "queue_flush", 15)))])
-        self.agent.wait_idle()
+        self.watching.wait_idle()
         first: dict = {}
 
         def first_key(code: int, out: str) -> list[tuple[str, bool]]:
@@ -220,33 +227,34 @@ class Demo:
         self.sxctl("--session", idle, "inbox", "send", "nobody will read this", "--json", check=idle_send)
         self.sxctl("--session", idle, "inbox", "retract", sent.get("stem", "-"), "--json", check=lambda code, out: [
             ("withdrawn: state retracted", code == 0 and json.loads(out).get("state") == "retracted")])
-        consumed = self.agent.wait(lambda e: e["event"] == "turn_start" and e["text"] == "hello", 1)
+        consumed = self.watching.wait(lambda e: e["event"] == "turn_start" and e["text"] == "hello", 1)
         stem = consumed[0]["ref"] if consumed else "-"
         self.sxctl("inbox", "retract", stem, check=lambda code, out: [
             ("retracting a consumed message exits 7", code == 7)])
 
     def callbacks(self) -> None:
         self.section("Callbacks")
-        self.agent.wait_idle()
+        self.watching.wait_idle()
         self.sxctl("callbacks", "set", "timer ping", "--every", "2", "--repeat", "2", check=lambda code, out: [
             ("the tool's own string", out.startswith("Callback scheduled: fires every 2s, repeats 2 times."))])
         self.sxctl("callbacks", "list", check=lambda code, out: [
             ("the documented list format", out.startswith("Active callbacks (1/8):\n  [0] \"timer ping\" - fires in "))
         ], agent_wait=lambda: [])
-        fired = self.agent.wait(lambda e: e["event"] == "callback_fired", 12, count=2)
+        fired = self.watching.wait(lambda e: e["event"] == "callback_fired", 12, count=2)
         self.observe("the timer fires twice, then retires", [
             ("[Callback] Timer fired, twice", len(fired) >= 2),
             ("retired after the last fire", bool(fired) and fired[-1].get("retired") is True)])
-        self.agent.wait_idle()
+        self.watching.wait_idle()
         self.sxctl("inbox", "send", "a long turn", "--no-wait", agent_wait=lambda: [
-            ("busy", bool(self.agent.wait(lambda e: e["event"] == "turn_start" and e["text"] == "a long turn", 10)))])
+            ("busy", bool(self.watching.wait(
+                lambda e: e["event"] == "turn_start" and e["text"] == "a long turn", 10)))])
         self.sxctl("callbacks", "set", "due mid-turn", "--every", "2", "--repeat", "1", "--first-in", "0",
                    agent_wait=lambda: [
-                       ("[Callback] Deferred 5s — agent busy", bool(self.agent.wait(
+                       ("[Callback] Deferred 5s — agent busy", bool(self.watching.wait(
                            lambda e: e["event"] == "callback_deferred", 10))),
-                       ("re-based when the turn ends", bool(self.agent.wait(
+                       ("re-based when the turn ends", bool(self.watching.wait(
                            lambda e: e["event"] == "callbacks_rebased", 10)))])
-        self.agent.wait(lambda e: e["event"] == "callback_fired", 10, count=3)  # it fires after the re-base
+        self.watching.wait(lambda e: e["event"] == "callback_fired", 10, count=3)  # it fires after the re-base
         self.sxctl("callbacks", "set", "clean up /tmp", "--every", "1h", "--repeat", "3", "-q")
         self.sxctl("callbacks", "pause", check=lambda code, out: [("paused", out.startswith("Callbacks paused."))])
         self.sxctl("callbacks", "next", "-n", "3", check=lambda code, out: [
@@ -257,13 +265,13 @@ class Demo:
 
     def cron(self) -> None:
         self.section("Cron")
-        self.agent.wait_idle()
+        self.watching.wait_idle()
         self.sxctl("cron", "add", "ping", "--in", "1", "--payload", "heartbeat-event", "--text", "cron ping",
                    check=lambda code, out: [("added", code == 0)])
         self.sxctl("cron", "next", check=lambda code, out: [("ping is next", "ping" in out)])
         time.sleep(1.2)
         self.sxctl("cron", "tick", check=lambda code, out: [("dispatched", code == 0 and "dispatched" in out)],
-                   agent_wait=lambda: [("the agent consumes it", bool(self.agent.wait(
+                   agent_wait=lambda: [("the agent consumes it", bool(self.watching.wait(
                        lambda e: e["event"] == "turn_start" and e["text"] == "cron ping", 10)))])
         self.sxctl("cron", "runs", "ping", check=lambda code, out: [("the run is recorded", "dispatched" in out)])
         self.sxctl("cron", "add", "crash", "--in", "1", "--payload", "heartbeat-event", "--text", "lost in a crash",
@@ -284,10 +292,10 @@ class Demo:
 
     def stop(self) -> None:
         self.section("Stop")
-        self.agent.proc.send_signal(signal.SIGTERM)
-        stopped = self.agent.wait(lambda e: e["event"] == "stopped", 20)
+        self.watching.proc.send_signal(signal.SIGTERM)
+        stopped = self.watching.wait(lambda e: e["event"] == "stopped", 20)
         self.observe("SIGTERM to the agent", [("stopped arrives", bool(stopped))])
-        self.agent.proc.wait(timeout=30)
+        self.watching.proc.wait(timeout=30)
 
     def finish(self) -> tuple[int, int]:
         """(checks passed, checks failed)."""

@@ -128,7 +128,7 @@ def list_(done, retracted, all_, limit) -> None:
     """
     from ..inbox import list_messages
 
-    states = ("pending",)
+    states: tuple[str, ...] = ("pending",)
     if done or all_:
         states += ("consumed",)
     if retracted or all_:

@@ -233,6 +233,12 @@ class Group:
     first_line: int = 0
 
     @property
+    def execution_id(self) -> str:
+        row = self.start or self.terminal
+        assert row is not None  # a group exists because a row named it
+        return row["executionId"]
+
+    @property
     def sort_key(self) -> int:
         if self.terminal is not None:
             return self.terminal["terminalAtMs"]
@@ -244,8 +250,9 @@ DELIVERY_ONLY_STATUS = {"accepted": "completed", "suppressed": "skipped", "pre_s
 
 
 def project_run(group: Group) -> dict[str, Any]:
-    """The runs projection of cron-ledger.md §4."""
+    """The runs projection of cron-ledger.md §4 (of a group that has its start)."""
     start = group.start
+    assert start is not None
     run: dict[str, Any] = {k: start[k] for k in ("executionId", "jobId", "agentId", "scheduledForMs", "trigger",
                                                  "workKind", "rootRunId", "startedAtMs")}
     terminal = group.terminal
@@ -433,7 +440,7 @@ def recent_runs(
 ) -> list[dict[str, Any]]:
     """The newest `limit` runs (of one job, or all), reading only the tail that holds them."""
     matches: Callable[[Group], bool] = (lambda g: True) if job_id is None else (
-        lambda g: (g.start or g.terminal)["jobId"] == job_id)
+        lambda g: (g.start or g.terminal or {}).get("jobId") == job_id)
     if exact:
         ledger = scan_ledger(path, max_log_bytes=max_log_bytes)
         groups = [] if ledger is None else [g for g in ledger.groups.values() if matches(g)]
@@ -486,11 +493,11 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
     """Execution ids to drop: oldest complete groups beyond `retain`, then while the logical size
     exceeds the ceiling (cron-ledger.md §6). Protected and incomplete groups are never dropped."""
     complete = sorted((g for g in ledger.groups.values() if g.terminal is not None), key=lambda g: g.sort_key)
-    droppable = [g for g in complete if g.start["executionId"] not in protected]
+    droppable = [g for g in complete if g.execution_id not in protected]
     dropped: set[str] = set()
     excess = len(complete) - retain
     while excess > 0 and droppable:
-        dropped.add(droppable.pop(0).start["executionId"])
+        dropped.add(droppable.pop(0).execution_id)
         excess -= 1
     sizes: dict[str, int] = {}
     for execution_id, line in ledger.lines:
@@ -501,7 +508,7 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
         if not droppable:
             raise ConflictError("Cron execution ledger has no safely prunable capacity", code="capacity",
                                 file=ledger.path)
-        victim = droppable.pop(0).start["executionId"]
+        victim = droppable.pop(0).execution_id
         dropped.add(victim)
         logical -= sizes[victim]
     return dropped
@@ -536,4 +543,9 @@ def append_rows(
     data = b"".join(line for execution_id, line in ledger.lines if execution_id not in dropped)
     with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
-        pending.commit(lambda: [faults.hit("before-rename"), *(lock.check_held() for lock in locks)])
+        def before_rename() -> None:
+            faults.hit("before-rename")
+            for lock in locks:
+                lock.check_held()
+
+        pending.commit(before_rename)

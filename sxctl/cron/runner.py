@@ -218,12 +218,14 @@ class SchedulerPass:
     def _write_store(self) -> None:
         if self.options.dry_run:
             return
+        assert self.lock is not None  # a pass writes only while it holds the store lock
         write_store(self.ws, self.store, self.lock)
 
     def _append(self, *rows: dict[str, Any]) -> None:
         if self.options.dry_run:
             return
         protected = {claim["executionId"] for claim in self.store["activeClaims"]}
+        assert self.lock is not None  # a pass writes only while it holds the store lock
         with MkdirLock(self.ws.ledger_sentinel, boot_id=self.boot_id, wait_s=LEDGER_LOCK_WAIT_S,
                        what="the cron ledger") as ledger_lock:
             append_rows(self.ws.ledger, list(rows), locks=[self.lock, ledger_lock], protected=protected,
@@ -234,6 +236,7 @@ class SchedulerPass:
     def _terminalize_orphans(self) -> None:
         for group in self.orphans:
             start = group.start
+            assert start is not None  # an orphan is a start without a terminal
             self._append(self._terminal(start, _unsettled(start["rootRunId"])))
             self.result.reconciled["ownerLostAfterStart"] += 1
             self.result.reconciled["executionIds"].append(start["executionId"])
@@ -248,7 +251,9 @@ class SchedulerPass:
                 self._append(start, terminal)
                 counter = "recoveredBeforeStart"
             elif group.terminal is None:
-                terminal = self._terminal(group.start, _unsettled(group.start["rootRunId"]))
+                started = group.start
+                assert started is not None  # a group without its terminal was opened by its start
+                terminal = self._terminal(started, _unsettled(started["rootRunId"]))
                 self._append(terminal)
                 counter = "ownerLostAfterStart"
             else:
@@ -418,7 +423,7 @@ def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None
     if outcome["kind"] not in ("agent_turn", "internal_action", "heartbeat_event"):
         return
     life = job["lifecycle"]
-    execution = outcome.get("execution") if isinstance(outcome.get("execution"), dict) else {}
+    execution: dict[str, Any] = outcome["execution"] if isinstance(outcome.get("execution"), dict) else {}
     if outcome["kind"] == "heartbeat_event" or execution.get("status") == "completed":
         life["consecutiveDependencyErrors"] = 0
     elif execution.get("errorKind") == "dependency":

@@ -448,6 +448,7 @@ def validate_store(store: Any) -> None:
         if needs_one_shot or is_claimed:
             matches = (
                 needs_one_shot and is_claimed
+                and claim is not None
                 and all(lifecycle[k] == claim[k] for k in ("executionId", "scheduledForMs", "claimedAtMs"))
             )
             if not matches:
@@ -473,8 +474,10 @@ def strict_loads(raw: bytes) -> Any:
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         result = dict(pairs)
         if len(result) != len(pairs):
-            seen: set[str] = set()
-            duplicate = next(key for key, _ in pairs if key in seen or seen.add(key))
+            counts: dict[str, int] = {}
+            for key, _ in pairs:
+                counts[key] = counts.get(key, 0) + 1
+            duplicate = next(key for key, _ in pairs if counts[key] > 1)
             raise ValueError(f"duplicate key {duplicate!r}")
         return result
 

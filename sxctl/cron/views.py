@@ -149,9 +149,9 @@ def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: in
             problems.append(Problem(str(ws.ledger), group.first_line, "orphan_start",
                                     f"orphan start {execution_id}: no terminal and no active claim"))
     for claim in claims.values():
-        group = ledger.groups.get(claim["executionId"])
-        if group is not None and group.start is not None:
-            start = group.start
+        claimed = ledger.groups.get(claim["executionId"])
+        if claimed is not None and claimed.start is not None:
+            start = claimed.start
             if any(start[k] != claim[k] for k in ("jobId", "agentId", "bootId", "scheduledForMs", "trigger",
                                                   "workKind")):
                 problems.append(Problem(str(ws.store), None, "identity_mismatch",
@@ -258,7 +258,7 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         "store": _file_evidence(store_raw), "ledger": _file_evidence(ledger_raw), "intent": intent,
         "strictAuthoritiesValid": valid, "jobCount": len(jobs),
         "activeClaimCount": len(store["activeClaims"]) if store else 0,
-        "daemon": (owner_daemon or (daemons[0] if daemons else None)).to_json() if daemons else None,
+        "daemon": (owner_daemon or daemons[0]).to_json() if daemons else None,
         "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
                   "store_age_ms": _lock_age_ms(store_lockdir)},
         "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],

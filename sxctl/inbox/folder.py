@@ -68,7 +68,7 @@ class InboxDir:
                 return state
         return "missing"
 
-    def stem_is_free(self, stem: str, own: frozenset[Path] = frozenset()) -> bool:
+    def stem_is_free(self, stem: str, own: frozenset[str | os.PathLike[str]] = frozenset()) -> bool:
         """No message, temp or sidecar of `stem` anywhere but `own` (inbox.md §3)."""
         folder = str(self.path)
         names = [f"{stem}.json", f"{stem}.json.tmp"]
@@ -153,7 +153,9 @@ def _read_row(inbox: InboxDir, folder: Path, name: str, state: str) -> MessageRo
     except FileNotFoundError:
         return None  # moved on while we looked
     raw = b""
-    message = obj = None
+    message: InboxMessage | None = None
+    obj: dict[str, Any] | None = None
+    invalid: str | None = None
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:  # bytes that are not UTF-8 (os.listdir hands them over as surrogates)

@@ -86,7 +86,7 @@ def wait_for(
     started = clock.monotonic()
     deadline = None if timeout_s == 0 else started + timeout_s
     emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
-    where = [session, inbox]  # where the message is now (a rotation may re-home it)
+    where: list[Any] = [session, inbox]  # where the message is now (a rotation may re-home it)
     try:
         report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
         state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
@@ -175,7 +175,7 @@ def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
         try:
             os.rename(inbox.pending_file(stem), new_inbox.pending_file(stem))
         except FileNotFoundError:
-            if moved_sidecar is not None:
+            if moved_sidecar is not None and sidecar is not None:
                 os.rename(moved_sidecar, sidecar)
             return None
         fsync_dir(new_inbox.path)
