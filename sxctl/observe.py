@@ -12,7 +12,7 @@ from typing import Any
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError
-from .inbox import inbox_dirs, list_messages, message_names, rotation_target
+from .inbox import count_since, inbox_dirs, list_messages, message_names, rotation_target
 from .project import Session, session_info
 
 # --- status --------------------------------------------------------------------------------------
@@ -32,11 +32,10 @@ def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, An
 
 def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     pending = list_messages(session, ("pending",))
-    consumed = list_messages(session, ("consumed",))
     return {
         "pending": len(pending),
         "oldest_pending_age_ms": max((now_ms - r.mtime_ms for r in pending), default=None),
-        "consumed_last_hour": sum(1 for r in consumed if now_ms - r.ctime_ms <= 3_600_000),
+        "consumed_last_hour": count_since(session, "consumed", now_ms - 3_600_000),  # no file in done/ is read
     }
 
 

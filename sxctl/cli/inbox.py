@@ -281,20 +281,23 @@ def clean(older_ms, dry_run) -> None:
               help="Only files older than this (by the time they were consumed).")
 @click.option("--retracted", is_flag=True, help="Also prune inbox/retracted/.")
 @click.option("--keys", is_flag=True, help="Also prune idempotency-key records.")
+@click.option("--keep", type=click.IntRange(0), default=0, metavar="N",
+              help="Keep the N most recently consumed messages, however old.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
-def prune(older_ms, retracted, keys, dry_run) -> None:
+def prune(older_ms, retracted, keys, keep, dry_run) -> None:
     """Delete old consumed messages (never a pending one).
 
     \b
-    Example:
+    Examples:
       sxctl inbox prune --older-than 30d --retracted --keys
+      sxctl inbox prune --older-than 0 --keep 1000     # the newest 1,000 stay
     """
     from ..inbox import prune as prune_inbox
 
     report = reporter()
     session = current_session(report)
     removed, kept = prune_inbox(
-        session, older_ms, retracted=retracted, keys=keys, dry_run=dry_run, clock=settings().clock
+        session, older_ms, retracted=retracted, keys=keys, keep=keep, dry_run=dry_run, clock=settings().clock
     )
     _print_removed(session, removed, kept, dry_run)
 

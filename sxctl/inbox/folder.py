@@ -201,18 +201,53 @@ def message_names(folder: str | os.PathLike) -> list[str]:
 
 def list_messages(session: Session, states: tuple[str, ...], limit: int | None = None) -> list[MessageRow]:
     """Pending rows in consumption order (byte order of names), then done/retracted rows
-    newest first by ctime (the rename sets it), across every inbox copy."""
+    newest first by ctime (the rename sets it), across every inbox copy.
+
+    Consumed and retracted messages only grow: they are ordered by their directory entries'
+    ctime (a stat each, no open) and only the `limit` newest are read."""
     rows: list[MessageRow] = []
     for state in states:
-        found: list[MessageRow] = []
-        for inbox in inbox_dirs(session):
-            folder = inbox.folder_of(state)
-            names = sorted(message_names(folder), key=os.fsencode)
-            found += [row for name in names if (row := _read_row(inbox, folder, name, state))]
-        if state != "pending":
-            found.sort(key=lambda row: row.ctime_ms, reverse=True)
-        rows += found
+        wanted = None if limit is None else limit - len(rows)
+        if wanted is not None and wanted <= 0:
+            break
+        if state == "pending":
+            for inbox in inbox_dirs(session):
+                names = sorted(message_names(inbox.path), key=os.fsencode)
+                rows += [row for name in names if (row := _read_row(inbox, inbox.path, name, state))]
+            continue
+        entries = [(ctime_ns, inbox, name) for inbox in inbox_dirs(session)
+                   for ctime_ns, name in _stamped_names(inbox.folder_of(state))]
+        entries.sort(key=lambda entry: entry[0], reverse=True)
+        for _, inbox, name in entries[:wanted]:
+            row = _read_row(inbox, inbox.folder_of(state), name, state)
+            if row is not None:
+                rows.append(row)
     return rows[:limit] if limit is not None else rows
+
+
+def _stamped_names(folder: Path) -> list[tuple[int, str]]:
+    """(ctime in ns, name) of each message in a folder, from directory entries and stat only."""
+    found = []
+    try:
+        entries = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    with entries:
+        for entry in entries:
+            if is_message_name(entry.name):
+                try:
+                    found.append((entry.stat(follow_symlinks=False).st_ctime_ns, entry.name))
+                except FileNotFoundError:
+                    continue
+    return found
+
+
+def count_since(session: Session, state: str, since_ms: int) -> int:
+    """How many messages reached `state` (consumed or retracted) at or after `since_ms`: the
+    rename into that folder sets the ctime, so this reads no message file."""
+    since_ns = since_ms * 1_000_000
+    return sum(1 for inbox in inbox_dirs(session) for ctime_ns, _ in _stamped_names(inbox.folder_of(state))
+               if ctime_ns >= since_ns)
 
 
 def find_message(session: Session, stem: str) -> MessageRow:

@@ -24,7 +24,7 @@ from ..project import (
     as_session,
 )
 from ..record import record
-from .folder import InboxDir, inbox_dirs
+from .folder import InboxDir, _stamped_names, inbox_dirs
 from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json
 from .sending import _key_record_path, _read_key_record, _remove_quietly, key_state
 
@@ -146,19 +146,23 @@ def prune(
     *,
     retracted: bool = False,
     keys: bool = False,
+    keep: int = 0,
     dry_run: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[list[Path], int]:
-    """Delete old consumed (and retracted) messages and key records; never a pending message.
+    """Delete old consumed (and retracted) messages and key records; never a pending message,
+    never one of the `keep` newest consumed messages (nor their images).
     Returns (removed paths, number of files kept)."""
     cutoff = clock.now_ms() - older_than_ms
     removed: list[Path] = []
     kept = 0
+    newest = _newest_consumed(session, keep)
     for inbox in inbox_dirs(session):
         folders = [inbox.done] + ([inbox.retracted] if retracted else [])
         inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []))
         for folder in folders:
-            old = {path for path, _ in _older_files(folder, cutoff, use_ctime=True)}
+            old = {path for path, name in _older_files(folder, cutoff, use_ctime=True)
+                   if (folder, name[:-5] if name.endswith(".json") else name.rsplit(".", 1)[0]) not in newest}
             kept += sum(1 for name in _listdir(folder) if folder / name not in old)
             removed += sorted(old)
         if keys:
@@ -182,6 +186,16 @@ def prune(
         for path in removed:
             _remove_quietly(path)
     return removed, kept
+
+
+def _newest_consumed(session: Session, keep: int) -> set[tuple[Path, str]]:
+    """(done folder, stem) of the `keep` most recently consumed messages, by ctime (no file read)."""
+    if keep <= 0:
+        return set()
+    stamped = [(ctime_ns, inbox.done, name[: -len(".json")]) for inbox in inbox_dirs(session)
+               for ctime_ns, name in _stamped_names(inbox.done)]
+    stamped.sort(key=lambda entry: entry[0], reverse=True)
+    return {(folder, stem) for _, folder, stem in stamped[:keep]}
 
 
 def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
