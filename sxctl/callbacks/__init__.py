@@ -6,8 +6,7 @@ preview and the tool's strings). Names are imported from here; each part loads o
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_parts
 
 #: the part that defines each name this package offers
 _PARTS: dict[str, tuple[str, ...]] = {
@@ -71,15 +70,4 @@ _PARTS: dict[str, tuple[str, ...]] = {
         "cancelled_text",
     ),
 }
-_WHERE = {name: part for part, names in _PARTS.items() for name in names}
-
-__all__ = [name for name in _WHERE if not name.startswith("_")]
-
-
-def __getattr__(name: str) -> Any:
-    part = _WHERE.get(name)
-    if part is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{part}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -9,8 +9,7 @@ message, folder and sending parts and nothing else.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_parts
 
 #: the part that defines each name this package offers
 _PARTS: dict[str, tuple[str, ...]] = {
@@ -24,15 +23,4 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "wait": ("WaitOutcome", "wait_for", "rotation_target", "rehome"),
     "manage": ("RetractResult", "stem_for_key", "retract", "clean", "prune", "evidence_for_key"),
 }
-_WHERE = {name: part for part, names in _PARTS.items() for name in names}
-
-__all__ = [name for name in _WHERE if not name.startswith("_")]
-
-
-def __getattr__(name: str) -> Any:
-    part = _WHERE.get(name)
-    if part is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{part}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)
