@@ -156,6 +156,8 @@ def test_sigkill_at_random_moments(project, command, figures):
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
+        else:  # it was quicker than the estimate (a busy machine made the calibration slow)
+            full *= 0.7
         proc.wait()
         if proc.returncode == -signal.SIGKILL:
             mid_write += _mid_write_evidence(project, folder)
