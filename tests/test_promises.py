@@ -168,17 +168,19 @@ def test_an_unknown_run_of_a_removed_job_is_named_by_id_with_a_command_that_work
     assert project.run("cron", "runs", "--all-jobs", "--evidence").code == 0
 
 
-def test_tick_says_the_trigger_word_the_ledger_records(project, store):
+def test_tick_says_the_trigger_word_the_ledger_records(project):
     from sxctl.clock import FakeClock
 
     from .conftest import now_ms
 
     project.session()
     start = now_ms()
-    # a minutely job one minute and a half late: recorded `scheduled` (within 90 s), one skipped
+    # a minutely job (alone in its store) one minute and a half late: recorded `scheduled` (within
+    # 90 s), one occurrence skipped
     assert project.run("cron", "add", "minutely", "--every", "1m", "--payload", "heartbeat-event", "--text", "b",
                        clock=FakeClock(start)).code == 0
     result = project.run("cron", "tick", "--json", clock=FakeClock(start + 60_000 + 85_000))
+    assert result.code == 0, result.out
     [run] = [r for r in result.json()["runs"] if r["name"] == "minutely"]
     assert run["trigger"] == "scheduled" and run["skipped_occurrences"] == 1
     assert "minutely: ran 1 scheduled occurrence, skipped 1" in result.err
