@@ -103,15 +103,16 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
                            exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms, idle_exit_s=idle_exit,
                            max_turns=max_turns, model=model, force=force)
     reference = ReferenceAgent(options, renderer(s.json), clock=s.clock)
-    reference.start()
 
     def on_signal(signum, frame) -> None:
         if reference.stopping.is_set() and signum == signal.SIGINT:
             os._exit(130)
         reference.request_stop(signal.Signals(signum).name)
 
+    # before `started` is announced: a stop asked for right after it must be a clean one
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    reference.start()
     reference.run(capture_output=s.json)
 
 
