@@ -40,7 +40,9 @@ def test_demo_passes_within_a_minute_as_json_and_keeps_the_project_when_asked(pr
         assert verb in commands
     assert elapsed < 60
 
-    assert human.returncode == 0, human_out[-2000:]
+    lines = human_out.splitlines()
+    failed_checks = [shown for n, line in enumerate(lines) if "✗" in line for shown in lines[max(0, n - 6):n + 1]]
+    assert human.returncode == 0, "\n".join(failed_checks) or human_out[-2000:]
     last = human_out.strip().splitlines()[-1]
     assert last.startswith(f"{last.split()[0]} check(s) passed, 0 failed; project kept at ")
     kept = last.rsplit(" ", 1)[1]
