@@ -7,10 +7,10 @@ from typing import Any
 import click
 
 from ..errors import UsageError
-from . import complete
 from .output import (
     DURATION,
     Group,
+    completing,
     current_session,
     emit,
     read_text_input,
@@ -156,7 +156,7 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
 
 
 @callbacks.command("edit", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_ms", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
@@ -213,7 +213,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
 
 
 @callbacks.command("cancel", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=complete.timer_slots)
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
 @_verify_option
 def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     """Cancel one timer (it stays in the file, inactive).

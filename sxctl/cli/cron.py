@@ -8,11 +8,11 @@ import sys
 import click
 
 from ..errors import UsageError
-from . import complete
 from .cron_options import _default_project, _job_options, _job_spec, _schedule_options, _workspace
 from .output import (
     DURATION,
     Group,
+    completing,
     current_project,
     emit,
     reporter,
@@ -133,7 +133,7 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
 
 
 @cron.command("update", mutating=True)
-@click.argument("name", shell_complete=complete.job_names)
+@click.argument("name", shell_complete=completing("job_names"))
 @click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
 @_schedule_options
 @_job_options
@@ -180,7 +180,7 @@ def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:
 
 
 @cron.command("pause", mutating=True)
-@click.argument("name", shell_complete=complete.job_names)
+@click.argument("name", shell_complete=completing("job_names"))
 @_lock_wait_option
 def pause(name, lock_wait_ms) -> None:
     """Pause a job; its next run time and error counter are kept.
@@ -193,7 +193,7 @@ def pause(name, lock_wait_ms) -> None:
 
 
 @cron.command("resume", mutating=True)
-@click.argument("name", shell_complete=complete.job_names)
+@click.argument("name", shell_complete=completing("job_names"))
 @_lock_wait_option
 def resume(name, lock_wait_ms) -> None:
     """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
@@ -206,7 +206,7 @@ def resume(name, lock_wait_ms) -> None:
 
 
 @cron.command("remove", mutating=True)
-@click.argument("name", shell_complete=complete.job_names)
+@click.argument("name", shell_complete=completing("job_names"))
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
 @_lock_wait_option
 def remove(name, yes, lock_wait_ms) -> None:
@@ -239,7 +239,7 @@ def _read(ws):
 
 
 @cron.command("list")
-@click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
               help="Show times in this zone (default: local).")
 def list_(tz) -> None:
     """List the jobs: kind, schedule, state, next run and target (no payload text).
@@ -275,7 +275,7 @@ def list_(tz) -> None:
 
 
 @cron.command("show")
-@click.argument("name", shell_complete=complete.job_names)
+@click.argument("name", shell_complete=completing("job_names"))
 def show(name) -> None:
     """Show one job in full.
 
@@ -298,9 +298,9 @@ def show(name) -> None:
 
 
 @cron.command("next")
-@click.argument("name", required=False, shell_complete=complete.job_names)
+@click.argument("name", required=False, shell_complete=completing("job_names"))
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=5, show_default=True)
-@click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
               help="Display zone (and the zone of an ad-hoc --cron).")
 @click.option("--from", "from_time", metavar="TIME", help="Start after this time (default now).")
 @click.option("--include-paused", is_flag=True, help="Continue the series of paused jobs.")
@@ -393,7 +393,7 @@ def status(max_log_bytes) -> None:
 
 
 @cron.command("runs")
-@click.argument("name", required=False, shell_complete=complete.job_names)
+@click.argument("name", required=False, shell_complete=completing("job_names"))
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--all-jobs", is_flag=True, help="Runs of every job.")
 @click.option("--exact", is_flag=True, help="Scan the whole ledger instead of its tail.")

@@ -9,8 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from . import complete
-from .output import current_project, read_text_input, settings
+from .output import completing, current_project, read_text_input, settings
 
 
 def _schedule_options(command):
@@ -20,7 +19,7 @@ def _schedule_options(command):
         click.option("--every", metavar="DURATION", help="Fixed period, e.g. 30m (a bare number is seconds)."),
         click.option("--at", "at_time", metavar="TIME", help="One shot at an ISO 8601 time."),
         click.option("--in", "in_time", metavar="DURATION", help="One shot after this long."),
-        click.option("--tz", metavar="ZONE", shell_complete=complete.zones,
+        click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
                      help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
         click.option("--fold", type=click.Choice(["earlier", "later"]), help="Which instant of an ambiguous --at."),
         click.option("--anchor", metavar="TIME", help="Phase of --every (default now)."),

@@ -8,11 +8,11 @@ import os
 import click
 
 from ..errors import UsageError
-from . import complete
 from .cron import _max_log_bytes, _max_log_option, cron
 from .cron_options import _default_project, _workspace
 from .output import (
     DURATION,
+    completing,
     emit,
     reporter,
     say,
@@ -105,7 +105,7 @@ def tick(**kw) -> None:
 
 
 @cron.command("run", mutating=True)
-@click.argument("name", required=False, shell_complete=complete.job_names)
+@click.argument("name", required=False, shell_complete=completing("job_names"))
 @click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
               help="force: run NAME once now (manual); due: one full pass, like tick.")
 @_pass_options

@@ -8,10 +8,10 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from . import complete
 from .output import (
     DURATION,
     Group,
+    completing,
     current_session,
     emit,
     emit_json,
@@ -163,7 +163,7 @@ def _stem_or_key(stem: str | None, key: str | None, session) -> str:
 
 
 @inbox.command("show")
-@click.argument("stem", shell_complete=complete.pending_stems)
+@click.argument("stem", shell_complete=completing("pending_stems"))
 def show(stem: str) -> None:
     """Show one message: its text, mode, state and path.
 
@@ -198,7 +198,7 @@ def show(stem: str) -> None:
 
 
 @inbox.command("wait")
-@click.argument("stem", required=False, shell_complete=complete.pending_stems)
+@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
 @click.option("--timeout", "timeout_ms", type=DURATION, default="60", show_default=True, metavar="SECONDS",
               help="Give up after this long (exit 6); 0 waits forever.")
@@ -236,7 +236,7 @@ def wait(stem, key, timeout_ms, follow) -> None:
 
 
 @inbox.command("retract", mutating=True)
-@click.argument("stem", required=False, shell_complete=complete.pending_stems)
+@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
 @click.option("--key", help="Retract the message sent with this idempotency key.")
 def retract(stem, key) -> None:
     """Withdraw a message that the agent has not read yet (exit 7 if it already has).

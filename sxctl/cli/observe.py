@@ -8,8 +8,7 @@ import time
 
 import click
 
-from . import complete
-from .output import DURATION, Command, emit, reporter, say, settings, table
+from .output import DURATION, Command, completing, emit, reporter, say, settings, table
 
 
 def _context(session_optional: bool = False):
@@ -95,7 +94,8 @@ def _cron_lines(doc: dict) -> None:
 
 @click.command("next", cls=Command)
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=10, show_default=True)
-@click.option("--tz", metavar="ZONE", shell_complete=complete.zones, help="Show times in this zone (default: local).")
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
+              help="Show times in this zone (default: local).")
 def next_(count: int, tz: str | None) -> None:
     """One time-ordered preview of what will happen: pending messages, timer fires, cron fires.
 

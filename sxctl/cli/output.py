@@ -51,12 +51,23 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     return callback
 
 
+def completing(kind: str) -> Callable[[click.Context, click.Parameter, str], list[str]]:
+    """A `shell_complete` callback that loads `sxctl.cli.complete` only when a shell asks."""
+
+    def complete_lazily(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+        from . import complete
+
+        return getattr(complete, kind)(ctx, param, incomplete)
+
+    return complete_lazily
+
+
 _GLOBAL_OPTIONS = [
     click.Option(["--project"], metavar="DIR", help="Project root (the folder holding .scorpiox/).",
                  expose_value=False, callback=_store("project"), is_eager=True),
     click.Option(["--session"], metavar="ID", help="Session id under .scorpiox/sessions/.",
                  expose_value=False, callback=_store("session"), is_eager=True,
-                 shell_complete=lambda ctx, param, incomplete: _complete("sessions", ctx, param, incomplete)),
+                 shell_complete=completing("sessions")),
     click.Option(["--workspace"], metavar="DIR", help="comis workspace (the folder holding .scheduler/).",
                  expose_value=False, callback=_store("workspace"), is_eager=True),
     click.Option(["--agent"], metavar="ID", help="comis agentId for new jobs and claims.",
@@ -70,12 +81,6 @@ _GLOBAL_OPTIONS = [
     click.Option(["-v", "--verbose"], is_flag=True, help="More detail; a traceback on internal errors.",
                  expose_value=False, callback=_store("verbose"), is_eager=True),
 ]
-
-
-def _complete(kind: str, ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-    from . import complete
-
-    return getattr(complete, kind)(ctx, param, incomplete)
 
 
 def _arm_fault(ctx: click.Context, param: click.Parameter, value: str | None) -> None:

@@ -9,8 +9,7 @@ from ..errors import SxctlError
 from ..inbox import inbox_dirs, message_names, primary_inbox
 from ..project import Session, as_session
 from ..timeparse import format_duration_ms
-from . import complete
-from .output import Group, current_project, current_session, emit, reporter, say, settings, table
+from .output import Group, completing, current_project, current_session, emit, reporter, say, settings, table
 
 
 def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
@@ -88,7 +87,7 @@ def list_() -> None:
 
 
 @session.command("show")
-@click.argument("session_id", metavar="[ID]", required=False, shell_complete=complete.sessions)
+@click.argument("session_id", metavar="[ID]", required=False, shell_complete=completing("sessions"))
 def show(session_id: str | None) -> None:
     """Show one session in detail: state, paths, worktree copies, timers, inbox.
 
