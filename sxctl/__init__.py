@@ -6,9 +6,10 @@ The public API (`from sxctl import send_message, …`) is imported lazily, on fi
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .api import _PARTS
 
-_API = ("add_job", "find_session", "find_workspace", "job_runs", "send_message", "set_timer", "wait_for_message")
+__version__ = "0.1.0"
+_API = tuple(name for names in _PARTS.values() for name in names if name[0].islower())
 _ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
            "TooLateError")
 

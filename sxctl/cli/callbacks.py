@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from ..errors import UsageError
-from .output import (
-    DURATION,
-    Group,
-    completing,
-    current_session,
-    emit,
-    read_text_input,
-    reporter,
-    say,
-    settings,
-    table,
-)
+from .output import DURATION, Group, completing, emit, in_session, read_text_input, say, table
 
 
 @click.group("callbacks", cls=Group)
@@ -35,33 +21,6 @@ def callbacks() -> None:
     """
 
 
-def _slot_json(slot: dict[str, Any], now_ms: int) -> dict[str, Any]:
-    fire_at = slot.get("fire_at_ms")
-    fires_in = max(0, fire_at - now_ms) if isinstance(fire_at, int) else None
-    return {**slot, "fires_in_ms": fires_in}
-
-
-def _document(session, doc: dict[str, Any] | None, path, exists: bool, text: str, **extra) -> dict[str, Any]:
-    from ..callbacks import CAPACITY, active_ids
-
-    doc = doc or {}
-    return {
-        "ok": True, **session.to_json(), "file": str(path), "file_exists": exists,
-        "rev": doc.get("rev", 0), "paused": bool(doc.get("paused", False)), "capacity": CAPACITY,
-        "active_count": len(active_ids(doc)) if doc else 0, **extra, "text": text,
-    }
-
-
-def _read_view(report):
-    from ..callbacks import MISSING_FILE_WARNING, view_table
-
-    session = current_session(report)
-    view = view_table(session)
-    if not view.exists:
-        report.warn(MISSING_FILE_WARNING.format(id=session.id))
-    return session, view
-
-
 @callbacks.command("list")
 @click.option("--all", "all_", is_flag=True, help="Also show inactive (cancelled or retired) slots.")
 def list_(all_: bool) -> None:
@@ -72,21 +31,10 @@ def list_(all_: bool) -> None:
       sxctl callbacks list
       sxctl cb list --all --json | jq '.slots[] | {id, message, fires_in_ms}'
     """
-    from ..callbacks import active_ids, doc_slots, list_text
+    from ..api import list_timers
 
-    report = reporter()
-    session, view = _read_view(report)
-    now = settings().clock.now_ms()
-    doc = view.winner.doc if view.winner else {}
-    stats_count = ((session.stats or {}).get("callbacks") or {}).get("active_count")
-    if isinstance(stats_count, int) and view.exists and stats_count != len(active_ids(doc)):
-        report.note(f"stats.json reports {stats_count} active timers, callbacks.json has {len(active_ids(doc))}")
-    slots = doc_slots(doc)
-    shown = [slots[i] for i in sorted(slots) if all_ or i in active_ids(doc)]
-    text = list_text(doc, now, include_inactive=all_)
-    out = _document(session, doc, view.primary_path, view.exists, text,
-                    slots=[_slot_json(s, now) for s in shown])
-    emit(out, lambda: say(text))
+    result = list_timers(include_inactive=all_, **in_session())
+    emit(result.to_json(), lambda: say(result.text))
 
 
 def _verify_option(command):
@@ -97,10 +45,9 @@ def _verify_option(command):
                         help="Fail (exit 4) unless the table is at revision R.")(command)
 
 
-def _write_options(expect_rev, verify_s, no_verify, report):
-    from ..callbacks import WriteOptions
-
-    return WriteOptions(expect_rev, None if no_verify else verify_s / 1000, settings().clock, report)
+def _write(expect_rev, verify_s, no_verify) -> dict:
+    """The API keywords of a revision-safe write: the session, --expect-rev, the watch."""
+    return {"expect_rev": expect_rev, "verify": None if no_verify else verify_s, **in_session()}
 
 
 def _when(ms: int) -> str:
@@ -111,15 +58,15 @@ def _when(ms: int) -> str:
 
 @callbacks.command("set", mutating=True)
 @click.argument("message")
-@click.option("--every", "--delay", "every_ms", type=DURATION, required=True, metavar="DURATION",
+@click.option("--every", "--delay", "every_s", type=DURATION, required=True, metavar="DURATION",
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
 @click.option("--repeat", type=int, default=20, show_default=True, help="Number of fires; -1 = forever.")
 @click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.")
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
-@click.option("--first-in", "first_in_ms", type=DURATION, metavar="DURATION",
+@click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION",
               help="First fire after this long (0-3600 s) instead of one period.")
 @_verify_option
-def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, verify_s, no_verify) -> None:
+def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, verify_s, no_verify) -> None:
     """Arm a new timer: MESSAGE (or '-' for stdin) every DURATION, REPEAT times.
 
     \b
@@ -128,42 +75,31 @@ def set_(message, every_ms, repeat, slot_id, replace, first_in_ms, expect_rev, v
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
     from ..api import set_timer
-    from ..callbacks import fires_in, scheduled_text
+    from ..callbacks import fires_in
 
-    if replace and slot_id is None:
-        raise UsageError("--replace needs --slot N")
     if message == "-":
         message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
-    report = reporter()
-    session = current_session(report)
-    result = set_timer(
-        message, every_ms / 1000, repeat=repeat, slot=slot_id, replace=replace,
-        first_in=None if first_in_ms is None else first_in_ms / 1000, session=session, expect_rev=expect_rev,
-        verify=None if no_verify else verify_s / 1000, clock=settings().clock, report=report,
-    )
-    slot = result.outcome
-    now = result.doc["updated_ms"]
-    text = scheduled_text(slot)
-    out = _document(session, result.doc, result.path, True, text, action="set", verified=result.verified,
-                    slot=_slot_json(slot, now))
+    result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
+                       **_write(expect_rev, verify_s, no_verify))
+    slot = result.extra["slot"]
 
     def human() -> None:
-        say(text)
+        say(result.text)
         say(f"  slot {slot['id']}, rev {result.rev}, first fire {_when(slot['fire_at_ms'])} "
-            f"(in {fires_in(slot['fire_at_ms'], now)})")
+            f"(in {fires_in(slot['fire_at_ms'], result.now_ms)})")
 
-    emit(out, human)
+    emit(result.to_json(), human)
 
 
 @callbacks.command("edit", mutating=True)
 @click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
 @click.option("--message", help="New message.")
-@click.option("--every", "--delay", "every_ms", type=DURATION, metavar="DURATION",
+@click.option("--every", "--delay", "every_s", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
 @click.option("--repeat", type=int, help="New number of remaining fires; -1 = forever.")
-@click.option("--first-in", "first_in_ms", type=DURATION, metavar="DURATION", help="Next fire after this long.")
+@click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION", help="Next fire after this long.")
 @_verify_option
-def edit(slot_id, message, every_ms, repeat, first_in_ms, expect_rev, verify_s, no_verify) -> None:
+def edit(slot_id, message, every_s, repeat, first_in_s, expect_rev, verify_s, no_verify) -> None:
     """Change an active timer; a message- or repeat-only edit keeps its next fire time.
 
     Exit 7 if the timer fired its last time (or was cancelled) while sxctl was writing.
@@ -173,43 +109,18 @@ def edit(slot_id, message, every_ms, repeat, first_in_ms, expect_rev, verify_s, 
       sxctl callbacks edit 0 --message "check the deploy and the smoke tests"
       sxctl callbacks edit 3 --every 5m --repeat -1
     """
-    from ..callbacks import edit_timer, fires_in
+    from ..api import edit_timer
 
-    report = reporter()
-    session = current_session(report)
-    result = edit_timer(
-        session, slot_id, message=message, delay_ms=every_ms, repeat=repeat, first_in_ms=first_in_ms,
-        options=_write_options(expect_rev, verify_s, no_verify, report),
-    )
-    before, after = result.outcome
-    now = result.doc["updated_ms"]
-    left = "infinite" if after["repeat_count"] == -1 else f"{after['repeat_count']} left"
-    text = (f"Updated callback slot {slot_id}: fires every {after['delay_ms'] // 1000}s, next in "
-            f"{fires_in(after['fire_at_ms'], now)} ({left}).")
-    out = _document(session, result.doc, result.path, True, text, action="edit", verified=result.verified,
-                    slot=_slot_json(after, now), before=before)
-    emit(out, lambda: say(text))
+    result = edit_timer(slot_id, message=message, every=every_s, repeat=repeat, first_in=first_in_s,
+                        **_write(expect_rev, verify_s, no_verify))
+    emit(result.to_json(), lambda: say(result.text))
 
 
 def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
-    from ..callbacks import cancel_timers, cancelled_text, view_table
+    from ..api import cancel_timers
 
-    report = reporter()
-    session = current_session(report)
-    if slot_id is None:
-        view = view_table(session)
-        if not (view.winner and view.winner.active_slots()):  # nothing to do: write nothing
-            doc = view.winner.doc if view.winner else None
-            out = _document(session, doc, view.primary_path, view.exists, "No active callbacks.",
-                            action="cancel-all", cancelled=[])
-            emit(out, lambda: say("No active callbacks."))
-            return
-    result = cancel_timers(session, slot_id, options=_write_options(expect_rev, verify_s, no_verify, report))
-    text = cancelled_text(result.outcome, single=slot_id is not None)
-    out = _document(session, result.doc, result.path, True, text,
-                    action="cancel" if slot_id is not None else "cancel-all", verified=result.verified,
-                    cancelled=[i for i, _ in result.outcome])
-    emit(out, lambda: say(text))
+    result = cancel_timers(slot_id, **_write(expect_rev, verify_s, no_verify))
+    emit(result.to_json(), lambda: say(result.text))
 
 
 @callbacks.command("cancel", mutating=True)
@@ -238,27 +149,19 @@ def cancel_all(expect_rev, verify_s, no_verify) -> None:
 
 
 def _pause(paused: bool, expect_rev, verify_s, no_verify) -> None:
-    from ..callbacks import set_paused
+    from ..api import pause_timers
 
-    report = reporter()
-    session = current_session(report)
-    result = set_paused(session, paused, options=_write_options(expect_rev, verify_s, no_verify, report))
-    if paused:
-        text = "Callbacks paused."
-        detail = "  nothing fires until `sxctl callbacks resume`; the agent forgets the pause when it restarts"
-    else:
-        text = "Callbacks resumed."
-        detail = (f"  re-based overdue slot(s) {', '.join(map(str, result.outcome))} to now + their period"
-                  if result.outcome else "")
-    out = _document(session, result.doc, result.path, True, text, action="pause" if paused else "resume",
-                    verified=result.verified, rebased=result.outcome)
+    result = pause_timers(paused, **_write(expect_rev, verify_s, no_verify))
+    rebased = result.extra["rebased"]
 
     def human() -> None:
-        say(text)
-        if detail:
-            say(detail)
+        say(result.text)
+        if paused:
+            say("  nothing fires until `sxctl callbacks resume`; the agent forgets the pause when it restarts")
+        elif rebased:
+            say(f"  re-based overdue slot(s) {', '.join(map(str, rebased))} to now + their period")
 
-    emit(out, human)
+    emit(result.to_json(), human)
 
 
 @callbacks.command("pause", mutating=True)
@@ -296,29 +199,20 @@ def next_(limit, slot_id) -> None:
       sxctl callbacks next -n 5
       sxctl cb next --slot 0 --json
     """
-    from ..callbacks import check_slot_id, fires_in, preview_fires
+    from ..api import preview_timers
+    from ..callbacks import fires_in
 
-    if slot_id is not None:
-        check_slot_id(slot_id)
-    report = reporter()
-    session, view = _read_view(report)
-    now = settings().clock.now_ms()
-    doc = view.winner.doc if view.winner else {}
-    fires = preview_fires(doc, now, limit, slot_id)
-    paused = bool(doc.get("paused"))
-    text = "No active callbacks." if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
-    out = _document(session, doc, view.primary_path, view.exists, text, fires=fires)
+    result = preview_timers(limit=limit, slot=slot_id, **in_session())
+    fires = result.extra["fires"]
 
     def human() -> None:
-        say(text + (" PAUSED" if paused and fires else ""))
+        say(result.text + (" PAUSED" if result.paused and fires else ""))
         if fires:
             table(
                 ["SLOT", "AT", "IN", "FIRE", "LEFT", "NOTE"],
-                [[f["slot"], _when(f["at_ms"]), fires_in(f["at_ms"], now), f["fire_no"],
+                [[f["slot"], _when(f["at_ms"]), fires_in(f["at_ms"], result.now_ms), f["fire_no"],
                   "inf" if f["remaining_after"] == -1 else f["remaining_after"],
                   "overdue: fires when idle" if f["overdue"] else ""] for f in fires],
             )
 
-    emit(out, human)
-
-
+    emit(result.to_json(), human)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .output import Group, current_project, emit, reporter, say
+from .output import Group, emit, reporter, say, settings
 
 
 @click.group("config", cls=Group)
@@ -28,18 +28,8 @@ def get(key: str) -> None:
     Example:
       sxctl config get SESSION_RETENTION_DAYS --json
     """
-    from ..project import resolve_config
+    from ..api import get_config
 
-    report = reporter()
-    resolved = resolve_config(key, current_project(), report=report)
-    for link in resolved.chain:
-        report.detail(f"{key}={link['value']} from {link['source']}")
-
-    if resolved.value is None:  # a lookup that finds nothing: exit 3, as for a stem or a job
-        from ..errors import NotFoundError
-
-        raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
-    value = resolved.value
-    emit(resolved.to_json(), lambda: say(value))
-
-
+    s = settings()
+    resolved = get_config(key, project=s.project, session=s.session, report=reporter())
+    emit(resolved.to_json(), lambda: say(resolved.value))

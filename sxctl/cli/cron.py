@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
 from ..errors import UsageError
-from .cron_options import _default_project, _job_options, _job_spec, _schedule_options, _workspace
-from .output import (
-    DURATION,
-    Group,
-    completing,
-    current_project,
-    emit,
-    reporter,
-    say,
-    settings,
-    table,
-)
+from .cron_options import _job_options, _job_spec, _schedule_options
+from .output import DURATION, Group, completing, emit, in_workspace, reporter, say, settings, table
 
 
 @click.group("cron", cls=Group)
@@ -34,49 +23,24 @@ def cron() -> None:
     """
 
 
-def _max_log_bytes(value: int | None) -> int:
-    from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
-
-    if value is None:
-        env = os.environ.get("SXCTL_MAX_LOG_BYTES")
-        if env:
-            if not env.isdigit():
-                raise UsageError(f"invalid SXCTL_MAX_LOG_BYTES {env!r}: a number of bytes")
-            value = int(env)
-    value = DEFAULT_MAX_LOG_BYTES if value is None else value
-    if not 1 <= value <= MAX_MAX_LOG_BYTES:
-        raise UsageError(f"--max-log-bytes must be between 1 and {MAX_MAX_LOG_BYTES}")
-    return value
-
-
 def _max_log_option(command):
     return click.option("--max-log-bytes", type=int, metavar="N",
                         help="Ledger byte ceiling (default 2,000,000; SXCTL_MAX_LOG_BYTES).")(command)
 
 
 def _lock_wait_option(command):
-    return click.option("--lock-wait", "lock_wait_ms", type=DURATION, default="10", show_default=True,
+    return click.option("--lock-wait", "lock_wait_s", type=DURATION, default="10", show_default=True,
                         metavar="SECONDS", help="How long to wait for the store lock (then exit 4).")(command)
-
-
-def _zone(name: str | None):
-    from ..timeparse import load_zone
-
-    if name is None:
-
-        from ..timeparse import local_zone
-
-        return local_zone()
-    return load_zone(name)
 
 
 def _when(ms: int | None, zone=None) -> str:
     if ms is None:
         return "-"
 
+    from ..api import display_zone
     from ..timeparse import format_ms, format_relative_ms
 
-    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or _zone(None))
+    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or display_zone(None))
     return f"{local} ({format_relative_ms(ms, settings().clock.now_ms())})"
 
 
@@ -92,15 +56,11 @@ def init() -> None:
     Example:
       sxctl --workspace ~/myapp cron init
     """
-    from ..cron.store import init_workspace, refuse_if_daemon_owns, refuse_if_reset_pending
+    from ..api import init_workspace
 
-    report = reporter()
-    ws = _workspace()
-    refuse_if_daemon_owns(ws, os.environ, report)
-    refuse_if_reset_pending(ws)
-    created = init_workspace(ws)
-    emit({"ok": True, "workspace": str(ws.root), "created": created},
-         lambda: say("\n".join(f"created {p}" for p in created) or f"{ws.scheduler} is already initialised"))
+    result = init_workspace(report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say("\n".join(f"created {p}" for p in result.created)
+                                      or f"{result.workspace.scheduler} is already initialised"))
 
 
 @cron.command("add", mutating=True)
@@ -114,7 +74,7 @@ def init() -> None:
 @click.option("--paused", is_flag=True, help="Add the job paused.")
 @click.option("--max-jobs", type=click.IntRange(1), default=100, show_default=True, help="Authored job capacity.")
 @_lock_wait_option
-def add(name, max_jobs, lock_wait_ms, **kw) -> None:
+def add(name, max_jobs, lock_wait_s, **kw) -> None:
     """Add a job NAME with one schedule (--cron, --every, --at or --in) and a payload.
 
     \b
@@ -125,11 +85,9 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
     """
     from ..api import add_job
 
-    spec = _job_spec(kw)
-    result = add_job(name, workspace=_workspace(), project=str(_default_project()), agent=settings().agent,
-                     spec=spec, max_jobs=max_jobs, lock_wait=lock_wait_ms / 1000, clock=settings().clock,
-                     report=reporter())
-    emit({"ok": True, **result}, lambda: say(f"added {name} ({result['jobId']})"))
+    result = add_job(name, spec=_job_spec(kw), agent=settings().agent, max_jobs=max_jobs, lock_wait=lock_wait_s,
+                     clock=settings().clock, report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say(f"added {name} ({result.outcome['jobId']})"))
 
 
 @cron.command("update", mutating=True)
@@ -144,7 +102,7 @@ def add(name, max_jobs, lock_wait_ms, **kw) -> None:
 @click.option("--paused", is_flag=True, help="Pause the job.")
 @click.option("--resumed", is_flag=True, help="Resume the job.")
 @_lock_wait_option
-def update(name, lock_wait_ms, **kw) -> None:
+def update(name, lock_wait_s, **kw) -> None:
     """Change a job: a schedule flag replaces the schedule, --payload the whole payload.
 
     \b
@@ -152,91 +110,70 @@ def update(name, lock_wait_ms, **kw) -> None:
       sxctl cron update nightly --cron "30 2 * * *" --tz Europe/Berlin
       sxctl cron update ping --text "check the build and the docs"
     """
-    from ..cron.jobs import update_job
-    from ..cron.store import mutate_store
+    from ..api import update_job
 
-    report = reporter()
-    spec = _job_spec(kw)
-    notes: list[str] = []
-    project = str(_default_project())
-    result = mutate_store(
-        _workspace(),
-        lambda store, now: update_job(store, name, spec, default_project=project, now_ms=now, report=report,
-                                      notes=notes),
-        clock=settings().clock, report=report, lock_wait_s=lock_wait_ms / 1000,
-    ).outcome
-    for note in notes:
-        report.note(note)
-    emit({"ok": True, **result, **({"notes": notes} if notes else {})}, lambda: say(f"updated {result['jobName']}"))
+    result = update_job(name, _job_spec(kw), lock_wait=lock_wait_s, clock=settings().clock, report=reporter(),
+                        **in_workspace())
+    emit(result.to_json(), lambda: say(f"updated {result.outcome['jobName']}"))
 
 
-def _pause(name: str, paused: bool, lock_wait_ms: int) -> None:
-    from ..cron.jobs import set_job_paused
-    from ..cron.store import mutate_store
+def _pause(name: str, paused: bool, lock_wait_s: float) -> None:
+    from ..api import pause_job
 
-    result = mutate_store(_workspace(), lambda store, now: set_job_paused(store, name, paused),
-                          clock=settings().clock, report=reporter(), lock_wait_s=lock_wait_ms / 1000).outcome
-    emit({"ok": True, **result}, lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
+    result = pause_job(name, paused, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(),
+                       **in_workspace())
+    emit(result.to_json(), lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
 
 
 @cron.command("pause", mutating=True)
 @click.argument("name", shell_complete=completing("job_names"))
 @_lock_wait_option
-def pause(name, lock_wait_ms) -> None:
+def pause(name, lock_wait_s) -> None:
     """Pause a job; its next run time and error counter are kept.
 
     \b
     Example:
       sxctl cron pause nightly
     """
-    _pause(name, True, lock_wait_ms)
+    _pause(name, True, lock_wait_s)
 
 
 @cron.command("resume", mutating=True)
 @click.argument("name", shell_complete=completing("job_names"))
 @_lock_wait_option
-def resume(name, lock_wait_ms) -> None:
+def resume(name, lock_wait_s) -> None:
     """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
 
     \b
     Example:
       sxctl cron resume nightly
     """
-    _pause(name, False, lock_wait_ms)
+    _pause(name, False, lock_wait_s)
 
 
 @cron.command("remove", mutating=True)
 @click.argument("name", shell_complete=completing("job_names"))
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
 @_lock_wait_option
-def remove(name, yes, lock_wait_ms) -> None:
+def remove(name, yes, lock_wait_s) -> None:
     """Remove a job (asks on a terminal; needs --yes otherwise).
 
     \b
     Example:
       sxctl cron remove nightly --yes
     """
-    from ..cron.jobs import remove_job
-    from ..cron.store import mutate_store
+    from ..api import remove_job
 
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to remove without confirmation: pass --yes")
         if not click.confirm(f"Remove cron job {name}?", err=True):
             raise UsageError("not removed")
-    result = mutate_store(_workspace(), lambda store, now: remove_job(store, name),
-                          clock=settings().clock, report=reporter(), lock_wait_s=lock_wait_ms / 1000).outcome
-    emit({"ok": True, **result}, lambda: say(f"removed {name}"))
+    result = remove_job(name, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say(f"removed {name}"))
 
 
 # --- list / show / next ---------------------------------------------------------------------------
-
-def _read(ws):
-    from ..cron.store import read_store
-
-    store = read_store(ws)
-    return store if store is not None else {"jobs": [], "activeClaims": []}
-
 
 @cron.command("list")
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
@@ -249,18 +186,16 @@ def list_(tz) -> None:
       sxctl cron list
       sxctl cron list --json | jq -r '.jobs[] | select(.state=="scheduled") | .job.name'
     """
+    from ..api import list_jobs
     from ..cron.schedule import describe_schedule
-    from ..cron.store import default_agent_id
-    from ..cron.views import job_kind_label, job_row, schedule_computable, target_label
+    from ..cron.views import job_kind_label, schedule_computable, target_label
 
-    ws = _workspace()
-    store = _read(ws)
-    zone = _zone(tz)
-    rows = [job_row(job) for job in store["jobs"]]
+    result = list_jobs(tz=tz, agent=settings().agent, **in_workspace())
+    rows, zone = result.rows, result.zone
 
     def human() -> None:
         if not rows:
-            say(f"no cron jobs in {ws.store}")
+            say(f"no cron jobs in {result.workspace.store}")
             return
         table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
             [r["job"]["name"], job_kind_label(r["job"]),
@@ -270,8 +205,7 @@ def list_(tz) -> None:
             for r in rows
         ])
 
-    emit({"ok": True, "workspace": str(ws.root), "agentId": default_agent_id(store, settings().agent, os.environ),
-          "jobs": rows}, human)
+    emit(result.to_json(), human)
 
 
 @cron.command("show")
@@ -285,16 +219,16 @@ def show(name) -> None:
     """
     import json
 
-    from ..cron.store import find_job
-    from ..cron.views import job_row
+    from ..api import show_job
 
-    row = job_row(find_job(_read(_workspace()), name))
+    result = show_job(name, **in_workspace())
+    row = result.row
 
     def human() -> None:
         say(f"{name}: {row['state']}, next {_when(row['next_run_ms'])}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False))
 
-    emit({"ok": True, **row}, human)
+    emit(result.to_json(), human)
 
 
 @cron.command("next")
@@ -318,30 +252,11 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
       sxctl cron next --cron "30 2 * * *" --tz Europe/Berlin --from 2026-03-28T00:00Z -n 3
       sxctl cron next --every 90m --anchor 2026-12-01T00:00Z
     """
-    from ..cron.schedule import ScheduleInput, resolve_schedule
-    from ..cron.views import adhoc_timeline, timeline
-    from ..timeparse import parse_time_ms
+    from ..api import next_fires
 
-    now = settings().clock.now_ms()
-    bound = now if from_time is None else parse_time_ms(from_time, tz=None if from_time[-1:] in "zZ" else tz)[0]
-    adhoc = ScheduleInput(cron=cron_expr, every=every, at=at_time, tz=tz, fold=fold, anchor=anchor)
-    if adhoc.given:
-        if name is not None:
-            raise UsageError("give a job NAME or an ad-hoc schedule, not both")
-        schedule = resolve_schedule(adhoc, min(now, bound) - 1 if at_time is None else -1)
-        zone = _zone(tz if cron_expr is None or tz else "UTC")
-        fires = adhoc_timeline(schedule, bound, count, zone, now)
-        zone_name = tz or (schedule.get("tz") if cron_expr else None)
-    else:
-        zone = _zone(tz)
-        store = _read(_workspace())
-        if name is not None:
-            from ..cron.store import find_job
-
-            find_job(store, name)
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused)
-        zone_name = tz
-    shown_zone = zone_name or str(zone)
+    result = next_fires(name, count=count, tz=tz, after=from_time, include_paused=include_paused, cron=cron_expr,
+                        every=every, anchor=anchor, at=at_time, fold=fold, clock=settings().clock, **in_workspace())
+    fires, now = result.fires, result.now_ms
 
     def human() -> None:
         if not fires:
@@ -357,7 +272,7 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             for f in fires
         ])
 
-    emit({"ok": True, "tz": shown_zone, "now_ms": now, "fires": fires}, human)
+    emit(result.to_json(), human)
 
 
 # --- status / runs / validate / wake ---------------------------------------------------------------
@@ -371,10 +286,9 @@ def status(max_log_bytes) -> None:
     Example:
       sxctl cron status --json | jq .problems
     """
-    from ..cron.views import workspace_status
+    from ..api import cron_status
 
-    ws = _workspace()
-    doc = workspace_status(ws, os.environ, settings().clock.now_ms(), _max_log_bytes(max_log_bytes))
+    doc = cron_status(max_log_bytes=max_log_bytes, clock=settings().clock, **in_workspace()).to_json()
 
     def size(evidence: dict) -> str:
         return f"{evidence['bytes']} bytes" if evidence["exists"] else "missing"
@@ -408,17 +322,12 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
       sxctl cron runs --all-jobs --json | jq '.runs[] | select(.status=="unknown")'
     """
     from ..api import job_runs
-    from ..cron.store import find_job
 
     if (name is None) == (not all_jobs):
         raise UsageError("give a job NAME or --all-jobs")
-    ws = _workspace()
-    job = find_job(_read(ws), name) if name is not None else None
-    found = job_runs(name, limit=limit, workspace=ws, exact=exact, max_log_bytes=_max_log_bytes(max_log_bytes))
-    if evidence:
-        _add_evidence(found)
-
-    names = {j["id"]: j["name"] for j in (_read(ws) or {"jobs": []})["jobs"]} if all_jobs else {}
+    result = job_runs(name, limit=limit, exact=exact, evidence=evidence, max_log_bytes=max_log_bytes,
+                      clock=settings().clock, **in_workspace())
+    found, names = result.runs, result.job_names
 
     def human() -> None:
         if not found:
@@ -438,8 +347,7 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
                 row.append(_evidence_text(r.get("evidence")))
         table(headers, rows)
 
-    emit({"ok": True, "jobName": name, "jobId": job["id"] if job else None, "limit": limit, "exact": exact,
-          "runs": found}, human)
+    emit(result.to_json(), human)
 
 
 def _dispatch_note(run: dict) -> str:
@@ -458,23 +366,6 @@ def _evidence_text(evidence: dict | None) -> str | None:
     return f"message {evidence['stem']} {evidence['state']} in {evidence['session']}"
 
 
-def _add_evidence(found: list[dict]) -> None:
-    """Unknown inbox-dispatch runs: look for the message through its key (= execution id)."""
-    from ..cron.ledger import run_evidence
-    from ..errors import NotFoundError
-    from ..inbox import evidence_for_key
-    from ..project import list_sessions
-
-    try:
-        project = current_project()
-    except NotFoundError:
-        return
-    sessions = list_sessions(project, settings().clock)
-    for run in found:
-        if run_evidence(run):
-            run["evidence"] = evidence_for_key(project, sessions, run["executionId"])
-
-
 @cron.command("validate")
 @_max_log_option
 def validate(max_log_bytes) -> None:
@@ -484,19 +375,14 @@ def validate(max_log_bytes) -> None:
     Example:
       sxctl cron validate && echo "store and ledger are sound"
     """
-    from ..cron.views import validate_workspace
-    from ..errors import InvalidDataError
+    from ..api import validate_workspace
 
-    ws = _workspace()
-    problems = validate_workspace(ws, settings().clock.now_ms(), _max_log_bytes(max_log_bytes))
-    if problems:
-        for problem in problems if not settings().json else []:
-            where = f":{problem.line}" if problem.line is not None else ""
-            say(f"{problem.file}{where}: {problem.code}: {problem.message}", err=True)
-        first = problems[0]
-        raise InvalidDataError(first.file, f"{len(problems)} problem(s); first: {first.message}",
-                               details={"problems": [p.to_json() for p in problems]})
-    emit({"ok": True, "workspace": str(ws.root), "problems": []}, lambda: say(f"{ws.scheduler}: valid"))
+    result = validate_workspace(max_log_bytes=max_log_bytes, clock=settings().clock, **in_workspace())
+    for problem in result.problems if not settings().json else []:
+        where = f":{problem.line}" if problem.line is not None else ""
+        say(f"{problem.file}{where}: {problem.code}: {problem.message}", err=True)
+    result.raise_if_invalid()
+    emit(result.to_json(), lambda: say(f"{result.workspace.scheduler}: valid"))
 
 
 @cron.command("wake", mutating=True)
@@ -510,21 +396,10 @@ def wake(target, to, text) -> None:
     Example:
       sxctl cron wake --to live
     """
-    from ..cron.store import refuse_if_daemon_owns, refuse_if_reset_pending
-    from ..inbox import SendRequest, send
-    from ..project import resolve_target_session
+    from ..api import wake_agent
 
-    if target == "monitoring":
-        raise UsageError("--target monitoring has no file protocol; only the agent can be woken", code="unsupported")
-    report = reporter()
-    ws = _workspace()
-    refuse_if_daemon_owns(ws, os.environ, report)
-    refuse_if_reset_pending(ws)
-    session = resolve_target_session(_default_project(), to, clock=settings().clock)
-    result = send(session, SendRequest(text, mode="auto", no_wait=True), clock=settings().clock, report=report)
-    emit({"ok": True, "status": "accepted", "disposition": "new_occurrence", "correlationId": result.stem,
-          "lane": "agent", "retainedReason": None, "stem": result.stem, "session": session.id},
-         lambda: say(f"woke {session.id} ({result.stem})"))
+    result = wake_agent(text, target=target, to=to, clock=settings().clock, report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say(f"woke {result.session_id} ({result.stem})"))
 
 
 from . import cron_tick  # noqa: E402,F401 - registers `tick` and `run` on the group

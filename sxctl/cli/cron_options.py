@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from .output import completing, current_project, read_text_input, settings
+from .output import completing, read_text_input
 
 
 def _schedule_options(command):
@@ -59,7 +59,6 @@ def _job_options(command):
 
 def _job_spec(kw: dict):
     from ..cron.jobs import JobSpec, Target, WakeGate
-    from ..project import check_session_id
 
     text = kw.get("text")
     if kw.get("text_file") is not None:
@@ -69,11 +68,8 @@ def _job_spec(kw: dict):
         text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
     target = None
     if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
-        conversation = kw.get("to") or "live"
-        if conversation != "live":
-            check_session_id(conversation)
-        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else str(_default_project())
-        target = Target(project, conversation, kw.get("tenant") or "default")
+        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else None  # None: this project
+        target = Target(project, kw.get("to") or "live", kw.get("tenant") or "default")
     gate = None
     if kw.get("wake_gate") is not None:
         gate = WakeGate.from_file(kw["wake_gate"], kw.get("wake_gate_language"), kw.get("wake_gate_timeout"))
@@ -89,18 +85,3 @@ def _job_spec(kw: dict):
         max_dependency_errors=kw.get("max_dependency_errors"), paused=kw.get("paused", False),
         resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
     )
-
-
-def _workspace():
-    from ..cron.store import find_workspace
-
-    return find_workspace(settings().workspace, os.environ, current_project)
-
-
-def _default_project() -> Path:
-    from ..errors import NotFoundError
-
-    try:
-        return current_project()
-    except NotFoundError:
-        return _workspace().root

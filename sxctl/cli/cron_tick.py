@@ -3,21 +3,10 @@ by importing this module, which `sxctl.cli.cron` does)."""
 
 from __future__ import annotations
 
-import os
-
 import click
 
-from ..errors import UsageError
-from .cron import _max_log_bytes, _max_log_option, cron
-from .cron_options import _default_project, _workspace
-from .output import (
-    DURATION,
-    completing,
-    emit,
-    reporter,
-    say,
-    settings,
-)
+from .cron import _max_log_option, cron
+from .output import DURATION, completing, emit, in_workspace, reporter, say, settings
 
 
 def _pass_options(command):
@@ -28,13 +17,13 @@ def _pass_options(command):
                      help="Target of jobs without a delivery target."),
         click.option("--turn-mode", type=click.Choice(["auto", "interrupt", "queue"]), default="queue",
                      show_default=True, help="Inbox mode for agent turns."),
-        click.option("--catchup-after", "catchup_ms", type=DURATION, default="90", show_default=True,
+        click.option("--catchup-after", "catchup_after", type=DURATION, default="90", show_default=True,
                      metavar="SECONDS", help="Later than this is a catch-up."),
-        click.option("--deliver-timeout", "deliver_ms", type=DURATION, default="60", show_default=True,
+        click.option("--deliver-timeout", "deliver_timeout", type=DURATION, default="60", show_default=True,
                      metavar="SECONDS", help="Time limit of SXCTL_DELIVER_CMD."),
         click.option("--no-gates", is_flag=True, help="Do not run wake gates (turns run as if ungated)."),
         click.option("--force", is_flag=True, help="Run even next to a comis daemon or built-in jobs (loud)."),
-        click.option("--lock-wait", "lock_wait_ms", type=DURATION, default="0", show_default=True, metavar="SECONDS"),
+        click.option("--lock-wait", "lock_wait", type=DURATION, default="0", show_default=True, metavar="SECONDS"),
         click.option("--busy-ok", is_flag=True, help="Exit 0 when another pass holds the lock."),
         click.option("--terminalize-orphans", is_flag=True, help="Record orphan starts as unknown and go on."),
         click.option("--retain-executions", type=click.IntRange(1), default=1000, show_default=True),
@@ -45,17 +34,8 @@ def _pass_options(command):
     return _max_log_option(command)
 
 
-def _scheduler_pass(kw: dict):
-    from ..cron.runner import SchedulerPass, TickOptions
-
-    options = TickOptions(
-        project=_default_project(), max_runs=kw["max_runs"], to=kw["to"], turn_mode=kw["turn_mode"],
-        catchup_after_ms=kw["catchup_ms"], deliver_timeout_s=kw["deliver_ms"] / 1000, no_gates=kw["no_gates"],
-        force=kw["force"], lock_wait_s=kw["lock_wait_ms"] / 1000, busy_ok=kw["busy_ok"],
-        terminalize_orphans=kw["terminalize_orphans"], retain_executions=kw["retain_executions"],
-        max_log_bytes=_max_log_bytes(kw["max_log_bytes"]), dry_run=kw["dry_run"],
-    )
-    return SchedulerPass(_workspace(), options, clock=settings().clock, report=reporter())
+def _where() -> dict:
+    return {"clock": settings().clock, "report": reporter(), **in_workspace()}
 
 
 def _pass_lines(result) -> list[str]:
@@ -78,14 +58,6 @@ def _pass_lines(result) -> list[str]:
     return lines
 
 
-def _pass_notes(scheduler, result) -> None:
-    """Why nothing happened goes to stderr as a note, so `-q` prints nothing at all then."""
-    if result.skipped:
-        scheduler.report.note(f"skipped this pass: {result.skipped} (another pass holds the store lock)")
-    if not result.store_exists:
-        scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
-
-
 @cron.command("tick", mutating=True)
 @_pass_options
 def tick(**kw) -> None:
@@ -98,10 +70,10 @@ def tick(**kw) -> None:
       * * * * * cd ~/myapp && python3 -m sxctl cron tick --busy-ok -q
       sxctl cron tick --dry-run --json
     """
-    scheduler = _scheduler_pass(kw)
-    result = scheduler.run()
-    _pass_notes(scheduler, result)
-    emit(result.to_json(scheduler.report.warnings), lambda: _say_lines(_pass_lines(result)))
+    from ..api import tick as run_pass
+
+    result = run_pass(**_where(), **kw)
+    emit(result.to_json(), lambda: _say_lines(_pass_lines(result.report)))
 
 
 @cron.command("run", mutating=True)
@@ -117,22 +89,10 @@ def run(name, mode, **kw) -> None:
       sxctl cron run nightly
       sxctl cron run --mode due --json
     """
-    from ..cron.store import default_agent_id, read_store
+    from ..api import run_job
 
-    if mode == "force" and name is None:
-        raise UsageError("cron run --mode force needs a job NAME")
-    scheduler = _scheduler_pass(kw)
-    result = scheduler.run_forced(name) if mode == "force" else scheduler.run()
-    _pass_notes(scheduler, result)
-    agent = default_agent_id(read_store(scheduler.ws), settings().agent, os.environ)
-    doc = {"ok": True, "triggered": bool(result.runs), "mode": mode, "resolvedAgentId": agent}
-    if mode == "force":
-        run_entry = result.runs[0] if result.runs else None
-        doc.update(jobName=name, executionId=run_entry["executionId"] if run_entry else None, run=run_entry)
-    else:
-        doc["executionIds"] = [r["executionId"] for r in result.runs]
-    doc["report"] = result.to_json(scheduler.report.warnings)
-    emit(doc, lambda: _say_lines(_pass_lines(result)))
+    result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
+    emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
 
 
 def _say_lines(lines: list[str]) -> None:

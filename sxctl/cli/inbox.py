@@ -12,12 +12,11 @@ from .output import (
     DURATION,
     Group,
     completing,
-    current_session,
     emit,
     emit_json,
+    in_session,
     printable,
     read_text_input,
-    reporter,
     say,
     settings,
     table,
@@ -64,11 +63,11 @@ TEXT_INPUT_LIMIT = 64_002
 @click.option("--priority", type=click.IntRange(0, 9), help="Read before unprefixed messages, lower first.")
 @click.option("--stem", help="Use this file name stem instead of the time-based one.")
 @click.option("--key", help="Idempotency key: a repeat send with it returns the first message.")
-@click.option("--wait", "wait_ms", type=DURATION, metavar="SECONDS",
+@click.option("--wait", "wait_s", type=DURATION, metavar="SECONDS",
               help="Wait until consumed; exit 6 if still pending then (0 = forever).")
 @click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
 @click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
-def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, follow) -> None:
+def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> None:
     """Drop one message (TEXT, '-' for stdin) into the session's inbox.
 
     Without --wait, sxctl waits up to 2 s for a live agent to consume it and exits 0 either way.
@@ -83,32 +82,21 @@ def send(text, text_file, mode, image, priority, stem, key, wait_ms, no_wait, fo
     from ..api import send_message
     from ..inbox import apply_tilde
 
-    if priority is not None and stem is not None:
-        raise UsageError("--priority and --stem cannot be combined")
-    if wait_ms is not None and no_wait:
-        raise UsageError("--wait and --no-wait cannot be combined")
-    if follow and wait_ms is None:
-        raise UsageError("--follow needs --wait SECONDS")
     body, from_argument = _read_text(text, text_file, image is not None)
     effective_mode = mode or "auto"
     if from_argument and mode is None and body is not None:
         body, queued = apply_tilde(body)
         if queued:
             effective_mode = "queue"
-    s = settings()
-    result = send_message(
-        body, session=s.session, project=s.project, mode=effective_mode, image=image, priority=priority, stem=stem,
-        key=key, wait=None if wait_ms is None else wait_ms / 1000, soft_wait=not no_wait, follow=follow,
-        clock=s.clock, report=reporter(),
-    )
-    session = result.session
+    result = send_message(body, mode=effective_mode, image=image, priority=priority, stem=stem, key=key,
+                          wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
 
     def human() -> None:
         status = "consumed" if result.consumed else "written, not yet consumed"
         if result.state == "retracted":
             status = "already retracted"
         tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
-        say(f"sent {result.stem} to {session.id} ({result.mode}){tag}: {status}")
+        say(f"sent {result.stem} to {result.session.id} ({result.mode}){tag}: {status}")
 
     emit(result.to_json(), human)
 
@@ -126,20 +114,14 @@ def list_(done, retracted, all_, limit) -> None:
       sxctl inbox list
       sxctl inbox list --all --limit 20 --json
     """
-    from ..inbox import list_messages
+    from ..api import list_messages
 
-    states: tuple[str, ...] = ("pending",)
-    if done or all_:
-        states += ("consumed",)
-    if retracted or all_:
-        states += ("retracted",)
-    report = reporter()
-    session = current_session(report)
-    rows = list_messages(session, states, limit)
+    result = list_messages(consumed=done or all_, retracted=retracted or all_, limit=limit, **in_session())
+    rows = result.rows
 
     def human() -> None:
         if not rows:
-            say("no messages" if len(states) > 1 else "no pending messages")
+            say("no messages" if len(result.states) > 1 else "no pending messages")
             return
         table(
             ["STEM", "STATE", "MODE", "BYTES", "IMAGE", "COPY", "PREVIEW"],
@@ -151,15 +133,7 @@ def list_(done, retracted, all_, limit) -> None:
             ],
         )
 
-    emit({"ok": True, **session.to_json(), "messages": [r.to_json() for r in rows]}, human)
-
-
-def _stem_or_key(stem: str | None, key: str | None, session) -> str:
-    from ..inbox import check_key, stem_argument, stem_for_key
-
-    if (stem is None) == (key is None):
-        raise UsageError("give either STEM or --key KEY")
-    return stem_argument(stem) if stem is not None else stem_for_key(session, check_key(key))
+    emit(result.to_json(), human)
 
 
 @inbox.command("show")
@@ -171,15 +145,10 @@ def show(stem: str) -> None:
     Example:
       sxctl inbox show 1789972202_061734902 --json
     """
-    from ..inbox import find_message, stem_argument
+    from ..api import show_message
 
-    report = reporter()
-    session = current_session(report)
-    row = find_message(session, stem_argument(stem))
-    doc = {
-        "ok": True, **session.to_json(), **row.to_json(), "path": str(row.path),
-        "message": row.obj, "raw_bytes": row.raw.decode("utf-8", errors="replace"),
-    }
+    result = show_message(stem, **in_session())
+    row = result.row
 
     def human() -> None:
         say(f"stem   {row.stem}")
@@ -194,16 +163,16 @@ def show(stem: str) -> None:
             say("")
             say(row.message.text)
 
-    emit(doc, human)
+    emit(result.to_json(), human)
 
 
 @inbox.command("wait")
 @click.argument("stem", required=False, shell_complete=completing("pending_stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
-@click.option("--timeout", "timeout_ms", type=DURATION, default="60", show_default=True, metavar="SECONDS",
+@click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="SECONDS",
               help="Give up after this long (exit 6); 0 waits forever.")
 @click.option("--follow", is_flag=True, help="Re-home the message if the session rotates.")
-def wait(stem, key, timeout_ms, follow) -> None:
+def wait(stem, key, timeout_s, follow) -> None:
     """Wait until a message is consumed (exit 0), or time out (exit 6).
 
     Exit 4 if it was retracted meanwhile, exit 3 if no such message exists.
@@ -215,24 +184,13 @@ def wait(stem, key, timeout_ms, follow) -> None:
     """
     from ..api import wait_for_message
 
-    report = reporter()
-    session = current_session(report)
-    wanted = _stem_or_key(stem, key, session)
     streaming = follow and settings().json
-    outcome = wait_for_message(
-        wanted, session=session, timeout=timeout_ms / 1000, follow=follow, clock=settings().clock, report=report,
-        on_event=emit_json if streaming else None,
-    )
-    doc = {
-        "ok": True, **outcome.session.to_json(), "stem": wanted, "state": outcome.state,
-        "consumed": outcome.state == "consumed", "waited_ms": outcome.waited_ms,
-        "path": str(outcome.inbox.folder_of(outcome.state) / f"{wanted}.json")
-        if outcome.state != "missing" else None,
-    }
-    outcome.raise_unless_consumed(doc)
+    outcome = wait_for_message(stem, key=key, timeout=timeout_s, follow=follow,
+                               on_event=emit_json if streaming else None, **in_session())
+    outcome.raise_unless_consumed()
     if streaming:
         return  # the `done` event was the last line
-    emit(doc, lambda: say(f"{wanted}: consumed after {outcome.waited_ms / 1000:.1f}s"))
+    emit(outcome.to_json(), lambda: say(f"{outcome.stem}: consumed after {outcome.waited_ms / 1000:.1f}s"))
 
 
 @inbox.command("retract", mutating=True)
@@ -246,20 +204,18 @@ def retract(stem, key) -> None:
       sxctl inbox retract 1789972202_061734902
       sxctl inbox retract --key nightly-2026-11-30
     """
-    from ..inbox import retract as retract_message
+    from ..api import retract_message
 
-    report = reporter()
-    session = current_session(report)
-    result = retract_message(session, _stem_or_key(stem, key, session))
+    result = retract_message(stem, key=key, **in_session())
     note = " (it was already retracted)" if result.already else ""
-    emit({**result.to_json(), **session.to_json()}, lambda: say(f"retracted {result.stem}{note}"))
+    emit(result.to_json(), lambda: say(f"retracted {result.stem}{note}"))
 
 
 @inbox.command("clean", mutating=True)
-@click.option("--older-than", "older_ms", type=DURATION, default="1h", show_default=True,
+@click.option("--older-than", "older_s", type=DURATION, default="1h", show_default=True,
               help="Only files older than this.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
-def clean(older_ms, dry_run) -> None:
+def clean(older_s, dry_run) -> None:
     """Remove what crashed sxctl writers left: stray temps and orphan image sidecars.
 
     Only sxctl-pattern names are touched; every other file belongs to someone else.
@@ -268,23 +224,20 @@ def clean(older_ms, dry_run) -> None:
     Example:
       sxctl inbox clean --older-than 10m --dry-run
     """
-    from ..inbox import clean as clean_inbox
+    from ..api import clean_inbox
 
-    report = reporter()
-    session = current_session(report)
-    removed = clean_inbox(session, older_ms, dry_run=dry_run, clock=settings().clock)
-    _print_removed(session, removed, None, dry_run)
+    _print_removed(clean_inbox(older_than=older_s, dry_run=dry_run, **in_session()))
 
 
 @inbox.command("prune", mutating=True)
-@click.option("--older-than", "older_ms", type=DURATION, default="7d", show_default=True,
+@click.option("--older-than", "older_s", type=DURATION, default="7d", show_default=True,
               help="Only files older than this (by the time they were consumed).")
 @click.option("--retracted", is_flag=True, help="Also prune inbox/retracted/.")
 @click.option("--keys", is_flag=True, help="Also prune idempotency-key records.")
 @click.option("--keep", type=click.IntRange(0), default=0, metavar="N",
               help="Keep the N most recently consumed messages, however old.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
-def prune(older_ms, retracted, keys, keep, dry_run) -> None:
+def prune(older_s, retracted, keys, keep, dry_run) -> None:
     """Delete old consumed messages (never a pending one).
 
     \b
@@ -292,27 +245,17 @@ def prune(older_ms, retracted, keys, keep, dry_run) -> None:
       sxctl inbox prune --older-than 30d --retracted --keys
       sxctl inbox prune --older-than 0 --keep 1000     # the newest 1,000 stay
     """
-    from ..inbox import prune as prune_inbox
+    from ..api import prune_inbox
 
-    report = reporter()
-    session = current_session(report)
-    removed, kept = prune_inbox(
-        session, older_ms, retracted=retracted, keys=keys, keep=keep, dry_run=dry_run, clock=settings().clock
-    )
-    _print_removed(session, removed, kept, dry_run)
+    _print_removed(prune_inbox(older_than=older_s, retracted=retracted, keys=keys, keep=keep, dry_run=dry_run,
+                               **in_session()))
 
 
-def _print_removed(session, removed, kept, dry_run) -> None:
-    doc = {"ok": True, **session.to_json(), "removed": [str(p) for p in removed], "dry_run": dry_run}
-    if kept is not None:
-        doc["kept"] = kept
-
+def _print_removed(result) -> None:
     def human() -> None:
-        verb = "would remove" if dry_run else "removed"
-        for path in removed:
+        verb = "would remove" if result.dry_run else "removed"
+        for path in result.removed:
             say(f"{verb} {printable(str(path))}")
-        say(f"{verb} {len(removed)} file(s)" + (f", kept {kept}" if kept is not None else ""))
+        say(f"{verb} {len(result.removed)} file(s)" + (f", kept {result.kept}" if result.kept is not None else ""))
 
-    emit(doc, human)
-
-
+    emit(result.to_json(), human)

@@ -8,24 +8,12 @@ import time
 
 import click
 
-from .output import DURATION, Command, completing, emit, reporter, say, settings, table
+from .output import DURATION, Command, completing, emit, in_session, say, settings, table
 
 
-def _context(session_optional: bool = False):
-    """The session and workspace the three views look at (neither is ever created); with
-    `session_optional`, a project without a session folder yet gives None."""
-    from ..cron.store import find_workspace
-    from ..errors import NotFoundError
-    from .output import current_project, current_session
-
-    try:
-        session = current_session(reporter())
-    except NotFoundError as error:
-        if not session_optional or error.code != "session_not_found" or settings().session:
-            raise
-        session = None
-    ws = find_workspace(settings().workspace, os.environ, current_project)
-    return session, ws
+def _where() -> dict:
+    """The API keywords of the three views: the session and the workspace."""
+    return {**in_session(), "workspace": settings().workspace}
 
 
 def _when(ms: int | None) -> str:
@@ -43,14 +31,14 @@ def status() -> None:
       sxctl status
       sxctl status --json | jq '.problems[].message'
     """
-    from ..observe import status as build_status
+    from ..api import project_status
     from ..timeparse import format_duration_ms
 
-    session, ws = _context(session_optional=True)
-    doc = build_status(session, ws, clock=settings().clock)
+    result = project_status(**_where())
+    doc = result.to_json()
 
     def human() -> None:
-        if session is None:
+        if result.session is None:
             say("session  none (no session folder yet)")
             _cron_lines(doc)
             return
@@ -107,13 +95,11 @@ def next_(count: int, tz: str | None) -> None:
       sxctl next -n 20 --json | jq -r '.rows[] | [.source, .at_ms] | @tsv'
     """
 
-    from ..observe import merged_next
-    from ..timeparse import format_ms, load_zone, local_zone
+    from ..api import upcoming
+    from ..timeparse import format_ms
 
-    session, ws = _context()
-    zone = load_zone(tz) if tz else local_zone()
-    rows = merged_next(session, ws, count, zone, clock=settings().clock)
-    now = settings().clock.now_ms()
+    result = upcoming(count=count, tz=tz, **_where())
+    rows, zone, now = result.rows, result.zone, result.now_ms
 
     def what(row: dict) -> str:
         if row["source"] == "inbox":
@@ -141,13 +127,13 @@ def next_(count: int, tz: str | None) -> None:
             [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
              _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
 
-    emit({"ok": True, **session.to_json(), "now_ms": now, "rows": rows}, human)
+    emit(result.to_json(), human)
 
 
 @click.command("watch", cls=Command)
-@click.option("--duration", "duration_ms", type=DURATION, metavar="SECONDS",
+@click.option("--duration", "duration_s", type=DURATION, metavar="SECONDS",
               help="Stop after this long (default: until interrupted).")
-def watch(duration_ms: int | None) -> None:
+def watch(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.
 
     A live full-screen view on a terminal (q or Ctrl-C to quit); with --json, a stream of JSON
@@ -158,19 +144,21 @@ def watch(duration_ms: int | None) -> None:
       sxctl watch
       sxctl watch --json | while read -r event; do echo "$event" | jq -c 'select(.event=="cron_run")'; done
     """
-    session, ws = _context()
-    deadline = None if duration_ms is None else time.monotonic() + duration_ms / 1000
+    from ..api import watch as start_watching
+
+    watching = start_watching(**_where())
+    deadline = None if duration_s is None else time.monotonic() + duration_s
     if settings().json or not sys.stdout.isatty():
-        _stream(session, ws, deadline)
+        _stream(watching, deadline)
     else:
-        _live(session, ws, deadline)
+        _live(watching, deadline)
 
 
-def _stream(session, ws, deadline) -> None:
-    from ..observe import dumps, watch_events
+def _stream(watching, deadline) -> None:
+    from ..observe import dumps
 
     try:
-        for events in watch_events(session, ws, clock=settings().clock):
+        for events in watching.events():
             for event in events:
                 sys.stdout.write(dumps(event) + "\n")
             sys.stdout.flush()
@@ -180,7 +168,7 @@ def _stream(session, ws, deadline) -> None:
         pass
 
 
-def _live(session, ws, deadline) -> None:
+def _live(watching, deadline) -> None:
     """The rich view, redrawn four times a second; it restores the terminal on every exit.
 
     Ctrl-C is held back (blocked) while the view sets the terminal up and while it restores it,
@@ -193,18 +181,16 @@ def _live(session, ws, deadline) -> None:
 
     from rich.live import Live
 
-    from ..observe import diff, snapshot
-
     interrupt = {signal.SIGINT}
     log: list[str] = []
-    current = snapshot(session, ws, settings().clock)
+    current = watching.look()
     stdin = sys.stdin.fileno()
     saved = termios.tcgetattr(stdin) if sys.stdin.isatty() else None
     signal.pthread_sigmask(signal.SIG_BLOCK, interrupt)
     try:
         if saved is not None:
             tty.setcbreak(stdin)
-        live = Live(_render(session, ws, log), screen=True, auto_refresh=False)
+        live = Live(_render(watching, log), screen=True, auto_refresh=False)
         live.start(refresh=True)
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupt)  # a Ctrl-C held back arrives here
@@ -212,12 +198,12 @@ def _live(session, ws, deadline) -> None:
                 ready, _, _ = select.select([sys.stdin], [], [], 0.25)
                 if ready and os.read(stdin, 1) in (b"q", b"Q"):
                     break
-                later = snapshot(session, ws, settings().clock, current)
-                for event in diff(current, later, settings().clock.now_ms()):
+                later = watching.look(current)
+                for event in watching.changes(current, later):
                     log.append(_event_line(event))
                 current = later
                 del log[:-8]
-                live.update(_render(session, ws, log), refresh=True)
+                live.update(_render(watching, log), refresh=True)
         except KeyboardInterrupt:
             pass
         finally:
@@ -240,15 +226,13 @@ def _event_line(event: dict) -> str:
     return f"{when} {event['event']} {details}"
 
 
-def _render(session, ws, log: list[str]):
+def _render(watching, log: list[str]):
     from rich.console import Group
     from rich.panel import Panel
     from rich.table import Table
 
-    from ..observe import status as build_status
-
-    doc = build_status(session, ws, clock=settings().clock)
-    rows = _upcoming(session, ws)
+    doc = watching.status()
+    rows = watching.upcoming(8)
     live = doc["liveness"]
     header = (f"[bold]{doc['session']}[/bold]  {live['state']}  ·  timers {doc['timers'].get('active')}/8"
               f"  ·  inbox {doc['inbox']['pending']} pending  ·  press q to quit")
@@ -260,13 +244,3 @@ def _render(session, ws, log: list[str]):
     problems = "\n".join(p["message"] for p in doc["problems"]) or "none"
     return Group(Panel(header, title="sxctl watch"), Panel(upcoming, title="next"),
                  Panel(events, title="recent changes"), Panel(problems, title="problems"))
-
-
-def _upcoming(session, ws) -> list[dict]:
-
-    from ..observe import merged_next
-    from ..timeparse import local_zone
-
-    return merged_next(session, ws, 8, local_zone(), clock=settings().clock)
-
-

@@ -119,18 +119,19 @@ Group.group_class = Group
 
 
 class Duration(click.ParamType):
-    """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> milliseconds."""
+    """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> seconds, as the API
+    takes them."""
 
     name = "duration"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int):
+        if isinstance(value, int | float):
             return value
         from ..errors import UsageError
         from ..timeparse import parse_duration_ms
 
         try:
-            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}")
+            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}") / 1000
         except UsageError as error:
             self.fail(error.message, param, ctx)
 
@@ -253,22 +254,16 @@ def read_text_input(path: Path | None, limit: int, what: str) -> str:
     return text
 
 
-# --- the session a command acts on ---------------------------------------------------------------
+# --- where a command acts ------------------------------------------------------------------------
 
-def current_project():
-    """The project root from --project / SXCTL_PROJECT / SX_SESSION_DIR / the working folder."""
-    from ..project import find_project
-
+def in_session(report: Reporter | None = None) -> dict[str, Any]:
+    """The API keywords naming the session a command acts on (from --session, --project), its
+    clock and where its notes go."""
     s = settings()
-    return find_project(s.project, session_given=bool(s.session))
+    return {"session": s.session, "project": s.project, "clock": s.clock, "report": report or reporter()}
 
 
-def current_session(report: Reporter):
-    """The session a command acts on (sessions.md §3); notes go to `report`."""
-    from ..project import select_session
-
+def in_workspace() -> dict[str, Any]:
+    """The API keywords naming the workspace a cron command acts on (--workspace, --project)."""
     s = settings()
-    return select_session(
-        current_project(), s.session,
-        project_explicit=bool(s.project or os.environ.get("SXCTL_PROJECT")), clock=s.clock, report=report,
-    )
+    return {"workspace": s.workspace, "project": s.project, "session": s.session}

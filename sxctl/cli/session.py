@@ -4,42 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ..callbacks import read_table
-from ..errors import SxctlError
-from ..inbox import inbox_dirs, message_names, primary_inbox
-from ..project import Session, as_session
 from ..timeparse import format_duration_ms
-from .output import Group, completing, current_project, current_session, emit, reporter, say, settings, table
-
-
-def _callbacks_summary(folder) -> tuple[int | None, bool, str | None]:
-    """(active timers, file exists, reason when the file is invalid)."""
-    try:
-        found = read_table(folder)
-    except SxctlError as error:
-        return None, True, error.message
-    if found is None:
-        return None, False, None
-    return len(found.active_slots()), True, None
-
-
-def _pending_count(session: Session) -> int:
-    return sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
-
-
-def _row(session: Session) -> dict:
-    active, exists, invalid = _callbacks_summary(session.dir)
-    copies = session.worktree_copies()
-    row = {
-        "id": session.id, "dir": str(session.dir), "state": session.state,
-        "updated_ms": session.liveness.updated_ms, "age_ms": session.liveness.age_ms,
-        "model": (session.stats or {}).get("model"), "callbacks_active": active,
-        "callbacks_file": exists, "inbox_pending": _pending_count(session),
-        "copy": copies.role if copies.role != "none" else "none",
-    }
-    if invalid:
-        row["callbacks_invalid"] = invalid
-    return row
+from .output import Group, completing, emit, in_session, say, settings, table
 
 
 @click.group("session", cls=Group)
@@ -61,14 +27,15 @@ def list_() -> None:
     Example:
       sxctl session list --json | jq -r '.sessions[] | select(.state=="live") | .id'
     """
-    from ..project import list_sessions
+    from ..api import list_sessions
 
-    project = current_project()
-    rows = [_row(as_session(info, project, "newest")) for info in list_sessions(project)]
+    s = settings()
+    result = list_sessions(project=s.project, session=s.session, clock=s.clock)
+    rows = result.rows
 
     def human() -> None:
         if not rows:
-            say(f"no sessions in {project}/.scorpiox/sessions")
+            say(f"no sessions in {result.project}/.scorpiox/sessions")
             return
         table(
             ["ID", "STATE", "AGE", "MODEL", "CB", "INBOX", "COPY"],
@@ -83,7 +50,7 @@ def list_() -> None:
             ],
         )
 
-    emit({"ok": True, "project": str(project), "sessions": rows}, human)
+    emit(result.to_json(), human)
 
 
 @session.command("show")
@@ -95,26 +62,14 @@ def show(session_id: str | None) -> None:
     Example:
       sxctl session show 2026_09_21_quiet_euler --json
     """
-    from ..inbox import inbox_gate
+    from ..api import show_session
 
-    if session_id:
-        settings().session = session_id
-    report = reporter()
-    chosen = current_session(report)
-    row = _row(chosen)
-    gate = inbox_gate(chosen, report)
+    where = in_session()
+    where["session"] = session_id or where["session"]
+    result = show_session(**where)
+    chosen, row = result.session, result.row
     copies = chosen.worktree_copies()
     stats = chosen.stats or {}
-    doc = {
-        "ok": True, **chosen.to_json(), "project": str(chosen.project), "state": chosen.state,
-        "updated_ms": chosen.liveness.updated_ms, "age_ms": chosen.liveness.age_ms,
-        "worktree": copies.to_json(), "callbacks_active": row["callbacks_active"],
-        "callbacks_file": row["callbacks_file"], "inbox_pending": row["inbox_pending"],
-        "inbox_dir": str(primary_inbox(chosen).path), "inbox_gate": gate,
-        "busy_hint": bool((stats.get("bash") or {}).get("running")
-                          or (stats.get("bgtasks") or {}).get("running")),
-        "stats": chosen.stats,
-    }
 
     def human() -> None:
         cb = stats.get("callbacks") or {}
@@ -131,14 +86,14 @@ def show(session_id: str | None) -> None:
                else "no callbacks.json" if not row["callbacks_file"]
                else f"{row['callbacks_active']}/8 active")
             + (f", next in {cb.get('remaining_s')}s" if cb.get("next_fire_ms") else ""),
-            f"inbox     {row['inbox_pending']} pending ({doc['inbox_dir']}), gate {gate}",
+            f"inbox     {row['inbox_pending']} pending ({result.inbox_dir}), gate {result.inbox_gate}",
         ]
-        if doc["busy_hint"]:
+        if result.busy:
             lines.append("busy      a command or background task is running")
         for line in lines:
             say(line)
 
-    emit(doc, human)
+    emit(result.to_json(), human)
 
 
 @session.command("which")
@@ -149,8 +104,7 @@ def which() -> None:
     Example:
       sxctl --project ~/myapp session which
     """
-    report = reporter()
-    chosen = current_session(report)
-    emit({"ok": True, **chosen.to_json(), "state": chosen.state}, lambda: say(chosen.id))
+    from ..api import which_session
 
-
+    result = which_session(**in_session())
+    emit(result.to_json(), lambda: say(result.session.id))

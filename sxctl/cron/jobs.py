@@ -52,9 +52,10 @@ class WakeGate:
 
 @dataclass
 class Target:
-    """Where an agent turn or delivery goes: a session id or `live` of a project."""
+    """Where an agent turn or delivery goes: a session id or `live` of a project (None: the
+    project the command runs in, filled in before the job is written)."""
 
-    project: str
+    project: str | None
     conversation: str = "live"
     tenant: str = "default"
 
@@ -129,8 +130,12 @@ def _misplaced(spec: JobSpec, kind: str) -> None:
 
 
 def _delivery_target(spec: JobSpec, agent_id: str, default_project: str) -> dict[str, Any]:
+    from ..project import check_session_id
+
     target = spec.target or Target(default_project)
-    return scorpiox_target(agent_id, target.project, target.conversation, target.tenant)
+    if target.conversation != "live":
+        check_session_id(target.conversation)
+    return scorpiox_target(agent_id, target.project or default_project, target.conversation, target.tenant)
 
 
 def build_variant(kind: str, text: str, spec: JobSpec, agent_id: str, default_project: str,

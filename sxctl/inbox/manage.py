@@ -36,12 +36,6 @@ class RetractResult:
     stem: str
     already: bool
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": True, "stem": self.stem, "state": "retracted", "already": self.already,
-            "copy": self.inbox.copy, "path": str(self.inbox.retracted / f"{self.stem}.json"),
-        }
-
 
 def stem_for_key(session: Session, key: str) -> str:
     """The stem an idempotency key was recorded with, searching every inbox copy."""

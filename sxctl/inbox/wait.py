@@ -50,9 +50,18 @@ class WaitOutcome:
     waited_ms: int
     events: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
 
-    def raise_unless_consumed(self, details: dict[str, Any]) -> None:
-        """Map the final state to the spec's exit codes (inbox.md §8)."""
-        details = {**details, "ok": False, "state": self.state, "consumed": False}
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True, **self.session.to_json(), "stem": self.stem, "state": self.state,
+            "consumed": self.state == "consumed", "waited_ms": self.waited_ms,
+            "path": str(self.inbox.folder_of(self.state) / f"{self.stem}.json") if self.state != "missing" else None,
+        }
+
+    def raise_unless_consumed(self, details: dict[str, Any] | None = None) -> None:
+        """Map the final state to the spec's exit codes (inbox.md §8); the error carries
+        `details` (default: this outcome's document)."""
+        details = {**(self.to_json() if details is None else details), "ok": False, "state": self.state,
+                   "consumed": False}
         where = f"{self.stem} in {self.inbox.path}"
         if self.state == "pending":
             raise WaitTimeoutError(

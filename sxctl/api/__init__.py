@@ -1,0 +1,34 @@
+"""The use-case layer: one function per CLI command, for your own tooling and for the CLI itself.
+
+    from sxctl import send_message, wait_for_message, set_timer, add_job, job_runs
+
+Every command of `sxctl` parses its arguments, calls exactly one function here and renders the
+typed result it returns (each has `to_json()`, the command's `--json` document). Functions find
+the project, session and workspace the way the CLI does (explicit arguments, then the SXCTL_* /
+SX_SESSION_DIR environment, then discovery from the working folder), take times in seconds, and
+raise an `SxctlError` subclass carrying the CLI's exit code on failure. Each part loads on first
+use, so `import sxctl` stays cheap.
+"""
+
+from __future__ import annotations
+
+from ..lazy import lazy_parts
+
+#: the part that defines each function (and result type) this package offers
+_PARTS: dict[str, tuple[str, ...]] = {
+    "scope": ("find_project", "find_session", "find_workspace"),
+    "inbox": ("send_message", "list_messages", "show_message", "wait_for_message", "retract_message",
+              "clean_inbox", "prune_inbox", "MessageList", "MessageView", "Retraction", "Removal"),
+    "timers": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "preview_timers",
+               "TimerTable"),
+    "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",
+                 "SessionChoice"),
+    "jobs": ("init_workspace", "add_job", "update_job", "pause_job", "remove_job", "list_jobs", "show_job",
+             "next_fires", "cron_status", "job_runs", "validate_workspace", "wake_agent", "ledger_ceiling",
+             "display_zone", "WorkspaceInit", "JobChange", "JobList", "JobDetail", "FireList", "CronStatus",
+             "RunList", "Validation", "Wake"),
+    "scheduler": ("tick", "run_job", "PassOptions", "PassOutcome", "ManualRun"),
+    "observe": ("project_status", "upcoming", "watch", "StatusView", "Upcoming", "Watch"),
+    "agent": ("run_agent", "run_demo", "AgentRun", "DemoSummary"),
+}
+__getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -1,0 +1,235 @@
+"""Inbox use cases: send, list, show, wait, retract, clean, prune (spec inbox.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
+from ..record import record
+from ..report import Reporter
+from .scope import find_session, milliseconds
+
+if TYPE_CHECKING:
+    from ..inbox import MessageRow, SendResult, WaitOutcome
+    from ..inbox.folder import InboxDir
+    from ..project import Session
+
+
+def send_message(
+    text: str | None,
+    *,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    mode: str = "auto",
+    image: str | os.PathLike | None = None,
+    priority: int | None = None,
+    stem: str | None = None,
+    key: str | None = None,
+    wait: float | None = None,
+    soft_wait: bool = True,
+    follow: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> SendResult:
+    """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
+    it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then)."""
+    from ..inbox import SendRequest, check_key, check_stem, load_image, send
+
+    if priority is not None and stem is not None:
+        raise UsageError("--priority and --stem cannot be combined")
+    if wait is not None and not soft_wait:
+        raise UsageError("--wait and --no-wait cannot be combined")
+    if follow and wait is None:
+        raise UsageError("--follow needs --wait SECONDS")
+    request = SendRequest(
+        text=text, mode=mode, image=load_image(Path(image)) if image is not None else None,
+        stem=check_stem(stem) if stem is not None else None, priority=priority,
+        key=check_key(key) if key is not None else None, wait_s=wait, no_wait=not soft_wait, follow=follow,
+    )
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    return send(chosen, request, clock=clock, report=report)
+
+
+@record
+class MessageList:
+    """`inbox list`: rows in the order the agent reads them (pending), then newest first."""
+
+    session: Session
+    states: tuple[str, ...]
+    rows: list[MessageRow]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, **self.session.to_json(), "messages": [r.to_json() for r in self.rows]}
+
+
+def list_messages(
+    *,
+    consumed: bool = False,
+    retracted: bool = False,
+    limit: int | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> MessageList:
+    """Pending messages, plus consumed and/or retracted ones; at most `limit` rows (the newest
+    consumed ones are found from their names, without reading the rest)."""
+    from ..inbox import list_messages as listing
+
+    states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    return MessageList(chosen, states, listing(chosen, states, limit))
+
+
+@record
+class MessageView:
+    """`inbox show`: one message wherever it is now."""
+
+    session: Session
+    row: MessageRow
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True, **self.session.to_json(), **self.row.to_json(), "path": str(self.row.path),
+            "message": self.row.obj, "raw_bytes": self.row.raw.decode("utf-8", errors="replace"),
+        }
+
+
+def _stem_or_key(stem: str | None, key: str | None, session: Session) -> str:
+    from ..inbox import check_key, stem_argument, stem_for_key
+
+    if (stem is None) == (key is None):
+        raise UsageError("give either STEM or --key KEY")
+    return stem_argument(stem) if stem is not None else stem_for_key(session, check_key(key))
+
+
+def show_message(
+    stem: str,
+    *,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> MessageView:
+    """Message `stem` (pending, consumed or retracted): its text, mode, state and path."""
+    from ..inbox import find_message, stem_argument
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    return MessageView(chosen, find_message(chosen, stem_argument(stem)))
+
+
+def wait_for_message(
+    stem: str | None = None,
+    *,
+    key: str | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    timeout: float = 60,
+    follow: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+    on_event=None,
+) -> WaitOutcome:
+    """Wait until message `stem` (or the one sent with `key`) leaves the inbox; the outcome's
+    `state` says where it went (`consumed`, or `pending` at the deadline, `retracted`, `missing`).
+    Raises nothing for those: `outcome.raise_unless_consumed()` gives the CLI's exit-code errors."""
+    from ..inbox import inbox_dirs, wait_for
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    wanted = _stem_or_key(stem, key, chosen)
+    dirs = inbox_dirs(chosen)
+    inbox = next((d for d in dirs if d.state_of(wanted) != "missing"), dirs[0])
+    return wait_for(chosen, inbox, wanted, timeout, follow=follow, clock=clock, report=report, on_event=on_event)
+
+
+@record
+class Retraction:
+    """`inbox retract`: the message withdrawn (or found withdrawn already)."""
+
+    session: Session
+    inbox: InboxDir
+    stem: str
+    already: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True, "stem": self.stem, "state": "retracted", "already": self.already,
+            "copy": self.inbox.copy, "path": str(self.inbox.retracted / f"{self.stem}.json"),
+            **self.session.to_json(),
+        }
+
+
+def retract_message(
+    stem: str | None = None,
+    *,
+    key: str | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Retraction:
+    """Withdraw a message the agent has not read yet (TooLateError, exit 7, if it has)."""
+    from ..inbox import retract
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    done = retract(chosen, _stem_or_key(stem, key, chosen))
+    return Retraction(chosen, done.inbox, done.stem, done.already)
+
+
+@record
+class Removal:
+    """`inbox clean` / `inbox prune`: the files removed (or, dry, that would be)."""
+
+    session: Session
+    removed: list[Path]
+    dry_run: bool
+    kept: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"ok": True, **self.session.to_json(), "removed": [str(p) for p in self.removed],
+                               "dry_run": self.dry_run}
+        if self.kept is not None:
+            doc["kept"] = self.kept
+        return doc
+
+
+def clean_inbox(
+    *,
+    older_than: float = 3600,
+    dry_run: bool = False,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Removal:
+    """Remove what crashed writers left (stray temps, orphan image sidecars) older than
+    `older_than` seconds; only sxctl-pattern names are touched."""
+    from ..inbox import clean
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    return Removal(chosen, clean(chosen, milliseconds(older_than), dry_run=dry_run, clock=clock), dry_run)
+
+
+def prune_inbox(
+    *,
+    older_than: float = 7 * 86400,
+    retracted: bool = False,
+    keys: bool = False,
+    keep: int = 0,
+    dry_run: bool = False,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Removal:
+    """Delete consumed messages consumed more than `older_than` seconds ago (never a pending one,
+    never the `keep` newest), with `retracted` and `keys` their folders too."""
+    from ..inbox import prune
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    removed, kept = prune(chosen, milliseconds(older_than), retracted=retracted, keys=keys, keep=keep,
+                          dry_run=dry_run, clock=clock)
+    return Removal(chosen, removed, dry_run, kept)

@@ -1,0 +1,430 @@
+"""Cron store use cases: add, change, list and preview the comis store's jobs; read their runs,
+validate the store and ledger, wake the agent (spec cron-store.md, cron-ledger.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
+from ..record import Factory, record
+from ..report import Reporter
+from .scope import find_workspace, reporter, target_project
+
+if TYPE_CHECKING:
+    from ..cron.jobs import JobSpec
+    from ..cron.store import Workspace
+    from ..cron.views import Problem
+
+def ledger_ceiling(max_log_bytes: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
+    """The ledger's byte ceiling: `max_log_bytes`, then SXCTL_MAX_LOG_BYTES, then 2,000,000."""
+    from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
+
+    value = max_log_bytes
+    if value is None:
+        env = environ.get("SXCTL_MAX_LOG_BYTES")
+        if env:
+            if not env.isdigit():
+                raise UsageError(f"invalid SXCTL_MAX_LOG_BYTES {env!r}: a number of bytes")
+            value = int(env)
+    value = DEFAULT_MAX_LOG_BYTES if value is None else value
+    if not 1 <= value <= MAX_MAX_LOG_BYTES:
+        raise UsageError(f"--max-log-bytes must be between 1 and {MAX_MAX_LOG_BYTES}")
+    return value
+
+
+def display_zone(tz: str | None):
+    """The zone times are shown in: `tz`, else the machine's local zone (a real zone, DST and all)."""
+    from ..timeparse import load_zone, local_zone
+
+    return local_zone() if tz is None else load_zone(tz)
+
+
+def _store(ws: Workspace) -> dict[str, Any]:
+    from ..cron.store import read_store
+
+    store = read_store(ws)
+    return store if store is not None else {"jobs": [], "activeClaims": []}
+
+
+# --- init / add / update / pause / remove ------------------------------------------------------
+
+@record
+class WorkspaceInit:
+    """`cron init`: what was created (nothing that existed is overwritten)."""
+
+    workspace: Workspace
+    created: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "workspace": str(self.workspace.root), "created": self.created}
+
+
+def init_workspace(workspace=None, *, project=None, session=None, environ: Mapping[str, str] = os.environ,
+                   report: Reporter | None = None) -> WorkspaceInit:
+    """Create .scheduler/ (0700), the lock sentinels, an empty store and an empty ledger."""
+    from ..cron.store import init_workspace as create
+    from ..cron.store import refuse_if_daemon_owns, refuse_if_reset_pending
+
+    ws = find_workspace(workspace, project=project, session=session)
+    refuse_if_daemon_owns(ws, environ, reporter(report))
+    refuse_if_reset_pending(ws)
+    return WorkspaceInit(ws, create(ws))
+
+
+@record
+class JobChange:
+    """`cron add/update/pause/resume/remove`: comis's result object for the change."""
+
+    workspace: Workspace
+    outcome: dict[str, Any]
+    notes: list[str] = Factory(list)  # type: ignore[assignment]
+    show_notes: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, **self.outcome, **({"notes": self.notes} if self.show_notes and self.notes else {})}
+
+
+def add_job(
+    name: str,
+    *,
+    payload: str | None = None,
+    text: str | None = None,
+    cron: str | None = None,
+    every: str | None = None,
+    at: str | None = None,
+    in_: str | None = None,
+    tz: str | None = None,
+    workspace=None,
+    project=None,
+    session: str | None = None,
+    agent: str | None = None,
+    paused: bool = False,
+    max_jobs: int = 100,
+    lock_wait: float = 10.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+    spec: JobSpec | None = None,
+) -> JobChange:
+    """Add a job to the comis store (created if missing): one of `cron`/`every`/`at`/`in_`
+    (DURATION or TIME strings, as on the command line) and a payload kind (`agent-turn`,
+    `delivery`, `heartbeat-event`); `outcome` is comis's `{jobId, name, schedule}`.
+    `spec` (a `sxctl.cron.jobs.JobSpec`) gives every other flag of `cron add`."""
+    from ..cron.jobs import JobSpec
+    from ..cron.jobs import add_job as add
+    from ..cron.schedule import ScheduleInput
+    from ..cron.store import default_agent_id, mutate_store
+
+    ws = find_workspace(workspace, project=project, session=session)
+    spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), payload=payload,
+                           text=text, paused=paused)
+    default_project = str(target_project(ws, project, session=session))
+    notes: list[str] = []
+
+    def change(store, now):
+        return add(store, name, spec, agent_id=default_agent_id(store, agent, os.environ),
+                   default_project=default_project, now_ms=now, max_jobs=max_jobs, notes=notes)
+
+    result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait).outcome
+    for note in notes:
+        reporter(report).note(note)
+    if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
+        reporter(report).warn(
+            f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
+            "(a one-shot for good) unless the environment of the pass sets it")
+    return JobChange(ws, result, notes)
+
+
+def update_job(name: str, spec: JobSpec, *, workspace=None, project=None, session: str | None = None,
+               lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
+    """Change job `name`: a schedule in `spec` replaces the schedule, a payload the whole payload;
+    `outcome` is `{jobName, updated}`, `notes` what was kept or implied."""
+    from ..cron.jobs import update_job as update
+    from ..cron.store import mutate_store
+
+    ws = find_workspace(workspace, project=project, session=session)
+    default_project = str(target_project(ws, project, session=session))
+    notes: list[str] = []
+    result = mutate_store(
+        ws, lambda store, now: update(store, name, spec, default_project=default_project, now_ms=now,
+                                      report=reporter(report), notes=notes),
+        clock=clock, report=report, lock_wait_s=lock_wait,
+    ).outcome
+    for note in notes:
+        reporter(report).note(note)
+    return JobChange(ws, result, notes, show_notes=True)
+
+
+def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, session: str | None = None,
+              lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
+    """Pause job `name` (its next run time and error counter are kept), or resume it
+    (`paused=False`; a passed run time runs as a catch-up at the next pass)."""
+    from ..cron.jobs import set_job_paused
+    from ..cron.store import mutate_store
+
+    ws = find_workspace(workspace, project=project, session=session)
+    result = mutate_store(ws, lambda store, now: set_job_paused(store, name, paused),
+                          clock=clock, report=report, lock_wait_s=lock_wait).outcome
+    return JobChange(ws, result)
+
+
+def remove_job(name: str, *, workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
+               clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
+    """Remove job `name` from the store (its runs stay in the ledger)."""
+    from ..cron.jobs import remove_job as remove
+    from ..cron.store import mutate_store
+
+    ws = find_workspace(workspace, project=project, session=session)
+    result = mutate_store(ws, lambda store, now: remove(store, name),
+                          clock=clock, report=report, lock_wait_s=lock_wait).outcome
+    return JobChange(ws, result)
+
+
+# --- list / show / next ---------------------------------------------------------------------------
+
+@record
+class JobList:
+    """`cron list`: every job with its state, next run and target (no payload text)."""
+
+    workspace: Workspace
+    agent_id: str
+    rows: list[dict[str, Any]]
+    zone: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id, "jobs": self.rows}
+
+
+def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
+              agent: str | None = None) -> JobList:
+    """Every job of the store; times are for display in `tz` (default: local)."""
+    from ..cron.store import default_agent_id
+    from ..cron.views import job_row
+
+    ws = find_workspace(workspace, project=project, session=session)
+    store = _store(ws)
+    zone = display_zone(tz)
+    return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job) for job in store["jobs"]], zone)
+
+
+@record
+class JobDetail:
+    """`cron show`: one job in full, with its state and next run."""
+
+    row: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, **self.row}
+
+
+def show_job(name: str, *, workspace=None, project=None, session: str | None = None) -> JobDetail:
+    """Job `name` in full (NotFoundError, exit 3, if there is none)."""
+    from ..cron.store import find_job
+    from ..cron.views import job_row
+
+    return JobDetail(job_row(find_job(_store(find_workspace(workspace, project=project, session=session)), name)))
+
+
+@record
+class FireList:
+    """`cron next`: upcoming fires, time-ordered, in `zone`."""
+
+    zone_name: str
+    zone: Any
+    now_ms: int
+    fires: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "tz": self.zone_name, "now_ms": self.now_ms, "fires": self.fires}
+
+
+def next_fires(
+    name: str | None = None,
+    *,
+    count: int = 5,
+    tz: str | None = None,
+    after: str | None = None,
+    include_paused: bool = False,
+    cron: str | None = None,
+    every: str | None = None,
+    anchor: str | None = None,
+    at: str | None = None,
+    fold: str | None = None,
+    workspace=None,
+    project=None,
+    session: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> FireList:
+    """The next `count` fires of the store's jobs (or job `name`), or of an ad-hoc schedule
+    (`cron`/`every`+`anchor`/`at`; no store needed), after `after` (a TIME; default now)."""
+    from ..cron.schedule import ScheduleInput, resolve_schedule
+    from ..cron.views import adhoc_timeline, timeline
+    from ..timeparse import parse_time_ms
+
+    now = clock.now_ms()
+    bound = now if after is None else parse_time_ms(after, tz=None if after[-1:] in "zZ" else tz)[0]
+    adhoc = ScheduleInput(cron=cron, every=every, at=at, tz=tz, fold=fold, anchor=anchor)
+    if adhoc.given:
+        if name is not None:
+            raise UsageError("give a job NAME or an ad-hoc schedule, not both")
+        schedule = resolve_schedule(adhoc, min(now, bound) - 1 if at is None else -1)
+        zone = display_zone(tz if cron is None or tz else "UTC")
+        fires = adhoc_timeline(schedule, bound, count, zone, now)
+        zone_name = tz or (schedule.get("tz") if cron else None)
+    else:
+        from ..cron.store import find_job
+
+        zone = display_zone(tz)
+        store = _store(find_workspace(workspace, project=project, session=session))
+        if name is not None:
+            find_job(store, name)
+        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused)
+        zone_name = tz
+    return FireList(zone_name or str(zone), zone, now, fires)
+
+
+# --- status / runs / validate / wake ---------------------------------------------------------------
+
+@record
+class CronStatus:
+    """`cron status`: offline evidence about the workspace (cron-store.md §8)."""
+
+    document: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+
+def cron_status(*, max_log_bytes: int | None = None, workspace=None, project=None, session: str | None = None,
+                environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK) -> CronStatus:
+    """Files and digests, locks, daemon ownership, claims and problems, read without locking."""
+    from ..cron.views import workspace_status
+
+    ws = find_workspace(workspace, project=project, session=session)
+    return CronStatus(workspace_status(ws, environ, clock.now_ms(), ledger_ceiling(max_log_bytes, environ)))
+
+
+@record
+class RunList:
+    """`cron runs`: executions newest first, projected as in cron-ledger.md §4."""
+
+    name: str | None
+    job_id: str | None
+    limit: int
+    exact: bool
+    runs: list[dict[str, Any]]
+    job_names: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "jobName": self.name, "jobId": self.job_id, "limit": self.limit, "exact": self.exact,
+                "runs": self.runs}
+
+
+def job_runs(
+    name: str | None = None,
+    *,
+    limit: int = 20,
+    exact: bool = False,
+    evidence: bool = False,
+    max_log_bytes: int | None = None,
+    workspace=None,
+    project=None,
+    session: str | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> RunList:
+    """The newest `limit` runs of job `name` (all jobs when None); only the tail of a large
+    ledger is read (`exact` scans it all). With `evidence`, each `unknown` inbox-dispatch run
+    says where its message is now (found through its idempotency key)."""
+    from ..cron.ledger import recent_runs
+    from ..cron.store import find_job
+
+    ws = find_workspace(workspace, project=project, session=session)
+    store = _store(ws)
+    job = find_job(store, name) if name is not None else None
+    found = recent_runs(ws.ledger, limit, job_id=job["id"] if job else None,
+                        max_log_bytes=ledger_ceiling(max_log_bytes), exact=exact)
+    if evidence:
+        _add_evidence(found, project, session, clock)
+    names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}
+    return RunList(name, job["id"] if job else None, limit, exact, found, names)
+
+
+def _add_evidence(found: list[dict[str, Any]], project, session, clock: Clock) -> None:
+    from ..cron.ledger import run_evidence
+    from ..errors import NotFoundError
+    from ..inbox import evidence_for_key
+    from ..project import list_sessions
+    from .scope import find_project
+
+    try:
+        root = find_project(project, session=session)
+    except NotFoundError:
+        return
+    sessions = list_sessions(root, clock)
+    for run in found:
+        if run_evidence(run):
+            run["evidence"] = evidence_for_key(root, sessions, run["executionId"])
+
+
+@record
+class Validation:
+    """`cron validate`: every problem of the store and the ledger, and their cross-checks."""
+
+    workspace: Workspace
+    problems: list[Problem]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "workspace": str(self.workspace.root), "problems": []}
+
+    def raise_if_invalid(self) -> None:
+        """InvalidDataError (exit 5) naming the first problem, carrying them all."""
+        from ..errors import InvalidDataError
+
+        if self.problems:
+            first = self.problems[0]
+            raise InvalidDataError(first.file, f"{len(self.problems)} problem(s); first: {first.message}",
+                                   details={"problems": [p.to_json() for p in self.problems]})
+
+
+def validate_workspace(*, max_log_bytes: int | None = None, workspace=None, project=None,
+                       session: str | None = None, clock: Clock = SYSTEM_CLOCK) -> Validation:
+    """Check the store and the ledger completely; `raise_if_invalid()` turns problems into exit 5."""
+    from ..cron.views import validate_workspace as validate
+
+    ws = find_workspace(workspace, project=project, session=session)
+    return Validation(ws, validate(ws, clock.now_ms(), ledger_ceiling(max_log_bytes)))
+
+
+@record
+class Wake:
+    """`cron wake`: the scheduler-wake message dropped into the target session."""
+
+    stem: str
+    session_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "status": "accepted", "disposition": "new_occurrence", "correlationId": self.stem,
+                "lane": "agent", "retainedReason": None, "stem": self.stem, "session": self.session_id}
+
+
+def wake_agent(text: str = "Scheduler wake: check pending scheduled work.", *, target: str = "agent",
+               to: str = "live", workspace=None, project=None, session: str | None = None,
+               environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK,
+               report: Reporter | None = None) -> Wake:
+    """Wake the agent now: a scheduler-wake message (mode auto) into `to` (a session id or
+    `live`). Refused next to a comis daemon that owns the workspace."""
+    from ..cron.store import refuse_if_daemon_owns, refuse_if_reset_pending
+    from ..inbox import SendRequest, send
+    from ..project import resolve_target_session
+
+    if target == "monitoring":
+        raise UsageError("--target monitoring has no file protocol; only the agent can be woken", code="unsupported")
+    ws = find_workspace(workspace, project=project, session=session)
+    refuse_if_daemon_owns(ws, environ, reporter(report))
+    refuse_if_reset_pending(ws)
+    chosen = resolve_target_session(target_project(ws, project, session=session), to, clock=clock)
+    result = send(chosen, SendRequest(text, mode="auto", no_wait=True), clock=clock, report=report)
+    return Wake(result.stem, chosen.id)
+

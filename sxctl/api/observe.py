@@ -1,0 +1,128 @@
+"""The views across every surface: `status` (one screen), `next` (one time-ordered preview) and
+`watch` (changes as they happen)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..record import record
+from ..report import Reporter
+from .scope import find_session, find_workspace
+
+if TYPE_CHECKING:
+    from ..cron.store import Workspace
+    from ..observe import Snapshot
+    from ..project import Session
+
+
+def _scope(session, project, workspace, clock: Clock, report: Reporter | None, *, session_optional: bool = False
+           ) -> tuple[Session | None, Workspace]:
+    """The session and workspace a view looks at (neither is ever created); with
+    `session_optional`, a project without a session folder yet gives None."""
+    from ..errors import NotFoundError
+
+    try:
+        chosen: Session | None = find_session(session, project=project, clock=clock, report=report)
+    except NotFoundError as error:
+        if not session_optional or error.code != "session_not_found" or session:
+            raise
+        chosen = None
+    return chosen, find_workspace(workspace, project=project, session=session)
+
+
+@record
+class StatusView:
+    """`status`: liveness, timers, inbox, cron jobs and runs, and the problems found."""
+
+    session: Session | None
+    workspace: Workspace
+    document: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.document
+
+
+def project_status(*, session=None, project=None, workspace=None, clock: Clock = SYSTEM_CLOCK,
+                   report: Reporter | None = None) -> StatusView:
+    """Everything the agent will do and what looks wrong, in one document; no file in a
+    session's inbox/done/ is opened, however long its history."""
+    from ..observe import status
+
+    chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
+    return StatusView(chosen, ws, status(chosen, ws, clock=clock))
+
+
+@record
+class Upcoming:
+    """`next`: pending messages, timer fires and cron fires, time-ordered, shown in `zone`."""
+
+    session: Session
+    zone: Any
+    now_ms: int
+    rows: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "rows": self.rows}
+
+
+def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=None, workspace=None,
+             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Upcoming:
+    """The next `count` things that will happen; timer fires assume an idle agent."""
+    from ..observe import merged_next
+    from .jobs import display_zone
+
+    chosen, ws = _scope(session, project, workspace, clock, report)
+    assert chosen is not None  # a session is required here
+    zone = display_zone(tz)
+    return Upcoming(chosen, zone, clock.now_ms(), merged_next(chosen, ws, count, zone, clock=clock))
+
+
+@record
+class Watch:
+    """`watch`: a session and workspace being watched. `events()` yields JSON Lines events;
+    `look()` / `changes()` / `status()` / `upcoming()` serve a live view."""
+
+    session: Session
+    workspace: Workspace
+    clock: Clock
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, **self.session.to_json(), "workspace": str(self.workspace.root)}
+
+    def events(self) -> Iterator[list[dict[str, Any]]]:
+        """The events of each look at the files, forever (an empty list when nothing changed,
+        so that the caller keeps its own deadline); follows the agent to a new session."""
+        from ..observe import watch_events
+
+        return watch_events(self.session, self.workspace, clock=self.clock)
+
+    def look(self, previous: Snapshot | None = None) -> Snapshot:
+        from ..observe import snapshot
+
+        return snapshot(self.session, self.workspace, self.clock, previous)
+
+    def changes(self, before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
+        from ..observe import diff
+
+        return diff(before, after, self.clock.now_ms())
+
+    def status(self) -> dict[str, Any]:
+        from ..observe import status
+
+        return status(self.session, self.workspace, clock=self.clock)
+
+    def upcoming(self, count: int) -> list[dict[str, Any]]:
+        from ..observe import merged_next
+        from .jobs import display_zone
+
+        return merged_next(self.session, self.workspace, count, display_zone(None), clock=self.clock)
+
+
+def watch(*, session=None, project=None, workspace=None, clock: Clock = SYSTEM_CLOCK,
+          report: Reporter | None = None) -> Watch:
+    """Start watching the session a command would use and its workspace."""
+    chosen, ws = _scope(session, project, workspace, clock, report)
+    assert chosen is not None
+    return Watch(chosen, ws, clock)

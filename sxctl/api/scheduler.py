@@ -1,0 +1,117 @@
+"""The scheduler pass as a use case: `cron tick` (one pass: reconcile dead claims, run due jobs,
+settle) and `cron run` (one job now, or one pass), spec runner.md."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
+from ..record import record
+from ..report import Reporter
+from .jobs import ledger_ceiling
+from .scope import find_workspace, reporter, target_project
+
+if TYPE_CHECKING:
+    from ..cron.runner import PassReport, SchedulerPass
+    from ..cron.store import Workspace
+
+
+@record
+class PassOutcome:
+    """`cron tick`: what one pass did (runs, deferrals, reconciled claims) and its warnings."""
+
+    workspace: Workspace
+    report: PassReport
+    warnings: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.report.to_json(self.warnings)
+
+
+@record
+class ManualRun:
+    """`cron run`: a forced run of one job (`mode` force) or one full pass (`mode` due)."""
+
+    mode: str
+    name: str | None
+    agent_id: str
+    outcome: PassOutcome
+
+    def to_json(self) -> dict[str, Any]:
+        runs = self.outcome.report.runs
+        doc: dict[str, Any] = {"ok": True, "triggered": bool(runs), "mode": self.mode, "resolvedAgentId": self.agent_id}
+        if self.mode == "force":
+            entry = runs[0] if runs else None
+            doc.update(jobName=self.name, executionId=entry["executionId"] if entry else None, run=entry)
+        else:
+            doc["executionIds"] = [r["executionId"] for r in runs]
+        doc["report"] = self.outcome.to_json()
+        return doc
+
+
+@record
+class PassOptions:
+    """How a pass behaves (the flags of `cron tick`); times are seconds."""
+
+    max_runs: int = 3
+    to: str = "live"
+    turn_mode: str = "queue"
+    catchup_after: float = 90
+    deliver_timeout: float = 60
+    no_gates: bool = False
+    force: bool = False
+    lock_wait: float = 0
+    busy_ok: bool = False
+    terminalize_orphans: bool = False
+    retain_executions: int = 1000
+    max_log_bytes: int | None = None
+    dry_run: bool = False
+
+
+def _scheduler(workspace, project, session, clock: Clock, report: Reporter | None, options: dict[str, Any]
+               ) -> SchedulerPass:
+    from ..cron.runner import SchedulerPass, TickOptions
+
+    o = PassOptions(**options)
+    ws = find_workspace(workspace, project=project, session=session)
+    tick_options = TickOptions(
+        project=target_project(ws, project, session=session), max_runs=o.max_runs, to=o.to, turn_mode=o.turn_mode,
+        catchup_after_ms=round(o.catchup_after * 1000), deliver_timeout_s=o.deliver_timeout, no_gates=o.no_gates,
+        force=o.force, lock_wait_s=o.lock_wait, busy_ok=o.busy_ok, terminalize_orphans=o.terminalize_orphans,
+        retain_executions=o.retain_executions, max_log_bytes=ledger_ceiling(o.max_log_bytes), dry_run=o.dry_run,
+    )
+    return SchedulerPass(ws, tick_options, clock=clock, report=reporter(report))
+
+
+def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
+    """Why nothing happened is a note (so `-q` prints nothing at all then)."""
+    if report.skipped:
+        scheduler.report.note(f"skipped this pass: {report.skipped} (another pass holds the store lock)")
+    if not report.store_exists:
+        scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
+    return PassOutcome(scheduler.ws, report, scheduler.report.warnings)
+
+
+def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,
+         report: Reporter | None = None, **options: Any) -> PassOutcome:
+    """One scheduler pass: reconcile dead claims, dispatch at most `max_runs` due jobs into the
+    agent's inbox, settle; nothing claimed is ever run twice. `options` are `PassOptions` fields."""
+    scheduler = _scheduler(workspace, project, session, clock, report, options)
+    return _finish(scheduler, scheduler.run())
+
+
+def run_job(name: str | None = None, *, mode: str = "force", agent: str | None = None, workspace=None,
+            project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None,
+            **options: Any) -> ManualRun:
+    """Run job `name` now (`mode="force"`, trigger manual), or one full pass (`mode="due"`);
+    `options` are `PassOptions` fields, as for `tick`."""
+    from ..cron.store import default_agent_id, read_store
+
+    if mode == "force" and name is None:
+        raise UsageError("cron run --mode force needs a job NAME")
+    scheduler = _scheduler(workspace, project, session, clock, report, options)
+    passed = scheduler.run_forced(name) if mode == "force" and name is not None else scheduler.run()
+    outcome = _finish(scheduler, passed)
+    return ManualRun(mode, name, default_agent_id(read_store(scheduler.ws), agent, os.environ), outcome)

@@ -1,0 +1,74 @@
+"""Where a use case acts: the project, session and workspace found the way the CLI finds them
+(explicit arguments, then the SXCTL_* / SX_SESSION_DIR environment, then the working folder)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..report import Reporter
+
+if TYPE_CHECKING:  # importing these eagerly would slow `import sxctl`
+    from ..cron.store import Workspace
+    from ..project import Session
+
+def find_project(project: str | os.PathLike | None = None, *, session: object = None,
+                 environ: Mapping[str, str] = os.environ) -> Path:
+    """The project root: `project`, then SXCTL_PROJECT / SX_SESSION_DIR, then the working folder."""
+    from ..project import find_project as locate
+
+    return locate(str(project) if project is not None else None, environ=environ, session_given=bool(session))
+
+
+def find_session(
+    session: str | Session | None = None,
+    *,
+    project: str | os.PathLike | None = None,
+    environ: Mapping[str, str] = os.environ,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Session:
+    """The session a command would act on (sessions.md §2-§3)."""
+    from ..project import Session, select_session
+
+    if isinstance(session, Session):
+        return session
+    root = find_project(project, session=session, environ=environ)
+    return select_session(root, session, environ=environ, clock=clock, report=report,
+                          project_explicit=bool(project or environ.get("SXCTL_PROJECT")))
+
+
+def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,
+                   project: str | os.PathLike | None = None, session: object = None,
+                   environ: Mapping[str, str] = os.environ) -> Workspace:
+    """`workspace`, then SXCTL_WORKSPACE, then the project root (cron-store.md §1)."""
+    from ..cron.store import Workspace
+    from ..cron.store import find_workspace as locate
+
+    if isinstance(workspace, Workspace):
+        return workspace
+    return locate(str(workspace) if workspace is not None else None, environ,
+                  lambda: find_project(project, session=session, environ=environ))
+
+
+def target_project(workspace: Workspace, project: str | os.PathLike | None = None, *, session: object = None) -> Path:
+    """The project that jobs without an explicit target send to: the project found, else the
+    workspace folder itself."""
+    from ..errors import NotFoundError
+
+    try:
+        return find_project(project, session=session)
+    except NotFoundError:
+        return workspace.root
+
+
+def reporter(report: Reporter | None) -> Reporter:
+    return report if report is not None else Reporter()
+
+
+def milliseconds(seconds: float) -> int:
+    """The core counts milliseconds; the API takes seconds, as Python's own time functions do."""
+    return round(seconds * 1000)

@@ -1,0 +1,231 @@
+"""Timer use cases: the agent's 8-slot table `callbacks.json` (spec callbacks.md), written through
+the revision protocol; every result is the table as written (or read) plus what changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..record import record
+from ..report import Reporter
+from .scope import find_session, milliseconds, reporter
+
+if TYPE_CHECKING:
+    from ..callbacks import TableView, WriteOptions, WriteResult
+    from ..project import Session
+
+
+@record
+class TimerTable:
+    """The table after a timer command, and the command's own keys (`extra`: the slot set, the
+    slots cancelled, the fires previewed …) in the order its JSON document shows them."""
+
+    session: Session
+    doc: dict[str, Any]
+    path: Path
+    exists: bool
+    text: str
+    now_ms: int
+    extra: dict[str, Any]
+
+    @property
+    def rev(self) -> int:
+        return self.doc.get("rev", 0)
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.doc.get("paused", False))
+
+    def to_json(self) -> dict[str, Any]:
+        from ..callbacks import CAPACITY, active_ids
+
+        return {
+            "ok": True, **self.session.to_json(), "file": str(self.path), "file_exists": self.exists,
+            "rev": self.rev, "paused": self.paused, "capacity": CAPACITY,
+            "active_count": len(active_ids(self.doc)) if self.doc else 0, **self.extra, "text": self.text,
+        }
+
+
+def _slot_json(slot: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    fire_at = slot.get("fire_at_ms")
+    return {**slot, "fires_in_ms": max(0, fire_at - now_ms) if isinstance(fire_at, int) else None}
+
+
+def _written(session: Session, result: WriteResult, text: str, action: str, **extra: Any) -> TimerTable:
+    return TimerTable(session, result.doc, result.path, True, text, result.doc["updated_ms"],
+                      {"action": action, "verified": result.verified, **extra})
+
+
+def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Session, TableView, dict[str, Any]]:
+    """The session and its table as it stands (a missing file is a warning and an empty table)."""
+    from ..callbacks import MISSING_FILE_WARNING, view_table
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    view = view_table(chosen)
+    if not view.exists:
+        reporter(report).warn(MISSING_FILE_WARNING.format(id=chosen.id))
+    return chosen, view, view.winner.doc if view.winner else {}
+
+
+def _options(expect_rev: int | None, verify: float | None, clock: Clock, report: Reporter | None) -> WriteOptions:
+    from ..callbacks import WriteOptions
+
+    return WriteOptions(expect_rev, verify, clock, reporter(report))
+
+
+def list_timers(
+    *,
+    include_inactive: bool = False,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """The active timers (with `include_inactive`, cancelled and retired slots too), as the
+    agent's /callbacks lists them; `extra["slots"]` carries each slot with `fires_in_ms`."""
+    from ..callbacks import active_ids, doc_slots, list_text
+
+    chosen, view, doc = _read(session, project, clock, report)
+    now = clock.now_ms()
+    stats_count = ((chosen.stats or {}).get("callbacks") or {}).get("active_count")
+    if isinstance(stats_count, int) and view.exists and stats_count != len(active_ids(doc)):
+        reporter(report).note(f"stats.json reports {stats_count} active timers, "
+                              f"callbacks.json has {len(active_ids(doc))}")
+    slots = doc_slots(doc)
+    shown = [slots[i] for i in sorted(slots) if include_inactive or i in active_ids(doc)]
+    return TimerTable(chosen, doc, view.primary_path, view.exists, list_text(doc, now, include_inactive), now,
+                      {"slots": [_slot_json(s, now) for s in shown]})
+
+
+def set_timer(
+    message: str,
+    every: float,
+    *,
+    repeat: int = 20,
+    slot: int | None = None,
+    replace: bool = False,
+    first_in: float | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    expect_rev: int | None = None,
+    verify: float | None = 1.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """Arm one of the agent's 8 timers: `message` every `every` seconds, `repeat` times (-1 =
+    forever); `extra["slot"]` is the slot written. `verify` seconds of watching a live agent's
+    file for a lost update (None: no watch); `expect_rev` refuses (exit 4) any other revision."""
+    from ..callbacks import scheduled_text
+    from ..callbacks import set_timer as arm
+    from ..errors import UsageError
+
+    if replace and slot is None:
+        raise UsageError("--replace needs --slot N")
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    result = arm(chosen, message, milliseconds(every), repeat=repeat, slot_id=slot, replace=replace,
+                 first_in_ms=None if first_in is None else milliseconds(first_in),
+                 options=_options(expect_rev, verify, clock, report))
+    written = result.outcome
+    return _written(chosen, result, scheduled_text(written), "set",
+                    slot=_slot_json(written, result.doc["updated_ms"]))
+
+
+def edit_timer(
+    slot: int,
+    *,
+    message: str | None = None,
+    every: float | None = None,
+    repeat: int | None = None,
+    first_in: float | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    expect_rev: int | None = None,
+    verify: float | None = 1.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """Change an active timer; a message- or repeat-only edit keeps its next fire time.
+    TooLateError (exit 7) if it fired its last time or was cancelled while this wrote."""
+    from ..callbacks import edit_timer as edit
+    from ..callbacks import fires_in
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    result = edit(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
+                  repeat=repeat, first_in_ms=None if first_in is None else milliseconds(first_in),
+                  options=_options(expect_rev, verify, clock, report))
+    before, after = result.outcome
+    now = result.doc["updated_ms"]
+    left = "infinite" if after["repeat_count"] == -1 else f"{after['repeat_count']} left"
+    text = (f"Updated callback slot {slot}: fires every {after['delay_ms'] // 1000}s, next in "
+            f"{fires_in(after['fire_at_ms'], now)} ({left}).")
+    return _written(chosen, result, text, "edit", slot=_slot_json(after, now), before=before)
+
+
+def cancel_timers(
+    slot: int | None = None,
+    *,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    expect_rev: int | None = None,
+    verify: float | None = 1.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """Cancel timer `slot`, or every active timer (None); cancelled slots stay in the file,
+    inactive. With nothing active, nothing is written. `extra["cancelled"]` lists the ids."""
+    from ..callbacks import cancel_timers as cancel
+    from ..callbacks import cancelled_text, view_table
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    if slot is None:
+        view = view_table(chosen)
+        if not (view.winner and view.winner.active_slots()):
+            return TimerTable(chosen, view.winner.doc if view.winner else {}, view.primary_path, view.exists,
+                              "No active callbacks.", clock.now_ms(), {"action": "cancel-all", "cancelled": []})
+    result = cancel(chosen, slot, options=_options(expect_rev, verify, clock, report))
+    return _written(chosen, result, cancelled_text(result.outcome, single=slot is not None),
+                    "cancel" if slot is not None else "cancel-all", cancelled=[i for i, _ in result.outcome])
+
+
+def pause_timers(
+    paused: bool = True,
+    *,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    expect_rev: int | None = None,
+    verify: float | None = 1.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """Pause every timer (the agent forgets this when it restarts), or with `paused=False`
+    resume them, re-basing overdue ones to now + their period (`extra["rebased"]`)."""
+    from ..callbacks import set_paused
+
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    result = set_paused(chosen, paused, options=_options(expect_rev, verify, clock, report))
+    return _written(chosen, result, "Callbacks paused." if paused else "Callbacks resumed.",
+                    "pause" if paused else "resume", rebased=result.outcome)
+
+
+def preview_timers(
+    *,
+    limit: int = 10,
+    slot: int | None = None,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """The next `limit` fires (of `slot` only, if given), assuming an idle agent and instant
+    turns; nothing is written. `extra["fires"]` lists them."""
+    from ..callbacks import check_slot_id, preview_fires
+
+    if slot is not None:
+        check_slot_id(slot)
+    chosen, view, doc = _read(session, project, clock, report)
+    now = clock.now_ms()
+    fires = preview_fires(doc, now, limit, slot)
+    text = "No active callbacks." if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
+    return TimerTable(chosen, doc, view.primary_path, view.exists, text, now, {"fires": fires})
