@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -382,6 +381,7 @@ def main_checkout_of(project: Path) -> Path | None:
 
 
 def _git_common_dir(project: Path) -> Path | None:
+    import shutil  # here, not at the top: `inbox send` never needs it
     import subprocess
 
     git = shutil.which("git")
@@ -512,6 +512,8 @@ def _exe_dir(environ: Mapping[str, str]) -> Path | None:
 @functools.lru_cache(maxsize=8)
 def _exe_dir_on(search_path: str) -> Path | None:
     """The folder of the first `scorpiox`, then `sx`, on PATH (looked up once per PATH)."""
+    import shutil
+
     for name in ("scorpiox", "sx"):
         found = shutil.which(name, path=search_path)
         if found:

@@ -24,10 +24,10 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",
                  "SessionChoice"),
     "jobs": ("init_workspace", "add_job", "update_job", "pause_job", "remove_job", "list_jobs", "show_job",
-             "next_fires", "cron_status", "job_runs", "validate_workspace", "wake_agent", "ledger_ceiling",
-             "display_zone", "WorkspaceInit", "JobChange", "JobList", "JobDetail", "FireList", "CronStatus",
+             "next_fires", "cron_status", "job_runs", "validate_workspace", "wake_agent", "WorkspaceInit",
+             "JobChange", "JobList", "JobDetail", "FireList", "CronStatus",
              "RunList", "Validation", "Wake"),
-    "scheduler": ("tick", "run_job", "PassOptions", "PassOutcome", "ManualRun"),
+    "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
     "observe": ("project_status", "upcoming", "watch", "StatusView", "Upcoming", "Watch"),
     "agent": ("run_agent", "run_demo", "AgentRun", "DemoSummary"),
 }

@@ -137,14 +137,20 @@ def add_job(
     return JobChange(ws, result, notes)
 
 
-def update_job(name: str, spec: JobSpec, *, workspace=None, project=None, session: str | None = None,
-               lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
-    """Change job `name`: a schedule in `spec` replaces the schedule, a payload the whole payload;
+def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = None, cron: str | None = None,
+               every: str | None = None, at: str | None = None, in_: str | None = None, tz: str | None = None,
+               workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
+               clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
+    """Change job `name`: a new schedule (`cron`/`every`/`at`/`in_`, `tz`) replaces the schedule,
+    `text` the message; `spec` (a `JobSpec`) gives every other flag of `cron update`.
     `outcome` is `{jobName, updated}`, `notes` what was kept or implied."""
+    from ..cron.jobs import JobSpec
     from ..cron.jobs import update_job as update
+    from ..cron.schedule import ScheduleInput
     from ..cron.store import mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
+    spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), text=text)
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
     result = mutate_store(

@@ -51,37 +51,17 @@ class ManualRun:
         return doc
 
 
-@record
-class PassOptions:
-    """How a pass behaves (the flags of `cron tick`); times are seconds."""
-
-    max_runs: int = 3
-    to: str = "live"
-    turn_mode: str = "queue"
-    catchup_after: float = 90
-    deliver_timeout: float = 60
-    no_gates: bool = False
-    force: bool = False
-    lock_wait: float = 0
-    busy_ok: bool = False
-    terminalize_orphans: bool = False
-    retain_executions: int = 1000
-    max_log_bytes: int | None = None
-    dry_run: bool = False
-
-
 def _scheduler(workspace, project, session, clock: Clock, report: Reporter | None, options: dict[str, Any]
                ) -> SchedulerPass:
+    """A pass with `options`: the fields of `sxctl.cron.runner.TickOptions` (the flags of
+    `cron tick`; durations in seconds) other than the project."""
+    import dataclasses
+
     from ..cron.runner import SchedulerPass, TickOptions
 
-    o = PassOptions(**options)
     ws = find_workspace(workspace, project=project, session=session)
-    tick_options = TickOptions(
-        project=target_project(ws, project, session=session), max_runs=o.max_runs, to=o.to, turn_mode=o.turn_mode,
-        catchup_after_ms=round(o.catchup_after * 1000), deliver_timeout_s=o.deliver_timeout, no_gates=o.no_gates,
-        force=o.force, lock_wait_s=o.lock_wait, busy_ok=o.busy_ok, terminalize_orphans=o.terminalize_orphans,
-        retain_executions=o.retain_executions, max_log_bytes=ledger_ceiling(o.max_log_bytes), dry_run=o.dry_run,
-    )
+    tick_options = TickOptions(project=target_project(ws, project, session=session), **options)
+    tick_options = dataclasses.replace(tick_options, max_log_bytes=ledger_ceiling(options.get("max_log_bytes")))
     return SchedulerPass(ws, tick_options, clock=clock, report=reporter(report))
 
 
@@ -97,7 +77,7 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,
          report: Reporter | None = None, **options: Any) -> PassOutcome:
     """One scheduler pass: reconcile dead claims, dispatch at most `max_runs` due jobs into the
-    agent's inbox, settle; nothing claimed is ever run twice. `options` are `PassOptions` fields."""
+    agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)
     return _finish(scheduler, scheduler.run())
 
@@ -106,7 +86,7 @@ def run_job(name: str | None = None, *, mode: str = "force", agent: str | None =
             project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None,
             **options: Any) -> ManualRun:
     """Run job `name` now (`mode="force"`, trigger manual), or one full pass (`mode="due"`);
-    `options` are `PassOptions` fields, as for `tick`."""
+    `options` are `TickOptions` fields, as for `tick`."""
     from ..cron.store import default_agent_id, read_store
 
     if mode == "force" and name is None:

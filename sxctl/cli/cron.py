@@ -37,10 +37,9 @@ def _when(ms: int | None, zone=None) -> str:
     if ms is None:
         return "-"
 
-    from ..api import display_zone
-    from ..timeparse import format_ms, format_relative_ms
+    from ..timeparse import format_ms, format_relative_ms, local_zone
 
-    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or display_zone(None))
+    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or local_zone())
     return f"{local} ({format_relative_ms(ms, settings().clock.now_ms())})"
 
 

@@ -176,7 +176,7 @@ class OutcomeShape(Node):
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, dict) or value.get("kind") not in OUTCOMES:
-            raise SchemaError(f"{path}.kind", f"must be one of {', '.join(OUTCOMES)}")
+            raise SchemaError((path, ".kind"), f"must be one of {', '.join(OUTCOMES)}")
 
 
 ROW = Union("recordType", {

@@ -54,11 +54,11 @@ class TickOptions:
     max_runs: int = 3
     to: str = "live"
     turn_mode: str = "queue"
-    catchup_after_ms: int = 90_000
-    deliver_timeout_s: float = 60.0
+    catchup_after: float = 90.0  # seconds, as every duration the API takes
+    deliver_timeout: float = 60.0
     no_gates: bool = False
     force: bool = False
-    lock_wait_s: float = 0.0
+    lock_wait: float = 0.0
     busy_ok: bool = False
     terminalize_orphans: bool = False
     retain_executions: int = 1000
@@ -141,7 +141,7 @@ class SchedulerPass:
             self._load_and_check(store)
             body()
             return self.result
-        self.lock = store_lock(self.ws, self.boot_id, self.options.lock_wait_s)
+        self.lock = store_lock(self.ws, self.boot_id, self.options.lock_wait)
         try:
             self.lock.acquire()
         except ConflictError as error:
@@ -290,7 +290,7 @@ class SchedulerPass:
                            or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
             self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
             return
-        trigger = "manual" if manual else ("scheduled" if now - scheduled_for <= self.options.catchup_after_ms
+        trigger = "manual" if manual else ("scheduled" if now - scheduled_for <= self.options.catchup_after * 1000
                                            else "catchup")
         execution_id = str(uuid.uuid4())
         work_kind = work_kind_of(job)
@@ -365,7 +365,7 @@ class SchedulerPass:
                 delivery = run_delivery(job["payload"]["text"], occurrence,
                                         {"project": target["channelInstanceId"],
                                          "conversation": target["conversationId"], "session": ""},
-                                        environ=self.environ, timeout_s=self.options.deliver_timeout_s,
+                                        environ=self.environ, timeout_s=self.options.deliver_timeout,
                                         clock=self.clock)
                 return {"kind": "delivery_only", "delivery": delivery}
             session = resolve_target(job, self.options.project, self.options.to, self.clock, self.report)
@@ -397,7 +397,7 @@ class SchedulerPass:
                 delivery = run_delivery(result.deliver, occurrence,
                                         {"project": endpoint.get("channelInstanceId", ""),
                                          "conversation": endpoint.get("conversationId", ""), "session": session.id},
-                                        environ=self.environ, timeout_s=self.options.deliver_timeout_s,
+                                        environ=self.environ, timeout_s=self.options.deliver_timeout,
                                         clock=self.clock)
             else:
                 delivery = {"status": "pre_send_failed", "reason": "target_precondition", "errorKind": "precondition"}

@@ -22,16 +22,28 @@ KIB = 1024
 
 
 class SchemaError(Exception):
-    def __init__(self, path: str, rule: str) -> None:
-        super().__init__(f"{path}: {rule}")
-        self.path = path
+    def __init__(self, path: Any, rule: str) -> None:
+        spelled = spell(path)
+        super().__init__(f"{spelled}: {rule}")
+        self.path = spelled
         self.rule = rule
+
+
+def spell(path: Any) -> str:
+    """A JSON path as text. Checks pass a path on as `(parent, ".key")` or `(parent, index)` and
+    spell it only for an error: formatting a path for every value of a 10,000-job store is most
+    of the cost of checking it."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, step = path
+        parts.append(f"[{step}]" if isinstance(step, int) else step)
+    return str(path) + "".join(reversed(parts))
 
 
 class Node:
     """Any JSON value (items of an array that is checked element by element elsewhere)."""
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         return None
 
     def canonical(self, value: Any) -> Any:
@@ -46,7 +58,7 @@ class Str(Node):
     max_bytes: int = 256
     max_utf16: int | None = None
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, str):
             raise SchemaError(path, "must be a string")
         ascii_only = value.isascii()  # the common case: bytes = code units = characters
@@ -64,7 +76,7 @@ class Int(Node):
     lo: int = 0
     hi: int = MAX_SAFE_INT
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, int) or isinstance(value, bool):
             raise SchemaError(path, "must be an integer")
         if not self.lo <= value <= self.hi:
@@ -75,7 +87,7 @@ class Int(Node):
 class Enum(Node):
     values: tuple[Any, ...]
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if isinstance(value, bool) or value not in self.values:
             shown = ", ".join(json.dumps(v) for v in self.values)
             raise SchemaError(path, f"must be one of {shown}")
@@ -89,7 +101,7 @@ def Const(value: Any) -> Enum:  # noqa: N802 - reads like a type in schema table
 class Nullable(Node):
     inner: Node
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if value is not None:
             self.inner.check(value, path)
 
@@ -102,13 +114,13 @@ class Arr(Node):
     item: Node
     max_items: int = MAX_SAFE_INT
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, list):
             raise SchemaError(path, "must be an array")
         if len(value) > self.max_items:
             raise SchemaError(path, f"must have at most {self.max_items} items")
         for index, item in enumerate(value):
-            self.item.check(item, f"{path}[{index}]")
+            self.item.check(item, (path, index))
 
     def canonical(self, value: Any) -> Any:
         return [self.item.canonical(item) for item in value]
@@ -119,6 +131,9 @@ class Field:
     name: str
     node: Node
     required: bool = True
+
+    def __post_init__(self) -> None:
+        self.step = "." + self.name  # this field's step in a JSON path
 
 
 def req(name: str, node: Node) -> Field:
@@ -138,17 +153,17 @@ class Obj(Node):
     def __post_init__(self) -> None:
         self.known = frozenset(f.name for f in self.fields)
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, dict):
             raise SchemaError(path, "must be an object")
         if not self.known.issuperset(value):
             unknown = next(key for key in value if key not in self.known)
-            raise SchemaError(f"{path}.{unknown}", "unknown key")
+            raise SchemaError((path, f".{unknown}"), "unknown key")
         for field in self.fields:
             if field.name in value:
-                field.node.check(value[field.name], f"{path}.{field.name}")
+                field.node.check(value[field.name], (path, field.step))
             elif field.required:
-                raise SchemaError(f"{path}.{field.name}", "missing")
+                raise SchemaError((path, field.step), "missing")
 
     def canonical(self, value: Any) -> Any:
         return {f.name: f.node.canonical(value[f.name]) for f in self.fields if f.name in value}
@@ -161,15 +176,15 @@ class Union(Node):
     key: str
     variants: dict[str, Node]
 
-    def pick(self, value: Any, path: str) -> Node:
+    def pick(self, value: Any, path: Any) -> Node:
         if not isinstance(value, dict):
             raise SchemaError(path, "must be an object")
         tag = value.get(self.key)
         if not isinstance(tag, str) or tag not in self.variants:
-            raise SchemaError(f"{path}.{self.key}", f"must be one of {', '.join(self.variants)}")
+            raise SchemaError((path, f".{self.key}"), f"must be one of {', '.join(self.variants)}")
         return self.variants[tag]
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         self.pick(value, path).check(value, path)
 
     def canonical(self, value: Any) -> Any:
@@ -183,7 +198,7 @@ class Check(Node):
     inner: Node
     rule: Callable[[Any], str | None]
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         self.inner.check(value, path)
         problem = self.rule(value)
         if problem:
@@ -314,30 +329,30 @@ ROOT = Obj([
 class JobNode(Node):
     """A job: the variant is chosen by `payload.kind`; per-job rules come after the shape."""
 
-    def pick(self, value: Any, path: str) -> Obj:
+    def pick(self, value: Any, path: Any) -> Obj:
         if not isinstance(value, dict):
             raise SchemaError(path, "must be an object")
         payload = value.get("payload")
         kind = payload.get("kind") if isinstance(payload, dict) else None
         if kind not in JOB_VARIANTS:
-            raise SchemaError(f"{path}.payload.kind", f"must be one of {', '.join(JOB_VARIANTS)}")
+            raise SchemaError((path, ".payload.kind"), f"must be one of {', '.join(JOB_VARIANTS)}")
         return JOB_VARIANTS[kind]
 
-    def check(self, value: Any, path: str) -> None:
+    def check(self, value: Any, path: Any) -> None:
         self.pick(value, path).check(value, path)
         if value["lifecycle"]["status"].startswith("one_shot") and value["schedule"]["kind"] != "at":
-            raise SchemaError(f"{path}.lifecycle", "one-shot lifecycle is legal only for an at schedule")
+            raise SchemaError((path, ".lifecycle"), "one-shot lifecycle is legal only for an at schedule")
         target = value.get("deliveryTarget")
         if target is not None:
-            check_delivery_target(target, f"{path}.deliveryTarget")
+            check_delivery_target(target, (path, ".deliveryTarget"))
             if target["conversation"]["conversationScope"]["agentId"] != value["agentId"]:
-                raise SchemaError(f"{path}.deliveryTarget", "delivery conversation must belong to the job owner")
+                raise SchemaError((path, ".deliveryTarget"), "delivery conversation must belong to the job owner")
         if value.get("continuationMode") == "origin_history" and target is None:
-            raise SchemaError(f"{path}.continuationMode", "origin_history continuation requires a delivery target")
+            raise SchemaError((path, ".continuationMode"), "origin_history continuation requires a delivery target")
         if value["source"] == "built_in":
             expected = BUILT_IN_ID_PREFIX[value["payload"]["action"]] + value["agentId"]
             if value["id"] != expected:
-                raise SchemaError(f"{path}.id", f"a built-in {value['payload']['action']} job must have id {expected}")
+                raise SchemaError((path, ".id"), f"a built-in {value['payload']['action']} job must have id {expected}")
 
     def canonical(self, value: Any) -> Any:
         return self.pick(value, "$").canonical(value)
@@ -381,18 +396,18 @@ def conversation_ref(scope: dict[str, Any]) -> str:
     return "cv_" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def check_delivery_target(target: dict[str, Any], path: str) -> None:
+def check_delivery_target(target: dict[str, Any], path: Any) -> None:
     scope = target["conversation"]["conversationScope"]
     partition = scope["partition"]
     endpoint = target["destinationEndpoint"]
     if partition["kind"] == "channel-principal" and partition["channelType"] != endpoint["channelType"]:
-        raise SchemaError(f"{path}.conversation.conversationScope.partition.channelType",
+        raise SchemaError((path, ".conversation.conversationScope.partition.channelType"),
                           "must equal the destination endpoint's channelType")
     if partition["kind"].startswith("endpoint-conversation") and partition["endpoint"] != endpoint:
-        raise SchemaError(f"{path}.conversation.conversationScope.partition.endpoint",
+        raise SchemaError((path, ".conversation.conversationScope.partition.endpoint"),
                           "must equal destinationEndpoint exactly")
     if target["conversation"]["conversationRef"] != conversation_ref(scope):
-        raise SchemaError(f"{path}.conversation.conversationRef", "does not match its conversationScope")
+        raise SchemaError((path, ".conversation.conversationRef"), "does not match its conversationScope")
 
 
 def scorpiox_target(agent_id: str, project: str, conversation: str, tenant: str = "default") -> dict[str, Any]:
@@ -411,9 +426,9 @@ def validate_store(store: Any) -> None:
     """Every shape rule and every whole-root rule (cron-store.md §2–§5); SchemaError on the first."""
     ROOT.check(store, "$")
     for index, job in enumerate(store["jobs"]):
-        JOB.check(job, f"$.jobs[{index}]")
+        JOB.check(job, ("$.jobs", index))
     for index, claim in enumerate(store["activeClaims"]):
-        CLAIM.check(claim, f"$.activeClaims[{index}]")
+        CLAIM.check(claim, ("$.activeClaims", index))
     ids: dict[str, int] = {}
     names: set[str] = set()
     for index, job in enumerate(store["jobs"]):
@@ -428,18 +443,18 @@ def validate_store(store: Any) -> None:
     for index, claim in enumerate(store["activeClaims"]):
         path = f"$.activeClaims[{index}]"
         if claim["executionId"] in executions:
-            raise SchemaError(f"{path}.executionId", "execution id must be unique")
+            raise SchemaError((path, ".executionId"), "execution id must be unique")
         executions.add(claim["executionId"])
         if claim["jobId"] in claimed_jobs:
-            raise SchemaError(f"{path}.jobId", "a job may have only one active claim")
+            raise SchemaError((path, ".jobId"), "a job may have only one active claim")
         claimed_jobs[claim["jobId"]] = claim
         if claim["jobId"] not in ids:
-            raise SchemaError(f"{path}.jobId", "claim must reference an existing job")
+            raise SchemaError((path, ".jobId"), "claim must reference an existing job")
         job = store["jobs"][ids[claim["jobId"]]]
         if claim["agentId"] != job["agentId"] or claim["workKind"] != work_kind_of(job):
             raise SchemaError(path, "claim identity must match its job")
         if claim["rootRunId"] != root_run_id_for(claim["workKind"], claim["executionId"]):
-            raise SchemaError(f"{path}.rootRunId", "claim root legality does not match work kind")
+            raise SchemaError((path, ".rootRunId"), "claim root legality does not match work kind")
     for index, job in enumerate(store["jobs"]):
         claim = claimed_jobs.get(job["id"])
         lifecycle = job["lifecycle"]
