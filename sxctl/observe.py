@@ -25,8 +25,8 @@ def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, An
                 "invalid": error.reason}, None
     doc = view.winner.doc if view.winner else {}
     active = [s for s in cb.doc_slots(doc).values() if cb.is_active(s)]
-    return {"file_exists": view.exists, "rev": doc.get("rev", 0), "active": len(active), "capacity": cb.CAPACITY,
-            "paused": bool(doc.get("paused")), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+    return {"file_exists": view.exists, "rev": cb.doc_rev(doc), "active": len(active), "capacity": cb.CAPACITY,
+            "paused": cb.doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
             }, doc
 
 
@@ -111,7 +111,7 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
         rows.append({"source": "callback", "at_ms": fire["at_ms"], "slot": fire["slot"],
                      "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
                      "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
-                     "paused": bool((doc or {}).get("paused"))})
+                     "paused": cb.doc_paused(doc or {})})
     from .cron.store import read_store
     from .cron.views import timeline
 

@@ -114,7 +114,7 @@ class ReferenceAgent:
                 doc["paused"] = False
 
             self._write(unpause, lambda doc: True)
-            self.emit("callbacks_adopted", rev=self.table_doc.get("rev", 0))
+            self.emit("callbacks_adopted", rev=cb.doc_rev(self.table_doc))
 
     def child_env(self) -> dict[str, str]:
         return {**os.environ, "SX_SESSION_DIR": str(self.dir), "SX_SESSION_ID": self.session.id,
@@ -150,7 +150,7 @@ class ReferenceAgent:
         self.table_broken = False
         if table is None:
             return
-        if table.rev != self.table_doc.get("rev", 0):
+        if table.rev != cb.doc_rev(self.table_doc):
             self._adopt(table)
         else:
             self.table_stamp = stamp
@@ -184,7 +184,7 @@ class ReferenceAgent:
 
     def fire_timer(self) -> bool:
         """Fire the earliest due slot (idle only); True when a turn started."""
-        if self.table_broken or self.table_doc.get("paused"):
+        if self.table_broken or cb.doc_paused(self.table_doc):
             return False
         now = self.clock.now_ms()
         slot_id = self.due_slot(now)
@@ -192,7 +192,7 @@ class ReferenceAgent:
             return False
         self.adopt_timers()  # just before firing: re-read, and re-decide if rev moved
         slot_id = self.due_slot(now)
-        if slot_id is None or self.table_doc.get("paused"):
+        if slot_id is None or cb.doc_paused(self.table_doc):
             return False
         expected = cb.doc_slots(self.table_doc)[slot_id]["fire_at_ms"]
 
@@ -223,7 +223,7 @@ class ReferenceAgent:
 
     def note_deferrals(self) -> None:
         """While busy: each due slot is announced at most once per 5 s; the hold is in memory."""
-        if self.table_doc.get("paused"):
+        if cb.doc_paused(self.table_doc):
             return
         now = self.clock.now_ms()
         for i, slot in cb.doc_slots(self.table_doc).items():

@@ -32,11 +32,15 @@ class TimerTable:
 
     @property
     def rev(self) -> int:
-        return self.doc.get("rev", 0)
+        from ..callbacks import doc_rev
+
+        return doc_rev(self.doc)
 
     @property
     def paused(self) -> bool:
-        return bool(self.doc.get("paused", False))
+        from ..callbacks import doc_paused
+
+        return doc_paused(self.doc)
 
     def to_json(self) -> dict[str, Any]:
         from ..callbacks import CAPACITY, active_ids

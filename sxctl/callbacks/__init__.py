@@ -21,6 +21,8 @@ _PARTS: dict[str, tuple[str, ...]] = {
         "MISSING_FILE_WARNING",
         "_is_int",
         "CallbackTable",
+        "doc_rev",
+        "doc_paused",
         "is_active",
         "_ACTIVE_TYPES",
         "parse_table",

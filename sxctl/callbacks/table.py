@@ -41,15 +41,24 @@ class CallbackTable:
 
     @property
     def rev(self) -> int:
-        return self.doc.get("rev", 0)
+        return doc_rev(self.doc)
 
     @property
     def paused(self) -> bool:
-        return bool(self.doc.get("paused", False))
+        return doc_paused(self.doc)
 
     def active_slots(self) -> list[dict[str, Any]]:
         slots = doc_slots(self.doc)
         return [slots[i] for i in active_ids(self.doc)]
+
+
+def doc_rev(doc: dict[str, Any]) -> int:
+    """A table's revision; a table never written is at 0."""
+    return doc.get("rev", 0)
+
+
+def doc_paused(doc: dict[str, Any]) -> bool:
+    return bool(doc.get("paused", False))
 
 
 def is_active(slot: dict[str, Any]) -> bool:
@@ -74,7 +83,7 @@ def parse_table(path: Path, raw: bytes) -> CallbackTable:
         raise invalid(str(exc)) from None
     if not isinstance(doc, dict):
         raise invalid("the top level is not an object")
-    rev = doc.get("rev", 0)
+    rev = doc_rev(doc)
     if not _is_int(rev) or rev < 0:
         raise invalid('"rev" is not a non-negative integer')
     slots = doc.get("slots", [])

@@ -18,6 +18,7 @@ from .table import (
     check_message,
     check_repeat,
     check_slot_id,
+    doc_paused,
     doc_slots,
     is_active,
     is_free,
@@ -170,7 +171,7 @@ def set_paused(
         return rebased
 
     def survives(doc: dict[str, Any], rebased: list[int]) -> bool:
-        return bool(doc.get("paused", False)) == paused
+        return doc_paused(doc) == paused
 
     return write_table(session, apply, survives, options)
 
@@ -241,7 +242,7 @@ def list_text(doc: dict[str, Any], now_ms: int, include_inactive: bool = False) 
             elif include_inactive:
                 text = slot["message"] if isinstance(slot.get("message"), str) else ""
                 lines.append(f'  [{i}] "{list_preview(text)}" - inactive')
-    if doc.get("paused"):
+    if doc_paused(doc):
         lines.append("Paused.")
     return "\n".join(lines)
 
