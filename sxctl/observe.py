@@ -11,7 +11,7 @@ from typing import Any
 
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidDataError
+from .errors import InvalidDataError, SxctlError
 from .inbox import count_since, inbox_dirs, list_messages, message_names, rotation_target
 from .project import Session, session_info
 
@@ -39,30 +39,43 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _cron(ws, now_ms: int, max_log_bytes: int) -> dict[str, Any]:
+def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
+    from .cron.gating import waits_for_agent
     from .cron.jobs import is_overdue
     from .cron.ledger import recent_runs
+    from .cron.policy import read_policy
+    from .cron.receipts import run_consumption
     from .cron.store import read_store
     from .cron.views import job_state
 
     store = read_store(ws)
     if store is None:
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
-                "last_runs": [], "unknown_runs": [], "tick_running": False}
-    names = {job["id"]: job["name"] for job in store["jobs"]}
+                "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": []}
+    policy = read_policy(ws)["jobs"]
+    jobs = {job["id"]: job for job in store["jobs"]}
     by_state: dict[str, int] = {}
     for job in store["jobs"]:
-        by_state[job_state(job)] = by_state.get(job_state(job), 0) + 1
+        state = job_state(job, policy.get(job["id"]))
+        by_state[state] = by_state.get(state, 0) + 1
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
-    brief = [{"name": names.get(r["jobId"]), "jobId": r["jobId"], "executionId": r["executionId"],
-              "status": r["status"], "startedAtMs": r["startedAtMs"], "trigger": r["trigger"]} for r in runs]
-    due = [job["lifecycle"]["nextRunAtMs"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
+    brief = [{"name": jobs[r["jobId"]]["name"] if r["jobId"] in jobs else None, "jobId": r["jobId"],
+              "executionId": r["executionId"], "status": r["status"], "startedAtMs": r["startedAtMs"],
+              "trigger": r["trigger"]} for r in runs]
+    for row, run in zip(brief[:5], runs, strict=False):
+        row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock)
+    scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
+    waiting = [job["name"] for job in scheduled
+               if job["lifecycle"]["nextRunAtMs"] <= now_ms and waits_for_agent(job, project, "live", clock)]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": min(due, default=None), "last_runs": brief[:5],
-        "unknown_runs": [r for r in brief if r["status"] == "unknown"],
+        "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
+        "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms)],
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting],
+        "waiting": waiting,
+        "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
+                            if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
     }
 
 
@@ -72,10 +85,10 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
     has no session folder yet, and the cron part still counts) and workspace."""
     now = clock.now_ms()
     if session is None:
-        return _status_without_session(ws, now, max_log_bytes)
+        return _status_without_session(ws, now, max_log_bytes, clock)
     timers, _ = _timers(session, now)
     inbox = _inbox(session, now)
-    cron = _cron_status(ws, now, max_log_bytes)
+    cron = _cron_status(ws, now, max_log_bytes, session.project, clock)
     problems = []
     if session.state != "live" and inbox["pending"]:
         problems.append({"code": "stale_session_with_pending",
@@ -112,14 +125,18 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
                      "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
                      "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
                      "paused": cb.doc_paused(doc or {})})
+    from .cron.gating import waits_for_agent
     from .cron.store import read_store
     from .cron.views import timeline
 
     store = read_store(ws)
     if store is not None:
+        jobs = {job["id"]: job for job in store["jobs"]}
         for fire in timeline(store, now, count, zone):
+            waiting = fire["overdue"] and waits_for_agent(jobs[fire["jobId"]], session.project, "live", clock)
             rows.append({"source": "cron", "at_ms": fire["at_ms"], "name": fire["name"], "jobId": fire["jobId"],
-                         "overdue": fire["overdue"], "paused": fire["paused"], "dst": fire["dst"]})
+                         "overdue": fire["overdue"], "paused": fire["paused"], "dst": fire["dst"],
+                         "waiting": waiting})
     order = {"inbox": 0, "callback": 1, "cron": 2}
     rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))
     return rows[:count]
@@ -139,6 +156,8 @@ class Snapshot:
     retracted: set[str] = field(default_factory=set)
     ledger_size: int = -1
     runs: dict[str, str] = field(default_factory=dict)
+    jobs_stamp: tuple = ()
+    jobs: dict[str, str] = field(default_factory=dict)  # job name -> state (`paused:expired` …)
 
 
 def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapshot | None = None) -> Snapshot:
@@ -165,7 +184,32 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
     else:
         snap.ledger_size = size
         snap.runs = _ledger_runs(ws)
+    stamp = tuple(_stamp(path) for path in (ws.store, ws.policy))
+    if previous is not None and stamp == previous.jobs_stamp:
+        snap.jobs_stamp, snap.jobs = stamp, previous.jobs
+    else:
+        snap.jobs_stamp, snap.jobs = stamp, _job_states(ws)
     return snap
+
+
+def _stamp(path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _job_states(ws) -> dict[str, str]:
+    from .cron.policy import read_policy
+    from .cron.store import read_store
+    from .cron.views import job_state
+
+    try:
+        store, policy = read_store(ws), read_policy(ws)["jobs"]
+    except SxctlError:
+        return {}
+    return {job["name"]: job_state(job, policy.get(job["id"])) for job in (store or {"jobs": []})["jobs"]}
 
 
 def _stems(folder) -> set[str]:
@@ -217,6 +261,9 @@ def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
     for execution_id, status_now in new.runs.items():
         if old.runs.get(execution_id) != status_now:
             add("cron_run", executionId=execution_id, status=status_now)
+    for name, state in new.jobs.items():
+        if old.jobs.get(name, state) != state:  # a job that changed state (paused:expired …)
+            add("cron_job", name=name, state=state, was=old.jobs[name])
     return events
 
 
@@ -325,9 +372,9 @@ def _followed_session(session: Session, clock: Clock) -> Session | None:
     return rotation_target(session, clock)
 
 
-def _cron_status(ws, now: int, max_log_bytes: int) -> dict[str, Any]:
+def _cron_status(ws, now: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
     try:
-        return _cron(ws, now, max_log_bytes)
+        return _cron(ws, now, max_log_bytes, project, clock)
     except InvalidDataError as error:
         return {"store_exists": None, "invalid": error.message}
 
@@ -339,6 +386,12 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})
+    for name in cron.get("waiting", []):
+        problems.append({"code": "cron_waiting_for_agent",
+                         "message": f"cron job {name} is due and waits for a live agent (see its --hold-max)"})
+    for paused in cron.get("paused_by_sxctl", []):
+        code = "cron_expired" if paused["reason"] == "expired" else "cron_paused_by_limit"
+        problems.append({"code": code, "message": f"cron job {paused['name']}: {paused['message']}"})
     for run in cron.get("unknown_runs", []):
         if run["name"] is not None:
             what, check = f"of {run['name']}", f"sxctl cron runs {run['name']} --evidence"
@@ -349,8 +402,8 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     return problems
 
 
-def _status_without_session(ws, now: int, max_log_bytes: int) -> dict[str, Any]:
-    cron = _cron_status(ws, now, max_log_bytes)
+def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> dict[str, Any]:
+    cron = _cron_status(ws, now, max_log_bytes, ws.root, clock)
     problems = [{"code": "no_session", "message": "no session folder yet: is the agent running in this project?"}]
     return {
         "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,

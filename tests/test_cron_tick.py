@@ -92,9 +92,10 @@ def test_heartbeat_next_heartbeat_is_queue_and_agent_turn_uses_turn_mode(project
     assert turn_rows[0]["rootRunId"] == f"root-cron-{turn_rows[0]['executionId']}"
 
 
-def test_no_live_session_is_a_precondition_failure(project):
+def test_no_live_session_past_the_hold_limit_is_a_precondition_failure(project):
     project.session(live=False)
-    project.run("cron", "add", "hb", "--every", "1h", "--payload", "heartbeat-event", "--text", "beat")
+    project.run("cron", "add", "hb", "--every", "1h", "--payload", "heartbeat-event", "--text", "beat",
+                "--hold-max", "0")
     make_due(project, "hb")
     result = tick(project)
     assert result.code == 0
@@ -102,7 +103,7 @@ def test_no_live_session_is_a_precondition_failure(project):
     assert (run["status"], run["errorKind"]) == ("failed", "precondition")
     assert run["outcome"] == {"kind": "pre_dispatch_failure", "stage": "executor_precondition",
                               "errorKind": "precondition"}
-    assert "no live session" in result.err
+    assert "no live session" in result.err and "hb: no live agent since" in result.err
 
 
 @pytest.mark.parametrize(

@@ -173,8 +173,8 @@ def test_tick_says_the_trigger_word_the_ledger_records(project):
 
     from .conftest import now_ms
 
-    project.session()
     start = now_ms()
+    project.session(stats={"updated_ms": start + 145_000})  # the agent is live at the pass
     # a minutely job (alone in its store) one minute and a half late: recorded `scheduled` (within
     # 90 s), one occurrence skipped
     assert project.run("cron", "add", "minutely", "--every", "1m", "--payload", "heartbeat-event", "--text", "b",

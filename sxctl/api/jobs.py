@@ -3,6 +3,7 @@ validate the store and ledger, wake the agent (spec cron-store.md, cron-ledger.m
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
     from ..cron.jobs import JobSpec
+    from ..cron.policy import PolicyOptions
     from ..cron.store import Workspace
     from ..cron.views import Problem
 
@@ -50,6 +52,32 @@ def _store(ws: Workspace) -> dict[str, Any]:
 
 
 # --- init / add / update / pause / remove ------------------------------------------------------
+
+def _policy_change(name: str, spec: JobSpec, *, resumed: bool = False):
+    """The policy edit of a job change: its policy flags applied (checked against the job as
+    written), and on a resume a fresh start for the limits that paused it."""
+    from ..cron.policy import apply_options
+    from ..cron.store import find_job
+
+    options = spec.policy
+    if not resumed and not (options and options.given):
+        return None
+
+    def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
+        job = find_job(store, spec.new_name or name)
+        entry = dict(policy["jobs"].get(job["id"], {}))
+        if options and options.given:
+            entry = apply_options(entry, options, tz=spec.schedule.tz or job["schedule"].get("tz"), now_ms=now,
+                                  recurring=job["schedule"]["kind"] != "at")
+        if resumed and job["lifecycle"]["status"] == "scheduled":
+            entry.pop("paused", None)
+            entry["limitsFromMs"] = now  # unread messages from before the resume no longer count
+            if entry.get("maxRuns") is not None and entry.get("runs", 0) >= entry["maxRuns"]:
+                entry.pop("runs")  # resumed after --max-runs: a new budget
+        policy["jobs"][job["id"]] = entry
+
+    return change
+
 
 @record
 class WorkspaceInit:
@@ -107,11 +135,13 @@ def add_job(
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
     spec: JobSpec | None = None,
+    policy: PolicyOptions | None = None,
 ) -> JobChange:
     """Add a job to the comis store (created if missing): one of `cron`/`every`/`at`/`in_`
     (DURATION or TIME strings, as on the command line) and a payload kind (`agent-turn`,
     `delivery`, `heartbeat-event`); `outcome` is comis's `{jobId, name, schedule}`.
-    `spec` (a `sxctl.cron.jobs.JobSpec`) gives every other flag of `cron add`."""
+    `spec` (a `sxctl.cron.jobs.JobSpec`) gives every other flag of `cron add`; `policy` (a
+    `sxctl.cron.policy.PolicyOptions`) sxctl's own settings: hold, catch-up, limits, lifetime."""
     from ..cron.jobs import JobSpec
     from ..cron.jobs import add_job as add
     from ..cron.schedule import ScheduleInput
@@ -120,6 +150,8 @@ def add_job(
     ws = find_workspace(workspace, project=project, session=session)
     spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), payload=payload,
                            text=text, paused=paused)
+    if policy is not None:
+        spec = dataclasses.replace(spec, policy=policy)
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
 
@@ -127,7 +159,8 @@ def add_job(
         return add(store, name, spec, agent_id=default_agent_id(store, agent, os.environ),
                    default_project=default_project, now_ms=now, max_jobs=max_jobs, notes=notes)
 
-    result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait).outcome
+    result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait,
+                          policy_change=_policy_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
@@ -139,8 +172,8 @@ def add_job(
 
 def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = None, cron: str | None = None,
                every: str | None = None, at: str | None = None, in_: str | None = None, tz: str | None = None,
-               workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
-               clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
+               policy: PolicyOptions | None = None, workspace=None, project=None, session: str | None = None,
+               lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
     """Change job `name`: a new schedule (`cron`/`every`/`at`/`in_`, `tz`) replaces the schedule,
     `text` the message; `spec` (a `JobSpec`) gives every other flag of `cron update`.
     `outcome` is `{jobName, updated}`, `notes` what was kept or implied."""
@@ -151,12 +184,15 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
 
     ws = find_workspace(workspace, project=project, session=session)
     spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), text=text)
+    if policy is not None:
+        spec = dataclasses.replace(spec, policy=policy)
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
     result = mutate_store(
         ws, lambda store, now: update(store, name, spec, default_project=default_project, now_ms=now,
                                       report=reporter(report), notes=notes),
         clock=clock, report=report, lock_wait_s=lock_wait,
+        policy_change=_policy_change(name, spec, resumed=spec.resumed),
     ).outcome
     for note in notes:
         reporter(report).note(note)
@@ -171,8 +207,11 @@ def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, s
     from ..cron.store import mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
+    from ..cron.jobs import JobSpec
+
     result = mutate_store(ws, lambda store, now: set_job_paused(store, name, paused),
-                          clock=clock, report=report, lock_wait_s=lock_wait).outcome
+                          clock=clock, report=report, lock_wait_s=lock_wait,
+                          policy_change=None if paused else _policy_change(name, JobSpec(), resumed=True)).outcome
     return JobChange(ws, result)
 
 
@@ -206,13 +245,16 @@ class JobList:
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
               agent: str | None = None) -> JobList:
     """Every job of the store; times are for display in `tz` (default: local)."""
+    from ..cron.policy import read_policy
     from ..cron.store import default_agent_id
     from ..cron.views import job_row
 
     ws = find_workspace(workspace, project=project, session=session)
     store = _store(ws)
     zone = display_zone(tz)
-    return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job) for job in store["jobs"]], zone)
+    policy = read_policy(ws)
+    return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job, policy) for job in store["jobs"]],
+                   zone)
 
 
 @record
@@ -227,10 +269,12 @@ class JobDetail:
 
 def show_job(name: str, *, workspace=None, project=None, session: str | None = None) -> JobDetail:
     """Job `name` in full (NotFoundError, exit 3, if there is none)."""
+    from ..cron.policy import read_policy
     from ..cron.store import find_job
     from ..cron.views import job_row
 
-    return JobDetail(job_row(find_job(_store(find_workspace(workspace, project=project, session=session)), name)))
+    ws = find_workspace(workspace, project=project, session=session)
+    return JobDetail(job_row(find_job(_store(ws), name), read_policy(ws)))
 
 
 @record
@@ -314,7 +358,9 @@ def cron_status(*, max_log_bytes: int | None = None, workspace=None, project=Non
 
 @record
 class RunList:
-    """`cron runs`: executions newest first, projected as in cron-ledger.md §4."""
+    """`cron runs`: executions newest first, projected as in cron-ledger.md §4, each with its
+    receipt (`consumption`: did the agent read what it dispatched?); with a job name, the
+    occurrences its policy skipped too."""
 
     name: str | None
     job_id: str | None
@@ -322,10 +368,11 @@ class RunList:
     exact: bool
     runs: list[dict[str, Any]]
     job_names: dict[str, str]
+    skipped: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "jobName": self.name, "jobId": self.job_id, "limit": self.limit, "exact": self.exact,
-                "runs": self.runs}
+                "runs": self.runs, "skipped": self.skipped}
 
 
 def job_runs(
@@ -341,9 +388,12 @@ def job_runs(
     clock: Clock = SYSTEM_CLOCK,
 ) -> RunList:
     """The newest `limit` runs of job `name` (all jobs when None); only the tail of a large
-    ledger is read (`exact` scans it all). With `evidence`, each `unknown` inbox-dispatch run
+    ledger is read (`exact` scans it all). Every inbox-dispatch run carries its `consumption`
+    (`read`, `pending`, `retracted`, `lost`). With `evidence`, each `unknown` inbox-dispatch run
     says where its message is now (found through its idempotency key)."""
     from ..cron.ledger import recent_runs
+    from ..cron.policy import read_policy
+    from ..cron.receipts import run_consumption
     from ..cron.store import find_job
 
     ws = find_workspace(workspace, project=project, session=session)
@@ -351,10 +401,17 @@ def job_runs(
     job = find_job(store, name) if name is not None else None
     found = recent_runs(ws.ledger, limit, job_id=job["id"] if job else None,
                         max_log_bytes=ledger_ceiling(max_log_bytes), exact=exact)
+    jobs = {j["id"]: j for j in store["jobs"]}
+    default_project = target_project(ws, project, session=session)
+    for run in found:
+        receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock)
+        if receipt is not None:
+            run["consumption"] = receipt
     if evidence:
         _add_evidence(found, project, session, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}
-    return RunList(name, job["id"] if job else None, limit, exact, found, names)
+    skipped = read_policy(ws)["jobs"].get(job["id"], {}).get("skips", {}).get("recent", []) if job else []
+    return RunList(name, job["id"] if job else None, limit, exact, found, names, list(reversed(skipped)))
 
 
 def _add_evidence(found: list[dict[str, Any]], project, session, clock: Clock) -> None:

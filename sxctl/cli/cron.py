@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import UsageError
-from .cron_options import _job_options, _job_spec, _schedule_options
+from .cron_options import _job_options, _job_spec, _policy_options, _schedule_options
 from .output import DURATION, Group, completing, emit, in_workspace, reporter, say, settings, table
 
 
@@ -66,6 +66,7 @@ def init() -> None:
 @click.argument("name")
 @_schedule_options
 @_job_options
+@_policy_options
 @click.option("--session-strategy", type=click.Choice(["fresh", "rolling"]), help="Agent turn (default fresh).")
 @click.option("--max-history-turns", type=int, help="With rolling: 1-20.")
 @click.option("--continuation", type=click.Choice(["none", "heartbeat-excerpt", "origin-history"]),
@@ -94,6 +95,7 @@ def add(name, max_jobs, lock_wait_s, **kw) -> None:
 @click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
 @_schedule_options
 @_job_options
+@_policy_options
 @click.option("--session-strategy", hidden=True)
 @click.option("--max-history-turns", type=int, hidden=True)
 @click.option("--continuation", hidden=True)
@@ -327,14 +329,19 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
     result = job_runs(name, limit=limit, exact=exact, evidence=evidence, max_log_bytes=max_log_bytes,
                       clock=settings().clock, **in_workspace())
     found, names = result.runs, result.job_names
+    from ..cron.receipts import describe_consumption
 
     def human() -> None:
+        for skip in result.skipped:
+            say(f"skipped {skip['count']} occurrence(s) {_when(skip['scheduledForMs'])} "
+                f"to {_when(skip['lastMs'])}: {skip['reason'].replace('_', ' ')}")
         if not found:
             say("no runs")
             return
-        headers = ["STARTED", "STATUS", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS", "EXECUTION ID"]
-        rows = [[_when(r["startedAtMs"]), r["status"], r["deliveryStatus"], r["trigger"], r["workKind"],
-                 r.get("errorKind"), ", ".join(f"{c['name']}={c['value']}" for c in r.get("counters", [])) or None,
+        headers = ["STARTED", "STATUS", "READ", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS", "EXECUTION ID"]
+        rows = [[_when(r["startedAtMs"]), r["status"], describe_consumption(r.get("consumption")),
+                 r["deliveryStatus"], r["trigger"], r["workKind"], r.get("errorKind"),
+                 ", ".join(f"{c['name']}={c['value']}" for c in r.get("counters", [])) or None,
                  r["executionId"] + _dispatch_note(r)] for r in found]
         if all_jobs:  # which job each run belongs to (by id once the job is gone)
             headers.insert(0, "JOB")

@@ -57,8 +57,38 @@ def _job_options(command):
     return command
 
 
+def _policy_options(command):
+    """sxctl's own per-job settings (kept in .scheduler/sxctl-policy.json, beside the store)."""
+    from .output import DURATION
+
+    options = [
+        click.option("--hold-max", "hold_max", type=DURATION, metavar="DURATION",
+                     help="A due run waits this long for a live agent, then is given up (default 24h)."),
+        click.option("--catch-up", "catch_up", type=click.Choice(["once", "skip"]),
+                     help="Missed occurrences: once = one catch-up run (default); skip = skip stale ones."),
+        click.option("--stale-after", "stale_after", type=DURATION, metavar="DURATION",
+                     help="With --catch-up skip: an occurrence later than this is not run."),
+        click.option("--missed-note/--no-missed-note", "missed_note", default=None,
+                     help="End a catch-up run's message with what it stands for (default on)."),
+        click.option("--max-unconsumed", type=click.IntRange(0, 1000), metavar="N",
+                     help="Pause the job when its last N messages are all unread (0: no limit)."),
+        click.option("--max-runs-per-day", type=click.IntRange(0, 100_000), metavar="N",
+                     help="Skip runs beyond N a day, in the job's zone (0: no limit)."),
+        click.option("--until", metavar="TIME|none", help="Recurring: pause (expired) after this time."),
+        click.option("--max-runs", type=click.IntRange(0), metavar="N",
+                     help="Recurring: pause (expired) after N runs (0: no limit)."),
+        click.option("--active-hours", metavar="HH:MM-HH:MM|none",
+                     help="Run only in these hours of the job's zone; others are skipped."),
+        click.option("--active-days", metavar="DAYS|none", help="With --active-hours: e.g. mon-fri or sat,sun."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def _job_spec(kw: dict):
     from ..cron.jobs import JobSpec, Target, WakeGate
+    from ..cron.policy import PolicyOptions
 
     text = kw.get("text")
     if kw.get("text_file") is not None:
@@ -84,4 +114,7 @@ def _job_spec(kw: dict):
         wake_gate=gate, no_wake_gate=kw.get("no_wake_gate", False), target=target,
         max_dependency_errors=kw.get("max_dependency_errors"), paused=kw.get("paused", False),
         resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
+        policy=PolicyOptions(**{name: kw.get(name) for name in (
+            "hold_max", "catch_up", "stale_after", "missed_note", "max_unconsumed", "max_runs_per_day", "until",
+            "max_runs", "active_hours", "active_days")}),
     )

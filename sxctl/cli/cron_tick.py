@@ -55,6 +55,13 @@ def _pass_lines(result) -> list[str]:
             lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
     for job in result.deferred:
         lines.append(f"deferred {job['name']} (more than --max-runs due)")
+    for job in result.gates.waiting:
+        lines.append(f"waiting {job['name']}: due since {_clock(job['dueSinceMs'])}, no live agent "
+                     f"(gives up at {_clock(job['giveUpAtMs'])})")
+    for skip in result.gates.skipped:
+        lines.append(f"skipped {skip['count']} occurrence(s) of {skip['name']} ({skip['reason'].replace('_', ' ')})")
+    for job in result.gates.paused:
+        lines.append(f"paused {job['name']}: {job['message']}")
     return lines
 
 
@@ -93,6 +100,12 @@ def run(name, mode, **kw) -> None:
 
     result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
+
+
+def _clock(ms: int) -> str:
+    from ..timeparse import format_ms
+
+    return format_ms(ms, "%Y-%m-%d %H:%M:%S", None)
 
 
 def _say_lines(lines: list[str]) -> None:

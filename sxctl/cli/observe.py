@@ -69,9 +69,12 @@ def _cron_lines(doc: dict) -> None:
     if cron.get("store_exists"):
         states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
         say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
+        from ..cron.receipts import describe_consumption
+
         for run in cron["last_runs"]:
-            say(f"         {run['name'] or run['executionId'][:8]}: {run['status']} ({run['trigger']}, "
-                f"{_when(run['startedAtMs'])})")
+            read = describe_consumption(run.get("consumption"))
+            say(f"         {run['name'] or run['executionId'][:8]}: {run['status']}{', ' + read if read else ''} "
+                f"({run['trigger']}, {_when(run['startedAtMs'])})")
     elif "invalid" in cron:
         say("cron     store invalid")
     else:
@@ -117,6 +120,8 @@ def next_(count: int, tz: str | None) -> None:
         for flag in ("overdue", "paused", "dst"):
             if row.get(flag):
                 notes.append(flag)
+        if row.get("waiting"):
+            notes.append("waits for a live agent")
         return ", ".join(notes)
 
     def human() -> None:

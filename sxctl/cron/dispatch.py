@@ -48,6 +48,7 @@ class Occurrence:
     execution_id: str
     scheduled_for_ms: int
     trigger: str
+    note: str | None = None  # a last line for the message (what a catch-up run stands for)
 
 
 # --- targets -------------------------------------------------------------------------------------
@@ -84,6 +85,8 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
     """Write the message (key = execution id) and return the `inbox_dispatch` outcome."""
     from ..inbox import SendRequest, send
 
+    if occurrence.note:
+        text = f"{text}\n\n{occurrence.note}"
     try:
         request = SendRequest(text, mode=mode, key=occurrence.execution_id, no_wait=True)
     except UsageError:

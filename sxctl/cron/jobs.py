@@ -6,13 +6,16 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConflictError, UsageError
 from ..report import Reporter
 from .schedule import ScheduleInput, next_run, resolve_schedule
 from .schema import KIB, scorpiox_target
 from .store import find_job
+
+if TYPE_CHECKING:
+    from .policy import PolicyOptions
 
 PAYLOAD_KINDS = {"agent-turn": "agent_turn", "agent_turn": "agent_turn", "delivery": "delivery",
                  "heartbeat-event": "heartbeat_event", "heartbeat_event": "heartbeat_event"}
@@ -80,6 +83,7 @@ class JobSpec:
     paused: bool = False
     resumed: bool = False
     new_name: str | None = None
+    policy: PolicyOptions | None = None  # sxctl's own settings (cron/policy.py), beside the store
 
 
 #: a scheduled job whose next run is this far in the past has been missed: no pass has run it
@@ -245,7 +249,7 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
     if spec.paused and spec.resumed:
         raise UsageError("--paused and --resumed cannot be combined")
-    if spec == JobSpec():
+    if replace(spec, policy=None) == JobSpec() and not (spec.policy and spec.policy.given):
         raise UsageError("nothing to change: give a schedule, payload, target or another option to update")
     job = _editable(store, name, "update")
     spec = replace(spec, schedule=_schedule_change(job["schedule"], spec.schedule, notes))

@@ -29,7 +29,9 @@ from .dispatch import (
     send_to_inbox,
     turn_text,
 )
+from .gating import GateReport, Gates, job_zone
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .policy import read_policy, write_policy
 from .schedule import CronPattern, load_cron_zone, next_run
 from .schema import root_run_id_for, work_kind_of
 from .store import (
@@ -78,12 +80,14 @@ class PassReport:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     skipped: str | None = None
     no_future: list[str] = field(default_factory=list)
+    gates: GateReport = field(default_factory=GateReport)
 
     def to_json(self, warnings: list[str]) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "ok": True, "bootId": self.boot_id, "now_ms": self.now_ms, "workspace": str(self.workspace),
             "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
-            "deferred": self.deferred,
+            "deferred": self.deferred, "waiting": self.gates.waiting,
+            "skippedOccurrences": self.gates.skipped, "paused": self.gates.paused,
             "skipped_missed_total": sum(_skipped_count(r) for r in self.runs),
             "warnings": warnings,
         }
@@ -120,6 +124,9 @@ class SchedulerPass:
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
         self.orphans: list = []
+        self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
+        self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
+                           report=self.report)
 
     # --- the pass ----------------------------------------------------------------------------------
 
@@ -178,16 +185,24 @@ class SchedulerPass:
                 code="orphan_start", file=str(self.ws.ledger))
         self.orphans = [g for eid, g in self.ledger.groups.items()
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
+        self.policy = read_policy(self.ws)
+        self.gates = Gates(self.policy, self.ledger, project=self.options.project, to=self.options.to,
+                           clock=self.clock, report=self.report)
+        self.result.gates = self.gates.done
 
     def _tick(self) -> None:
         self._terminalize_orphans()
         self._reconcile()
-        due = self._due()
-        for job in due[: self.options.max_runs]:
-            self._run_occurrence(job, manual=False)
-        for job in due[self.options.max_runs:]:
-            self.result.deferred.append({"jobId": job["id"], "name": job["name"],
-                                         "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
+        ran = 0
+        for job in self._due():
+            if ran >= self.options.max_runs:
+                self.result.deferred.append({"jobId": job["id"], "name": job["name"],
+                                             "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
+            elif self.gates.admit(job):
+                self._run_occurrence(job, manual=False)
+                ran += 1
+        if self.gates.store_changed or self.gates.policy_changed:
+            self._write_store()
 
     def _force(self, name: str) -> None:
         from .store import find_job
@@ -216,10 +231,16 @@ class SchedulerPass:
     # --- writes ------------------------------------------------------------------------------------
 
     def _write_store(self) -> None:
+        """The policy first (a limit or a pause reason is never missing behind its store change),
+        then the store."""
         if self.options.dry_run:
             return
         assert self.lock is not None  # a pass writes only while it holds the store lock
+        if self.gates.policy_changed:
+            write_policy(self.ws, self.policy, self.store, self.lock)
+            self.gates.policy_changed = False
         write_store(self.ws, self.store, self.lock)
+        self.gates.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:
         if self.options.dry_run:
@@ -322,11 +343,14 @@ class SchedulerPass:
         start = _start_row(claim, started_at=self.clock.now_ms())
         self._append(start)
         faults.hit("after-start")
-        outcome = self._dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger))
+        note = self._missed_note(job, entry) if trigger == "catchup" else None
+        outcome = self._dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
         self._append(terminal)
         faults.hit("after-terminal")
+        if not manual:
+            self.gates.after_run(job, scheduled_for)
         self._settle(claim, terminal)
         projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
@@ -356,6 +380,26 @@ class SchedulerPass:
         span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
         # the run's own trigger word, as the ledger records it (one vocabulary)
         self.report.warn(f"{job['name']}: ran 1 {entry['trigger']} occurrence, skipped {shown} ({span})")
+
+    def _missed_note(self, job: dict[str, Any], entry: dict[str, Any]) -> str | None:
+        """The last line of a catch-up run's message: how many occurrences it stands for and
+        their span in the job's zone (off with the job's `--no-missed-note`)."""
+        from ..timeparse import format_ms
+
+        if self.policy["jobs"].get(job["id"], {}).get("missedNote") is False:
+            return None
+        zone = job_zone(job)
+        zone_name = job["schedule"].get("tz") or "UTC" if job["schedule"]["kind"] == "cron" else "UTC"
+        first = entry["scheduledForMs"]
+        skipped = entry.get("skipped_occurrences", 0)
+        last = entry.get("skipped_last_ms") or first
+        if not skipped:
+            return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
+                    f"({zone_name})]")
+        count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
+        return (f"[sxctl: a catch-up run for {count} missed occurrences, "
+                f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
+                f"({zone_name})]")
 
     def _dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         try:

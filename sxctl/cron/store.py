@@ -51,6 +51,11 @@ class Workspace:
         return self.scheduler / "cron-executions.lock"
 
     @property
+    def policy(self) -> Path:
+        """sxctl's per-job settings beside the comis store (cron/policy.py)."""
+        return self.scheduler / "sxctl-policy.json"
+
+    @property
     def reset_intent(self) -> Path:
         return self.scheduler / "cron-reset-intent.json"
 
@@ -58,7 +63,7 @@ class Workspace:
         """Before any write: `.scheduler/`, its sentinels, owner notes, store and ledger must be
         real (exit 5 naming the link), or the store would be created wherever a link points."""
         refuse_symlinks_below(self.root, self.scheduler)
-        for path in (self.store, self.ledger, self.store_sentinel, self.ledger_sentinel,
+        for path in (self.store, self.ledger, self.policy, self.store_sentinel, self.ledger_sentinel,
                      Path(f"{self.store_sentinel}.owner"), Path(f"{self.ledger_sentinel}.owner")):
             if os.path.islink(path):
                 raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data", file=path)
@@ -303,9 +308,14 @@ def mutate_store(
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
     create: bool = False,
+    policy_change: Callable[[dict[str, Any], dict[str, Any], int], None] | None = None,
 ) -> Mutation:
     """The mutation procedure of cron-store.md §9: lock, strict re-read, prune, change, validate,
-    write. `change(store, now_ms)` edits the store in place and returns the command's outcome."""
+    write. `change(store, now_ms)` edits the store in place and returns the command's outcome;
+    `policy_change(policy, store, now_ms)` edits sxctl's policy file, written (first) under the
+    same lock."""
+    from .policy import read_policy, write_policy
+
     report = report or Reporter()
     refuse_if_daemon_owns(ws, environ, report)
     refuse_if_reset_pending(ws)
@@ -324,6 +334,10 @@ def mutate_store(
         pruned = prune_terminal_one_shots(working, now)
         if pruned:
             report.note(f"pruned finished one-shot job(s) older than 7 days: {', '.join(pruned)}")
+        policy = read_policy(ws)  # an invalid policy file stops the command before anything is written
         outcome = change(working, now)
+        if policy_change is not None:
+            policy_change(policy, working, now)
+            write_policy(ws, policy, working, lock)
         write_store(ws, working, lock)
     return Mutation(working, outcome)

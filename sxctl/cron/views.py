@@ -22,10 +22,13 @@ from .store import Workspace, daemon_locks, read_store, read_store_bytes
 STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
 
 
-def job_state(job: dict[str, Any]) -> str:
+def job_state(job: dict[str, Any], policy_entry: dict[str, Any] | None = None) -> str:
+    """`scheduled`, `running`, `done`, or `paused:<why>` — comis's reason, or the sxctl limit
+    that paused it (`paused:max_unconsumed`, `paused:expired`)."""
     life = job["lifecycle"]
     if life["status"] == "paused":
-        return f"paused:{life['reason']}"
+        paused_by = (policy_entry or {}).get("paused")
+        return f"paused:{paused_by['reason'] if paused_by else life['reason']}"
     return STATE_BY_STATUS[life["status"]]
 
 
@@ -52,10 +55,15 @@ def target_label(job: dict[str, Any]) -> str:
     return target["conversation"]
 
 
-def job_row(job: dict[str, Any]) -> dict[str, Any]:
-    """The `cron list`/`show` row: the stored object plus sxctl's state, next run and target."""
+def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target and
+    policy (`policy` is the policy file's document)."""
+    from .policy import describe
+
+    entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
-    return {"job": job, "state": job_state(job), "next_run_ms": life.get("nextRunAtMs"), "target": job_target(job)}
+    return {"job": job, "state": job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
+            "target": job_target(job), "policy": describe(entry)}
 
 
 def schedule_computable(schedule: dict[str, Any]) -> bool:

@@ -1,0 +1,296 @@
+"""sxctl's own per-job settings, beside the comis store: `.scheduler/sxctl-policy.json`.
+
+comis's strict store allows no extra keys, so what sxctl adds to a job — how long a due run waits
+for the agent, what happens to missed occurrences, runaway limits, a lifetime, active hours — lives
+here, keyed by job id. The file is versioned and strictly validated (an unknown key is exit 5, and
+an invalid file is never rewritten), written atomically under the comis store lock, and entries of
+removed jobs are dropped on the next write. A job without an entry gets the defaults below.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from .. import faults
+from ..errors import InvalidDataError, UsageError
+from ..fsio import PendingFile, read_data_file
+from ..locks import MkdirLock
+from .schema import (
+    EPOCH_MS,
+    MAX_SAFE_INT,
+    Arr,
+    Check,
+    Const,
+    Enum,
+    Int,
+    Node,
+    Obj,
+    SchemaError,
+    Str,
+    encode_compact,
+    opt,
+    req,
+    strict_loads,
+)
+from .store import Workspace
+
+FILE_CAP = 8 * 1024 * 1024
+DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live agent, then is given up
+RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond)
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day")
+PAUSE_REASONS = ("max_unconsumed", "expired")
+
+
+def _clock_rule(value: str) -> str | None:
+    """`HH:MM-HH:MM`, two different times of day."""
+    try:
+        parse_active_hours(value)
+    except UsageError as error:
+        return error.message
+    return None
+
+
+class Bool(Node):
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, bool):
+            raise SchemaError(path, "must be true or false")
+
+
+class Map(Node):
+    """An object whose keys are ids (at most `max_items`) and whose values are all `value`."""
+
+    def __init__(self, value: Node, max_items: int) -> None:
+        self.value = value
+        self.max_items = max_items
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        if len(value) > self.max_items:
+            raise SchemaError(path, f"must have at most {self.max_items} entries")
+        for key, item in value.items():
+            if not 1 <= len(key) <= 256:
+                raise SchemaError(path, "job ids must be 1-256 characters")
+            self.value.check(item, (path, f"[{key!r}]"))
+
+
+ENTRY = Obj([
+    opt("holdMaxMs", Int(0, MAX_SAFE_INT)),
+    opt("catchUp", Enum(("once", "skip"))),
+    opt("staleAfterMs", Int(1, MAX_SAFE_INT)),
+    opt("missedNote", Bool()),
+    opt("maxUnconsumed", Int(1, 1000)),
+    opt("maxRunsPerDay", Int(1, 100_000)),
+    opt("untilMs", EPOCH_MS),
+    opt("maxRuns", Int(1, MAX_SAFE_INT)),
+    opt("activeHours", Check(Str(11, 11), _clock_rule)),
+    opt("activeDays", Arr(Enum(DAYS), max_items=7)),
+    # state kept by the scheduler pass
+    opt("runs", Int(0, MAX_SAFE_INT)),
+    opt("limitsFromMs", EPOCH_MS),
+    opt("day", Obj([req("date", Str(10, 10)), req("runs", Int(0, MAX_SAFE_INT))])),
+    opt("paused", Obj([req("reason", Enum(PAUSE_REASONS)), req("atMs", EPOCH_MS), req("message", Str(1, 1024))])),
+    opt("skips", Obj([
+        req("total", Int(0, MAX_SAFE_INT)),
+        req("recent", Arr(Obj([req("scheduledForMs", EPOCH_MS), req("lastMs", EPOCH_MS),
+                               req("count", Int(1, MAX_SAFE_INT)), req("reason", Enum(SKIP_REASONS)),
+                               req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
+    ])),
+])
+ROOT = Obj([req("formatVersion", Const(1)), req("jobs", Map(ENTRY, 100_000))])
+
+
+# --- reading and writing ------------------------------------------------------------------------
+
+def read_policy(ws: Workspace) -> dict[str, Any]:
+    """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
+    file and the rule; nothing is ever written over it."""
+    path = ws.policy
+    raw = read_data_file(path, FILE_CAP)
+    if raw is None:
+        return {"formatVersion": 1, "jobs": {}}
+    if len(raw) > FILE_CAP:
+        raise InvalidDataError(str(path), f"sxctl policy file is larger than {FILE_CAP} bytes")
+    try:
+        policy = strict_loads(raw)
+        ROOT.check(policy, "$")
+    except ValueError as error:
+        raise InvalidDataError(str(path), f"sxctl policy file contains invalid JSON ({error})") from None
+    except SchemaError as error:
+        raise InvalidDataError(str(path), f"sxctl policy file: {error}", json_path=error.path,
+                               rule=error.rule) from None
+    except RecursionError:
+        raise InvalidDataError(str(path), "sxctl policy file is nested too deeply") from None
+    return policy
+
+
+def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:
+    """Replace the file atomically (0600) while holding the store lock; entries of jobs no longer
+    in `store` are dropped. Nothing is written when nothing changed."""
+    ids = {job["id"] for job in store["jobs"]}
+    kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
+    doc = {"formatVersion": 1, "jobs": kept}
+    try:
+        ROOT.check(doc, "$")
+    except SchemaError as error:
+        raise UsageError(f"invalid value for {error.path}: {error.rule}") from None
+    data = encode_compact(doc)
+    path = ws.policy
+    if os.path.islink(path):
+        raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
+    if read_data_file(path, FILE_CAP) == data or (not kept and not os.path.lexists(path)):
+        return
+
+    def before_rename() -> None:
+        faults.hit("before-rename")
+        lock.check_held()
+
+    with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
+        pending.write_all(data)
+        pending.commit(before_rename)
+
+
+# --- one job's policy ---------------------------------------------------------------------------
+
+@dataclass
+class PolicyOptions:
+    """The policy flags of `cron add` / `cron update` (None = not given; 0 or "none" clears).
+    Durations are seconds; `until` is a TIME string."""
+
+    hold_max: float | None = None
+    catch_up: str | None = None
+    stale_after: float | None = None
+    missed_note: bool | None = None
+    max_unconsumed: int | None = None
+    max_runs_per_day: int | None = None
+    until: str | None = None
+    max_runs: int | None = None
+    active_hours: str | None = None
+    active_days: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(value is not None for value in vars(self).values())
+
+
+def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | None, now_ms: int,
+                  recurring: bool) -> dict[str, Any]:
+    """`entry` changed by the flags given; checks each value (exit 2 naming the flag)."""
+    from ..timeparse import parse_time_ms
+
+    entry = dict(entry)
+
+    def put(key: str, value: Any) -> None:
+        if value is None:
+            entry.pop(key, None)
+        else:
+            entry[key] = value
+
+    if options.hold_max is not None:
+        put("holdMaxMs", round(options.hold_max * 1000))
+    if options.catch_up is not None:
+        put("catchUp", options.catch_up)
+    if options.stale_after is not None:
+        if options.stale_after <= 0:
+            raise UsageError("--stale-after must be longer than 0")
+        put("staleAfterMs", round(options.stale_after * 1000))
+    if options.missed_note is not None:
+        put("missedNote", options.missed_note)
+    if options.max_unconsumed is not None:
+        put("maxUnconsumed", options.max_unconsumed or None)
+    if options.max_runs_per_day is not None:
+        put("maxRunsPerDay", options.max_runs_per_day or None)
+    if options.max_runs is not None:
+        put("maxRuns", options.max_runs or None)
+        entry.pop("runs", None)  # a new budget counts from now
+    if options.until is not None:
+        put("untilMs", None if options.until == "none" else parse_time_ms(options.until, tz=tz)[0])
+        if entry.get("untilMs") is not None and entry["untilMs"] <= now_ms:
+            raise UsageError(f"--until {options.until} is not in the future")
+    if options.active_hours is not None:
+        if options.active_hours != "none":
+            parse_active_hours(options.active_hours)
+        put("activeHours", None if options.active_hours == "none" else options.active_hours)
+    if options.active_days is not None:
+        put("activeDays", None if options.active_days == "none" else parse_active_days(options.active_days))
+    if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
+        raise UsageError("--catch-up skip needs --stale-after DURATION")
+    if "activeDays" in entry and "activeHours" not in entry:
+        entry["activeHours"] = "00:00-24:00"
+    if not recurring and ({"maxRuns", "untilMs"} & set(entry)):
+        raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
+    if options.missed_note is None and entry.get("missedNote") is True:
+        entry.pop("missedNote")  # the default
+    if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
+                              or options.max_runs is not None):
+        entry.pop("paused")  # the limit that paused the job has changed
+    return entry
+
+
+def parse_active_hours(value: str) -> tuple[int, int]:
+    """`09:00-17:30` -> (540, 1050) minutes of the day; the end may be `24:00`; a start later than
+    the end wraps past midnight (`22:00-06:00`)."""
+    try:
+        start, end = value.split("-")
+        minutes = []
+        for part in (start, end):
+            hours, mins = part.split(":")
+            if len(hours) != 2 or len(mins) != 2 or not (hours + mins).isdigit():
+                raise ValueError
+            minutes.append(int(hours) * 60 + int(mins))
+    except ValueError:
+        raise UsageError(f"invalid --active-hours {value!r}: HH:MM-HH:MM, e.g. 09:00-17:30") from None
+    if minutes[0] >= 24 * 60 or minutes[1] > 24 * 60 or int(end[3:]) >= 60 or int(start[3:]) >= 60:
+        raise UsageError(f"invalid --active-hours {value!r}: times of day are 00:00-24:00")
+    if minutes[0] == minutes[1]:
+        raise UsageError(f"invalid --active-hours {value!r}: the window is empty")
+    return minutes[0], minutes[1]
+
+
+def parse_active_days(value: str) -> list[str]:
+    """`mon-fri`, `sat,sun`, `mon,wed-fri` -> the days in week order."""
+    chosen: set[int] = set()
+    for part in value.lower().split(","):
+        ends = part.strip().split("-")
+        if len(ends) > 2 or any(end not in DAYS for end in ends):
+            raise UsageError(f"invalid --active-days {value!r}: days as mon-fri or sat,sun")
+        first, last = DAYS.index(ends[0]), DAYS.index(ends[-1])
+        span = range(first, last + 1) if first <= last else [*range(first, 7), *range(0, last + 1)]
+        chosen.update(span)
+    return [DAYS[i] for i in sorted(chosen)]
+
+
+def is_active_time(entry: dict[str, Any], local) -> bool:
+    """Is an occurrence at `local` (a datetime in the job's zone) inside the active hours/days?"""
+    hours = entry.get("activeHours")
+    if hours is None:
+        return True
+    if DAYS[local.weekday()] not in entry.get("activeDays", DAYS):
+        return False
+    start, end = parse_active_hours(hours)
+    minute = local.hour * 60 + local.minute
+    return start <= minute < end if start < end else (minute >= start or minute < end)
+
+
+def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, reason: str, now_ms: int) -> None:
+    """`count` occurrences from `first_ms` to `last_ms` were not run, for `reason`."""
+    skips = entry.setdefault("skips", {"total": 0, "recent": []})
+    skips["total"] += count
+    skips["recent"] = [*skips["recent"], {"scheduledForMs": first_ms, "lastMs": last_ms, "count": count,
+                                          "reason": reason, "atMs": now_ms}][-RECENT_SKIPS:]
+
+
+def describe(entry: dict[str, Any]) -> dict[str, Any]:
+    """A job's policy for `cron list/show --json`: every setting with its default filled in."""
+    return {
+        "holdMaxMs": entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), "catchUp": entry.get("catchUp", "once"),
+        "staleAfterMs": entry.get("staleAfterMs"), "missedNote": entry.get("missedNote", True),
+        "maxUnconsumed": entry.get("maxUnconsumed"), "maxRunsPerDay": entry.get("maxRunsPerDay"),
+        "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
+        "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
+        "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
+    }
