@@ -208,7 +208,10 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("maxRuns", options.max_runs or None)
         entry.pop("runs", None)  # a new budget counts from now
     if options.until is not None:
-        put("untilMs", None if options.until == "none" else parse_time_ms(options.until, tz=tz)[0])
+        try:
+            put("untilMs", None if options.until == "none" else parse_time_ms(options.until, tz=tz)[0])
+        except UsageError as error:
+            raise UsageError(f"invalid --until {options.until!r}: {error.message}") from None
         if entry.get("untilMs") is not None and entry["untilMs"] <= now_ms:
             raise UsageError(f"--until {options.until} is not in the future")
     if options.active_hours is not None:
