@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -325,3 +326,38 @@ def test_watch_json_reports_a_job_that_expires(sched, project):
     events = watching.changes(before, watching.look(before))
     assert {"event": "cron_job", "ts_ms": NINE + 3_600_000, "name": "brief", "state": "paused:expired",
             "was": "scheduled"} in events
+
+
+def test_with_the_reference_agent_a_held_run_is_dispatched_when_it_starts_and_read(project):
+    """End to end, real time: the agent is down when the job falls due (the pass holds it); the
+    reference agent starts; the next pass dispatches it once; the receipt turns to `read`."""
+    from .conftest import now_ms
+    from .test_agent import SID as AGENT_SID
+    from .test_agent import Agent
+
+    def wait_until(condition, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, "condition not reached"
+            time.sleep(0.05)
+
+    project.session(AGENT_SID, live=False)  # the agent's session, stopped a while ago
+    added = project.run("cron", "add", "check", "--every", "1h", "--payload", "heartbeat-event", "--text",
+                        "look at the build", clock=FakeClock(now_ms() - 2 * 3_600_000))
+    assert added.code == 0, added.err
+    held = project.run("cron", "tick", "--json").json()
+    assert [w["name"] for w in held["waiting"]] == ["check"] and held["runs"] == []
+    agent = Agent(project, "--turn-seconds", "0.1")
+    try:
+        wait_until(lambda: project.run("session", "which", "--json").json().get("state") == "live")
+        [run] = project.run("cron", "tick", "--json").json()["runs"]
+        assert run["status"] == "dispatched" and run["trigger"] == "catchup"
+        agent.wait_for(lambda e: e["event"] == "turn_start" and e["text"].startswith("look at the build"))
+
+        def receipt():
+            return project.run("cron", "runs", "check", "--json").json()["runs"][0]["consumption"]["state"]
+
+        wait_until(lambda: receipt() == "read")
+    finally:
+        agent.stop()
+    assert len(project.run("cron", "runs", "check", "--json").json()["runs"]) == 1
