@@ -51,6 +51,7 @@ EXIT_BY_CODE: dict[str, int] = {
     "timeout": 6,
     "too_late": 7,
     "os_refused": 8,
+    "doctor_failed": 9,
     "interrupted": 130,
 }
 
@@ -69,6 +70,7 @@ EXIT_MEANINGS: dict[int, str] = {
     6: "timed out waiting (`--wait`, `inbox wait`)",
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",
     8: "the operating system refused (permission denied, read-only or full file system, closed standard output)",
+    9: "`doctor` found a failing check (each is named, with the command that fixes it)",
     130: "interrupted (Ctrl-C); a command that was waiting says where its message is",
 }
 

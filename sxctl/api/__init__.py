@@ -30,5 +30,6 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
     "observe": ("project_status", "upcoming", "watch", "StatusView", "Upcoming", "Watch"),
     "agent": ("run_agent", "run_demo", "AgentRun", "DemoSummary"),
+    "engines": ("export_scheduler", "doctor", "hand_off", "SchedulerExport", "DoctorReport", "Handoff"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -4,6 +4,7 @@ settle) and `cron run` (one job now, or one pass), spec runner.md."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -65,6 +66,27 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
     return SchedulerPass(ws, tick_options, clock=clock, report=reporter(report))
 
 
+def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> PassOutcome:
+    """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
+    or `failed` with the error (and re-raise it)."""
+    from ..cron.heartbeat import record_pass
+    from ..errors import SxctlError
+
+    if scheduler.options.dry_run:
+        return run()
+    try:
+        outcome = run()
+    except (SxctlError, OSError) as error:
+        detail = f"{error.code}: {error.message}" if isinstance(error, SxctlError) else str(error)
+        record_pass(scheduler.ws, "failed", clock=scheduler.clock, detail=detail)
+        raise
+    report = outcome.report
+    state = "busy" if report.skipped else "ok" if report.store_exists else "no_store"
+    record_pass(scheduler.ws, state, clock=scheduler.clock,
+                detail=f"{len(report.runs)} run(s), {len(report.gates.waiting)} waiting")
+    return outcome
+
+
 def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
     """Why nothing happened is a note (so `-q` prints nothing at all then)."""
     if report.skipped:
@@ -77,9 +99,10 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,
          report: Reporter | None = None, **options: Any) -> PassOutcome:
     """One scheduler pass: reconcile dead claims, dispatch at most `max_runs` due jobs into the
-    agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields."""
+    agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields.
+    Every pass but a dry run leaves its heartbeat (`.scheduler/sxctl-tick.json`)."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)
-    return _finish(scheduler, scheduler.run())
+    return _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
 
 
 def run_job(name: str | None = None, *, mode: str = "force", agent: str | None = None, workspace=None,
@@ -92,6 +115,8 @@ def run_job(name: str | None = None, *, mode: str = "force", agent: str | None =
     if mode == "force" and name is None:
         raise UsageError("cron run --mode force needs a job NAME")
     scheduler = _scheduler(workspace, project, session, clock, report, options)
-    passed = scheduler.run_forced(name) if mode == "force" and name is not None else scheduler.run()
-    outcome = _finish(scheduler, passed)
+    if mode == "force" and name is not None:
+        outcome = _finish(scheduler, scheduler.run_forced(name))
+    else:
+        outcome = _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
     return ManualRun(mode, name, default_agent_id(read_store(scheduler.ws), agent, os.environ), outcome)

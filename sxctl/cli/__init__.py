@@ -20,6 +20,7 @@ COMMANDS = {
     "session": "session:session", "config": "config:config", "callbacks": "callbacks:callbacks",
     "cb": "callbacks:callbacks", "inbox": "inbox:inbox", "cron": "cron:cron", "agent": "agent:agent",
     "status": "observe:status", "next": "observe:next_", "watch": "observe:watch", "demo": "demo:demo",
+    "doctor": "doctor:doctor",
 }
 
 

@@ -408,4 +408,4 @@ def wake(target, to, text) -> None:
     emit(result.to_json(), lambda: say(f"woke {result.session_id} ({result.stem})"))
 
 
-from . import cron_tick  # noqa: E402,F401 - registers `tick` and `run` on the group
+from . import cron_engines, cron_tick  # noqa: E402,F401 - register `tick`, `run`, `export`, `handoff`

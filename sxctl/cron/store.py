@@ -14,7 +14,7 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, UsageError
-from ..fsio import PendingFile, ensure_private_dir, link_create, read_data_file, refuse_symlinks_below
+from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file, refuse_symlinks_below
 from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
 from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
@@ -341,3 +341,31 @@ def mutate_store(
             write_policy(ws, policy, working, lock)
         write_store(ws, working, lock)
     return Mutation(working, outcome)
+
+
+def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float = LOCK_WAIT_S) -> Path | None:
+    """Move the ledger aside (`cron-executions.jsonl.sxctl-<UTC time>`, never deleted) under the
+    store and ledger locks, refused while a claim is active; the moved path, or None when there
+    was no ledger."""
+    from ..timeparse import format_ms
+
+    ws.refuse_symlinks()
+    with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s):
+        store = read_store(ws)
+        if store is not None and store["activeClaims"]:
+            raise ConflictError(f"{len(store['activeClaims'])} claim(s) are active in {ws.store}; let the pass "
+                                "that holds them finish (or `sxctl cron tick` settle them), then hand off",
+                                code="active_claim", file=ws.store)
+        with MkdirLock(ws.ledger_sentinel, boot_id=f"sxctl-{uuid.uuid4()}", wait_s=lock_wait_s,
+                       what="the cron ledger"):
+            if not os.path.lexists(ws.ledger):
+                return None
+            stamp = format_ms(clock.now_ms(), "%Y%m%dT%H%M%SZ")
+            aside = ws.ledger.with_name(f"{ws.ledger.name}.sxctl-{stamp}")
+            n = 1
+            while os.path.lexists(aside):
+                n += 1
+                aside = ws.ledger.with_name(f"{ws.ledger.name}.sxctl-{stamp}-{n}")
+            os.rename(ws.ledger, aside)
+            fsync_dir(ws.scheduler)
+            return aside

@@ -1,0 +1,187 @@
+"""Running the scheduler pass on the engines teams already use (crontab, systemd, Kubernetes),
+proving it is alive (`doctor`), and handing a workspace over to a comis daemon (`cron handoff`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
+from ..record import Factory, record
+from ..report import Reporter
+from .scope import find_workspace, target_project
+
+
+@record
+class SchedulerExport:
+    """`cron export`: the configuration for one engine (`files`: name -> text), and what
+    `--install` / `--uninstall` changed."""
+
+    target: str
+    files: dict[str, str]
+    enable: str | None = None
+    action: str | None = None  # installed | uninstalled | unchanged
+    changed: list[str] = Factory(list)  # type: ignore[assignment]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.files.values()) if self.target != "systemd" else "\n".join(
+            f"# --- {name}\n{text}" for name, text in self.files.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "target": self.target, "files": self.files, "enable": self.enable,
+                "action": self.action, "changed": self.changed}
+
+
+def export_scheduler(
+    target: str,
+    *,
+    install: bool = False,
+    uninstall: bool = False,
+    system: bool = False,
+    user: str | None = None,
+    image: str | None = None,
+    pvc: str = "sxctl-project",
+    mount: str = "/project",
+    crontab_file: str | os.PathLike | None = None,
+    unit_dir: str | os.PathLike | None = None,
+    workspace=None,
+    project=None,
+    session: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> SchedulerExport:
+    """The configuration that runs `sxctl cron tick` every minute for this project on `target`
+    (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter; with `install`
+    (crontab, systemd) put in place idempotently, with `uninstall` removed exactly."""
+    from .. import __version__, engines
+
+    if target not in engines.TARGETS:
+        raise UsageError(f"unknown --target {target!r}: one of {', '.join(engines.TARGETS)}")
+    if install and uninstall:
+        raise UsageError("--install and --uninstall cannot be combined")
+    if (install or uninstall) and target == "kubernetes":
+        raise UsageError("--install is for crontab and systemd; apply the CronJob with `kubectl apply -f -`")
+    ws = find_workspace(workspace, project=project, session=session)
+    tick = engines.TickCommand(target_project(ws, project, session=session), ws.root)
+    if target == "crontab":
+        result = SchedulerExport(target, {"crontab": engines.crontab_block(tick)})
+        crontab = engines.Crontab(Path(crontab_file) if crontab_file is not None else None)
+        if install or uninstall:
+            done = engines.install_crontab(tick, crontab) if install else engines.uninstall_crontab(tick, crontab)
+            result.action = ("installed" if install else "uninstalled") if done else "unchanged"
+            result.changed = [str(crontab_file or "crontab")] if done else []
+        return result
+    if target == "systemd":
+        owner = user or (_owner_name(tick.project) if system else None)
+        units = engines.systemd_units(tick, system=system, user=owner)
+        folder = Path(unit_dir) if unit_dir is not None else engines.systemd_unit_dir(system, environ)
+        result = SchedulerExport(target, units, engines.enable_command(tick, system))
+        if install:
+            result.changed = [str(p) for p in engines.install_systemd(units, folder)]
+            result.action = "installed" if result.changed else "unchanged"
+        elif uninstall:
+            result.changed = [str(p) for p in engines.uninstall_systemd(units, folder)]
+            result.action = "uninstalled" if result.changed else "unchanged"
+            result.enable = None
+        return result
+    uid, gid = engines.project_owner(tick.project)
+    manifest = engines.cronjob_manifest(tick, image=image or f"sxctl:{__version__}", pvc=pvc, mount=mount,
+                                        uid=uid, gid=gid)
+    return SchedulerExport(target, {"cronjob.yaml": manifest})
+
+
+def _owner_name(project: Path) -> str:
+    import pwd
+
+    from .. import engines
+
+    uid, _ = engines.project_owner(project)
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@record
+class DoctorReport:
+    """`doctor`: one verdict per check (`ok`, `warn`, `fail`), each failing one with its fix."""
+
+    checks: list[dict[str, Any]]
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [c for c in self.checks if c["status"] == "fail"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": not self.failed, "checks": self.checks,
+                "counts": {s: sum(1 for c in self.checks if c["status"] == s) for s in ("ok", "warn", "fail")}}
+
+    def raise_if_failed(self) -> None:
+        """DoctorFailed (exit 9) naming the failing checks."""
+        from ..errors import SxctlError
+
+        if self.failed:
+            names = ", ".join(dict.fromkeys(c["check"] for c in self.failed))
+            raise SxctlError(f"{len(self.failed)} check(s) failed: {names}", code="doctor_failed",
+                             details=self.to_json())
+
+
+def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | None = None,
+           crontab_file: str | os.PathLike | None = None, environ: Mapping[str, str] = os.environ,
+           clock: Clock = SYSTEM_CLOCK) -> DoctorReport:
+    """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
+    installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
+    from .. import engines
+    from ..doctor import diagnose
+    from ..errors import NotFoundError, SxctlError
+    from .jobs import ledger_ceiling
+    from .scope import find_project, find_session
+
+    root = chosen = ws = None
+    try:
+        root = find_project(project, session=session)
+    except NotFoundError:
+        pass
+    if root is not None:
+        try:
+            chosen = find_session(session, project=root, clock=clock, report=Reporter())
+        except SxctlError:
+            chosen = None
+    try:
+        ws = find_workspace(workspace, project=project, session=session)
+    except NotFoundError:
+        ws = None
+
+    def crontab_text() -> str | None:
+        try:
+            return engines.Crontab(Path(crontab_file) if crontab_file is not None else None).read()
+        except SxctlError:
+            return None
+
+    return DoctorReport(diagnose(root, chosen, ws, environ=environ, clock=clock,
+                                 max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text))
+
+
+@record
+class Handoff:
+    """`cron handoff`: the ledger moved aside for a comis daemon (never deleted)."""
+
+    workspace: Path
+    moved_to: Path | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "workspace": str(self.workspace), "ledger": str(self.workspace / ".scheduler" /
+                "cron-executions.jsonl"), "moved_to": str(self.moved_to) if self.moved_to else None}
+
+
+def hand_off(*, workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
+             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Handoff:
+    """Hand the workspace to a comis daemon: refused while a claim is active; the ledger (whose
+    `inbox_dispatch` rows comis rejects) moves aside under a dated name, so the daemon starts clean."""
+    from ..cron.store import hand_off as move_aside
+
+    ws = find_workspace(workspace, project=project, session=session)
+    return Handoff(ws.root, move_aside(ws, clock=clock, lock_wait_s=lock_wait))

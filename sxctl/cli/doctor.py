@@ -1,0 +1,44 @@
+"""`sxctl doctor`: one line per check, ok/warn/fail, with the command that fixes each problem."""
+
+from __future__ import annotations
+
+import click
+
+from .output import Command, emit, say, settings
+
+
+@click.command("doctor", cls=Command)
+@click.option("--max-log-bytes", type=int, metavar="N", help="Ledger byte ceiling (default 2,000,000).")
+@click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
+def doctor(max_log_bytes, crontab_file) -> None:
+    """Check that everything around the agent is alive: project, agent, permissions, temps and
+    locks, the scheduler's heartbeat and installed entry, overdue and unknown runs, the ledger,
+    a comis daemon. Exit 9 when a check fails (a monitor runs `sxctl doctor -q`).
+
+    \b
+    Examples:
+      sxctl doctor
+      sxctl doctor --json | jq '.checks[] | select(.status != "ok")'
+    """
+    from ..api import doctor as diagnose
+
+    s = settings()
+    report = diagnose(session=s.session, project=s.project, workspace=s.workspace, max_log_bytes=max_log_bytes,
+                      crontab_file=crontab_file, clock=s.clock)
+
+    def human() -> None:
+        if s.quiet:
+            return
+        width = max(len(c["check"]) for c in report.checks)
+        for check in report.checks:
+            say(f"{check['status'].upper() if check['status'] != 'ok' else 'ok':5} {check['check']:{width}}  "
+                f"{check['message']}")
+            if check["fix"] and check["status"] != "ok":
+                say(f"{'':5} {'':{width}}  fix: {check['fix']}")
+
+    if not report.failed:
+        emit(report.to_json(), human)
+        return
+    if not s.json:
+        human()
+    report.raise_if_failed()

@@ -1,0 +1,310 @@
+"""`sxctl doctor`: is everything around the agent alive and sound? One verdict per check — `ok`,
+`warn` or `fail` — and for every check that is not ok, the command that fixes it. Read-only."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .clock import SYSTEM_CLOCK, Clock
+from .errors import SxctlError
+
+#: a workspace with jobs and no pass for this long has no working scheduler
+NO_PASS_FAIL_MS = 3 * 60_000
+STALE_TEMP_MS = 3_600_000
+LOCK_STALE_MS = 30_000
+LARGE_DONE = 10_000
+LEDGER_WARN_SHARE = 0.8
+
+
+class Findings:
+    def __init__(self) -> None:
+        self.checks: list[dict[str, Any]] = []
+
+    def add(self, check: str, status: str, message: str, fix: str | None = None) -> None:
+        self.checks.append({"check": check, "status": status, "message": message, "fix": fix})
+
+    def guard(self, check: str, probe: Callable[[], None]) -> None:
+        """Run one probe; a file that cannot be read is that check's failure, never a crash."""
+        try:
+            probe()
+        except SxctlError as error:
+            self.add(check, "fail", error.message, error.extra.get("hint"))
+        except OSError as error:
+            self.add(check, "fail", f"{error.strerror or error}: {error.filename or ''}".rstrip(": "))
+
+
+def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = os.environ,
+             clock: Clock = SYSTEM_CLOCK, max_log_bytes: int = 2_000_000,
+             crontab_text: Callable[[], str | None] = lambda: None) -> list[dict[str, Any]]:
+    """Every check, in the order a person would look. `project`/`session`/`ws` may be None
+    (not found); `crontab_text` returns the user's crontab, or None when it cannot be read."""
+    found = Findings()
+    now = clock.now_ms()
+    if project is None:
+        found.add("project", "fail", "no project here (no .scorpiox/ folder in this folder or above)",
+                  "cd into the project, or pass --project DIR (sxctl agent run --init creates one)")
+    else:
+        found.add("project", "ok", str(project))
+        found.guard("agent", lambda: _agent(found, project, session))
+    if session is not None:
+        found.guard("inbox gate", lambda: _gate(found, session))
+        found.guard("permissions", lambda: _permissions(found, session, ws))
+        found.guard("timers", lambda: _timers(found, session))
+        found.guard("history", lambda: _history(found, session))
+    if ws is not None:
+        found.guard("temps and locks", lambda: _temps_and_locks(found, session, ws, now))
+        found.guard("scheduler", lambda: _scheduler(found, ws, now, environ, crontab_text, project))
+        found.guard("ledger", lambda: _ledger(found, ws, now, max_log_bytes, environ))
+    return found.checks
+
+
+def _agent(found: Findings, project: Path, session) -> None:
+    from .project import freshest_live, list_sessions
+
+    sessions = list_sessions(project)
+    if not sessions:
+        found.add("sessions", "fail", f"no session folder in {project}/.scorpiox/sessions: no agent has run here",
+                  "start the agent in this project (or `sxctl agent run`)")
+        return
+    found.add("sessions", "ok", f"{len(sessions)} session folder(s)")
+    live = freshest_live(sessions)
+    if live is None:
+        newest = sessions[0]
+        age = newest.liveness.age_ms
+        found.add("agent", "warn", f"no live agent (newest session {newest.id}"
+                  + (f", stats.json {age // 1000}s old)" if age is not None else ", no stats.json)"),
+                  "start the agent; messages and due jobs wait for it")
+    else:
+        found.add("agent", "ok", f"session {live.id} is live (stats.json {(live.liveness.age_ms or 0) // 1000}s old)")
+
+
+def _gate(found: Findings, session) -> None:
+    from .inbox import inbox_gate
+    from .report import Reporter
+
+    if inbox_gate(session, Reporter()) == "off":
+        found.add("inbox gate", "fail", "SCORPIOX_INBOX=0: the agent does not read its inbox",
+                  "set SCORPIOX_INBOX=1 where the agent starts (or remove the 0), then restart it")
+    else:
+        found.add("inbox gate", "ok", "the agent reads its inbox")
+
+
+def _permissions(found: Findings, session, ws) -> None:
+    """Files the agent cannot read (another owner, and no read bit for it), folders sxctl cannot
+    write."""
+    from .inbox import inbox_dirs
+
+    agent_uid = os.stat(session.dir).st_uid
+    unreadable = []
+    for folder in [session.dir, *(inbox.path for inbox in inbox_dirs(session))]:
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            readable = (st.st_mode & stat.S_IRUSR) if st.st_uid == agent_uid else (st.st_mode & stat.S_IROTH)
+            if not readable and agent_uid != 0:
+                unreadable.append(entry.path)
+    if unreadable:
+        found.add("permissions", "fail", f"{len(unreadable)} file(s) the agent (uid {agent_uid}) cannot read, "
+                  f"e.g. {unreadable[0]}", f"chown {agent_uid} {' '.join(unreadable[:3])}")
+    writable = [session.dir, *(inbox.path for inbox in inbox_dirs(session) if inbox.path.is_dir())]
+    if ws is not None and ws.scheduler.is_dir():
+        writable.append(ws.scheduler)
+    denied = [str(folder) for folder in writable if not os.access(folder, os.W_OK)]
+    if denied:
+        found.add("permissions", "fail", f"sxctl cannot write {denied[0]}",
+                  f"run sxctl as the agent's user (uid {agent_uid}), or `chmod u+w {denied[0]}`")
+    if not unreadable and not denied:
+        found.add("permissions", "ok", "the agent can read its files and sxctl can write its folders")
+
+
+def _timers(found: Findings, session) -> None:
+    from .callbacks import view_table
+
+    try:
+        view = view_table(session)
+    except SxctlError as error:
+        found.add("timers", "fail", f"{error.message}; the agent keeps its last good table and stops firing",
+                  f"sxctl callbacks cancel-all (rewrites a valid table), or fix {session.dir / 'callbacks.json'}")
+        return
+    found.add("timers", "ok", "callbacks.json is valid" if view.exists else "no callbacks.json (no timers)")
+
+
+def _history(found: Findings, session) -> None:
+    from .inbox import inbox_dirs
+
+    done = 0
+    for inbox in inbox_dirs(session):
+        try:
+            with os.scandir(inbox.done) as entries:
+                done += sum(1 for _ in entries)
+        except FileNotFoundError:
+            continue
+    if done > LARGE_DONE:
+        found.add("history", "warn", f"{done} consumed messages in inbox/done/",
+                  "sxctl inbox prune --older-than 30d --keep 1000")
+    else:
+        found.add("history", "ok", f"{done} consumed message(s) kept")
+
+
+def _temps_and_locks(found: Findings, session, ws, now: int) -> None:
+    from .inbox import inbox_dirs
+
+    folders = [ws.scheduler] + ([inbox.path for inbox in inbox_dirs(session)] if session is not None else [])
+    stale = []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            if (entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False)
+                    and now - entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000 > STALE_TEMP_MS):
+                stale.append(entry.path)
+    if stale:
+        found.add("temps", "warn", f"{len(stale)} stray temp file(s) left by crashed writers, e.g. {stale[0]}",
+                  "sxctl inbox clean --older-than 1h" if any("/inbox/" in p for p in stale)
+                  else f"rm {' '.join(stale[:3])}  # after checking no writer is running")
+    else:
+        found.add("temps", "ok", "no stray temp files")
+    problems = []
+    for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
+        lockdir = Path(os.path.realpath(sentinel) + ".lock")
+        try:
+            age = time.time() - os.stat(lockdir).st_mtime
+        except FileNotFoundError:
+            continue
+        owner = _owner_pid(Path(f"{sentinel}.owner"))
+        if owner is not None and not _alive(owner):
+            problems.append(f"{lockdir} is held by process {owner}, which is gone")
+        elif age * 1000 > LOCK_STALE_MS:
+            problems.append(f"{lockdir} has not been refreshed for {int(age)}s")
+    if problems:
+        found.add("locks", "fail", "; ".join(problems),
+                  "the next `sxctl cron tick` takes over a dead holder's lock; if it cannot, and no sxctl or comis "
+                  f"process is running, rmdir {problems[0].split()[0]}")
+    else:
+        found.add("locks", "ok", "no stale lock")
+
+
+def _owner_pid(note: Path) -> int | None:
+    from .fsio import read_data_file
+
+    try:
+        doc = json.loads(read_data_file(note, 4096) or b"null")
+    except (ValueError, SxctlError, RecursionError):
+        return None
+    import socket
+
+    if isinstance(doc, dict) and doc.get("host") == socket.gethostname() and isinstance(doc.get("pid"), int):
+        return doc["pid"]
+    return None
+
+
+def _alive(pid: int) -> bool:
+    from .locks import pid_alive
+
+    return pid_alive(pid)
+
+
+def _scheduler(found: Findings, ws, now: int, environ, crontab_text, project) -> None:
+    from .cron.heartbeat import read_heartbeat
+    from .cron.jobs import is_overdue
+    from .cron.store import read_store
+
+    store = read_store(ws)
+    jobs = [job for job in (store or {"jobs": []})["jobs"] if job["lifecycle"]["status"] in
+            ("scheduled", "one_shot_claimed")]
+    beat = read_heartbeat(ws)
+    engine = _installed_engine(ws, project, environ, crontab_text)
+    if not jobs:
+        found.add("scheduler", "ok", "no scheduled jobs" + (f"; {engine}" if engine else ""))
+        return
+    install = "sxctl cron export --target crontab --install   # or --target systemd"
+    if beat is None:
+        found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass has ever run here",
+                  install if not engine else "check the installed entry: " + engine)
+    elif "invalid" in beat:
+        found.add("scheduler", "warn", f"the heartbeat {ws.scheduler / 'sxctl-tick.json'} is unreadable: "
+                  f"{beat['invalid']}", "the next `sxctl cron tick` rewrites it")
+    else:
+        age = now - beat["lastPassMs"]
+        where = f"last pass {age // 1000}s ago on {beat.get('host')} ({beat.get('outcome')})"
+        if age > NO_PASS_FAIL_MS:
+            found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass for "
+                      f"{age // 60_000} minute(s); {where}",
+                      ("check the installed entry: " + engine) if engine else install)
+        elif beat.get("outcome") == "failed":
+            found.add("scheduler", "fail", f"the last pass failed: {beat.get('detail')}",
+                      "sxctl cron tick   # run one pass by hand to see the error")
+        else:
+            found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
+    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled" and is_overdue(job, now)]
+    if overdue:
+        found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
+                  "sxctl status   # waiting for the agent, or no pass running?")
+
+
+def _installed_engine(ws, project, environ, crontab_text) -> str | None:
+    """Which engine sxctl installed for this project: a crontab block or a systemd timer."""
+    from .engines import TickCommand, systemd_unit_dir, systemd_units
+
+    if project is None:
+        return None
+    tick = TickCommand(project, ws.root)
+    text = crontab_text()
+    if text is not None and f"# BEGIN sxctl cron tick for {project} (" in text:
+        return "crontab block installed"
+    for system in (False, True):
+        folder = systemd_unit_dir(system, environ)
+        timer = next(name for name in systemd_units(tick) if name.endswith(".timer"))
+        if (folder / timer).exists():
+            enabled = (folder / "timers.target.wants" / timer).exists()
+            return f"systemd timer {timer} installed" + ("" if enabled else " but not enabled")
+    return None
+
+
+def _ledger(found: Findings, ws, now: int, max_log_bytes: int, environ) -> None:
+    from .cron.ledger import recent_runs
+    from .cron.store import daemon_locks, read_store
+
+    try:
+        size = os.stat(ws.ledger).st_size
+    except FileNotFoundError:
+        size = 0
+    if size >= max_log_bytes:
+        found.add("ledger", "fail", f"the ledger is {size} bytes, at its ceiling of {max_log_bytes}",
+                  "sxctl cron tick --retain-executions 200   # keeps fewer finished runs")
+    elif size >= LEDGER_WARN_SHARE * max_log_bytes:
+        found.add("ledger", "warn", f"the ledger is {size} bytes, {size * 100 // max_log_bytes}% of its ceiling",
+                  "sxctl cron tick --retain-executions 500")
+    else:
+        found.add("ledger", "ok", f"{size} of {max_log_bytes} bytes")
+    store = read_store(ws) or {"jobs": []}
+    names = {job["id"]: job["name"] for job in store["jobs"]}
+    runs = recent_runs(ws.ledger, 200, max_log_bytes=max_log_bytes) if size else []
+    unknown = [run for run in runs if run["status"] == "unknown"]
+    if unknown:
+        name = names.get(unknown[0]["jobId"])
+        found.add("unknown runs", "warn", f"{len(unknown)} run(s) ended unknown (never replayed); decide each",
+                  f"sxctl cron runs {name} --evidence" if name else "sxctl cron runs --all-jobs --evidence")
+    daemons = [d for d in daemon_locks(ws, environ) if d.owns_workspace]
+    if daemons:
+        dispatched = [run for run in runs if (run.get("outcome") or {}).get("kind") == "inbox_dispatch"]
+        if dispatched:
+            found.add("comis daemon", "fail", f"a comis daemon (pid {daemons[0].pid}) owns this workspace and the "
+                      f"ledger holds {len(dispatched)} inbox_dispatch row(s) it rejects",
+                      "sxctl cron handoff   # moves sxctl's ledger aside so the daemon starts clean")
+        else:
+            found.add("comis daemon", "warn", f"a comis daemon (pid {daemons[0].pid}) owns this workspace; "
+                      "`sxctl cron tick` stays out of its way", None)
