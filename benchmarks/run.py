@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 HEAVY = ("rich", "croniter", "dateutil", "filelock")
 
 
@@ -36,6 +37,38 @@ def timed(argv: list[str], cwd: Path) -> float:
     started = time.perf_counter()
     subprocess.run(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return time.perf_counter() - started
+
+
+def sxctl_later(hours: float, *args: str) -> list[str]:
+    """`sxctl ARGS` as if run `hours` after now (the injectable clock the tests use): a history
+    written by the benchmark a moment ago is then as old as a real one (the kernel sets the ctime
+    of a consumed message when it is moved, and nothing can set it back)."""
+    code = ("import sys, time\nfrom sxctl.cli import cli\nfrom sxctl.cli.output import Settings\n"
+            "from sxctl.clock import FakeClock\n"
+            f"clock = FakeClock(time.time_ns() // 1_000_000 + {int(hours * 3_600_000)})\n"
+            "cli.main(args=sys.argv[1:], obj=Settings(clock=clock))\n")
+    return [sys.executable, "-c", code, *args]
+
+
+def measured(argv: list[str], cwd: Path) -> tuple[float, int]:
+    """(wall seconds, peak resident KiB) of one run of a command."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return time.perf_counter() - started, usage.ru_maxrss
+
+
+def until_first_line(argv: list[str], cwd: Path) -> float:
+    """Seconds from starting a long-running command to its first line of output (then it is ended)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    elapsed = time.perf_counter() - started
+    proc.kill()
+    proc.wait()
+    return elapsed
 
 
 def interleaved(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str, float]:
@@ -229,12 +262,91 @@ def main() -> int:
         throughput = statistics.median(ratios)
         rows.append(("(f) API send loop throughput / bare loop", throughput, ">= 0.8", throughput >= 0.8))
 
+        rows += scale_rows(root, quick)
+
     width = max(len(r[0]) for r in rows)
     print(f"{'measure'.ljust(width)}  {'ratio':>7}  {'target':<16}  ok")
     for label, ratio, target, ok in rows:
         value = f"{ratio:7.2f}" if isinstance(ratio, float) else f"{ratio:7d}"
         print(f"{label.ljust(width)}  {value}  {target:<16}  {'yes' if ok else 'NO'}")
     return 0 if all(ok for *_, ok in rows) else 1
+
+
+def scale_rows(root: Path, quick: bool) -> list[tuple[str, float, str, bool]]:
+    """Speed that does not decay with history: each row compares a long history with a short one,
+    measured in turn in this run (medians of time; the largest peak memory of each side)."""
+    from history import make_consumed, make_session, make_sessions
+
+    runs = 3 if quick else 9
+    rows: list[tuple[str, float, str, bool]] = []
+    projects = {}
+    for consumed in (1_000, 100_000):
+        project = root / f"history{consumed}"
+        session = make_session(project, "2026_09_21_quiet_euler")
+        make_consumed(session, consumed)
+        make_store(project, 3)
+        projects[consumed] = project
+    for label, args in (("status", ["status", "--json"]),
+                        ("inbox list --done --limit 20", ["inbox", "list", "--done", "--limit", "20", "--json"]),
+                        ("next -n 20", ["next", "-n", "20", "--json"])):
+        samples: dict[int, list[tuple[float, int]]] = {1_000: [], 100_000: []}
+        for project in projects.values():
+            measured(sxctl_later(2, "--project", str(project), *args), project)  # warm
+        for _ in range(runs):
+            for consumed, project in projects.items():
+                samples[consumed].append(measured(sxctl_later(2, "--project", str(project), *args), project))
+        time_ratio = statistics.median(t for t, _ in samples[100_000]) / statistics.median(t for t, _ in samples[1_000])
+        memory_ratio = max(m for _, m in samples[100_000]) / max(m for _, m in samples[1_000])
+        rows.append((f"(g) {label}: 100k / 1k consumed, time", time_ratio, "<= 1.5", time_ratio <= 1.5))
+        rows.append((f"(g) {label}: 100k / 1k consumed, peak memory", memory_ratio, "<= 1.5", memory_ratio <= 1.5))
+    for label, args in (("agent run: first event", ["agent", "run", "--json", "--force"]),
+                        ("watch --json: first event", ["watch", "--json"])):
+        firsts: dict[int, list[float]] = {1_000: [], 100_000: []}
+        for _ in range(runs):
+            for consumed, project in projects.items():
+                firsts[consumed].append(until_first_line(sxctl("--project", str(project), *args), project))
+        ratio = statistics.median(firsts[100_000]) / statistics.median(firsts[1_000])
+        rows.append((f"(h) {label}, 100k / 1k consumed", ratio, "<= 1.5", ratio <= 1.5))
+    lists = {}
+    for count in (20, 2_000):
+        project = root / f"sessions{count}"
+        make_sessions(project, count)
+        lists[count] = project
+    timed_lists = interleaved({f"{count}": sxctl("--project", str(project), "session", "list", "--json")
+                               for count, project in lists.items()}, root, runs)
+    ratio = timed_lists["2000"] / timed_lists["20"]
+    rows.append(("(i) session list, 2,000 / 20 session folders", ratio, "<= 3", ratio <= 3))
+    rows.append(tick_row(root, runs))
+    return rows
+
+
+def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
+    """A real pass (50 due, dispatched) on 10,000 jobs and a ledger at 90 % of its ceiling, against
+    100 jobs and an empty ledger; every run on a fresh copy of its workspace."""
+    import shutil
+
+    from history import make_session
+
+    templates = {}
+    for jobs, ledger in ((100, 0), (10_000, 1_800_000)):
+        folder = root / f"tick-template-{jobs}"
+        make_session(folder, "2026_09_21_quiet_euler")
+        make_store(folder, jobs, due=50)
+        if ledger:
+            job = json.loads((folder / ".scheduler" / "cron-jobs.json").read_text())["jobs"][-1]
+            make_ledger(folder, ledger, job["id"])
+        templates[jobs] = folder
+    samples: dict[int, list[float]] = {100: [], 10_000: []}
+    for n in range(runs + 1):
+        for jobs, template in templates.items():
+            copy = root / f"tick-{jobs}-{n}"
+            shutil.copytree(template, copy, symlinks=True)
+            elapsed, _ = measured(sxctl("--project", str(copy), "cron", "tick", "--max-runs", "50", "-q"), copy)
+            if n:  # the first is the warm-up
+                samples[jobs].append(elapsed)
+            shutil.rmtree(copy)
+    ratio = statistics.median(samples[10_000]) / statistics.median(samples[100])
+    return ("(j) cron tick (50 dispatched), 10k jobs + 90% ledger / 100 jobs", ratio, "<= 5", ratio <= 5)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     NotFoundError,
@@ -21,6 +21,9 @@ from ..project import (
 )
 from ..record import record
 from .message import IMAGE_EXTS, MAX_MESSAGE_BYTES, PREVIEW_CHARS, InboxMessage
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # --- inbox folders and message states ----------------------------------------------------------
 
@@ -203,8 +206,8 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
     """Pending rows in consumption order (byte order of names), then done/retracted rows
     newest first by ctime (the rename sets it), across every inbox copy.
 
-    Consumed and retracted messages only grow: they are ordered by their directory entries'
-    ctime (a stat each, no open) and only the `limit` newest are read."""
+    Consumed and retracted messages only grow: with `limit`, one directory listing finds the
+    newest (`newest_moved`), and only they are stat'ed and read."""
     rows: list[MessageRow] = []
     for state in states:
         wanted = None if limit is None else limit - len(rows)
@@ -216,7 +219,8 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
                 rows += [row for name in names if (row := _read_row(inbox, inbox.path, name, state))]
             continue
         entries = [(ctime_ns, inbox, name) for inbox in inbox_dirs(session)
-                   for ctime_ns, name in _stamped_names(inbox.folder_of(state))]
+                   for ctime_ns, name in (newest_moved(inbox.folder_of(state), wanted) if wanted is not None
+                                          else _all_moved(inbox.folder_of(state)))]
         entries.sort(key=lambda entry: entry[0], reverse=True)
         for _, inbox, name in entries[:wanted]:
             row = _read_row(inbox, inbox.folder_of(state), name, state)
@@ -225,29 +229,80 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
     return rows[:limit] if limit is not None else rows
 
 
-def _stamped_names(folder: Path) -> list[tuple[int, str]]:
-    """(ctime in ns, name) of each message in a folder, from directory entries and stat only."""
-    found = []
+#: how many names past the asked-for ones are looked at: the agent reads in name order, so a later
+#: name was read later, except where a priority message (`0N_…`) jumped the queue
+READ_ORDER_SLACK = 64
+
+
+def _is_stamped(name: str) -> bool:
+    """An sxctl stem without priority (`<10-digit seconds>_<9 digits>.json`): its place in name
+    order is its place in the order the agent read it."""
+    return len(name) == 25 and name[10] == "_" and name[0] != "0"
+
+
+def _ctime_ns(folder: Path, name: str) -> int | None:
     try:
-        entries = os.scandir(folder)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    with entries:
-        for entry in entries:
-            if is_message_name(entry.name):
-                try:
-                    found.append((entry.stat(follow_symlinks=False).st_ctime_ns, entry.name))
-                except FileNotFoundError:
-                    continue
-    return found
+        return os.lstat(os.path.join(folder, name)).st_ctime_ns
+    except FileNotFoundError:
+        return None
+
+
+def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, str]]]:
+    """The messages moved into `done/` or `retracted/` (the rename sets their ctime), for callers
+    that want the most recent ones: (every other name with its ctime, and the time-stamped names
+    with theirs, latest name first, stat'ed lazily). One directory listing; a stat only for what
+    the caller takes — months of history cost a listing, not 100,000 stats."""
+    names = message_names(folder)
+    others = [(ctime, name) for name in names if not _is_stamped(name)
+              if (ctime := _ctime_ns(folder, name)) is not None]
+    stamped = [name for name in names if _is_stamped(name)]
+
+    def latest_first() -> Iterator[tuple[int, str]]:
+        import heapq
+
+        head = heapq.nlargest(4 * READ_ORDER_SLACK, stamped)
+        ordered = head if len(head) == len(stamped) else [*head, *sorted(stamped, reverse=True)[len(head):]]
+        for name in ordered:
+            ctime = _ctime_ns(folder, name)
+            if ctime is not None:
+                yield ctime, name
+
+    return others, latest_first()
+
+
+def _all_moved(folder: Path) -> list[tuple[int, str]]:
+    others, latest = _moved_in(folder)
+    return others + list(latest)
+
+
+def newest_moved(folder: Path, want: int) -> list[tuple[int, str]]:
+    """(ctime ns, name) of the `want` messages most recently moved into `folder`, newest first."""
+    import itertools
+
+    others, latest = _moved_in(folder)
+    candidates = others + list(itertools.islice(latest, want + READ_ORDER_SLACK))
+    candidates.sort(reverse=True)
+    return candidates[:want]
 
 
 def count_since(session: Session, state: str, since_ms: int) -> int:
     """How many messages reached `state` (consumed or retracted) at or after `since_ms`: the
-    rename into that folder sets the ctime, so this reads no message file."""
+    rename into that folder sets the ctime, so this reads no message file, and it stops once
+    READ_ORDER_SLACK names in a row were moved earlier."""
     since_ns = since_ms * 1_000_000
-    return sum(1 for inbox in inbox_dirs(session) for ctime_ns, _ in _stamped_names(inbox.folder_of(state))
-               if ctime_ns >= since_ns)
+    count = 0
+    for inbox in inbox_dirs(session):
+        others, latest = _moved_in(inbox.folder_of(state))
+        count += sum(1 for ctime, _ in others if ctime >= since_ns)
+        misses = 0
+        for ctime, _ in latest:
+            if ctime >= since_ns:
+                count, misses = count + 1, 0
+            else:
+                misses += 1
+                if misses >= READ_ORDER_SLACK:
+                    break
+    return count
 
 
 def find_message(session: Session, stem: str) -> MessageRow:

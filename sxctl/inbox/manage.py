@@ -24,7 +24,7 @@ from ..project import (
     as_session,
 )
 from ..record import record
-from .folder import InboxDir, _stamped_names, inbox_dirs
+from .folder import InboxDir, inbox_dirs, newest_moved
 from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json
 from .sending import _key_record_path, _read_key_record, _remove_quietly, key_state
 
@@ -187,7 +187,7 @@ def _newest_consumed(session: Session, keep: int) -> set[tuple[Path, str]]:
     if keep <= 0:
         return set()
     stamped = [(ctime_ns, inbox.done, name[: -len(".json")]) for inbox in inbox_dirs(session)
-               for ctime_ns, name in _stamped_names(inbox.done)]
+               for ctime_ns, name in newest_moved(inbox.done, keep)]
     stamped.sort(key=lambda entry: entry[0], reverse=True)
     return {(folder, stem) for _, folder, stem in stamped[:keep]}
 
