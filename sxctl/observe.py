@@ -152,8 +152,9 @@ class Snapshot:
     rev: int | None = None
     slots: dict[int, tuple] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
-    consumed: set[str] = field(default_factory=set)
-    retracted: set[str] = field(default_factory=set)
+    #: per done/ and retracted/ folder, what was there (a mark, not every name: months of history)
+    moved: dict[str, MovedMark] = field(default_factory=dict)
+    arrived: dict[str, list[str]] = field(default_factory=dict)  # state -> stems moved in since the last look
     ledger_size: int = -1
     runs: dict[str, str] = field(default_factory=dict)
     jobs_stamp: tuple = ()
@@ -171,10 +172,22 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
                           for i, s in cb.doc_slots(view.winner.doc).items()}
     except InvalidDataError:
         snap.rev = -1
+    arrived: dict[str, set[str]] = {"consumed": set(), "retracted": set()}
     for inbox in inbox_dirs(session):
         snap.pending |= _stems(inbox.path)
-        snap.consumed |= _stems(inbox.done)
-        snap.retracted |= _stems(inbox.retracted)
+        for state in ("consumed", "retracted"):
+            folder = inbox.folder_of(state)
+            before = previous.moved.get(str(folder)) if previous is not None else None
+            snap.moved[str(folder)], new = _look_moved(folder, before)
+            arrived[state] |= new
+    if previous is not None:  # a message seen pending and gone: where did it go?
+        for stem in previous.pending - snap.pending:
+            for inbox in inbox_dirs(session):
+                state = inbox.state_of(stem)
+                if state in arrived:
+                    arrived[state].add(stem)
+                    break
+    snap.arrived = {state: sorted(stems) for state, stems in arrived.items()}
     try:
         size = os.stat(ws.ledger).st_size
     except OSError:
@@ -216,6 +229,38 @@ def _stems(folder) -> set[str]:
     return {name[:-5] for name in message_names(folder)}
 
 
+@dataclass(frozen=True)
+class MovedMark:
+    """A done/ or retracted/ folder as last seen: its mtime, the latest time-stamped name in it
+    (the agent reads in name order, so what arrives later sorts later) and its other names."""
+
+    mtime_ns: int
+    latest: str
+    others: frozenset[str]
+
+
+def _look_moved(folder, before: MovedMark | None) -> tuple[MovedMark, set[str]]:
+    """The folder's new mark and the stems moved into it since `before` (none on the first look).
+    Unchanged folder (same mtime): no listing at all."""
+    from .inbox.folder import _is_stamped
+
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        mtime = -1
+    # a rename within the same tick of the folder's clock leaves the mtime as it was: a folder
+    # changed in the last second is listed again
+    if before is not None and mtime == before.mtime_ns and time.time_ns() - mtime > 1_000_000_000:
+        return before, set()
+    names = message_names(folder)
+    stamped = [name for name in names if _is_stamped(name)]
+    mark = MovedMark(mtime, max(stamped, default=""), frozenset(n for n in names if not _is_stamped(n)))
+    if before is None:
+        return mark, set()
+    new = {name for name in stamped if name > before.latest} | (mark.others - before.others)
+    return mark, {name[:-5] for name in new}
+
+
 def _ledger_runs(ws) -> dict[str, str]:
     from .cron.ledger import project_run, scan_ledger
 
@@ -239,9 +284,9 @@ def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
         add("session", state=new.state)
     for stem in sorted(new.pending - old.pending):
         add("inbox_pending", stem=stem)
-    for stem in sorted(new.consumed - old.consumed):
+    for stem in new.arrived.get("consumed", []):
         add("inbox_consumed", stem=stem)
-    for stem in sorted(new.retracted - old.retracted):
+    for stem in new.arrived.get("retracted", []):
         add("inbox_retracted", stem=stem)
     if new.rev != old.rev:
         for slot_id in sorted(set(new.slots) | set(old.slots)):

@@ -419,28 +419,47 @@ def worktree_copies(
     project: Path, session_id: str, selected: Path, stats: dict[str, Any] | None
 ) -> WorktreeCopies:
     """Which copy `selected` is, and where its twin lives."""
-    main = main_checkout_of(project)
+    main, linked = _checkout_facts(project)
     if main is not None:
         mirror = main / ".scorpiox" / "sessions" / session_id
         return WorktreeCopies("worktree", selected, mirror if mirror.is_dir() else None)
     candidates: list[Path] = []
     cwd = stats.get("cwd") if stats else None
-    if isinstance(cwd, str) and os.path.isabs(cwd):
+    if isinstance(cwd, str) and os.path.isabs(cwd) and cwd != str(project):
         start = Path(cwd)
         for folder in (start, *start.parents):
             if (folder / ".scorpiox").is_dir():
                 candidates.append(folder)
                 break
-    if (project / ".git").is_dir():
-        candidates.extend(_linked_worktrees(project))
+    candidates.extend(linked)
     for root in candidates:
+        if root == project:
+            continue
         root = Path(os.path.realpath(root))
-        if root == project or main_checkout_of(root) is None:
+        if root == project or _checkout_facts(root)[0] is None:
             continue
         twin = root / ".scorpiox" / "sessions" / session_id
         if twin.is_dir():
             return WorktreeCopies("mirror", twin, selected)
     return WorktreeCopies("none", None, None)
+
+
+_CHECKOUTS: dict[Path, tuple[float, Path | None, list[Path]]] = {}
+_CHECKOUT_TTL_S = 1.0
+
+
+def _checkout_facts(project: Path) -> tuple[Path | None, list[Path]]:
+    """(its main checkout when `project` is a linked worktree, the worktrees linked to it when it
+    is a main checkout): the same for every session of a listing, looked up once a second."""
+    import time
+
+    cached = _CHECKOUTS.get(project)
+    if cached is not None and time.monotonic() - cached[0] < _CHECKOUT_TTL_S:
+        return cached[1], cached[2]
+    main = main_checkout_of(project)
+    linked = _linked_worktrees(project) if main is None and (project / ".git").is_dir() else []
+    _CHECKOUTS[project] = (time.monotonic(), main, linked)
+    return main, linked
 
 
 # --- configuration cascade (sessions.md §8) ------------------------------------------------------

@@ -67,3 +67,62 @@ def test_prune_keep_leaves_the_newest_n(project, history):
     result = project.run("inbox", "prune", "--older-than", "0", "--keep", "15", "--json")
     assert result.code == 0 and result.json()["kept"] == 15
     assert sorted(p.name for p in done.iterdir()) == names[-15:]
+
+
+@pytest.fixture
+def stats(monkeypatch):
+    """Every path sxctl stats through os.lstat (the cost of a history is its stat calls)."""
+    seen: list[str] = []
+    real = os.lstat
+
+    def counting(path, *args, **kwargs):
+        seen.append(os.fspath(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    return seen
+
+
+def test_the_newest_consumed_are_found_with_a_stat_for_few_more_than_asked(project, history, stats):
+    from sxctl.inbox.folder import READ_ORDER_SLACK
+
+    result = project.run("inbox", "list", "--done", "--limit", "5", "--json")
+    names = [row["stem"] for row in result.json()["messages"]]
+    assert names == sorted((p.name[:-5] for p in (history / "inbox" / "done").iterdir()), reverse=True)[:5]
+    in_done = [p for p in stats if "/inbox/done/" in p]
+    assert len(in_done) <= 2 * (5 + READ_ORDER_SLACK) < 200
+
+
+def test_status_counts_the_last_hour_and_stops_at_older_ones(project, history, stats):
+    """Two hours later, none of the 200 was consumed in the last hour: the count stops after
+    READ_ORDER_SLACK older ones instead of stat-ing the whole history."""
+    from sxctl.clock import FakeClock
+    from sxctl.inbox.folder import READ_ORDER_SLACK
+
+    from .conftest import now_ms
+
+    doc = project.run("status", "--json", clock=FakeClock(now_ms() + 2 * 3_600_000)).json()
+    assert doc["inbox"]["consumed_last_hour"] == 0
+    assert len([p for p in stats if "/inbox/done/" in p]) == READ_ORDER_SLACK
+
+
+def test_watch_keeps_a_mark_of_the_history_not_its_names(project, history, monkeypatch):
+    """A look at an unchanged done/ lists nothing; the snapshot holds no name per consumed message;
+    a message consumed meanwhile is still reported."""
+    from sxctl.api import watch
+
+    done = history / "inbox" / "done"
+    os.utime(done, (1_700_000_000, 1_700_000_000))  # unchanged for a long time
+    watching = watch(project=project.root)
+    first = watching.look()
+    mark = first.moved[str(done)]
+    assert mark.others == frozenset() and mark.latest == "1789900199_000000000.json"
+    listed: list[str] = []
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path=".": listed.append(os.fspath(path)) or real(path))
+    second = watching.look(first)
+    assert str(done) not in listed and watching.changes(first, second) == []
+    (done / "1789900300_000000000.json").write_text('{"text":"new","mode":"auto"}\n')
+    third = watching.look(second)
+    assert [e["stem"] for e in watching.changes(second, third) if e["event"] == "inbox_consumed"] == [
+        "1789900300_000000000"]

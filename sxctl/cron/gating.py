@@ -75,6 +75,7 @@ class Gates:
         self.done = GateReport()
         self.policy_changed = False
         self.store_changed = False
+        self.touched: set[str] = set()  # ids of the jobs this pass changed (the store checks just those)
 
     def entry(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.policy["jobs"].setdefault(job["id"], {})
@@ -155,6 +156,8 @@ class Gates:
             if found is not None:
                 skipped.setdefault("stale", []).append(life["nextRunAtMs"])
                 life["nextRunAtMs"] = found[0]
+        if skipped:
+            self.touched.add(job["id"])
         for reason, times in skipped.items():
             record_skip(entry, times[0], times[-1], len(times), reason, now)
             self.done.skipped.append({"jobId": job["id"], "name": job["name"], "reason": reason,
@@ -198,6 +201,7 @@ class Gates:
 
     def pause(self, job: dict[str, Any], reason: str, why: str) -> None:
         """comis's own pause (reason `operator`), with sxctl's reason kept in the policy."""
+        self.touched.add(job["id"])
         life = job["lifecycle"]
         job["lifecycle"] = {"status": "paused", "nextRunAtMs": life["nextRunAtMs"],
                             "consecutiveDependencyErrors": life.get("consecutiveDependencyErrors", 0),

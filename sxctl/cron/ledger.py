@@ -514,6 +514,14 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
     return dropped
 
 
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def append_rows(
     path: Path,
     rows: list[dict[str, Any]],
@@ -522,11 +530,19 @@ def append_rows(
     protected: set[str],
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
     retain: int = 1000,
+    cache: dict[str, Any] | None = None,
 ) -> None:
     """Add rows by rewriting the whole ledger (never appending in place), applying retention.
     `locks` (the store lock, then the ledger lock) are held by the caller and re-checked right
-    before the rename."""
-    ledger = scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
+    before the rename. `cache` (a pass's own dict) keeps the ledger as last written: while the
+    file is still that one (same inode, size and mtime), it is not scanned again."""
+    stamp = _stamp(path)
+    if cache is not None and cache.get("stamp") == stamp and stamp is not None:
+        ledger = cache.pop("ledger")
+    else:
+        ledger = scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
+    if cache is not None:
+        cache.clear()  # whatever happens below, the next append trusts only a completed write
     for row in rows:
         line = encode_compact(row)
         if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
@@ -549,3 +565,9 @@ def append_rows(
                 lock.check_held()
 
         pending.commit(before_rename)
+    if cache is not None:
+        ledger.lines = [(eid, line) for eid, line in ledger.lines if eid not in dropped]
+        ledger.raw = data
+        for eid in dropped:
+            ledger.groups.pop(eid, None)
+        cache.update(ledger=ledger, stamp=_stamp(path))

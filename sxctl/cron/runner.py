@@ -33,7 +33,7 @@ from .gating import GateReport, Gates, job_zone
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
 from .schedule import CronPattern, load_cron_zone, next_run
-from .schema import root_run_id_for, work_kind_of
+from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import (
     Workspace,
     read_store,
@@ -125,6 +125,8 @@ class SchedulerPass:
         self.ledger = Ledger(ws.ledger, b"")
         self.orphans: list = []
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
+        self.encoded_jobs: dict[str, Any] = {}  # the jobs' bytes, from one store write to the next
+        self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
         self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
                            report=self.report)
 
@@ -157,7 +159,7 @@ class SchedulerPass:
                 return self.result
             raise
         try:
-            self.store = read_store(self.ws) or store
+            self.store = canonical_store(read_store(self.ws) or store)  # validated: only what changes is checked again
             self._load_and_check(self.store)
             body()
         finally:
@@ -239,7 +241,7 @@ class SchedulerPass:
         if self.gates.policy_changed:
             write_policy(self.ws, self.policy, self.store, self.lock)
             self.gates.policy_changed = False
-        write_store(self.ws, self.store, self.lock)
+        write_store(self.ws, self.store, self.lock, touched=self.gates.touched, encoded=self.encoded_jobs)
         self.gates.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:
@@ -250,7 +252,8 @@ class SchedulerPass:
         with MkdirLock(self.ws.ledger_sentinel, boot_id=self.boot_id, wait_s=LEDGER_LOCK_WAIT_S,
                        what="the cron ledger") as ledger_lock:
             append_rows(self.ws.ledger, list(rows), locks=[self.lock, ledger_lock], protected=protected,
-                        max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions)
+                        max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions,
+                        cache=self.ledger_cache)
 
     # --- reconciliation (runner.md §3) ---------------------------------------------------------------
 
@@ -295,6 +298,7 @@ class SchedulerPass:
         """Remove the claim; a scheduled one-shot becomes terminal; counters follow comis's rule."""
         self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
         job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
+        self.gates.touched.add(job["id"])
         if claim["trigger"] != "manual" and job["schedule"]["kind"] == "at":
             job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
                                 "terminalAtMs": terminal["terminalAtMs"]}
@@ -305,6 +309,7 @@ class SchedulerPass:
     # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
 
     def _run_occurrence(self, job: dict[str, Any], *, manual: bool) -> None:
+        self.gates.touched.add(job["id"])
         now = self.clock.now_ms()
         scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
         if not manual and (job["lifecycle"]["status"] != "scheduled"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -422,8 +422,14 @@ def scorpiox_target(agent_id: str, project: str, conversation: str, tenant: str 
 
 # --- the whole store -----------------------------------------------------------------------------
 
-def validate_store(store: Any) -> None:
-    """Every shape rule and every whole-root rule (cron-store.md §2–§5); SchemaError on the first."""
+def validate_store(store: Any, only_jobs: Collection[str] | None = None) -> None:
+    """Every shape rule and every whole-root rule (cron-store.md §2–§5); SchemaError on the first.
+    With `only_jobs`, the store is one that was validated whole when it was read and in which only
+    these jobs (and the claims) changed since: their shapes and every rule they or the claims can
+    break are checked, in time that does not grow with the number of other jobs."""
+    if only_jobs is not None:
+        _validate_changes(store, only_jobs)
+        return
     ROOT.check(store, "$")
     for index, job in enumerate(store["jobs"]):
         JOB.check(job, ("$.jobs", index))
@@ -470,10 +476,47 @@ def validate_store(store: Any) -> None:
                 raise SchemaError(f"$.jobs[{index}].lifecycle", "one-shot lifecycle must match its active claim")
 
 
-def canonical_store(store: dict[str, Any]) -> dict[str, Any]:
+def _validate_changes(store: Any, changed: Collection[str]) -> None:
+    ROOT.check({**store, "jobs": []}, "$")
+    jobs = store["jobs"]
+    ids = {job["id"] for job in jobs}
+    if len(ids) != len(jobs) or len({job["name"] for job in jobs}) != len(jobs):
+        raise SchemaError("$.jobs", "job ids and names must be unique")
+    claimed: dict[str, tuple[int, dict[str, Any]]] = {}
+    executions: set[str] = set()
+    for index, claim in enumerate(store["activeClaims"]):
+        path = f"$.activeClaims[{index}]"
+        CLAIM.check(claim, path)
+        if claim["executionId"] in executions:
+            raise SchemaError((path, ".executionId"), "execution id must be unique")
+        executions.add(claim["executionId"])
+        if claim["jobId"] in claimed:
+            raise SchemaError((path, ".jobId"), "a job may have only one active claim")
+        if claim["jobId"] not in ids:
+            raise SchemaError((path, ".jobId"), "claim must reference an existing job")
+        claimed[claim["jobId"]] = (index, claim)
+    for index, job in enumerate(jobs):
+        if job["id"] not in changed and job["id"] not in claimed:
+            continue
+        JOB.check(job, ("$.jobs", index))
+        claim_index, claim = claimed.get(job["id"], (-1, None))
+        if claim is not None and (claim["agentId"] != job["agentId"] or claim["workKind"] != work_kind_of(job)
+                                  or claim["rootRunId"] != root_run_id_for(claim["workKind"], claim["executionId"])):
+            raise SchemaError(f"$.activeClaims[{claim_index}]", "claim identity must match its job")
+        lifecycle = job["lifecycle"]
+        needs_one_shot = claim is not None and claim["trigger"] != "manual" and job["schedule"]["kind"] == "at"
+        if (needs_one_shot or lifecycle["status"] == "one_shot_claimed") and not (
+                needs_one_shot and lifecycle["status"] == "one_shot_claimed" and claim is not None
+                and all(lifecycle[k] == claim[k] for k in ("executionId", "scheduledForMs", "claimedAtMs"))):
+            raise SchemaError(f"$.jobs[{index}].lifecycle", "one-shot lifecycle must match its active claim")
+
+
+def canonical_store(store: dict[str, Any], only_jobs: Collection[str] | None = None) -> dict[str, Any]:
+    """The store in schema order (keys as comis writes them); with `only_jobs`, the other jobs are
+    taken as they are (already canonical)."""
     return {
         "formatVersion": store["formatVersion"], "agentSchedulerSeed": store["agentSchedulerSeed"],
-        "jobs": [JOB.canonical(job) for job in store["jobs"]],
+        "jobs": [JOB.canonical(job) if only_jobs is None or job["id"] in only_jobs else job for job in store["jobs"]],
         "activeClaims": [CLAIM.canonical(claim) for claim in store["activeClaims"]],
     }
 

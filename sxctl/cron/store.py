@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,13 +259,19 @@ def store_lock(ws: Workspace, boot_id: str, wait_s: float = LOCK_WAIT_S) -> Mkdi
     return MkdirLock(ws.store_sentinel, boot_id=boot_id, wait_s=wait_s, what="the cron store")
 
 
-def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
-    """Validate, encode compactly in schema order, and replace the store atomically (0600)."""
+def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
+                touched: Collection[str] | None = None, encoded: dict[str, Any] | None = None) -> bytes:
+    """Validate, encode compactly in schema order, and replace the store atomically (0600).
+    `touched`: the only jobs changed since the store was read, validated and made canonical (a
+    scheduler pass over 10,000 jobs then checks the jobs it ran, not all of them, at each write);
+    `encoded` keeps the other jobs' bytes from one write to the next."""
     try:
-        validate_store(store)
+        validate_store(store, touched)
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
         raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
-    data = encode_compact(canonical_store(store))
+    canonical = canonical_store(store, touched)
+    data = encode_compact(canonical) if touched is None or encoded is None else _encode_reusing(
+        canonical, touched, encoded)
     if len(data) > STORE_CAP:
         raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)
     def before_rename() -> None:
@@ -276,6 +282,23 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock) -> bytes:
         pending.write_all(data)
         pending.commit(before_rename)
     return data
+
+
+def _encode_reusing(canonical: dict[str, Any], touched: Collection[str], encoded: dict[str, Any]) -> bytes:
+    """`encode_compact(canonical)`, byte for byte, with each untouched job encoded once per pass
+    (`encoded` keeps the jobs' order and bytes from one write to the next)."""
+    jobs = canonical["jobs"]
+    order = [job["id"] for job in jobs]
+    if encoded.get("order") != order:
+        encoded.update(order=order, parts=[encode_compact(job)[:-1] for job in jobs])
+    parts = list(encoded["parts"])
+    for index, job in enumerate(jobs):
+        if job["id"] in touched:
+            parts[index] = encode_compact(job)[:-1]
+    head = encode_compact({"formatVersion": canonical["formatVersion"],
+                           "agentSchedulerSeed": canonical["agentSchedulerSeed"]})[:-2]
+    claims = encode_compact(canonical["activeClaims"])[:-1]
+    return b"".join([head, b',"jobs":[', b",".join(parts), b'],"activeClaims":', claims, b"}\n"])
 
 
 def prune_terminal_one_shots(store: dict[str, Any], now_ms: int) -> list[str]:
