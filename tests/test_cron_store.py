@@ -497,3 +497,46 @@ def test_holder_killed_right_after_mkdir_is_recognised_by_its_prepared_note(proj
     assert result.code == 0, result.err
     assert not (ws / f"cron-jobs.lock.owner.{dead.pid}-00ff.tmp").exists()
     assert [p.name for p in ws.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_could_break():
+    """The fast path of a scheduler pass's store writes: bytes equal to the full encoding, and
+    every rule a changed job or a claim can break still refused."""
+    import copy
+
+    from sxctl.cron.schema import SchemaError, canonical_store, encode_compact, validate_store
+    from sxctl.cron.store import _encode_reusing
+
+    store = canonical_store(json.loads((EXAMPLES / "cron-jobs.json").read_text()))
+    validate_store(store)
+    first = store["jobs"][0]
+    first["lifecycle"]["nextRunAtMs"] += 60_000
+    encoded: dict = {}
+    for _ in range(2):  # the second write reuses the first's bytes
+        assert _encode_reusing(canonical_store(store, {first["id"]}), {first["id"]}, encoded) == encode_compact(
+            canonical_store(store))
+    validate_store(store, {first["id"]})
+    broken = [
+        lambda s: s["jobs"][0]["lifecycle"].update(nextRunAtMs=-1),
+        lambda s: s["jobs"][0].update(name=s["jobs"][1]["name"]),
+        lambda s: s["activeClaims"].append({"executionId": "e", "bootId": "b", "jobId": "nope", "agentId": "default",
+                                            "rootRunId": None, "scheduledForMs": 1, "claimedAtMs": 1,
+                                            "trigger": "scheduled", "workKind": "heartbeat_event"}),
+        lambda s: s["activeClaims"].append({"executionId": "e", "bootId": "b", "jobId": s["jobs"][0]["id"],
+                                            "agentId": "someone-else", "rootRunId": None, "scheduledForMs": 1,
+                                            "claimedAtMs": 1, "trigger": "scheduled",
+                                            "workKind": work_kind(s["jobs"][0])}),
+    ]
+    for breaks in broken:
+        changed = copy.deepcopy(store)
+        breaks(changed)
+        with pytest.raises(SchemaError):
+            validate_store(changed, {first["id"]})
+        with pytest.raises(SchemaError):
+            validate_store(changed)
+
+
+def work_kind(job):
+    from sxctl.cron.schema import work_kind_of
+
+    return work_kind_of(job)
