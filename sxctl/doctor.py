@@ -18,7 +18,6 @@ from .errors import SxctlError
 NO_PASS_FAIL_MS = 3 * 60_000
 STALE_TEMP_MS = 3_600_000
 LOCK_STALE_MS = 30_000
-LARGE_DONE = 10_000
 LEDGER_WARN_SHARE = 0.8
 
 
@@ -150,7 +149,9 @@ def _history(found: Findings, session) -> None:
                 done += sum(1 for _ in entries)
         except FileNotFoundError:
             continue
-    if done > LARGE_DONE:
+    from .observe import LARGE_HISTORY
+
+    if done > LARGE_HISTORY:
         found.add("history", "warn", f"{done} consumed messages in inbox/done/",
                   "sxctl inbox prune --older-than 30d --keep 1000")
     else:

@@ -32,10 +32,11 @@ def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, An
 
 def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     pending = list_messages(session, ("pending",))
+    last_hour, kept = count_since(session, "consumed", now_ms - 3_600_000)  # no file in done/ is read
     return {
         "pending": len(pending),
         "oldest_pending_age_ms": max((now_ms - r.mtime_ms for r in pending), default=None),
-        "consumed_last_hour": count_since(session, "consumed", now_ms - 3_600_000),  # no file in done/ is read
+        "consumed_last_hour": last_hour, "consumed_kept": kept,
     }
 
 
@@ -94,6 +95,10 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         problems.append({"code": "stale_session_with_pending",
                          "message": f"session {session.id} is {session.state} and {inbox['pending']} message(s) "
                                     "are waiting; the agent may have rotated to a new folder"})
+    if (inbox["consumed_kept"] or 0) > LARGE_HISTORY:
+        problems.append({"code": "inbox_history_large",
+                         "message": f"{inbox['consumed_kept']} consumed messages are kept in inbox/done/; "
+                                    "`sxctl inbox prune --older-than 30d --keep 1000` trims them"})
     if "invalid" in timers:
         problems.append({"code": "timer_table_unreadable",
                          "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
@@ -105,6 +110,10 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
                      "stats_age_ms": session.liveness.age_ms},
         "timers": timers, "inbox": inbox, "cron": cron, "problems": problems,
     }
+
+
+#: consumed messages kept in done/ beyond which `status` (and `doctor`) suggest pruning
+LARGE_HISTORY = 10_000
 
 
 # --- next ----------------------------------------------------------------------------------------
@@ -242,7 +251,7 @@ class MovedMark:
 def _look_moved(folder, before: MovedMark | None) -> tuple[MovedMark, set[str]]:
     """The folder's new mark and the stems moved into it since `before` (none on the first look).
     Unchanged folder (same mtime): no listing at all."""
-    from .inbox.folder import _is_stamped
+    from .inbox.folder import _unstamped, is_message_name
 
     try:
         mtime = os.stat(folder).st_mtime_ns
@@ -252,12 +261,17 @@ def _look_moved(folder, before: MovedMark | None) -> tuple[MovedMark, set[str]]:
     # changed in the last second is listed again
     if before is not None and mtime == before.mtime_ns and time.time_ns() - mtime > 1_000_000_000:
         return before, set()
-    names = message_names(folder)
-    stamped = [name for name in names if _is_stamped(name)]
-    mark = MovedMark(mtime, max(stamped, default=""), frozenset(n for n in names if not _is_stamped(n)))
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        names = []
+    unstamped = _unstamped(names)
+    others = frozenset(name for name in unstamped if is_message_name(name))
+    stamped = set(names).difference(unstamped)
+    mark = MovedMark(mtime, max(stamped, default=""), others)
     if before is None:
         return mark, set()
-    new = {name for name in stamped if name > before.latest} | (mark.others - before.others)
+    new = {name for name in stamped if name > before.latest} | (others - before.others)
     return mark, {name[:-5] for name in new}
 
 

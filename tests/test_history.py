@@ -94,15 +94,22 @@ def test_the_newest_consumed_are_found_with_a_stat_for_few_more_than_asked(proje
 
 
 def test_status_counts_the_last_hour_and_stops_at_older_ones(project, history, stats):
-    """Two hours later, none of the 200 was consumed in the last hour: the count stops after
+    """Two hours later, none of the 200 was consumed in the last hour: an unchanged done/ is not
+    even listed; one changed since (a message moved out, say) is listed and the count stops after
     READ_ORDER_SLACK older ones instead of stat-ing the whole history."""
     from sxctl.clock import FakeClock
     from sxctl.inbox.folder import READ_ORDER_SLACK
 
     from .conftest import now_ms
 
-    doc = project.run("status", "--json", clock=FakeClock(now_ms() + 2 * 3_600_000)).json()
-    assert doc["inbox"]["consumed_last_hour"] == 0
+    later = now_ms() + 2 * 3_600_000
+    doc = project.run("status", "--json", clock=FakeClock(later)).json()
+    assert doc["inbox"]["consumed_last_hour"] == 0 and doc["inbox"]["consumed_kept"] is None
+    assert [p for p in stats if "/inbox/done/" in p] == []
+    done = history / "inbox" / "done"
+    os.utime(done, ns=(later * 1_000_000, later * 1_000_000))
+    doc = project.run("status", "--json", clock=FakeClock(later)).json()
+    assert doc["inbox"]["consumed_last_hour"] == 0 and doc["inbox"]["consumed_kept"] == 200
     assert len([p for p in stats if "/inbox/done/" in p]) == READ_ORDER_SLACK
 
 
@@ -126,3 +133,15 @@ def test_watch_keeps_a_mark_of_the_history_not_its_names(project, history, monke
     third = watching.look(second)
     assert [e["stem"] for e in watching.changes(second, third) if e["event"] == "inbox_consumed"] == [
         "1789900300_000000000"]
+
+
+def test_status_and_doctor_say_when_the_history_is_large(project, history, monkeypatch):
+    import sxctl.observe
+
+    monkeypatch.setattr(sxctl.observe, "LARGE_HISTORY", 150)
+    doc = project.run("status", "--json").json()
+    assert doc["inbox"]["consumed_kept"] == 200
+    [problem] = [p for p in doc["problems"] if p["code"] == "inbox_history_large"]
+    assert "sxctl inbox prune --older-than 30d --keep 1000" in problem["message"]
+    [check] = [c for c in project.run("doctor", "--json").json()["checks"] if c["check"] == "history"]
+    assert check["status"] == "warn" and check["fix"] == "sxctl inbox prune --older-than 30d --keep 1000"

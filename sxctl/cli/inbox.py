@@ -102,7 +102,8 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
 
 
 @inbox.command("list")
-@click.option("--done", is_flag=True, help="Also list consumed messages (inbox/done/).")
+@click.option("--done", is_flag=True, help="Also list consumed messages (inbox/done/): with --limit only the "
+              "newest are read, without it every one (a full scan of the history).")
 @click.option("--retracted", is_flag=True, help="Also list retracted messages.")
 @click.option("--all", "all_", is_flag=True, help="Pending, consumed and retracted.")
 @click.option("--limit", type=click.IntRange(1), help="At most N rows.")
@@ -239,6 +240,8 @@ def clean(older_s, dry_run) -> None:
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
 def prune(older_s, retracted, keys, keep, dry_run) -> None:
     """Delete old consumed messages (never a pending one).
+
+    A full scan of inbox/done/ (a stat per file): run it from a nightly job, not a loop.
 
     \b
     Examples:

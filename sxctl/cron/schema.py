@@ -422,13 +422,14 @@ def scorpiox_target(agent_id: str, project: str, conversation: str, tenant: str 
 
 # --- the whole store -----------------------------------------------------------------------------
 
-def validate_store(store: Any, only_jobs: Collection[str] | None = None) -> None:
+def validate_store(store: Any, only_jobs: Collection[str] | None = None,
+                   memo: dict[str, Any] | None = None) -> None:
     """Every shape rule and every whole-root rule (cron-store.md §2–§5); SchemaError on the first.
     With `only_jobs`, the store is one that was validated whole when it was read and in which only
     these jobs (and the claims) changed since: their shapes and every rule they or the claims can
     break are checked, in time that does not grow with the number of other jobs."""
     if only_jobs is not None:
-        _validate_changes(store, only_jobs)
+        _validate_changes(store, only_jobs, {} if memo is None else memo)
         return
     ROOT.check(store, "$")
     for index, job in enumerate(store["jobs"]):
@@ -476,12 +477,21 @@ def validate_store(store: Any, only_jobs: Collection[str] | None = None) -> None
                 raise SchemaError(f"$.jobs[{index}].lifecycle", "one-shot lifecycle must match its active claim")
 
 
-def _validate_changes(store: Any, changed: Collection[str]) -> None:
+def _validate_changes(store: Any, changed: Collection[str], memo: dict[str, Any]) -> None:
+    """`memo` keeps each job's id and name from one write to the next: while the jobs are the
+    same ones and the changed ones kept their names, ids and names are still unique."""
     ROOT.check({**store, "jobs": []}, "$")
     jobs = store["jobs"]
-    ids = {job["id"] for job in jobs}
-    if len(ids) != len(jobs) or len({job["name"] for job in jobs}) != len(jobs):
-        raise SchemaError("$.jobs", "job ids and names must be unique")
+    name_of: dict[str, str] | None = memo.get("name_of")
+    same = (name_of is not None and len(name_of) == len(jobs)
+            and all(name_of.get(job["id"]) == job["name"] for job in jobs if job["id"] in changed))
+    if not same:
+        name_of = {job["id"]: job["name"] for job in jobs}
+        if len(name_of) != len(jobs) or len(set(name_of.values())) != len(jobs):
+            raise SchemaError("$.jobs", "job ids and names must be unique")
+        memo["name_of"] = name_of
+    assert name_of is not None
+    ids = name_of
     claimed: dict[str, tuple[int, dict[str, Any]]] = {}
     executions: set[str] = set()
     for index, claim in enumerate(store["activeClaims"]):

@@ -264,9 +264,9 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     """Validate, encode compactly in schema order, and replace the store atomically (0600).
     `touched`: the only jobs changed since the store was read, validated and made canonical (a
     scheduler pass over 10,000 jobs then checks the jobs it ran, not all of them, at each write);
-    `encoded` keeps the other jobs' bytes from one write to the next."""
+    `encoded` keeps the other jobs' bytes (and ids and names) from one write to the next."""
     try:
-        validate_store(store, touched)
+        validate_store(store, touched, encoded)
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
         raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
     canonical = canonical_store(store, touched)

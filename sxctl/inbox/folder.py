@@ -195,9 +195,11 @@ def is_message_name(name: str) -> bool:
 
 
 def message_names(folder: str | os.PathLike) -> list[str]:
-    """The message names in one inbox folder (`inbox/`, `done/` or `retracted/`), unordered."""
+    """The message names in one inbox folder (`inbox/`, `done/` or `retracted/`), unordered
+    (`is_message_name`, inlined: a done/ folder can hold 100,000 names)."""
     try:
-        return [name for name in os.listdir(folder) if is_message_name(name)]
+        return [name for name in os.listdir(folder)
+                if name.endswith(".json") and len(name) > 5 and not name.startswith(".")]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
@@ -234,10 +236,13 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
 READ_ORDER_SLACK = 64
 
 
-def _is_stamped(name: str) -> bool:
-    """An sxctl stem without priority (`<10-digit seconds>_<9 digits>.json`): its place in name
-    order is its place in the order the agent read it."""
-    return len(name) == 25 and name[10] == "_" and name[0] != "0"
+def _unstamped(names: list[str]) -> list[str]:
+    """The names that are not plain sxctl messages (`<10-digit seconds>_<9 digits>.json`, no
+    priority prefix), found in one regular-expression pass over all of them. A plain message's
+    place in name order is its place in the order the agent read it."""
+    import re
+
+    return re.findall(r"^(?![1-9]\d{9}_\d{9}\.json$).+$", "\n".join(names), re.M)
 
 
 def _ctime_ns(folder: Path, name: str) -> int | None:
@@ -247,31 +252,42 @@ def _ctime_ns(folder: Path, name: str) -> int | None:
         return None
 
 
-def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, str]]]:
+def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, str]], int]:
     """The messages moved into `done/` or `retracted/` (the rename sets their ctime), for callers
-    that want the most recent ones: (every other name with its ctime, and the time-stamped names
-    with theirs, latest name first, stat'ed lazily). One directory listing; a stat only for what
-    the caller takes — months of history cost a listing, not 100,000 stats."""
-    names = message_names(folder)
-    others = [(ctime, name) for name in names if not _is_stamped(name)
+    that want the most recent ones: (every other name with its ctime, the time-stamped names with
+    theirs, latest name first, stat'ed lazily, and how many there are in all). One directory
+    listing; a stat only for what the caller takes — months of history cost a listing, not
+    100,000 stats."""
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    unstamped = _unstamped(names)  # other messages, image sidecars, temps: usually few
+    others = [(ctime, name) for name in unstamped if is_message_name(name)
               if (ctime := _ctime_ns(folder, name)) is not None]
-    stamped = [name for name in names if _is_stamped(name)]
 
     def latest_first() -> Iterator[tuple[int, str]]:
         import heapq
 
-        head = heapq.nlargest(4 * READ_ORDER_SLACK, stamped)
-        ordered = head if len(head) == len(stamped) else [*head, *sorted(stamped, reverse=True)[len(head):]]
-        for name in ordered:
-            ctime = _ctime_ns(folder, name)
-            if ctime is not None:
-                yield ctime, name
+        skip = set(unstamped)
+        head = [name for name in heapq.nlargest(4 * READ_ORDER_SLACK + len(skip), names) if name not in skip]
+        yield from _stamped(folder, head)
+        if len(head) + len(skip) < len(names):  # the caller wants more than the newest: all of them, in order
+            seen = set(head) | skip
+            yield from _stamped(folder, sorted((name for name in names if name not in seen), reverse=True))
 
-    return others, latest_first()
+    return others, latest_first(), len(names) - len(unstamped) + len(others)
+
+
+def _stamped(folder: Path, names: list[str]) -> Iterator[tuple[int, str]]:
+    for name in names:
+        ctime = _ctime_ns(folder, name)
+        if ctime is not None:
+            yield ctime, name
 
 
 def _all_moved(folder: Path) -> list[tuple[int, str]]:
-    others, latest = _moved_in(folder)
+    others, latest, _ = _moved_in(folder)
     return others + list(latest)
 
 
@@ -279,20 +295,31 @@ def newest_moved(folder: Path, want: int) -> list[tuple[int, str]]:
     """(ctime ns, name) of the `want` messages most recently moved into `folder`, newest first."""
     import itertools
 
-    others, latest = _moved_in(folder)
+    others, latest, _ = _moved_in(folder)
     candidates = others + list(itertools.islice(latest, want + READ_ORDER_SLACK))
     candidates.sort(reverse=True)
     return candidates[:want]
 
 
-def count_since(session: Session, state: str, since_ms: int) -> int:
-    """How many messages reached `state` (consumed or retracted) at or after `since_ms`: the
-    rename into that folder sets the ctime, so this reads no message file, and it stops once
-    READ_ORDER_SLACK names in a row were moved earlier."""
+def count_since(session: Session, state: str, since_ms: int) -> tuple[int, int | None]:
+    """(how many messages reached `state` — consumed or retracted — at or after `since_ms`, how
+    many are kept there in all, None when the folder was not listed). The rename into that folder
+    sets the ctime and the folder's mtime: a folder unchanged since `since_ms` is not even listed;
+    otherwise no message file is read and the count stops once READ_ORDER_SLACK names in a row
+    were moved earlier."""
     since_ns = since_ms * 1_000_000
-    count = 0
+    count, total = 0, 0
+    listed = False
     for inbox in inbox_dirs(session):
-        others, latest = _moved_in(inbox.folder_of(state))
+        folder = inbox.folder_of(state)
+        try:
+            if os.stat(folder).st_mtime_ns < since_ns:
+                continue  # nothing moved in (or out) since then
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        listed = True
+        others, latest, kept = _moved_in(folder)
+        total += kept
         count += sum(1 for ctime, _ in others if ctime >= since_ns)
         misses = 0
         for ctime, _ in latest:
@@ -302,7 +329,7 @@ def count_since(session: Session, state: str, since_ms: int) -> int:
                 misses += 1
                 if misses >= READ_ORDER_SLACK:
                     break
-    return count
+    return count, total if listed else None
 
 
 def find_message(session: Session, stem: str) -> MessageRow:
