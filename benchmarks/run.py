@@ -51,12 +51,18 @@ def sxctl_later(hours: float, *args: str) -> list[str]:
 
 
 def measured(argv: list[str], cwd: Path) -> tuple[float, int]:
-    """(wall seconds, peak resident KiB) of one run of a command."""
+    """(wall seconds, peak resident KiB) of one run of a command. The peak is taken by a small
+    helper process that starts the command: Linux counts the memory of the process that forked
+    a child into the child's peak, and this benchmark process is large."""
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, _, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0
-    return time.perf_counter() - started, usage.ru_maxrss
+    subprocess.run(argv, cwd=cwd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    elapsed = time.perf_counter() - started
+    helper = ("import os, subprocess, sys\n"
+              "child = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+              "print(os.wait4(child.pid, 0)[2].ru_maxrss)\n")
+    peak = subprocess.run([sys.executable, "-c", helper, *argv], cwd=cwd, env=env(), capture_output=True,
+                          text=True, check=True).stdout
+    return elapsed, int(peak)
 
 
 def until_first_line(argv: list[str], cwd: Path) -> float:
@@ -342,7 +348,7 @@ def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
             copy = root / f"tick-{jobs}-{n}"
             shutil.copytree(template, copy, symlinks=True)
             make_session(copy, "2026_09_21_quiet_euler")  # live now: the 50 due jobs are dispatched
-            elapsed, _ = measured(sxctl("--project", str(copy), "cron", "tick", "--max-runs", "50", "-q"), copy)
+            elapsed = timed(sxctl("--project", str(copy), "cron", "tick", "--max-runs", "50", "-q"), copy)
             if n:  # the first is the warm-up
                 samples[jobs].append(elapsed)
             shutil.rmtree(copy)
