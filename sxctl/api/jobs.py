@@ -274,7 +274,7 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     from ..cron.views import job_row
 
     ws = find_workspace(workspace, project=project, session=session)
-    return JobDetail(job_row(find_job(_store(ws), name), read_policy(ws)))
+    return JobDetail(job_row(find_job(_store(ws), name), read_policy(ws), full=True))
 
 
 @record

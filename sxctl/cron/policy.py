@@ -288,10 +288,7 @@ def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, 
 
 
 def describe(entry: dict[str, Any]) -> dict[str, Any]:
-    """A job's policy for `cron list/show --json`: every setting with its default filled in (the
-    jobs without an entry share one document: a list of 10,000 jobs builds it once)."""
-    if not entry:
-        return _DEFAULTS
+    """A job's policy for `cron list/show --json`: every setting with its default filled in."""
     return {
         "holdMaxMs": entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), "catchUp": entry.get("catchUp", "once"),
         "staleAfterMs": entry.get("staleAfterMs"), "missedNote": entry.get("missedNote", True),
@@ -300,6 +297,3 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
     }
-
-
-_DEFAULTS: dict[str, Any] = describe({"catchUp": "once"})

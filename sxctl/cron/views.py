@@ -55,15 +55,16 @@ def target_label(job: dict[str, Any]) -> str:
     return target["conversation"]
 
 
-def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, full: bool = False) -> dict[str, Any]:
     """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target and
-    policy (`policy` is the policy file's document)."""
+    policy (`policy` is the policy file's document). A job with no policy entry has `"policy":
+    null` in a listing (every default; 10,000 jobs need not repeat them); `full` fills them in."""
     from .policy import describe
 
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
     return {"job": job, "state": job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
-            "target": job_target(job), "policy": describe(entry)}
+            "target": job_target(job), "policy": describe(entry) if entry or full else None}
 
 
 def schedule_computable(schedule: dict[str, Any]) -> bool:
