@@ -110,9 +110,11 @@ def _race_worker(args):
 
 
 def test_key_race_in_process_pool(project):
-    """A tighter race than process start-up allows: 16 workers released by one barrier."""
+    """A tighter race than process start-up allows: 16 workers released by one barrier. The
+    workers come from a fork server (a fresh single-threaded process): a fork of this test
+    process, which may have threads left by earlier tests, can inherit a held lock and hang."""
     folder = project.session(live=False)
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
     with ctx.Manager() as manager:
         barrier = manager.Barrier(16)
         with ctx.Pool(16) as pool:

@@ -294,8 +294,12 @@ class SchedulerPass:
                    durationMs=now - start["startedAtMs"], outcome=outcome)
         return row
 
-    def _settle(self, claim: dict[str, Any], terminal: dict[str, Any]) -> None:
-        """Remove the claim; a scheduled one-shot becomes terminal; counters follow comis's rule."""
+    def _settle(self, claim: dict[str, Any], terminal: dict[str, Any], *, deferred: bool = False) -> None:
+        """Remove the claim; a scheduled one-shot becomes terminal; counters follow comis's rule.
+        `deferred`: the settle rides on the pass's next store write (the next claim, or the last
+        write of the pass) — a pass that dies first leaves a claim whose terminal is in the
+        ledger, which the next pass settles from it (runner.md §3), so nothing runs twice and
+        a pass of 50 runs over a big store writes it 51 times instead of 100."""
         self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
         job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
         self.gates.touched.add(job["id"])
@@ -304,7 +308,10 @@ class SchedulerPass:
                                 "terminalAtMs": terminal["terminalAtMs"]}
         elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
             _apply_dependency_rule(job, terminal["outcome"])
-        self._write_store()
+        if deferred:
+            self.gates.store_changed = True
+        else:
+            self._write_store()
 
     # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
 
@@ -356,7 +363,7 @@ class SchedulerPass:
         faults.hit("after-terminal")
         if not manual:
             self.gates.after_run(job, scheduled_for)
-        self._settle(claim, terminal)
+        self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
         if "errorKind" in projected:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -218,17 +220,14 @@ def test_a_consumed_keyed_message_is_not_sent_again_after_prune(project):
 
 
 def _die_holding_the_store_lock(root) -> None:
-    """A forked sxctl process takes the store lock and dies without releasing it."""
-    from sxctl.cron.store import Workspace, store_lock
+    """Another sxctl process takes the store lock and dies without releasing it (a new process,
+    not a fork: a fork of a test process with threads can inherit a held lock and hang)."""
 
-    pid = os.fork()
-    if pid == 0:
-        try:
-            store_lock(Workspace(root), "sxctl-doomed", 0).acquire()
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    assert status == 0
+    code = ("import os, sys\nfrom pathlib import Path\nfrom sxctl.cron.store import Workspace, store_lock\n"
+            "try:\n    store_lock(Workspace(Path(sys.argv[1])), 'sxctl-doomed', 0).acquire()\n"
+            "finally:\n    os._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(project, figures):
