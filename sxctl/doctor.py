@@ -258,17 +258,17 @@ def _scheduler(found: Findings, ws, now: int, environ, crontab_text, project) ->
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:
     """Which engine sxctl installed for this project: a crontab block or a systemd timer."""
-    from .engines import TickCommand, systemd_unit_dir, systemd_units
+    from .engines import TickCommand, has_block, systemd_unit_dir
 
     if project is None:
         return None
     tick = TickCommand(project, ws.root)
     text = crontab_text()
-    if text is not None and f"# BEGIN sxctl cron tick for {project} (" in text:
+    if text is not None and has_block(text, tick):
         return "crontab block installed"
+    timer = f"{tick.unit_name}.timer"
     for system in (False, True):
         folder = systemd_unit_dir(system, environ)
-        timer = next(name for name in systemd_units(tick) if name.endswith(".timer"))
         if (folder / timer).exists():
             enabled = (folder / "timers.target.wants" / timer).exists()
             return f"systemd timer {timer} installed" + ("" if enabled else " but not enabled")

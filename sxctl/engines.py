@@ -41,6 +41,11 @@ class TickCommand:
         base = re.sub(r"[^a-z0-9]+", "-", self.project.name.lower()).strip("-")[:30] or "project"
         return f"{base}-{hashlib.sha256(str(self.project).encode()).hexdigest()[:8]}"
 
+    @property
+    def unit_name(self) -> str:
+        """The name of this project's systemd units and Kubernetes CronJob."""
+        return f"sxctl-tick-{self.slug}"
+
     def argv(self, python: str | None = None) -> list[str]:
         args = [python or self.python, "-m", "sxctl", "--project", str(self.project)]
         if self.workspace != self.project:
@@ -59,14 +64,23 @@ def crontab_block(tick: TickCommand) -> str:
     log_dir = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
     command = (f'mkdir -p "{log_dir}" && cd {shlex.quote(str(tick.project))} && '
                f'{shlex.join(tick.argv())} >> "{log_dir}/tick-{tick.slug}.log" 2>&1')
-    return (f"# BEGIN sxctl cron tick for {tick.project} ({MARKER}; remove with --uninstall)\n"
+    return (f"{_block_begin(tick)}{MARKER}; remove with --uninstall)\n"
             f"# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl (default ~/.local/state)\n"
             f"* * * * * {_cron_escape(command)}\n"
             f"# END sxctl cron tick for {tick.project}\n")
 
 
+def _block_begin(tick: TickCommand) -> str:
+    return f"# BEGIN sxctl cron tick for {tick.project} ("
+
+
+def has_block(text: str, tick: TickCommand) -> bool:
+    """Whether a crontab's text holds sxctl's block for this project."""
+    return _block_begin(tick) in text
+
+
 def _block_span(text: str, tick: TickCommand) -> tuple[int, int] | None:
-    begin = f"# BEGIN sxctl cron tick for {tick.project} ("
+    begin = _block_begin(tick)
     end = f"# END sxctl cron tick for {tick.project}\n"
     start = text.find(begin)
     if start == -1 or (start > 0 and text[start - 1] != "\n"):
@@ -114,8 +128,6 @@ class Crontab:
             raise NotFoundError("crontab(1) is not installed here; install cron, or use --target systemd "
                                 "(or --crontab-file FILE)", code="file_not_found") from None
 
-    def installed(self, tick: TickCommand) -> bool:
-        return _block_span(self.read(), tick) is not None
 
 
 def install_crontab(tick: TickCommand, crontab: Crontab) -> bool:
@@ -153,7 +165,7 @@ def _systemd_quote(arg: str) -> str:
 
 def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None = None) -> dict[str, str]:
     """`{file name: content}` of the service and its timer."""
-    name = f"sxctl-tick-{tick.slug}"
+    name = tick.unit_name
     header = f"# sxctl scheduler pass for {tick.project} ({MARKER})\n"
     service = (
         header
@@ -189,7 +201,7 @@ def systemd_unit_dir(system: bool, environ=os.environ) -> Path:
 
 def enable_command(tick: TickCommand, system: bool) -> str:
     scope = "" if system else " --user"
-    return (f"systemctl{scope} daemon-reload && systemctl{scope} enable --now sxctl-tick-{tick.slug}.timer")
+    return (f"systemctl{scope} daemon-reload && systemctl{scope} enable --now {tick.unit_name}.timer")
 
 
 def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
@@ -244,7 +256,7 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
         raise UsageError(f"--mount {mount!r} must be an absolute path in the container")
     project = mount.rstrip("/") or "/"
     args = ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"]
-    name = f"sxctl-tick-{tick.slug}"[:52]
+    name = tick.unit_name[:52]
     non_root = "\n            runAsNonRoot: true" if uid != 0 else ""
     return f"""\
 # sxctl scheduler pass for {tick.project}, every minute (sxctl cron export --target kubernetes).

@@ -4,8 +4,10 @@ package itself (`from sxctl.inbox import send`), while a command loads only the 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # `import sxctl` loads this module: nothing for annotations at run time
+    from collections.abc import Callable
 
 
 def lazy_parts(package: str, namespace: dict[str, Any], parts: dict[str, tuple[str, ...]]

@@ -151,10 +151,10 @@ class Gates:
             if found is None:
                 break
             life["nextRunAtMs"] = found[0]
-        else:  # still due after the budget: the rest go together, up to now
+        else:  # still due after the budget: the rest go together, up to now, for the same reason
             found = next_run(job["schedule"], now)
-            if found is not None:
-                skipped.setdefault("stale", []).append(life["nextRunAtMs"])
+            if found is not None and reason is not None:
+                skipped.setdefault(reason, []).append(life["nextRunAtMs"])
                 life["nextRunAtMs"] = found[0]
         if skipped:
             self.touched.add(job["id"])

@@ -199,7 +199,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
             raise UsageError("--stale-after must be longer than 0")
         put("staleAfterMs", round(options.stale_after * 1000))
     if options.missed_note is not None:
-        put("missedNote", options.missed_note)
+        put("missedNote", None if options.missed_note else False)  # on is the default: nothing stored
     if options.max_unconsumed is not None:
         put("maxUnconsumed", options.max_unconsumed or None)
     if options.max_runs_per_day is not None:
@@ -226,8 +226,6 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         entry["activeHours"] = "00:00-24:00"
     if not recurring and ({"maxRuns", "untilMs"} & set(entry)):
         raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
-    if options.missed_note is None and entry.get("missedNote") is True:
-        entry.pop("missedNote")  # the default
     if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
                               or options.max_runs is not None):
         entry.pop("paused")  # the limit that paused the job has changed

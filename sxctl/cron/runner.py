@@ -125,7 +125,7 @@ class SchedulerPass:
         self.ledger = Ledger(ws.ledger, b"")
         self.orphans: list = []
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
-        self.encoded_jobs: dict[str, Any] = {}  # the jobs' bytes, from one store write to the next
+        self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
         self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
         self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
                            report=self.report)
@@ -241,7 +241,7 @@ class SchedulerPass:
         if self.gates.policy_changed:
             write_policy(self.ws, self.policy, self.store, self.lock)
             self.gates.policy_changed = False
-        write_store(self.ws, self.store, self.lock, touched=self.gates.touched, encoded=self.encoded_jobs)
+        write_store(self.ws, self.store, self.lock, touched=self.gates.touched, cache=self.store_cache)
         self.gates.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:

@@ -260,18 +260,18 @@ def store_lock(ws: Workspace, boot_id: str, wait_s: float = LOCK_WAIT_S) -> Mkdi
 
 
 def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
-                touched: Collection[str] | None = None, encoded: dict[str, Any] | None = None) -> bytes:
+                touched: Collection[str] | None = None, cache: dict[str, Any] | None = None) -> bytes:
     """Validate, encode compactly in schema order, and replace the store atomically (0600).
     `touched`: the only jobs changed since the store was read, validated and made canonical (a
     scheduler pass over 10,000 jobs then checks the jobs it ran, not all of them, at each write);
-    `encoded` keeps the other jobs' bytes (and ids and names) from one write to the next."""
+    `cache` (the pass's own) keeps the jobs' bytes, ids and names from one write to the next."""
     try:
-        validate_store(store, touched, encoded)
+        validate_store(store, touched, cache)
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
         raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
     canonical = canonical_store(store, touched)
-    data = encode_compact(canonical) if touched is None or encoded is None else _encode_reusing(
-        canonical, touched, encoded)
+    data = encode_compact(canonical) if touched is None or cache is None else _encode_reusing(
+        canonical, touched, cache)
     if len(data) > STORE_CAP:
         raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)
     def before_rename() -> None:
@@ -284,14 +284,14 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     return data
 
 
-def _encode_reusing(canonical: dict[str, Any], touched: Collection[str], encoded: dict[str, Any]) -> bytes:
+def _encode_reusing(canonical: dict[str, Any], touched: Collection[str], cache: dict[str, Any]) -> bytes:
     """`encode_compact(canonical)`, byte for byte, with each untouched job encoded once per pass
-    (`encoded` keeps the jobs' order and bytes from one write to the next)."""
+    (`cache` keeps the jobs' order and bytes from one write to the next)."""
     jobs = canonical["jobs"]
     order = [job["id"] for job in jobs]
-    if encoded.get("order") != order:
-        encoded.update(order=order, parts=[encode_compact(job)[:-1] for job in jobs])
-    parts = list(encoded["parts"])
+    if cache.get("order") != order:
+        cache.update(order=order, parts=[encode_compact(job)[:-1] for job in jobs])
+    parts = list(cache["parts"])
     for index, job in enumerate(jobs):
         if job["id"] in touched:
             parts[index] = encode_compact(job)[:-1]

@@ -195,11 +195,9 @@ def is_message_name(name: str) -> bool:
 
 
 def message_names(folder: str | os.PathLike) -> list[str]:
-    """The message names in one inbox folder (`inbox/`, `done/` or `retracted/`), unordered
-    (`is_message_name`, inlined: a done/ folder can hold 100,000 names)."""
+    """The message names in one inbox folder (`inbox/`, `done/` or `retracted/`), unordered."""
     try:
-        return [name for name in os.listdir(folder)
-                if name.endswith(".json") and len(name) > 5 and not name.startswith(".")]
+        return [name for name in os.listdir(folder) if is_message_name(name)]
     except (FileNotFoundError, NotADirectoryError):
         return []
 
