@@ -3,7 +3,6 @@ snapshots that `watch` diffs into events. Read-only: nothing here takes a lock o
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -469,7 +468,3 @@ def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> d
         "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
         "timers": None, "inbox": None, "cron": cron, "problems": problems + _cron_problems(cron),
     }
-
-
-def dumps(event: dict[str, Any]) -> str:
-    return json.dumps(event, ensure_ascii=False)

@@ -13,7 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import EXIT_BY_CODE, SxctlError, SystemRefusedError, UsageError
-from .output import Group, emit_json
+from .output import Group, emit_json, say
 
 #: every command of the root group: name -> "module:attribute" (explicit; nothing is scanned)
 COMMANDS = {
@@ -147,15 +147,16 @@ def _wants(args: list[str], *flags: str) -> bool:
 
 
 def _fail(error: SxctlError, args: list[str]) -> int:
+    """The error's one line on stderr (its values escaped: see `say`), or its JSON document."""
     if _wants(args, "--json"):
         emit_json(error.document())
     elif error.verbatim:
-        click.echo(error.message, err=True)
+        say(error.message, err=True)
     else:
-        click.echo(f"sxctl: {error.message}", err=True)
+        say(f"sxctl: {error.message}", err=True)
     hint = error.extra.get("hint")
     if hint and not _wants(args, "--json"):
-        click.echo(f"sxctl: hint: {hint}", err=True)
+        say(f"sxctl: hint: {hint}", err=True)
     return error.exit_code
 
 

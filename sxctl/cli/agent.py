@@ -24,13 +24,13 @@ def renderer(as_json: bool):
             if kind == "inbox":
                 line = INBOX.get(event["action"])
                 if line:
-                    say(line(event))
+                    say(line(event), lines=True)
             elif kind == "warning":
                 say(f"sxctl: warning: {event['message']}", err=True)
             elif kind == "dropped":
-                say(f"[Dropped] {event['text']}", err=True)
+                say(f"[Dropped] {event['text']}", err=True, lines=True)
             elif kind in TRANSCRIPT:
-                say(TRANSCRIPT[kind](event))
+                say(TRANSCRIPT[kind](event), lines=True)
             sys.stdout.flush()
 
     return render

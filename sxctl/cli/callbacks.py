@@ -34,7 +34,7 @@ def list_(all_: bool) -> None:
     from ..api import list_timers
 
     result = list_timers(include_inactive=all_, **in_session())
-    emit(result.to_json(), lambda: say(result.text))
+    emit(result.to_json(), lambda: say(result.text, lines=True))
 
 
 def _verify_option(command):
@@ -84,7 +84,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
     slot = result.extra["slot"]
 
     def human() -> None:
-        say(result.text)
+        say(result.text, lines=True)
         say(f"  slot {slot['id']}, rev {result.rev}, first fire {_when(slot['fire_at_ms'])} "
             f"(in {fires_in(slot['fire_at_ms'], result.now_ms)})")
 
@@ -113,14 +113,14 @@ def edit(slot_id, message, every_s, repeat, first_in_s, expect_rev, verify_s, no
 
     result = edit_timer(slot_id, message=message, every=every_s, repeat=repeat, first_in=first_in_s,
                         **_write(expect_rev, verify_s, no_verify))
-    emit(result.to_json(), lambda: say(result.text))
+    emit(result.to_json(), lambda: say(result.text, lines=True))
 
 
 def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     from ..api import cancel_timers
 
     result = cancel_timers(slot_id, **_write(expect_rev, verify_s, no_verify))
-    emit(result.to_json(), lambda: say(result.text))
+    emit(result.to_json(), lambda: say(result.text, lines=True))
 
 
 @callbacks.command("cancel", mutating=True)
@@ -155,7 +155,7 @@ def _pause(paused: bool, expect_rev, verify_s, no_verify) -> None:
     rebased = result.extra["rebased"]
 
     def human() -> None:
-        say(result.text)
+        say(result.text, lines=True)
         if paused:
             say("  nothing fires until `sxctl callbacks resume`; the agent forgets the pause when it restarts")
         elif rebased:
@@ -206,7 +206,7 @@ def next_(limit, slot_id) -> None:
     fires = result.extra["fires"]
 
     def human() -> None:
-        say(result.text + (" PAUSED" if result.paused and fires else ""))
+        say(result.text + (" PAUSED" if result.paused and fires else ""), lines=True)
         if fires:
             table(
                 ["SLOT", "AT", "IN", "FIRE", "LEFT", "NOTE"],

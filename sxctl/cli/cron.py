@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from .cron_options import _job_options, _job_spec, _policy_options, _schedule_options
-from .output import DURATION, Group, completing, emit, in_workspace, reporter, say, settings, table
+from .output import DURATION, Group, completing, emit, in_workspace, printable, reporter, say, settings, table
 
 
 @click.group("cron", cls=Group)
@@ -58,8 +58,14 @@ def init() -> None:
     from ..api import init_workspace
 
     result = init_workspace(report=reporter(), **in_workspace())
-    emit(result.to_json(), lambda: say("\n".join(f"created {p}" for p in result.created)
-                                      or f"{result.workspace.scheduler} is already initialised"))
+
+    def human() -> None:
+        for path in result.created:
+            say(f"created {path}")
+        if not result.created:
+            say(f"{result.workspace.scheduler} is already initialised")
+
+    emit(result.to_json(), human)
 
 
 @cron.command("add", mutating=True)
@@ -168,7 +174,7 @@ def remove(name, yes, lock_wait_s) -> None:
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError("refusing to remove without confirmation: pass --yes")
-        if not click.confirm(f"Remove cron job {name}?", err=True):
+        if not click.confirm(f"Remove cron job {printable(name)}?", err=True):
             raise UsageError("not removed")
     result = remove_job(name, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
     emit(result.to_json(), lambda: say(f"removed {name}"))
@@ -227,7 +233,7 @@ def show(name) -> None:
 
     def human() -> None:
         say(f"{name}: {row['state']}, next {_when(row['next_run_ms'])}")
-        say(json.dumps(row["job"], indent=2, ensure_ascii=False))
+        say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
 

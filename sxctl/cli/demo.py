@@ -24,7 +24,8 @@ def demo(keep: bool, fast: bool) -> None:
     from ..api import run_demo
 
     s = settings()
-    result = run_demo(say, emit_json, as_json=s.json, fast=fast, keep=keep, clock=s.clock)
+    result = run_demo(lambda text: say(text, lines=True), emit_json, as_json=s.json, fast=fast, keep=keep,
+                      clock=s.clock)
     kept = f"; project kept at {result.project}" if result.project else ""
     emit(result.to_json(), lambda: say(f"{result.passed} check(s) passed, {result.failed} failed{kept}"))
     if result.failed:

@@ -162,7 +162,7 @@ def show(stem: str) -> None:
             say(f"invalid: {row.invalid}")
         elif row.message and row.message.text is not None:
             say("")
-            say(row.message.text)
+            say(row.message.text, lines=True)
 
     emit(result.to_json(), human)
 

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from .output import DURATION, Command, completing, emit, in_session, say, settings, table
+from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
 
 
 def _where() -> dict:
@@ -160,12 +160,10 @@ def watch(duration_s: float | None) -> None:
 
 
 def _stream(watching, deadline) -> None:
-    from ..observe import dumps
-
     try:
         for events in watching.events():
             for event in events:
-                sys.stdout.write(dumps(event) + "\n")
+                sys.stdout.write(json_line(event))
             sys.stdout.flush()
             if deadline is not None and time.monotonic() >= deadline:
                 break
@@ -239,13 +237,13 @@ def _render(watching, log: list[str]):
     doc = watching.status()
     rows = watching.upcoming(8)
     live = doc["liveness"]
-    header = (f"[bold]{doc['session']}[/bold]  {live['state']}  ·  timers {doc['timers'].get('active')}/8"
+    header = (f"[bold]{markup(doc['session'])}[/bold]  {live['state']}  ·  timers {doc['timers'].get('active')}/8"
               f"  ·  inbox {doc['inbox']['pending']} pending  ·  press q to quit")
     upcoming = Table("IN", "SOURCE", "WHAT", box=None, expand=True)
     for row in rows:
         what = row.get("preview") or row.get("message") or row.get("name") or ""
-        upcoming.add_row(_when(row["at_ms"]), row["source"], str(what))
-    events = "\n".join(log) or "(no changes yet)"
-    problems = "\n".join(p["message"] for p in doc["problems"]) or "none"
+        upcoming.add_row(_when(row["at_ms"]), row["source"], markup(str(what)))
+    events = "\n".join(markup(line) for line in log) or "(no changes yet)"
+    problems = "\n".join(markup(p["message"]) for p in doc["problems"]) or "none"
     return Group(Panel(header, title="sxctl watch"), Panel(upcoming, title="next"),
                  Panel(events, title="recent changes"), Panel(problems, title="problems"))

@@ -8,6 +8,7 @@ Global options are accepted before the group and on every leaf: `sxctl --json in
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -141,13 +142,19 @@ DURATION = Duration()
 
 # --- rendering ---------------------------------------------------------------------------------
 
+_C1 = re.compile("[\x7f-\x9f]")  # DEL and the C1 controls: json.dumps leaves them as they are
+
+
 def color_enabled(s: Settings | None = None) -> bool:
     s = s or settings()
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ and not s.no_color and not s.json
 
 
-def say(message: str, *, err: bool = False) -> None:
-    click.echo(message, err=err)
+def say(message: str, *, err: bool = False, lines: bool = False) -> None:
+    """Write one human line to stdout (or stderr): every human line goes through here or `table`,
+    escaped by `printable`, so no value from a file or an argument reaches the terminal raw.
+    `lines=True`: a multi-line text (a message body, the agent tool's lists), whose line breaks stay."""
+    click.echo(printable(message, newlines=lines), err=err)
 
 
 class StderrReporter(Reporter):
@@ -178,11 +185,19 @@ def reporter() -> Reporter:
     return StderrReporter(settings())
 
 
-def emit_json(doc: dict[str, Any]) -> None:
+def json_line(doc: dict[str, Any]) -> str:
+    """One JSON document as one line of stdout: ASCII-only unless stdout takes UTF-8, and never a
+    raw control character either way (json escapes C0; DEL and the C1 controls, which a terminal
+    may obey, are escaped here as `\\u009b`: the same JSON value)."""
     import json
 
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    sys.stdout.write(json.dumps(doc, ensure_ascii=not encoding.startswith("utf")) + "\n")
+    text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
+    return _C1.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
+
+
+def emit_json(doc: dict[str, Any]) -> None:
+    sys.stdout.write(json_line(doc))
     sys.stdout.flush()
 
 
@@ -194,13 +209,27 @@ def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:
         human()
 
 
-def printable(text: str) -> str:
-    """`text` with control characters escaped (`\\n`, `\\x1b`, …): a file name with a newline
-    or an escape sequence must not fake a row or drive the terminal."""
+def printable(text: str, *, newlines: bool = False) -> str:
+    """The one escaping rule for text shown to a person: every character that does not print
+    becomes a visible escape — the C0 and C1 controls (ESC `\\x1b`, the one-byte CSI `\\x9b`, BEL,
+    backspace, CR, tab, DEL, …), format characters such as bidi overrides (`\\u202e`), line and
+    paragraph separators, lone surrogates. A value from a file or an argument can then neither
+    drive the terminal (an OSC 52 clipboard write, a cleared screen) nor fake a row. With
+    `newlines=True` the line breaks of a multi-line text stay. Escaping twice changes nothing."""
     if text.isprintable():
         return text
+    if newlines:
+        return "\n".join(printable(line) for line in text.split("\n"))
     return "".join(c if c.isprintable() else c.encode("unicode_escape", "backslashreplace").decode("ascii")
                    for c in text)
+
+
+def markup(text: str) -> str:
+    """A value for rich markup (a table cell, a line of a panel): `printable`, and its `[…]`
+    escaped so that no value is read as a style."""
+    from rich.markup import escape
+
+    return escape(printable(text))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -208,12 +237,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
         from rich.console import Console
-        from rich.markup import escape
         from rich.table import Table
 
         rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
         for row in cells:
-            rich_table.add_row(*(escape(cell) for cell in row))
+            rich_table.add_row(*(markup(cell) for cell in row))
         Console().print(rich_table)
         return
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
