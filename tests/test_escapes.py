@@ -250,3 +250,12 @@ def test_the_live_watch_view_in_a_terminal_shows_a_hostile_event_escaped(project
         assert raw.encode() not in output, (raw, output)
 
 
+
+def test_shell_completion_never_offers_a_name_with_a_control_character(project):
+    from .test_promises import _complete
+
+    for name in ("ok-job", HOSTILE, "n\nforged"):
+        assert run(project, "cron", "add", name, "--every", "1h", "--payload", "heartbeat-event", "--text", "t",
+                   at=T0)[0] == 0
+    completed, _ = _complete(project, "sxctl cron pause ")
+    assert completed == ["ok-job"]

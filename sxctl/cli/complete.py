@@ -23,7 +23,11 @@ def _project(ctx: click.Context) -> Path | None:
 
 
 def _matching(names, incomplete: str) -> list[str]:
-    return sorted(name for name in names if name.startswith(incomplete))
+    """The names that start with `incomplete`; a name that `printable` would escape is never offered
+    (a line break would forge a completion, an escape sequence would reach the terminal)."""
+    from .output import printable
+
+    return sorted(name for name in names if name.startswith(incomplete) and printable(name) == name)
 
 
 def _quietly(produce: Callable[[click.Context, str], list[str]]):
