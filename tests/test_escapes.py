@@ -27,14 +27,14 @@ HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\rfake\x9b31m\x08\x7f"
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def run(project, *args: str, at: int, stdin: str = "") -> tuple[int, str]:
+def run(project, *args: str, at: int) -> tuple[int, str]:
     """`sxctl ARGS` in-process at the instant `at`, its stdout and stderr as a terminal would get
     them (click strips nothing: `color=True`, as on a TTY)."""
     from sxctl.cli import cli
     from sxctl.cli.output import Settings
 
     env = {**dict.fromkeys(os.environ), **project.env(), "TZ": "UTC", "PYTHONPATH": None}
-    result = CliRunner().invoke(cli, ["--project", str(project.root), *args], input=stdin, env=env,
+    result = CliRunner().invoke(cli, ["--project", str(project.root), *args], input="", env=env,
                                 obj=Settings(clock=FakeClock(at)), color=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
