@@ -170,6 +170,7 @@ def test_the_live_watch_view_escapes_every_value(project, hostile):
     ("\u202eevil\u2028", "\\u202eevil\\u2028"),  # a bidi override and a line separator do not print
     ("caf\u00e9 \u65e5\u672c", "caf\u00e9 \u65e5\u672c"),  # printable text stays as it is
     ("lone \udc80", "lone \\udc80"),
+    ("dev \U0001f469\u200d\U0001f4bb\u00a0ok", "dev \U0001f469\u200d\U0001f4bb\u00a0ok"),  # a joiner, a no-break space
 ])
 def test_printable_is_the_one_rule(text, shown):
     from sxctl.cli.output import printable
