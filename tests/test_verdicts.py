@@ -4,6 +4,7 @@ operating system refuses, a ledger a tail read sees to its start, and output cut
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -16,7 +17,7 @@ import pytest
 
 from sxctl.clock import FakeClock
 
-from .conftest import EXAMPLES
+from .conftest import EXAMPLES, now_ms
 
 HOUR = 3_600_000
 
@@ -34,6 +35,240 @@ def scheduled(project, *, at_ms: int) -> Path:
     beat = project.root / ".scheduler" / "sxctl-tick.json"
     assert json.loads(beat.read_text())["lastPassMs"] == at_ms
     return beat
+
+
+# --- item 5: doctor and the heartbeat -----------------------------------------------------------------
+
+def _empty(beat: Path, now: int) -> None:
+    beat.write_bytes(b"")
+
+
+def _truncated(beat: Path, now: int) -> None:
+    beat.write_bytes(beat.read_bytes()[:30])
+
+
+def _folder(beat: Path, now: int) -> None:
+    beat.unlink()
+    beat.mkdir()
+
+
+def _fifo(beat: Path, now: int) -> None:
+    beat.unlink()
+    os.mkfifo(beat)
+
+
+def _a_day_ahead(beat: Path, now: int) -> None:
+    doc = json.loads(beat.read_text())
+    beat.write_text(json.dumps({**doc, "lastPassMs": now + 24 * HOUR}))
+
+
+def _bare_time(beat: Path, now: int) -> None:
+    beat.write_text(json.dumps({"lastPassMs": now}))  # fresh, but not a record any pass writes
+
+
+def _text_time(beat: Path, now: int) -> None:
+    doc = json.loads(beat.read_text())
+    beat.write_text(json.dumps({**doc, "lastPassMs": str(now)}))
+
+
+@pytest.mark.parametrize("spoil", [_empty, _truncated, _folder, _fifo, _a_day_ahead, _bare_time, _text_time])
+def test_doctor_fails_on_a_heartbeat_it_cannot_trust(project, spoil):
+    start = now_ms() - 2 * HOUR
+    beat = scheduled(project, at_ms=start)
+    now = start + 2 * HOUR  # no pass for two hours
+    spoil(beat, now)
+    result = project.run("doctor", "--json", clock=FakeClock(now))
+    assert result.code == 9, result.out
+    assert result.json()["error"]["code"] == "doctor_failed"
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "fail" and str(beat) in check["message"], check
+    assert check["fix"], check
+    human = project.run("doctor", clock=FakeClock(now))
+    assert human.code == 9 and "FAIL  scheduler" in human.out and "fix: " in human.out
+
+
+def test_doctor_fails_on_a_well_formed_heartbeat_two_hours_old(project):
+    start = now_ms() - 2 * HOUR
+    scheduled(project, at_ms=start)
+    result = project.run("doctor", "--json", clock=FakeClock(start + 2 * HOUR))
+    assert result.code == 9
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "fail" and "no scheduler pass for 120 minute(s)" in check["message"]
+    assert check["fix"].startswith("sxctl cron export --target crontab --install")
+
+
+def test_doctor_fails_with_scheduled_jobs_and_no_heartbeat(project):
+    start = now_ms()
+    beat = scheduled(project, at_ms=start)
+    beat.unlink()
+    result = project.run("doctor", "--json", clock=FakeClock(start + 60_000))
+    assert result.code == 9
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "fail" and "no scheduler pass has ever run here" in check["message"]
+    assert check["fix"].startswith("sxctl cron export")
+
+
+@pytest.mark.parametrize(("ahead_ms", "code"), [(50_000, 0), (61_000, 9), (-150_000, 0)])
+def test_doctor_allows_a_minute_between_the_clocks(project, ahead_ms, code):
+    """A heartbeat up to a minute ahead of this clock is one machine's clock a little off; more is
+    a clock that disagrees with the one that wrote it (and a pass 150 s ago is fine)."""
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    result = project.run("doctor", "--json", clock=FakeClock(start - ahead_ms))
+    assert result.code == code, result.out
+    [check] = checks(result, "scheduler")
+    assert check["status"] == ("ok" if code == 0 else "fail"), check
+    if code:
+        assert "clock" in check["message"] and "ahead" in check["message"] and check["fix"]
+
+
+def test_an_unreadable_heartbeat_without_scheduled_jobs_is_a_warning(project):
+    start = now_ms()
+    beat = scheduled(project, at_ms=start)
+    assert project.run("cron", "pause", "hourly").code == 0
+    beat.write_bytes(b"")
+    result = project.run("doctor", "--json", clock=FakeClock(start + 2 * HOUR))
+    assert result.code == 0, result.out
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "warn" and str(beat) in check["message"] and check["fix"]
+
+
+def test_the_heartbeat_a_pass_writes_is_trusted(project):
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    result = project.run("doctor", "--json", clock=FakeClock(start + 60_000))
+    assert result.code == 0, result.out
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "ok" and "last pass 60s ago" in check["message"]
+
+
+def test_a_pass_keeps_its_heartbeat_within_its_size(project, monkeypatch):
+    """A failed pass records its error; a long one is cut, so the heartbeat stays readable."""
+    from sxctl.cron import heartbeat
+    from sxctl.cron.store import Workspace
+
+    (project.root / ".scheduler").mkdir()
+    ws = Workspace(project.root)
+    heartbeat.record_pass(ws, "failed", detail="x" * (2 * heartbeat.FILE_CAP))
+    doc = heartbeat.read_heartbeat(ws)
+    assert doc is not None and "invalid" not in doc and doc["outcome"] == "failed"
+    assert len(doc["detail"]) < heartbeat.FILE_CAP
+
+
+# --- item 6: the policy file is validated wherever the store is -----------------------------------------
+
+@pytest.fixture
+def bad_policy(project):
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    policy = project.root / ".scheduler" / "sxctl-policy.json"
+    policy.write_text(json.dumps({"formatVersion": 1, "jobs": {"j": {"surprise": 1}}}))
+    return policy
+
+
+def test_cron_validate_checks_the_policy_file(project, bad_policy):
+    before = bad_policy.read_bytes()
+    result = project.run("cron", "validate", "--json")
+    assert result.code == 5, result.out
+    error = result.json()["error"]
+    assert error["file"] == str(bad_policy) and "surprise" in error["message"]
+    assert [p["file"] for p in result.json()["problems"]] == [str(bad_policy)]
+    human = project.run("cron", "validate")
+    assert human.code == 5 and f"{bad_policy}: invalid_data:" in human.err
+    assert bad_policy.read_bytes() == before
+
+
+def test_cron_status_says_which_file_is_invalid(project, bad_policy):
+    doc = project.run("cron", "status", "--json").json()
+    assert doc["policyValid"] is False and doc["strictAuthoritiesValid"] is True
+    assert doc["policy"]["exists"] is True and doc["policy"]["bytes"] == bad_policy.stat().st_size
+    assert [p["file"] for p in doc["problems"] if p["code"] == "invalid_data"] == [str(bad_policy)]
+    human = project.run("cron", "status")
+    assert human.code == 0 and "valid       NO (sxctl-policy.json)" in human.out, human.out
+
+
+def test_status_names_the_policy_file_not_the_store(project, bad_policy):
+    doc = project.run("status", "--json").json()
+    [problem] = [p for p in doc["problems"] if p["code"].startswith("cron_")]
+    assert problem["code"] == "cron_policy_invalid" and problem["file"] == str(bad_policy)
+    assert doc["cron"]["invalid_file"] == str(bad_policy)
+    human = project.run("status").out
+    assert "cron     sxctl-policy.json invalid" in human and "store invalid" not in human
+
+
+def test_status_names_an_invalid_ledger(project):
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    ledger = project.root / ".scheduler" / "cron-executions.jsonl"
+    ledger.write_text("{broken\n")
+    doc = project.run("status", "--json").json()
+    [problem] = [p for p in doc["problems"] if p["code"].startswith("cron_")]
+    assert problem["code"] == "cron_ledger_invalid" and problem["file"] == str(ledger)
+
+
+def test_doctor_and_tick_name_the_policy_file(project, bad_policy):
+    result = project.run("doctor", "--json")
+    assert result.code == 9
+    failed = [c for c in result.json()["checks"] if c["status"] == "fail"]
+    assert failed and all(str(bad_policy) in c["message"] and c["fix"] for c in failed), failed
+    tick = project.run("cron", "tick", "--json")
+    assert tick.code == 5 and tick.json()["error"]["file"] == str(bad_policy)
+
+
+# --- item 11: the operating system's refusals are exit 8 -----------------------------------------------
+
+_real_open = os.open
+
+
+def _refuse_reading(monkeypatch, target: Path) -> None:
+    """Permission denied on `target` (chmod 000 denies nothing to root, who runs CI containers)."""
+    def refusing_open(path, flags, *args, **kwargs):
+        if os.fspath(path) == str(target) and not flags & (os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return _real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing_open)
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("cron-jobs.json", ["cron", "list"]),
+    ("cron-jobs.json", ["cron", "validate"]),
+    ("sxctl-policy.json", ["cron", "list"]),
+    ("sxctl-policy.json", ["cron", "validate"]),
+    ("cron-executions.jsonl", ["cron", "runs", "--all-jobs"]),
+    ("cron-executions.jsonl", ["cron", "runs", "--all-jobs", "--exact"]),
+    ("cron-executions.jsonl", ["cron", "validate"]),
+])
+def test_permission_denied_on_a_cron_file_is_exit_8(project, monkeypatch, name, args):
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    path = project.root / ".scheduler" / name
+    assert project.run("cron", "update", "hourly", "--max-runs", "5").code == 0  # a policy file exists
+    assert path.exists()
+    _refuse_reading(monkeypatch, path)
+    result = project.run(*args, "--json")
+    assert result.code == 8, result.out
+    error = result.json()["error"]
+    assert error["code"] == "os_refused" and "Permission denied" in error["message"] and error["file"] == str(path)
+
+
+def test_doctor_with_an_unreadable_sessions_folder_is_exit_9(project, monkeypatch):
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    sessions = project.root / ".scorpiox" / "sessions"
+    real_scandir = os.scandir
+
+    def scandir(path=".", *args, **kwargs):
+        if os.fspath(path) == str(sessions):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = project.run("doctor", "--json", clock=FakeClock(start + 60_000))
+    assert result.code == 9, result.out
+    [check] = checks(result, "sessions")
+    assert check["status"] == "fail" and str(sessions) in check["message"] and "Permission denied" in check["message"]
+    assert check["fix"] and str(sessions) in check["fix"]
 
 
 # --- item 12: a ledger read to its start, and a closed pipe ---------------------------------------------
