@@ -252,6 +252,21 @@ def test_permission_denied_on_a_cron_file_is_exit_8(project, monkeypatch, name, 
     assert error["code"] == "os_refused" and "Permission denied" in error["message"] and error["file"] == str(path)
 
 
+def test_status_names_a_cron_file_it_may_not_read(project, monkeypatch):
+    """`status` is one screen of everything: a refused file is one named problem there, not the end."""
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    assert project.run("cron", "update", "hourly", "--max-runs", "5").code == 0
+    policy = project.root / ".scheduler" / "sxctl-policy.json"
+    _refuse_reading(monkeypatch, policy)
+    result = project.run("status", "--json")
+    assert result.code == 0, result.out
+    [problem] = [p for p in result.json()["problems"] if p["code"].startswith("cron_")]
+    assert problem["code"] == "cron_policy_unreadable" and problem["file"] == str(policy)
+    assert "Permission denied" in problem["message"]
+    assert "cron     sxctl-policy.json unreadable" in project.run("status").out
+
+
 def test_doctor_with_an_unreadable_sessions_folder_is_exit_9(project, monkeypatch):
     start = now_ms()
     scheduled(project, at_ms=start)
