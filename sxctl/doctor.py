@@ -16,6 +16,8 @@ from .errors import SxctlError
 
 #: a workspace with jobs and no pass for this long has no working scheduler
 NO_PASS_FAIL_MS = 3 * 60_000
+#: a heartbeat further ahead of this machine's clock than this was written by a clock that disagrees
+CLOCK_SKEW_MS = 60_000
 STALE_TEMP_MS = 3_600_000
 LOCK_STALE_MS = 30_000
 LEDGER_WARN_SHARE = 0.8
@@ -28,14 +30,25 @@ class Findings:
     def add(self, check: str, status: str, message: str, fix: str | None = None) -> None:
         self.checks.append({"check": check, "status": status, "message": message, "fix": fix})
 
-    def guard(self, check: str, probe: Callable[[], None]) -> None:
-        """Run one probe; a file that cannot be read is that check's failure, never a crash."""
+    def guard(self, check: str, probe: Callable[[], Any], fix: str | None = None) -> Any:
+        """Run one probe and return what it returns; a file that cannot be read is that check's
+        failure (with `fix`, or how to get at a file the system refuses), never a crash."""
         try:
-            probe()
+            return probe()
         except SxctlError as error:
-            self.add(check, "fail", error.message, error.extra.get("hint"))
+            refused = error.file if error.code == "os_refused" else None
+            self.add(check, "fail", error.message,
+                     error.extra.get("hint") or (_access_fix(refused) if refused else fix))
         except OSError as error:
-            self.add(check, "fail", f"{error.strerror or error}: {error.filename or ''}".rstrip(": "))
+            where = error.filename
+            self.add(check, "fail", f"{error.strerror or error}: {where or ''}".rstrip(": "),
+                     _access_fix(where) if isinstance(error, PermissionError) and where else fix)
+        return None
+
+
+def _access_fix(path: str | os.PathLike[str]) -> str:
+    return (f"ls -ld {path}   # run sxctl as its owner (the agent's user), or give this user access "
+            "(chmod u+rX as the owner)")
 
 
 def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = os.environ,
@@ -50,7 +63,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
                   "cd into the project, or pass --project DIR (sxctl agent run --init creates one)")
     else:
         found.add("project", "ok", str(project))
-        found.guard("agent", lambda: _agent(found, project, session))
+        found.guard("sessions", lambda: _agent(found, project, session))
     if session is not None:
         found.guard("inbox gate", lambda: _gate(found, session))
         found.guard("permissions", lambda: _permissions(found, session, ws))
@@ -58,8 +71,10 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         found.guard("history", lambda: _history(found, session))
     if ws is not None:
         found.guard("temps and locks", lambda: _temps_and_locks(found, session, ws, now))
-        found.guard("scheduler", lambda: _scheduler(found, ws, now, environ, crontab_text, project))
-        found.guard("ledger", lambda: _ledger(found, ws, now, max_log_bytes, environ))
+        files = found.guard("cron files", lambda: _cron_files(found, ws, max_log_bytes))
+        if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
+            found.guard("scheduler", lambda: _scheduler(found, ws, files[0], now, environ, crontab_text, project))
+        found.guard("ledger", lambda: _ledger(found, ws, files, max_log_bytes, environ))
     return found.checks
 
 
@@ -133,6 +148,9 @@ def _timers(found: Findings, session) -> None:
     try:
         view = view_table(session)
     except SxctlError as error:
+        if error.code == "os_refused" and error.file is not None:  # not invalid: rewriting it cannot help
+            found.add("timers", "fail", error.message, _access_fix(error.file))
+            return
         found.add("timers", "fail", f"{error.message}; the agent keeps its last good table and stops firing",
                   f"sxctl callbacks cancel-all (rewrites a valid table), or fix {session.dir / 'callbacks.json'}")
         return
@@ -218,35 +236,63 @@ def _alive(pid: int) -> bool:
     return pid_alive(pid)
 
 
-def _scheduler(found: Findings, ws, now: int, environ, crontab_text, project) -> None:
-    from .cron.heartbeat import read_heartbeat
-    from .cron.jobs import is_overdue
-    from .cron.store import read_store
+def _cron_files(found: Findings, ws, max_log_bytes: int) -> tuple[dict[str, Any], Any] | None:
+    """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
+    reads them (a pass stops on any of them): the store and the ledger, or None when one is invalid."""
+    from .cron.views import check_files
 
-    store = read_store(ws)
-    jobs = [job for job in (store or {"jobs": []})["jobs"] if job["lifecycle"]["status"] in
-            ("scheduled", "one_shot_claimed")]
+    store, ledger, problems = check_files(ws, max_log_bytes)
+    if problems:
+        names = ", ".join(dict.fromkeys(os.path.basename(p.file) for p in problems))
+        stops = "every scheduler pass stops on it" if os.path.lexists(ws.store) else "cron commands stop on it"
+        found.add("cron files", "fail", f"{problems[0].message}; {stops}",
+                  f"sxctl cron validate   # names each problem in {names}; sxctl never rewrites an invalid file: "
+                  "fix it by hand or move it aside")
+        return None
+    found.add("cron files", "ok", "store, policy file and ledger are valid" if store is not None
+              else "no cron store")
+    return store or {"jobs": []}, ledger
+
+
+def _scheduler(found: Findings, ws, store: dict[str, Any], now: int, environ, crontab_text, project) -> None:
+    """Is a scheduler pass running? Judged from the heartbeat, which every pass writes, and only
+    from a heartbeat that is a record a pass writes and whose time this clock can believe."""
+    from .cron.heartbeat import FILE_NAME, read_heartbeat
+    from .cron.jobs import is_overdue
+
+    jobs = [job for job in store["jobs"] if job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed")]
     beat = read_heartbeat(ws)
+    path = ws.scheduler / FILE_NAME
     engine = _installed_engine(ws, project, environ, crontab_text)
+    replace = f"mv {path} {path}.bad && sxctl cron tick   # a pass writes a new one"
     if not jobs:
-        found.add("scheduler", "ok", "no scheduled jobs" + (f"; {engine}" if engine else ""))
+        if beat is not None and "invalid" in beat:
+            found.add("scheduler", "warn", f"no scheduled jobs; the heartbeat {path} cannot be trusted: "
+                      f"{beat['invalid']}", replace)
+        else:
+            found.add("scheduler", "ok", "no scheduled jobs" + (f"; {engine}" if engine else ""))
         return
     install = "sxctl cron export --target crontab --install   # or --target systemd"
     if beat is None:
         found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass has ever run here",
                   install if not engine else "check the installed entry: " + engine)
     elif "invalid" in beat:
-        found.add("scheduler", "warn", f"the heartbeat {ws.scheduler / 'sxctl-tick.json'} is unreadable: "
-                  f"{beat['invalid']}", "the next `sxctl cron tick` rewrites it")
+        found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat {path} cannot be trusted: "
+                  f"{beat['invalid']}; nothing shows that a pass runs", replace)
     else:
         age = now - beat["lastPassMs"]
-        where = f"last pass {age // 1000}s ago on {beat.get('host')} ({beat.get('outcome')})"
-        if age > NO_PASS_FAIL_MS:
+        where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
+        if age < -CLOCK_SKEW_MS:
+            found.add("scheduler", "fail", f"the heartbeat {path} is {-age // 1000}s ahead of this clock (written "
+                      f"on {beat['host']}): the clocks disagree, so no pass can be shown to run",
+                      f"timedatectl status   # here and on {beat['host']}: synchronise both clocks (NTP); "
+                      "the next pass rewrites the heartbeat")
+        elif age > NO_PASS_FAIL_MS:
             found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass for "
                       f"{age // 60_000} minute(s); {where}",
                       ("check the installed entry: " + engine) if engine else install)
-        elif beat.get("outcome") == "failed":
-            found.add("scheduler", "fail", f"the last pass failed: {beat.get('detail')}",
+        elif beat["outcome"] == "failed":
+            found.add("scheduler", "fail", f"the last pass failed: {beat['detail']}",
                       "sxctl cron tick   # run one pass by hand to see the error")
         else:
             found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
@@ -275,9 +321,11 @@ def _installed_engine(ws, project, environ, crontab_text) -> str | None:
     return None
 
 
-def _ledger(found: Findings, ws, now: int, max_log_bytes: int, environ) -> None:
-    from .cron.ledger import recent_runs
-    from .cron.store import daemon_locks, read_store
+def _ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, max_log_bytes: int, environ) -> None:
+    """The ledger's size against its ceiling; with the files read (`files`: the store and the
+    scanned ledger), its unknown runs and the rows a comis daemon rejects."""
+    from .cron.ledger import project_run
+    from .cron.store import daemon_locks
 
     try:
         size = os.stat(ws.ledger).st_size
@@ -291,9 +339,11 @@ def _ledger(found: Findings, ws, now: int, max_log_bytes: int, environ) -> None:
                   "sxctl cron tick --retain-executions 500")
     else:
         found.add("ledger", "ok", f"{size} of {max_log_bytes} bytes")
-    store = read_store(ws) or {"jobs": []}
+    store, ledger = files if files is not None else ({"jobs": []}, None)
     names = {job["id"]: job["name"] for job in store["jobs"]}
-    runs = recent_runs(ws.ledger, 200, max_log_bytes=max_log_bytes) if size else []
+    groups = sorted((g for g in ledger.groups.values() if g.start is not None), key=lambda g: g.sort_key,
+                    reverse=True) if ledger is not None else []
+    runs = [project_run(group) for group in groups]
     unknown = [run for run in runs if run["status"] == "unknown"]
     if unknown:
         name = names.get(unknown[0]["jobId"])

@@ -6,12 +6,13 @@ file remains, which only the clean-up rule of that file may remove (spec README)
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import NotFoundError, SxctlError
+from .errors import InvalidDataError, NotFoundError, SxctlError, SystemRefusedError
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
@@ -220,8 +221,6 @@ def ensure_private_dir(folder: Path) -> Path:
 def open_regular(path: str | os.PathLike) -> int:
     """A read-only descriptor of a regular file, never through a symlink and never blocking:
     a FIFO or device where a data file should be is refused (OSError EINVAL), not waited on."""
-    import errno
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as exc:
@@ -260,6 +259,19 @@ def read_data_file(path: Path, cap: int) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise SxctlError(f"invalid data in {path}: cannot read it ({exc.strerror})", code="invalid_data",
-                         file=path) from None
+        raise read_refusal(path, exc) from None
+
+
+#: what stands where a data file should be (a symbolic link, a FIFO or device, a folder on the
+#: way): the data is wrong, exit 5; any other failure to read is the operating system's refusal
+_NOT_A_DATA_FILE = frozenset((errno.ELOOP, errno.EINVAL, errno.EISDIR, errno.ENOTDIR))
+
+
+def read_refusal(path: str | os.PathLike[str], exc: OSError) -> SxctlError:
+    """The error for a data file that could not be read: exit 5 naming it when something else
+    stands there (see `open_regular`), exit 8 when the system refused (permission denied, an I/O
+    error): a file sxctl may not read is not invalid data, and nothing to repair."""
+    if exc.errno in _NOT_A_DATA_FILE:
+        return InvalidDataError(path, f"cannot read it ({exc.strerror})")
+    return SystemRefusedError(f"cannot read {path}: {exc.strerror or exc.__class__.__name__}", file=path)
 

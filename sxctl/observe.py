@@ -10,7 +10,7 @@ from typing import Any
 
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
-from .errors import InvalidDataError, SxctlError
+from .errors import InvalidDataError, SxctlError, SystemRefusedError
 from .inbox import count_since, inbox_dirs, list_messages, message_names, rotation_target
 from .project import Session, session_info
 
@@ -431,16 +431,25 @@ def _followed_session(session: Session, clock: Clock) -> Session | None:
 
 
 def _cron_status(ws, now: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
+    """The cron part of `status`; when the store, the policy file or the ledger cannot be read
+    or is invalid, which file it is (`invalid_file`) and why, instead."""
     try:
         return _cron(ws, now, max_log_bytes, project, clock)
-    except InvalidDataError as error:
-        return {"store_exists": None, "invalid": error.message}
+    except (InvalidDataError, SystemRefusedError) as error:
+        return {"store_exists": None, "invalid": error.message, "invalid_file": error.file,
+                "refused": isinstance(error, SystemRefusedError)}
+
+
+#: the name of each cron file in the codes of its problems
+_CRON_FILES = {"cron-jobs.json": "store", "cron-executions.jsonl": "ledger", "sxctl-policy.json": "policy"}
 
 
 def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     problems = []
     if "invalid" in cron:
-        problems.append({"code": "cron_store_invalid", "message": cron["invalid"]})
+        part = _CRON_FILES.get(os.path.basename(cron["invalid_file"] or ""), "store")
+        problems.append({"code": f"cron_{part}_{'unreadable' if cron['refused'] else 'invalid'}",
+                         "message": cron["invalid"], "file": cron["invalid_file"]})
     for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})

@@ -148,7 +148,7 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
     if root is not None:
         try:
             chosen = find_session(session, project=root, clock=clock, report=Reporter())
-        except SxctlError:
+        except (SxctlError, OSError):  # no session, or none readable: the `sessions` check says which
             chosen = None
     try:
         ws = find_workspace(workspace, project=project, session=session)

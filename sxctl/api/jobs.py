@@ -433,7 +433,8 @@ def _add_evidence(found: list[dict[str, Any]], project, session, clock: Clock) -
 
 @record
 class Validation:
-    """`cron validate`: every problem of the store and the ledger, and their cross-checks."""
+    """`cron validate`: every problem of the store, sxctl's policy file and the ledger, and the
+    cross-checks of the store and the ledger."""
 
     workspace: Workspace
     problems: list[Problem]
@@ -453,7 +454,8 @@ class Validation:
 
 def validate_workspace(*, max_log_bytes: int | None = None, workspace=None, project=None,
                        session: str | None = None, clock: Clock = SYSTEM_CLOCK) -> Validation:
-    """Check the store and the ledger completely; `raise_if_invalid()` turns problems into exit 5."""
+    """Check the store, the policy file and the ledger completely; `raise_if_invalid()` turns
+    problems into exit 5 (a file the system refuses to read is exit 8)."""
     from ..cron.views import validate_workspace as validate
 
     ws = find_workspace(workspace, project=project, session=session)

@@ -35,6 +35,7 @@ class SxctlGroup(Group):
             if sys.stderr is not None:
                 sys.stderr.write("sxctl: standard output is closed; nothing was done\n")
             sys.exit(EXIT_BY_CODE["os_refused"])
+        _whole_writes()
         _tolerate_narrow_encodings()
         try:
             _refuse_undecodable(args)
@@ -106,6 +107,22 @@ def cli() -> None:
       echo "deploy finished" | sxctl inbox send - --mode queue --json
     """
 
+
+
+def _whole_writes() -> None:
+    """Under PYTHONUNBUFFERED (or `python -u`) stdout writes straight to its descriptor, and a
+    write the system cuts short (the reader of a pipe gone mid-document) drops the rest without
+    a word: `--json | head -c 10` exited 0 while the same cut in human output exited 141. Through
+    a line-buffered writer every byte is written or BrokenPipeError is raised, whatever the
+    output and the buffering: one rule for both."""
+    import io
+
+    stream = sys.stdout
+    raw = getattr(stream, "buffer", None)
+    if isinstance(stream, io.TextIOWrapper) and isinstance(raw, io.RawIOBase):
+        own = io.FileIO(raw.fileno(), "w", closefd=False)  # closing it leaves sys.__stdout__ intact
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(own), encoding=stream.encoding, errors=stream.errors,
+                                      line_buffering=True)
 
 
 def _tolerate_narrow_encodings() -> None:

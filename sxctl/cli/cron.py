@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -304,7 +305,10 @@ def status(max_log_bytes) -> None:
         say(f"workspace   {doc['workspace']}")
         say(f"store       {size(doc['store'])}, {doc['jobCount']} job(s), {doc['activeClaimCount']} active claim(s)")
         say(f"ledger      {size(doc['ledger'])}")
-        say(f"valid       {'yes' if doc['strictAuthoritiesValid'] else 'NO'}")
+        say(f"policy      {size(doc['policy'])}")
+        invalid = ", ".join(dict.fromkeys(os.path.basename(p["file"]) for p in doc["problems"]
+                                          if p["code"] == "invalid_data"))
+        say(f"valid       {'yes' if doc['strictAuthoritiesValid'] and doc['policyValid'] else f'NO ({invalid})'}")
         say(f"owner       {doc['owner']}")
         say(f"next due    {_when(doc['next_due_ms'])}")
         for problem in doc["problems"]:
@@ -381,11 +385,12 @@ def _evidence_text(evidence: dict | None) -> str | None:
 @cron.command("validate")
 @_max_log_option
 def validate(max_log_bytes) -> None:
-    """Check the store and the ledger completely, plus their cross-checks; exit 5 on any problem.
+    """Check the store, sxctl's policy file and the ledger completely, plus their cross-checks;
+    exit 5 on any problem, naming its file.
 
     \b
     Example:
-      sxctl cron validate && echo "store and ledger are sound"
+      sxctl cron validate && echo "store, policy file and ledger are sound"
     """
     from ..api import validate_workspace
 

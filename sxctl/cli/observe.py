@@ -76,7 +76,8 @@ def _cron_lines(doc: dict) -> None:
             say(f"         {run['name'] or run['executionId'][:8]}: {run['status']}{', ' + read if read else ''} "
                 f"({run['trigger']}, {_when(run['startedAtMs'])})")
     elif "invalid" in cron:
-        say("cron     store invalid")
+        name = os.path.basename(cron["invalid_file"] or "store")
+        say(f"cron     {name} {'unreadable' if cron['refused'] else 'invalid'}")
     else:
         say("cron     no store")
     for problem in doc["problems"]:

@@ -12,12 +12,19 @@ import uuid
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import SxctlError
+from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
+from .schema import EPOCH_MS, MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, req
 from .store import Workspace
 
 FILE_NAME = "sxctl-tick.json"
 FILE_CAP = 64 * 1024
+DETAIL_CAP = 4096  # bytes of a failed pass's error kept: the record stays far below FILE_CAP
+OUTCOMES = ("ok", "busy", "no_store", "failed")
+#: the only record a pass writes; anything else there (a hand-made or damaged file) is not trusted
+RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("host", Str(1, 1024)),
+              req("pid", Int(0, MAX_SAFE_INT)), req("sxctlVersion", Str(1, 256)), req("outcome", Enum(OUTCOMES)),
+              req("detail", Nullable(Str(0, DETAIL_CAP)))])
 
 
 def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None) -> None:
@@ -28,29 +35,38 @@ def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, det
     folder = ws.scheduler
     if not folder.is_dir() or folder.is_symlink():
         return
+    if detail is not None:
+        detail = detail.encode("utf-8", "replace")[:DETAIL_CAP].decode("utf-8", "ignore")
     doc = {"formatVersion": 1, "lastPassMs": clock.now_ms(), "host": socket.gethostname(), "pid": os.getpid(),
            "sxctlVersion": __version__, "outcome": outcome, "detail": detail}
     try:
         atomic_write(folder / FILE_NAME, (json.dumps(doc) + "\n").encode(),
                      temp=folder / f"{FILE_NAME}.{uuid.uuid4()}.tmp", durable=False)
     except (OSError, SxctlError):
-        pass  # advisory: the store and the ledger are what count
+        pass  # advisory: the store and the ledger are what count; `doctor` sees a heartbeat it cannot trust
 
 
 def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
-    """The last pass's record, None when no pass has written one, `{"invalid": why}` when unreadable."""
+    """The last pass's record, None when no pass has written one, `{"invalid": why}` when what
+    is there cannot be read or is not a record a pass writes (empty, cut short, a folder, a FIFO,
+    a field missing or of the wrong type): a verdict is never drawn from it."""
     from ..jsondata import loads
 
     try:
         raw = read_data_file(ws.scheduler / FILE_NAME, FILE_CAP)
+    except InvalidDataError as error:
+        return {"invalid": error.reason}
     except SxctlError as error:
         return {"invalid": error.message}
     if raw is None:
         return None
+    if len(raw) > FILE_CAP:
+        return {"invalid": f"larger than {FILE_CAP} bytes"}
     try:
         doc = loads(raw)
+        RECORD.check(doc, "$")
     except ValueError as error:
         return {"invalid": str(error)}
-    if not isinstance(doc, dict) or not isinstance(doc.get("lastPassMs"), int):
-        return {"invalid": "not a heartbeat record"}
+    except SchemaError as error:
+        return {"invalid": f"not a heartbeat record ({error})"}
     return doc

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import faults, jsondata
 from ..errors import ConflictError, InvalidDataError, SxctlError
-from ..fsio import PendingFile, open_regular
+from ..fsio import PendingFile, open_regular, read_refusal
 from ..locks import MkdirLock
 from .schema import (
     EPOCH_MS,
@@ -375,13 +375,13 @@ def _check_envelope(size: int, last_byte: bytes, max_log_bytes: int) -> None:
 
 def _open_ledger(path: Path) -> int | None:
     """The ledger's descriptor (None when it does not exist); exit 5 naming it when it is not a
-    regular file or cannot be read (a FIFO there must not hang every pass)."""
+    regular file (a FIFO there must not hang every pass), exit 8 when the system refuses it."""
     try:
         return open_regular(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise InvalidDataError(str(path), f"cannot read it ({exc.strerror})") from None
+        raise read_refusal(path, exc) from None
 
 
 def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full: bool = False) -> Ledger | None:
@@ -467,17 +467,19 @@ def _tail_groups(path: Path, limit: int, matches, max_log_bytes: int) -> list[Gr
                 group = groups[row["executionId"]]
                 if group.first_line == number and matches(group):
                     wanted.append(group)
-                if len(wanted) >= limit and all(g.start is not None for g in wanted[:limit]):
+                # enough runs, each with its start (one whose rows interleave with a later run's
+                # may still have its start ahead)
+                if len(wanted) >= limit and all(g.start is not None for g in wanted):
                     break
+            else:  # read to the start of the file: every terminal there has its start, or none will
+                if any(g.start is None for g in groups.values()):
+                    raise LedgerError("Cron execution terminal has no start", None)
         except LedgerError as error:
             # Seen backwards, a misplaced row can look like another fault (a start repeated after
             # its terminal looks like a terminal without start): let a forward scan name it.
             scan_ledger(path, max_log_bytes=max_log_bytes)
             handle.seek(0)
             raise _fail(path, hashlib.sha256(handle.read()).hexdigest(), error) from None
-    for group in wanted:
-        if group.start is None:  # reached the start of the file with a terminal but no start
-            raise InvalidDataError(str(path), "Cron execution terminal has no start")
     return wanted
 
 

@@ -17,7 +17,7 @@ from ..fsio import read_data_file
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .schedule import CronPattern, next_run
-from .store import Workspace, daemon_locks, read_store, read_store_bytes
+from .store import STORE_CAP, Workspace, daemon_locks, read_store
 
 STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
 
@@ -175,20 +175,37 @@ def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: in
     return problems
 
 
-def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> list[Problem]:
-    """Everything `cron validate` checks, as a list (empty = valid)."""
+def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, full: bool = False
+                ) -> tuple[dict[str, Any] | None, Ledger | None, list[Problem]]:
+    """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
+    reads them (a pass stops on any one of them; `full` adds the ledger's nested outcome checks):
+    the store and the ledger (None when missing or invalid) and one problem naming each invalid
+    file. A file the system refuses to read is exit 8 (SystemRefusedError), not a problem."""
+    from .policy import read_policy
+
     problems: list[Problem] = []
     store = ledger = None
     try:
         store = read_store(ws)
-        if store is None:
-            problems.append(Problem(str(ws.store), None, "file_not_found", "no cron store"))
     except InvalidDataError as error:
         problems.append(Problem(str(ws.store), None, "invalid_data", error.message))
     try:
-        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=True)
+        read_policy(ws)
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.policy), None, "invalid_data", error.message))
+    try:
+        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=full)
     except InvalidDataError as error:
         problems.append(Problem(str(ws.ledger), error.extra.get("line"), "invalid_data", error.message))
+    return store, ledger, problems
+
+
+def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> list[Problem]:
+    """Everything `cron validate` checks, as a list (empty = valid): each file in full, then
+    the store and the ledger against each other."""
+    store, ledger, problems = check_files(ws, max_log_bytes, full=True)
+    if store is None and not any(p.file == str(ws.store) for p in problems):
+        problems.insert(0, Problem(str(ws.store), None, "file_not_found", "no cron store"))
     if store is not None and ledger is not None:
         problems += cross_check(store, ledger, ws, now_ms)
     return problems
@@ -196,7 +213,12 @@ def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_
 
 # --- status --------------------------------------------------------------------------------------
 
-def _file_evidence(raw: bytes | None) -> dict[str, Any]:
+def _evidence(path: Path, cap: int) -> dict[str, Any]:
+    """`{exists, bytes, digest}` of a file (bytes and digest null when it is no data file at all)."""
+    try:
+        raw = read_data_file(path, cap)
+    except InvalidDataError:
+        return {"exists": True, "bytes": None, "digest": None}
     if raw is None:
         return {"exists": False, "bytes": None, "digest": None}
     return {"exists": True, "bytes": len(raw), "digest": hashlib.sha256(raw).hexdigest()}
@@ -211,24 +233,13 @@ def _lock_age_ms(lockdir) -> int | None:
 
 def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
     """Offline evidence about a workspace, read without locking (cron-store.md §8 status)."""
-    problems: list[dict[str, Any]] = []
-    store_raw = read_store_bytes(ws)
-    ledger_raw = None
-    try:
-        ledger_raw = read_data_file(ws.ledger, max_log_bytes)
-    except InvalidDataError:
-        ledger_raw = None  # reported below, by the scan
-    store = None
-    valid = True
-    try:
-        store = read_store(ws)
-        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes)
-        if store is not None and ledger is not None:
-            problems += [p.to_json() for p in cross_check(store, ledger, ws, now_ms)]
-    except InvalidDataError as error:
-        valid = False
-        problems.append({"file": error.file, "line": error.extra.get("line"), "code": "invalid_data",
-                         "message": error.message})
+    from .policy import FILE_CAP as POLICY_CAP
+
+    store, ledger, found = check_files(ws, max_log_bytes)
+    invalid = {problem.file for problem in found}
+    if store is not None and ledger is not None:
+        found += cross_check(store, ledger, ws, now_ms)
+    problems = [problem.to_json() for problem in found]
     intent: dict[str, Any] = {"status": "none"}
     if os.path.lexists(ws.reset_intent):
         try:
@@ -264,8 +275,10 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {
         "ok": True, "workspace": str(ws.root),
-        "store": _file_evidence(store_raw), "ledger": _file_evidence(ledger_raw), "intent": intent,
-        "strictAuthoritiesValid": valid, "jobCount": len(jobs),
+        "store": _evidence(ws.store, STORE_CAP), "ledger": _evidence(ws.ledger, max_log_bytes),
+        "policy": _evidence(ws.policy, POLICY_CAP), "intent": intent,
+        "strictAuthoritiesValid": not invalid & {str(ws.store), str(ws.ledger)},
+        "policyValid": str(ws.policy) not in invalid, "jobCount": len(jobs),
         "activeClaimCount": len(store["activeClaims"]) if store else 0,
         "daemon": (owner_daemon or daemons[0]).to_json() if daemons else None,
         "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
