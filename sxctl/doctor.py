@@ -314,7 +314,10 @@ def _installed_engine(ws, project, environ, crontab_text) -> str | None:
         return "crontab block installed"
     timer = f"{tick.unit_name}.timer"
     for system in (False, True):
-        folder = systemd_unit_dir(system, environ)
+        try:
+            folder = systemd_unit_dir(system, environ)
+        except SxctlError:  # no home folder to look in
+            continue
         if (folder / timer).exists():
             enabled = (folder / "timers.target.wants" / timer).exists()
             return f"systemd timer {timer} installed" + ("" if enabled else " but not enabled")

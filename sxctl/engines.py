@@ -5,6 +5,14 @@ twice, late or not at all never doubles a run, and a miss shows in the heartbeat
 
 `--install` (crontab, systemd) is idempotent and marked: a block between two marker lines in the
 crontab, unit files that start with a marker comment; `--uninstall` removes exactly those.
+
+Every value that reaches a generated file (paths, the interpreter, a user, an image, a claim
+name) passes `check_value` first: a value the target format cannot hold safely is refused (exit 2,
+naming it and the target), never emitted. Each generated text is then read back the way its
+engine reads it (cron's `%` rule and sh's words, systemd's unit syntax, a YAML parser) and must
+give exactly the intended values, or nothing is emitted. The files sxctl reads or replaces
+outside its own folders (a crontab file, unit files) go through `read_outside_file`: a regular
+file or absent, never through a symlink, at most `OUTSIDE_FILE_CAP` bytes, exit 5 otherwise.
 """
 
 from __future__ import annotations
@@ -13,17 +21,87 @@ import hashlib
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
+import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import __version__
-from .errors import NotFoundError, SxctlError, SystemRefusedError, UsageError
-from .fsio import atomic_write
+from .errors import (
+    ConflictError,
+    InvalidDataError,
+    NotFoundError,
+    SxctlError,
+    SystemRefusedError,
+    UsageError,
+)
+from .fsio import PendingFile, read_data_file, refuse_symlink
 
 TARGETS = ("crontab", "systemd", "kubernetes")
 MARKER = "managed by `sxctl cron export --install`"
+#: a crontab file or unit file bigger than this is not one sxctl wrote next to: refused (exit 5);
+#: the cap of sxctl's own settings file (cron.policy.FILE_CAP, not imported: its import is heavy)
+OUTSIDE_FILE_CAP = 8 * 1024 * 1024
+#: the longest command cron keeps (Debian's cron cuts a longer one silently: MAX_COMMAND 1000)
+CRON_COMMAND_MAX = 999
+CRONTAB_LOCK_WAIT_S = 30.0
+
+
+# --- the values that reach a generated file ------------------------------------------------------
+
+def shown(value: str) -> str:
+    """`value` quoted for a one-line message: control characters escaped (`\\n`, `\\x1b`, …),
+    bytes that are not UTF-8 as `\\xNN`."""
+    out = []
+    for ch in value:
+        if "\udc80" <= ch <= "\udcff":  # a byte os.fsdecode could not decode
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    return "'" + "".join(out) + "'"
+
+
+def unsafe_reason(value: str) -> str | None:
+    """Why `value` cannot go into any generated file (None when it can): bytes that are not UTF-8,
+    control characters (newline, tab, escape, DEL, C1), line and paragraph separators (YAML and
+    some readers break lines there) and Unicode noncharacters (YAML parsers refuse them)."""
+    for ch in value:
+        code = ord(ch)
+        if 0xD800 <= code <= 0xDFFF:
+            return "it is not valid UTF-8 text"
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Zl", "Zp"):
+            return f"it holds the control character U+{code:04X}"
+        if (code & 0xFFFE) == 0xFFFE or 0xFDD0 <= code <= 0xFDEF:
+            return f"it holds the noncharacter U+{code:04X}"
+    return None
+
+
+def refuse_value(what: str, value: str, target: str, why: str) -> UsageError:
+    return UsageError(f"{what} {shown(value)} cannot be written into a {target} configuration: {why}; "
+                      "nothing was written", value=shown(value)[1:-1], target=target)
+
+
+def check_value(what: str, value: str, target: str) -> str:
+    """`value` when it may reach a `target` file; else exit 2 naming it and the target."""
+    why = unsafe_reason(value)
+    if why is not None:
+        raise refuse_value(what, value, target, why)
+    return value
+
+
+class ReadBackError(SxctlError):
+    """A generated configuration that does not read back as the values it was made from."""
+
+    def __init__(self, target: str, detail: str) -> None:
+        super().__init__(f"the {target} configuration for these values does not read back as written ({detail}); "
+                         "nothing was written", code="invalid_value", target=target)
 
 
 @dataclass
@@ -37,9 +115,10 @@ class TickCommand:
     @property
     def slug(self) -> str:
         """A name for this project's units and jobs: the folder name and a short hash of the path
-        (two checkouts called `app` get two timers)."""
+        (two checkouts called `app` get two timers). The hash is of the path's bytes, so a folder
+        whose name is not UTF-8 has one too."""
         base = re.sub(r"[^a-z0-9]+", "-", self.project.name.lower()).strip("-")[:30] or "project"
-        return f"{base}-{hashlib.sha256(str(self.project).encode()).hexdigest()[:8]}"
+        return f"{base}-{hashlib.sha256(os.fsencode(self.project)).hexdigest()[:8]}"
 
     @property
     def unit_name(self) -> str:
@@ -52,135 +131,381 @@ class TickCommand:
             args += ["--workspace", str(self.workspace)]
         return [*args, "cron", "tick", "--busy-ok", "-q"]
 
+    def check(self, target: str) -> None:
+        """Exit 2 when a path of this command cannot go into a `target` file."""
+        check_value("the project path", str(self.project), target)
+        check_value("the workspace path", str(self.workspace), target)
+        check_value("the interpreter path", self.python, target)
+
+
+# --- files outside sxctl's folders ---------------------------------------------------------------
+
+def read_outside_file(path: Path) -> bytes | None:
+    """A crontab file or unit file sxctl reads (and may replace): None when absent; exit 5 naming
+    it when it is a symlink, a FIFO, a device or a folder (never waited on, never read without
+    end) or bigger than `OUTSIDE_FILE_CAP`."""
+    raw = read_data_file(path, OUTSIDE_FILE_CAP)
+    if raw is not None and len(raw) > OUTSIDE_FILE_CAP:
+        raise InvalidDataError(path, f"larger than {OUTSIDE_FILE_CAP} bytes; not sxctl's to rewrite")
+    return raw
+
+
+def refuse_non_regular(path: Path) -> None:
+    """Right before a file outside sxctl's folders is replaced: it must still be a regular file
+    or absent (a device, a FIFO or a folder put there meanwhile is never replaced; exit 5)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise InvalidDataError(path, "it is a symbolic link; not replaced")
+    if not stat.S_ISREG(mode):
+        raise InvalidDataError(path, "not a regular file; not replaced")
+
+
+def replace_outside_file(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace (or create) a file outside sxctl's folders atomically, only while it is a regular
+    file or absent; `mode` None keeps an existing file's mode bits (0600 for a new one)."""
+    refuse_symlink(path)
+    refuse_non_regular(path)
+    if mode is None:
+        try:
+            mode = stat.S_IMODE(os.lstat(path).st_mode)
+        except FileNotFoundError:
+            mode = 0o600
+    try:
+        with PendingFile(path, mode=mode) as pending:
+            pending.write_all(data)
+            pending.commit(lambda: refuse_non_regular(path))
+    except OSError as error:
+        raise SystemRefusedError.from_os_error(error, "cannot write") from None
+
+
+def _home(environ: Mapping[str, str]) -> str:
+    """The user's home: $HOME when it is an absolute path, else the password database's."""
+    home = environ.get("HOME") or ""
+    if os.path.isabs(home):
+        return home
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        home = ""
+    if not os.path.isabs(home):
+        raise UsageError("cannot find your home folder: HOME is not an absolute path and the password database "
+                         "has none; set HOME")
+    return home
+
+
+def xdg_dir(variable: str, default: str, environ: Mapping[str, str] = os.environ) -> Path:
+    """An XDG base folder: the variable when it holds an absolute path (the XDG spec says to
+    ignore a relative one), else `default` under the home folder."""
+    given = environ.get(variable) or ""
+    return Path(given) if os.path.isabs(given) else Path(_home(environ)) / default
+
 
 # --- crontab -------------------------------------------------------------------------------------
 
-def _cron_escape(text: str) -> str:
-    """cron turns an unescaped `%` into a newline."""
-    return text.replace("%", "\\%")
+_LOG_DIR = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
+
+
+def _cron_word(word: str) -> str:
+    """One shell word of a crontab command: shell-quoted, every `%` outside the quotes and
+    escaped for cron (`\\%`), so no backslash of the word can ever stand right before it (cron
+    reads `\\\\%` as an escaped backslash and an unescaped `%`, which cuts the line)."""
+    if "%" not in word:
+        return shlex.quote(word)
+    return "\\%".join(shlex.quote(piece) if piece else "" for piece in word.split("%"))
+
+
+def _crontab_words(tick: TickCommand) -> list[str]:
+    """The words sh must see in the crontab's command (what `check_crontab_block` compares)."""
+    return ["mkdir", "-p", _LOG_DIR, "&&", "cd", str(tick.project), "&&", *tick.argv(),
+            ">>", f"{_LOG_DIR}/tick-{tick.slug}.log", "2>&1"]
+
+
+def _begin_line(tick: TickCommand) -> str:
+    return f"# BEGIN sxctl cron tick for {tick.project} ({MARKER}; remove with --uninstall)"
+
+
+def _end_line(tick: TickCommand) -> str:
+    return f"# END sxctl cron tick for {tick.project}"
+
+
+_CRONTAB_NOTE = ("# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl "
+                 "(default ~/.local/state)")
 
 
 def crontab_block(tick: TickCommand) -> str:
-    log_dir = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
-    command = (f'mkdir -p "{log_dir}" && cd {shlex.quote(str(tick.project))} && '
-               f'{shlex.join(tick.argv())} >> "{log_dir}/tick-{tick.slug}.log" 2>&1')
-    return (f"{_block_begin(tick)}{MARKER}; remove with --uninstall)\n"
-            f"# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl (default ~/.local/state)\n"
-            f"* * * * * {_cron_escape(command)}\n"
-            f"# END sxctl cron tick for {tick.project}\n")
+    """sxctl's block for this project (exit 2 when a value cannot be written into a crontab),
+    read back the way cron and sh will before it is returned."""
+    tick.check("crontab")
+    command = (f'mkdir -p "{_LOG_DIR}" && cd {_cron_word(str(tick.project))} && '
+               f'{" ".join(_cron_word(arg) for arg in tick.argv())} >> "{_LOG_DIR}/tick-{tick.slug}.log" 2>&1')
+    if len(command.encode()) > CRON_COMMAND_MAX:
+        raise refuse_value("the project path", str(tick.project), "crontab",
+                           f"the command would be {len(command.encode())} bytes long, and cron keeps at most "
+                           f"{CRON_COMMAND_MAX}")
+    block = f"{_begin_line(tick)}\n{_CRONTAB_NOTE}\n* * * * * {command}\n{_end_line(tick)}\n"
+    check_crontab_block(block, tick)
+    return block
 
 
-def _block_begin(tick: TickCommand) -> str:
-    return f"# BEGIN sxctl cron tick for {tick.project} ("
+def cron_command(field: str) -> tuple[str, str | None]:
+    """What cron runs for an entry's command field, as Vixie cron and cronie read it: `\\%` is a
+    `%`, any other backslash stays; the first unescaped `%` ends the command and starts its
+    standard input. (command, stdin or None)."""
+    out: list[str] = []
+    escaped = False
+    for index, ch in enumerate(field):
+        if escaped:
+            if ch == "%":
+                out[-1] = "%"
+            else:
+                out.append(ch)
+            escaped = False
+            continue
+        if ch == "%":
+            return "".join(out), field[index + 1:]
+        out.append(ch)
+        escaped = ch == "\\"
+    return "".join(out), None
+
+
+def check_crontab_block(block: str, tick: TickCommand) -> None:
+    """The block must be its four lines, one of them an entry whose command cron runs whole and
+    sh splits into exactly the intended words."""
+    lines = block.split("\n")
+    if lines[-1] != "" or lines[:-1][0:2] != [_begin_line(tick), _CRONTAB_NOTE] or len(lines) != 5 \
+            or lines[3] != _end_line(tick):
+        raise ReadBackError("crontab", "the block is not its four lines")
+    if not lines[2].startswith("* * * * * "):
+        raise ReadBackError("crontab", "the entry is not one every minute")
+    command, stdin = cron_command(lines[2][len("* * * * * "):])
+    if stdin is not None:
+        raise ReadBackError("crontab", "cron would cut the command at a '%'")
+    try:
+        words = shlex.split(command)
+    except ValueError as error:
+        raise ReadBackError("crontab", f"sh could not read the command: {error}") from None
+    if words != _crontab_words(tick):
+        raise ReadBackError("crontab", "sh would run other words than intended")
+
+
+def _block_spans(text: str, tick: TickCommand) -> list[tuple[int, int]]:
+    """Where sxctl's blocks for exactly this project are: whole lines equal to its begin and
+    end markers (a block for `app (copy)` is not one for `app`)."""
+    begin, end = _begin_line(tick), _end_line(tick)
+    spans = []
+    lines = text.split("\n")  # cron's lines: only a newline ends one
+    offsets = [0]
+    for line in lines:
+        offsets.append(min(offsets[-1] + len(line) + 1, len(text)))
+    index = 0
+    while index < len(lines):
+        if lines[index] == begin:
+            for stop in range(index + 1, len(lines)):
+                if lines[stop] == end:
+                    spans.append((offsets[index], offsets[stop + 1]))
+                    index = stop
+                    break
+            else:
+                raise SxctlError(f"the crontab has the start of sxctl's block for {tick.project} but not its end; "
+                                 "fix it with `crontab -e`", code="invalid_data")
+        index += 1
+    return spans
+
+
+def blocks_in(text: str, tick: TickCommand) -> list[str]:
+    """sxctl's blocks for this project in a crontab's text (normally none or one)."""
+    return [text[start:stop] for start, stop in _block_spans(text, tick)]
 
 
 def has_block(text: str, tick: TickCommand) -> bool:
     """Whether a crontab's text holds sxctl's block for this project."""
-    return _block_begin(tick) in text
+    try:
+        return bool(_block_spans(text, tick))
+    except SxctlError:
+        return True  # its start is there (doctor says installed; `--install` says what is wrong)
 
 
-def _block_span(text: str, tick: TickCommand) -> tuple[int, int] | None:
-    begin = _block_begin(tick)
-    end = f"# END sxctl cron tick for {tick.project}\n"
-    start = text.find(begin)
-    if start == -1 or (start > 0 and text[start - 1] != "\n"):
-        return None
-    stop = text.find(end, start)
-    if stop == -1:
-        raise SxctlError(f"the crontab has the start of sxctl's block for {tick.project} but not its end; "
-                         "fix it with `crontab -e`", code="invalid_data")
-    return start, stop + len(end)
+def _decode(raw: bytes) -> str:
+    """A crontab's bytes as text, every byte kept (one not UTF-8 comes back on writing)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
 
 
 class Crontab:
     """The user's crontab through crontab(1), or a crontab file given instead (a file for
-    /etc/cron.d-style setups, or a test)."""
+    /etc/cron.d-style setups, or a test). Its text keeps every byte, UTF-8 or not."""
 
     def __init__(self, file: Path | None = None) -> None:
         self.file = file
 
+    def __str__(self) -> str:
+        return str(self.file) if self.file is not None else "your crontab"
+
     def read(self) -> str:
         if self.file is not None:
-            try:
-                return self.file.read_text()
-            except FileNotFoundError:
-                return ""
+            return _decode(read_outside_file(self.file) or b"")
         done = self._crontab("-l")
         if done.returncode != 0:
-            if "no crontab" in done.stderr:
+            err = done.stderr.decode("utf-8", "replace").strip()
+            if "no crontab" in err:
                 return ""
-            raise SxctlError(f"crontab -l failed: {done.stderr.strip()}", code="internal")
-        return done.stdout
+            raise SxctlError(f"crontab -l failed: {err}", code="internal")
+        if len(done.stdout) > OUTSIDE_FILE_CAP:
+            raise InvalidDataError("crontab -l", f"larger than {OUTSIDE_FILE_CAP} bytes")
+        return _decode(done.stdout)
 
     def write(self, text: str) -> None:
         if self.file is not None:
-            atomic_write(self.file, text.encode(), keep_mode=True)
+            replace_outside_file(self.file, _encode(text))
             return
-        done = self._crontab("-", text)
+        done = self._crontab("-", _encode(text))
         if done.returncode != 0:
-            raise SxctlError(f"crontab - failed: {done.stderr.strip()}", code="internal")
+            raise SxctlError(f"crontab - failed: {done.stderr.decode('utf-8', 'replace').strip()}", code="internal")
 
     @staticmethod
-    def _crontab(arg: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        try:
-            return subprocess.run(["crontab", arg], input=stdin, capture_output=True, text=True, timeout=30)
-        except FileNotFoundError:
+    def _crontab(arg: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        """crontab(1) found on PATH the way a shell finds it: a PATH folder that cannot be searched
+        (or a `crontab` there that cannot be run) is passed over, not reported as the crontab's
+        failure."""
+        import shutil
+
+        program = shutil.which("crontab")
+        if program is None:
             raise NotFoundError("crontab(1) is not installed here; install cron, or use --target systemd "
-                                "(or --crontab-file FILE)", code="file_not_found") from None
+                                "(or --crontab-file FILE)", code="file_not_found")
+        try:
+            return subprocess.run([program, arg], input=stdin if stdin is not None else b"", capture_output=True,
+                                  timeout=30)
+        except subprocess.TimeoutExpired:
+            raise SxctlError(f"crontab {arg} did not finish within 30 s", code="timeout") from None
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, "cannot run crontab(1)") from None
 
 
+def crontab_lock(environ: Mapping[str, str] = os.environ):
+    """The lock every sxctl process takes around its crontab edit (read, write, read back):
+    `$XDG_STATE_HOME/sxctl/crontab.lock` (default ~/.local/state), held up to 30 s (exit 4)."""
+    from .locks import writer_lock
 
-def install_crontab(tick: TickCommand, crontab: Crontab) -> bool:
-    """Put sxctl's block in the crontab (replacing an older one); False when it was there as is."""
-    text = crontab.read()
-    block = crontab_block(tick)
-    span = _block_span(text, tick)
-    if span is not None:
-        if text[span[0]:span[1]] == block:
+    folder = xdg_dir("XDG_STATE_HOME", ".local/state", environ) / "sxctl"
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as error:
+        raise SystemRefusedError.from_os_error(error, "cannot create the folder of the crontab lock") from None
+    path = folder / "crontab.lock"
+    refuse_symlink(path)
+    refuse_non_regular(path)
+    return writer_lock(path, CRONTAB_LOCK_WAIT_S, "the crontab")
+
+
+def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str], wanted: list[str],
+                  environ: Mapping[str, str]) -> bool:
+    """Apply `edit` to the crontab under the lock; read it back: sxctl's blocks for this project
+    must then be exactly `wanted`, or exit 4 (another program changed the crontab meanwhile).
+    False when nothing had to change."""
+    with crontab_lock(environ):
+        text = crontab.read()
+        new = edit(text)
+        if new == text:
             return False
-        new = text[:span[0]] + block + text[span[1]:]
-    else:
-        new = text + ("\n" if text and not text.endswith("\n") else "") + block
-    crontab.write(new)
+        crontab.write(new)
+        try:
+            found = blocks_in(crontab.read(), tick)
+        except SxctlError as error:
+            found = [error.message]
+        if found != wanted:
+            state = "is not there as written" if wanted else "is still there"
+            raise ConflictError(f"{crontab} was written, but sxctl's block for {tick.project} {state} when read back "
+                                "(another program changed it at the same time); run the command again",
+                                code="lost_update")
     return True
 
 
-def uninstall_crontab(tick: TickCommand, crontab: Crontab) -> bool:
-    text = crontab.read()
-    span = _block_span(text, tick)
-    if span is None:
-        return False
-    crontab.write(text[:span[0]] + text[span[1]:])
-    return True
+def install_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str, str] = os.environ) -> bool:
+    """Put sxctl's block in the crontab (replacing an older one, and any copy of it); False when
+    it was there as is."""
+    block = crontab_block(tick)
+
+    def edit(text: str) -> str:
+        spans = _block_spans(text, tick)
+        if not spans:
+            return text + ("\n" if text and not text.endswith("\n") else "") + block
+        new = text[:spans[0][0]] + block
+        for (_, stop), (start, _) in zip(spans, spans[1:], strict=False):
+            new += text[stop:start]
+        return new + text[spans[-1][1]:]
+
+    return _edit_crontab(tick, crontab, edit, [block], environ)
+
+
+def uninstall_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str, str] = os.environ) -> bool:
+    """Remove every sxctl block for this project; False when there was none."""
+
+    def edit(text: str) -> str:
+        kept, last = "", 0
+        for start, stop in _block_spans(text, tick):
+            kept += text[last:start]
+            last = stop
+        return kept + text[last:]
+
+    return _edit_crontab(tick, crontab, edit, [], environ)
 
 
 # --- systemd -------------------------------------------------------------------------------------
 
+_SYSTEMD_BARE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]*\$?")
+
+
 def _systemd_quote(arg: str) -> str:
     """A word of ExecStart=: quoted when needed, `%` and `$` escaped (specifiers, variables)."""
     arg = arg.replace("%", "%%").replace("$", "$$")
-    return arg if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", arg) else '"' + arg.replace("\\", "\\\\").replace(
-        '"', '\\"') + '"'
+    return arg if _SYSTEMD_BARE.fullmatch(arg) else '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _systemd_line_value(what: str, value: str) -> str:
+    """A value that is the rest of a unit file's line (Description=, WorkingDirectory=):
+    specifiers escaped; refused when systemd would strip its edge whitespace or join the next
+    line to it (a trailing backslash)."""
+    check_value(what, value, "systemd")
+    if value != value.strip() or value.endswith("\\"):
+        raise refuse_value(what, value, "systemd", "systemd strips whitespace at its ends and joins a line "
+                           "that ends in a backslash to the next")
+    return value.replace("%", "%%")
 
 
 def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None = None) -> dict[str, str]:
-    """`{file name: content}` of the service and its timer."""
+    """`{file name: content}` of the service and its timer (exit 2 when a value cannot be
+    written into a unit file), read back as systemd will before they are returned."""
+    tick.check("systemd")
+    if user is not None and not _USER_NAME.fullmatch(check_value("the user", user, "systemd")):
+        raise refuse_value("the user", user, "systemd", "not a user name systemd accepts in User= "
+                           "(letters, digits, '_', '.', '@', '-')")
     name = tick.unit_name
-    header = f"# sxctl scheduler pass for {tick.project} ({MARKER})\n"
+    project = _systemd_line_value("the project path", str(tick.project))
+    header = f"# sxctl scheduler pass for {project} ({MARKER})\n"
     service = (
         header
         + "[Unit]\n"
-        f"Description=sxctl scheduler pass for {tick.project}\n\n"
+        f"Description=sxctl scheduler pass for {project}\n\n"
         "[Service]\n"
         "Type=oneshot\n"
-        f"WorkingDirectory={str(tick.project).replace('%', '%%')}\n"  # the rest of the line, unquoted
+        f"WorkingDirectory={project}\n"  # the rest of the line, unquoted
         f"ExecStart={' '.join(_systemd_quote(arg) for arg in tick.argv())}\n"
         + (f"User={user}\n" if system and user else "")
     )
     timer = (
         header
         + "[Unit]\n"
-        f"Description=sxctl scheduler pass for {tick.project}, every minute\n\n"
+        f"Description=sxctl scheduler pass for {project}, every minute\n\n"
         "[Timer]\n"
         "OnCalendar=minutely\n"
         "AccuracySec=1s\n"
@@ -189,14 +514,111 @@ def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None =
         "[Install]\n"
         "WantedBy=timers.target\n"
     )
+    intended_service: dict[tuple[str, str], list[str]] = {
+        ("Unit", "Description"): [f"sxctl scheduler pass for {tick.project}"],
+        ("Service", "Type"): ["oneshot"],
+        ("Service", "WorkingDirectory"): [str(tick.project)],
+        ("Service", "ExecStart"): tick.argv(),
+    }
+    if system and user:
+        intended_service[("Service", "User")] = [user]
+    intended_timer = {
+        ("Unit", "Description"): [f"sxctl scheduler pass for {tick.project}, every minute"],
+        ("Timer", "OnCalendar"): ["minutely"], ("Timer", "AccuracySec"): ["1s"], ("Timer", "Persistent"): ["true"],
+        ("Timer", "Unit"): [f"{name}.service"], ("Install", "WantedBy"): ["timers.target"],
+    }
+    for text, intended in ((service, intended_service), (timer, intended_timer)):
+        if read_unit(text) != intended:
+            raise ReadBackError("systemd", "a setting would read back with another value")
     return {f"{name}.service": service, f"{name}.timer": timer}
 
 
-def systemd_unit_dir(system: bool, environ=os.environ) -> Path:
+def read_unit(text: str) -> dict[tuple[str, str], list[str]]:
+    """A unit file as systemd reads the settings sxctl writes: `(section, key)` -> its values,
+    specifiers (`%%`) undone, and ExecStart= split into its words (quotes, C escapes, `$$`). A
+    line that systemd would join to the next (a trailing backslash), an edge whitespace it would
+    strip or anything else sxctl never writes reads as `{"?": ...}`, which equals no intention."""
+    settings: dict[tuple[str, str], list[str]] = {}
+    section = None
+    for line in text.split("\n"):
+        if line.endswith("\\"):
+            return {("?", "continued line"): [line]}
+        if not line.strip() or line.lstrip().startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or section is None or value != value.strip() or key != key.strip():
+            return {("?", "line"): [line]}
+        try:
+            values = _exec_words(value) if key == "ExecStart" else [_unspecify(value)]
+        except ValueError as error:
+            return {("?", str(error)): [line]}
+        settings.setdefault((section, key), []).extend(values)
+    return settings
+
+
+def _unspecify(value: str) -> str:
+    """systemd's specifier expansion for values sxctl writes: `%%` is `%`, any other `%x` is a
+    specifier sxctl never means."""
+    out, index = [], 0
+    while index < len(value):
+        if value[index] == "%":
+            if value[index + 1:index + 2] != "%":
+                raise ValueError("a specifier")
+            index += 1
+        out.append(value[index])
+        index += 1
+    return "".join(out)
+
+
+_C_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b",
+              "f": "\f", "v": "\v", "s": " "}
+
+
+def _exec_words(value: str) -> list[str]:
+    """ExecStart='s words as systemd splits them (quotes, C escapes), then its `$$` and `%%`."""
+    words: list[str] = []
+    index = 0
+    while index < len(value):
+        if value[index] in " \t":
+            index += 1
+            continue
+        word, quote = [], None
+        while index < len(value) and (quote or value[index] not in " \t"):
+            ch = value[index]
+            if ch == "\\":
+                escape = value[index + 1:index + 2]
+                if escape not in _C_ESCAPES:
+                    raise ValueError("an escape sxctl never writes")
+                word.append(_C_ESCAPES[escape])
+                index += 2
+                continue
+            if quote is None and ch in "\"'":
+                quote = ch
+            elif ch == quote:
+                quote = None
+            else:
+                word.append(ch)
+            index += 1
+        if quote is not None:
+            raise ValueError("an open quote")
+        text = "".join(word)
+        if text == ";" or re.search(r"\$(?!\$)", text.replace("$$", "")):
+            raise ValueError("a command separator or variable")
+        words.append(_unspecify(text.replace("$$", "$")))
+    if words and not words[0].startswith("/"):
+        raise ValueError("a command that is not an absolute path")
+    return words
+
+
+def systemd_unit_dir(system: bool, environ: Mapping[str, str] = os.environ) -> Path:
+    """Where systemd looks for the units: /etc/systemd/system, or the user's
+    `$XDG_CONFIG_HOME/systemd/user` (a relative XDG_CONFIG_HOME is ignored: ~/.config)."""
     if system:
         return Path("/etc/systemd/system")
-    config = environ.get("XDG_CONFIG_HOME") or os.path.join(environ.get("HOME") or os.path.expanduser("~"), ".config")
-    return Path(config) / "systemd" / "user"
+    return xdg_dir("XDG_CONFIG_HOME", ".config", environ) / "systemd" / "user"
 
 
 def enable_command(tick: TickCommand, system: bool) -> str:
@@ -205,7 +627,8 @@ def enable_command(tick: TickCommand, system: bool) -> str:
 
 
 def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
-    """Write the unit files (0644: systemd reads them as another user); the ones changed."""
+    """Write the unit files (0644: systemd reads them as another user); the ones changed. A file
+    of the same name that sxctl did not write is never replaced (exit 4)."""
     changed = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -213,15 +636,13 @@ def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
         raise SystemRefusedError.from_os_error(error, f"cannot create {folder}") from None
     for name, text in units.items():
         path = folder / name
-        try:
-            if path.read_text() == text:
-                continue
-            if MARKER not in path.read_text():
-                raise SxctlError(f"{path} exists and was not written by sxctl; not replaced", code="name_taken")
-        except FileNotFoundError:
-            pass
-        atomic_write(path, text.encode())
-        os.chmod(path, 0o644)
+        data = text.encode()
+        old = read_outside_file(path)
+        if old == data:
+            continue
+        if old is not None and MARKER.encode() not in old:
+            raise SxctlError(f"{path} exists and was not written by sxctl; not replaced", code="name_taken")
+        replace_outside_file(path, data, mode=0o644)
         changed.append(path)
     return changed
 
@@ -231,75 +652,133 @@ def uninstall_systemd(units: dict[str, str], folder: Path) -> list[Path]:
     removed = []
     for name in units:
         path = folder / name
+        old = read_outside_file(path)
+        if old is None or MARKER.encode() not in old:
+            continue
+        refuse_non_regular(path)
         try:
-            if path.is_symlink() or MARKER not in path.read_text():
-                continue
+            path.unlink()
         except FileNotFoundError:
             continue
-        path.unlink()
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, "cannot remove") from None
         removed.append(path)
     return removed
 
 
 # --- Kubernetes ----------------------------------------------------------------------------------
 
-def _yaml_string(text: str) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is valid YAML)."""
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_KEY = re.compile(r"[A-Za-z][A-Za-z0-9./-]*")
+
+
+def _yaml_scalar(value: Any) -> str:
+    """Every scalar quoted: a string as a JSON string (valid YAML double-quoted), a number as is."""
     import json
 
-    return json.dumps(text)
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"not a scalar sxctl writes: {value!r}")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def to_yaml(value: dict[str, Any], notes: Mapping[str, str] = {}, indent: int = 0) -> str:
+    """Block YAML of a manifest (mappings of fixed keys; every scalar quoted; a list of scalars
+    in flow style), with a comment after the keys `notes` names."""
+    lines = []
+    pad = " " * indent
+    for key, item in value.items():
+        if not _KEY.fullmatch(key):
+            raise TypeError(f"not a key sxctl writes: {key!r}")
+        note = f"  # {notes[key]}" if key in notes else ""
+        if isinstance(item, dict):
+            lines.append(f"{pad}{key}:{note}\n{to_yaml(item, notes, indent + 2)}")
+        elif isinstance(item, list) and all(not isinstance(x, dict | list) for x in item):
+            lines.append(f"{pad}{key}: [{', '.join(_yaml_scalar(x) for x in item)}]{note}\n")
+        elif isinstance(item, list):
+            lines.append(f"{pad}{key}:{note}\n")
+            for element in item:
+                body = to_yaml(element, notes, indent + 4)
+                lines.append(f"{pad}  - {body[indent + 4:]}")
+        else:
+            lines.append(f"{pad}{key}: {_yaml_scalar(item)}{note}\n")
+    return "".join(lines)
 
 
 def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid: int, gid: int) -> str:
-    """A batch/v1 CronJob that runs one pass a minute in a pod that mounts the project."""
+    """A batch/v1 CronJob that runs one pass a minute in a pod that mounts the project (exit 2
+    when a value cannot be written into it), parsed back by a YAML parser before it is returned:
+    one document, one CronJob, exactly the intended values."""
+    check_value("the project path", str(tick.project), "kubernetes")
+    check_value("--image", image, "kubernetes")
+    check_value("--mount", mount, "kubernetes")
+    check_value("--pvc", pvc, "kubernetes")
     if not mount.startswith("/"):
-        raise UsageError(f"--mount {mount!r} must be an absolute path in the container")
+        raise UsageError(f"--mount {shown(mount)} must be an absolute path in the container")
+    if len(pvc) > 253 or not _DNS_SUBDOMAIN.fullmatch(pvc):
+        raise refuse_value("--pvc", pvc, "kubernetes", "not a PersistentVolumeClaim name (lowercase letters, "
+                           "digits, '-' and '.', at most 253)")
+    if not image or any(ch.isspace() for ch in image):
+        raise refuse_value("--image", image, "kubernetes", "not an image reference (empty, or with whitespace)")
     project = mount.rstrip("/") or "/"
-    args = ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"]
-    name = tick.unit_name[:52]
-    non_root = "\n            runAsNonRoot: true" if uid != 0 else ""
-    return f"""\
-# sxctl scheduler pass for {tick.project}, every minute (sxctl cron export --target kubernetes).
-# The project folder is on the volume {pvc!r}, mounted at {project}. Kubernetes may start a Job
-# twice or not at all; sxctl's store lock and claims keep every run at most once, and a missed
-# minute shows in `sxctl doctor` (the heartbeat) and in the ledger.
-apiVersion: batch/v1
-kind: CronJob
-metadata:
-  name: {name}
-  labels:
-    app.kubernetes.io/name: sxctl-tick
-    app.kubernetes.io/version: {_yaml_string(__version__)}
-spec:
-  schedule: "* * * * *"
-  timeZone: "Etc/UTC"
-  concurrencyPolicy: Forbid      # one pass at a time (sxctl's lock would refuse the second anyway)
-  startingDeadlineSeconds: 50    # a pass that cannot start within the minute is skipped, not queued
-  successfulJobsHistoryLimit: 3
-  failedJobsHistoryLimit: 3
-  jobTemplate:
-    spec:
-      backoffLimit: 0            # a failed pass is not retried: the next minute's pass comes
-      activeDeadlineSeconds: 600
-      template:
-        spec:
-          restartPolicy: Never
-          securityContext:       # the owner of the agent's files (sxctl writes 0600 files)
-            runAsUser: {uid}
-            runAsGroup: {gid}
-            fsGroup: {gid}{non_root}
-          containers:
-            - name: sxctl-tick
-              image: {_yaml_string(image)}
-              command: [{", ".join(_yaml_string(arg) for arg in args)}]
-              volumeMounts:
-                - name: project
-                  mountPath: {_yaml_string(project)}
-          volumes:
-            - name: project
-              persistentVolumeClaim:
-                claimName: {_yaml_string(pvc)}
-"""
+    security: dict[str, Any] = {"runAsUser": uid, "runAsGroup": gid, "fsGroup": gid}
+    if uid != 0:
+        security["runAsNonRoot"] = True
+    manifest: dict[str, Any] = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": tick.unit_name[:52],
+                     "labels": {"app.kubernetes.io/name": "sxctl-tick", "app.kubernetes.io/version": __version__}},
+        "spec": {
+            "schedule": "* * * * *",
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 50,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 3,
+            "jobTemplate": {"spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": 600,
+                "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": security,
+                    "containers": [{
+                        "name": "sxctl-tick",
+                        "image": image,
+                        "command": ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"],
+                        "volumeMounts": [{"name": "project", "mountPath": project}],
+                    }],
+                    "volumes": [{"name": "project", "persistentVolumeClaim": {"claimName": pvc}}],
+                }},
+            }},
+        },
+    }
+    notes = {
+        "concurrencyPolicy": "one pass at a time (sxctl's lock would refuse the second anyway)",
+        "startingDeadlineSeconds": "a pass that cannot start within the minute is skipped, not queued",
+        "backoffLimit": "a failed pass is not retried: the next minute's pass comes",
+        "securityContext": "the owner of the agent's files (sxctl writes 0600 files)",
+    }
+    text = (f"# sxctl scheduler pass for {tick.project}, every minute (sxctl cron export --target kubernetes).\n"
+            f"# The project folder is on the volume {pvc}, mounted at {project}. Kubernetes may start a Job\n"
+            "# twice or not at all; sxctl's store lock and claims keep every run at most once, and a missed\n"
+            "# minute shows in `sxctl doctor` (the heartbeat) and in the ledger.\n"
+            + to_yaml(manifest, notes))
+    check_manifest(text, manifest)
+    return text
+
+
+def check_manifest(text: str, manifest: dict[str, Any]) -> None:
+    """A YAML parser must read `text` as exactly one document equal to `manifest`."""
+    import yaml
+
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as error:
+        raise ReadBackError("kubernetes", f"not YAML: {str(error).splitlines()[0]}") from None
+    if len(documents) != 1:
+        raise ReadBackError("kubernetes", f"{len(documents)} objects instead of one CronJob")
+    if documents[0] != manifest:
+        raise ReadBackError("kubernetes", "the CronJob reads back with other values")
 
 
 def project_owner(project: Path) -> tuple[int, int]:

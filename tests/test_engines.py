@@ -74,7 +74,7 @@ def test_the_exported_cronjob_validates_against_the_kubernetes_schemas(project, 
     checked = subprocess.run([str(validator), "--strict", str(manifest)], capture_output=True, text=True, timeout=120)
     assert checked.returncode == 0 and "passed" in checked.stdout, checked.stdout + checked.stderr
     st = os.stat(project.root / ".scorpiox")
-    for needed in ("concurrencyPolicy: Forbid", "startingDeadlineSeconds:", 'timeZone: "Etc/UTC"',
+    for needed in ('concurrencyPolicy: "Forbid"', "startingDeadlineSeconds:", 'timeZone: "Etc/UTC"',
                    "successfulJobsHistoryLimit:", 'claimName: "agent-work"', 'mountPath: "/work/app"',
                    f"runAsUser: {st.st_uid}", f"runAsGroup: {st.st_gid}", '"--project", "/work/app", "cron", "tick"'):
         assert needed in exported.out, needed

@@ -64,20 +64,25 @@ def export_scheduler(
         raise UsageError("--install and --uninstall cannot be combined")
     if (install or uninstall) and target == "kubernetes":
         raise UsageError("--install is for crontab and systemd; apply the CronJob with `kubectl apply -f -`")
+    for option, given in (("--crontab-file", crontab_file), ("--unit-dir", unit_dir)):
+        if given is not None and not os.fspath(given):
+            raise UsageError(f"{option} is empty: name a path (sxctl never guesses the working folder)")
     ws = find_workspace(workspace, project=project, session=session)
     tick = engines.TickCommand(target_project(ws, project, session=session), ws.root)
     if target == "crontab":
         result = SchedulerExport(target, {"crontab": engines.crontab_block(tick)})
-        crontab = engines.Crontab(Path(crontab_file) if crontab_file is not None else None)
+        crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
         if install or uninstall:
-            done = engines.install_crontab(tick, crontab) if install else engines.uninstall_crontab(tick, crontab)
+            edit = engines.install_crontab if install else engines.uninstall_crontab
+            done = edit(tick, crontab, environ)
             result.action = ("installed" if install else "uninstalled") if done else "unchanged"
-            result.changed = [str(crontab_file or "crontab")] if done else []
+            result.changed = [str(crontab.file or "crontab")] if done else []
         return result
     if target == "systemd":
         owner = user or (_owner_name(tick.project) if system else None)
         units = engines.systemd_units(tick, system=system, user=owner)
-        folder = Path(unit_dir) if unit_dir is not None else engines.systemd_unit_dir(system, environ)
+        folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system,
+                                                                                                       environ)
         result = SchedulerExport(target, units, engines.enable_command(tick, system))
         if install:
             result.changed = [str(p) for p in engines.install_systemd(units, folder)]

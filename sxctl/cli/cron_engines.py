@@ -3,8 +3,6 @@ and the way over to a comis daemon (registered on the cron group by importing th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from .cron import cron
@@ -24,9 +22,9 @@ from .output import DURATION, emit, in_workspace, reporter, say, settings
               help="kubernetes: the PersistentVolumeClaim that holds the project.")
 @click.option("--mount", default="/project", show_default=True, metavar="PATH",
               help="kubernetes: where the project is mounted in the container.")
-@click.option("--crontab-file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+@click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE",
               help="crontab: edit FILE instead of the user's crontab (crontab -l / crontab -).")
-@click.option("--unit-dir", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
+@click.option("--unit-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="systemd: install into DIR (default ~/.config/systemd/user, /etc/systemd/system with --system).")
 def export(target, install, uninstall, system, user, image, pvc, mount, crontab_file, unit_dir) -> None:
     """Print a ready configuration that runs `sxctl cron tick` every minute for this project.
