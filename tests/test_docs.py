@@ -211,3 +211,19 @@ def test_the_reference_shows_the_real_help(project):
         assert "-h, --help" in shown
         section = reference.split(f"## sxctl {' '.join(args[:-1])}".rstrip() + "\n", 1)[1].split("```")[1]
         assert "-h, --help" in section
+
+
+def test_no_module_of_the_package_shadows_a_function_of_the_api():
+    """`import sxctl.<module>` sets that attribute on the package: a module named like an API
+    function (there was `sxctl/doctor.py`) turned `sxctl.doctor()` into "'module' object is not
+    callable" once anything had imported it."""
+    import importlib
+    import pkgutil
+
+    import sxctl
+
+    modules = {info.name for info in pkgutil.iter_modules(sxctl.__path__)}
+    assert modules & set(sxctl.__all__) == set()
+    for name in modules - {"__main__"}:
+        importlib.import_module(f"sxctl.{name}")
+    assert all(callable(getattr(sxctl, name)) for name in sxctl.__all__ if name != "__version__")
