@@ -252,7 +252,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     ws = find_workspace(workspace, project=project, session=session)
     store = _store(ws)
     zone = display_zone(tz)
-    policy = read_policy(ws)
+    policy = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session))
     return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job, policy) for job in store["jobs"]],
                    zone)
 
@@ -274,7 +274,31 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     from ..cron.views import job_row
 
     ws = find_workspace(workspace, project=project, session=session)
-    return JobDetail(job_row(find_job(_store(ws), name), read_policy(ws), full=True))
+    store = _store(ws)
+    job = find_job(store, name)
+    return JobDetail(job_row(job, _counted(ws, store, read_policy(ws), target_project(ws, project, session=session)),
+                             full=True))
+
+
+def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
+             clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """The policy as the views show it: each job's runs as the pass counts them
+    (`sxctl.cron.gating.limit_usage`) — a claim left by a killed pass that dispatched counts
+    before the next pass settles it."""
+    from ..cron.gating import limit_usage
+    from ..cron.ledger import scan_ledger
+
+    claimed = {claim["jobId"] for claim in store["activeClaims"]}
+    jobs = [job for job in store["jobs"] if job["id"] in claimed and policy["jobs"].get(job["id"])]
+    if not jobs:
+        return policy
+    ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
+    entries = dict(policy["jobs"])
+    for job in jobs:
+        usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,
+                            project=default_project, clock=clock, unread=False)
+        entries[job["id"]] = {**entries[job["id"]], "runs": usage.runs}
+    return {**policy, "jobs": entries}
 
 
 @record
