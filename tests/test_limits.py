@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from sxctl.clock import FakeClock
 from sxctl.cron.ledger import scan_ledger
 
 from . import test_scheduling
@@ -236,3 +237,99 @@ def test_a_pass_killed_between_its_policy_and_store_writes_counts_the_run_once(p
     assert report["reconciled"]["settledFromTerminal"] == 1 and [r["status"] for r in report["runs"]] == ["dispatched"]
     assert len(_messages(folder, "a")) == 2
     assert project.run("cron", "show", "a", "--json").json()["state"] == "paused:expired"
+
+
+# --- the policy file never outgrows what its readers take -------------------------------------------
+
+def _crowd(project, count: int, records: int) -> None:
+    """`count` jobs due at NINE, each kept out by its active hours, each with `records` skip
+    records in the policy file — as a long run of passes leaves them."""
+    import uuid
+
+    assert project.run("cron", "add", "j0", "--every", "1m", "--payload", "heartbeat-event", "--text", "x",
+                       clock=FakeClock(NINE - HOUR)).code == 0
+    store = json.loads(_store_path(project).read_text())
+    [job] = store["jobs"]
+    jobs, entries = [], {}
+    for n in range(count):
+        job_id = str(uuid.uuid4())
+        jobs.append({**job, "id": job_id, "name": f"j{n}",
+                     "lifecycle": {**job["lifecycle"], "nextRunAtMs": NINE - 1000}})
+        recent = [{"scheduledForMs": NINE - (records - i) * MIN, "lastMs": NINE - (records - i) * MIN, "count": 1,
+                   "reason": "inactive_hours", "atMs": NINE - (records - i) * MIN} for i in range(records)]
+        entries[job_id] = {"activeHours": "03:00-04:00", "skips": {"total": records + 100, "recent": recent}}
+    store["jobs"] = jobs
+    _store_path(project).write_text(json.dumps(store, separators=(",", ":")) + "\n")
+    (project.root / ".scheduler" / "sxctl-policy.json").write_text(
+        json.dumps({"formatVersion": 1, "jobs": entries}, separators=(",", ":")) + "\n")
+
+
+def _cap(monkeypatch, size: int) -> None:
+    from sxctl.cron import policy
+
+    monkeypatch.setattr(policy, "FILE_CAP", size)
+    monkeypatch.setattr(policy, "READ_CAP", 2 * size, raising=False)
+
+
+def test_a_pass_never_grows_the_policy_file_past_its_cap(project, monkeypatch):
+    """A file just under the cap; a pass skips one more occurrence of every job: the file it
+    writes is within the cap (each job keeps fewer recent skips, every total counts on), and
+    every command still reads it."""
+    _crowd(project, 40, 19)
+    path = project.root / ".scheduler" / "sxctl-policy.json"
+    _cap(monkeypatch, len(path.read_bytes()) + 500)
+    from sxctl.cron import policy
+
+    report = project.run("cron", "tick", "--json", clock=FakeClock(NINE))
+    assert report.code == 0, report.err
+    assert len(report.json()["skippedOccurrences"]) == 40
+    assert len(path.read_bytes()) <= policy.FILE_CAP
+    entries = json.loads(path.read_text())["jobs"].values()
+    assert {entry["skips"]["total"] for entry in entries} == {121}  # 119 + 09:00 less a second, and 09:00
+    assert {len(entry["skips"]["recent"]) for entry in entries} == {19}  # the same for all: 20 each would not fit
+    assert {entry["skips"]["recent"][-1]["scheduledForMs"] for entry in entries} == {NINE - 1000}  # the newest kept
+    for args in (("cron", "list"), ("cron", "show", "j3"), ("cron", "runs", "j3"), ("cron", "tick")):
+        assert project.run(*args, clock=FakeClock(NINE + MIN)).code == 0, args
+    assert check_store_bytes(_store_path(project).read_bytes()) == []
+
+
+def test_remove_and_update_work_on_a_policy_file_already_past_its_cap(project, monkeypatch):
+    """A file an older sxctl grew past the cap: read (up to READ_CAP), and the next write brings
+    it back within the cap."""
+    _crowd(project, 40, 20)
+    path = project.root / ".scheduler" / "sxctl-policy.json"
+    _cap(monkeypatch, len(path.read_bytes()) - 3000)
+    from sxctl.cron import policy
+
+    for args in (("cron", "list"), ("cron", "remove", "j0", "--yes"), ("cron", "update", "j1", "--max-runs", "3")):
+        result = project.run(*args, clock=FakeClock(NINE))
+        assert result.code == 0, (args, result.err)
+    assert len(path.read_bytes()) <= policy.FILE_CAP
+    entries = json.loads(path.read_text())["jobs"]
+    assert len(entries) == 39 and {e["skips"]["total"] for e in entries.values()} == {120}  # kept, trimmed or not
+    assert project.run("cron", "show", "j1", "--json", clock=FakeClock(NINE)).json()["policy"]["maxRuns"] == 3
+
+
+def test_settings_alone_past_the_cap_are_refused_and_nothing_is_written(project, monkeypatch):
+    _crowd(project, 40, 0)
+    path = project.root / ".scheduler" / "sxctl-policy.json"
+    before = path.read_bytes()
+    _cap(monkeypatch, len(before) - 10)
+    refused = project.run("cron", "update", "j1", "--max-runs", "3", clock=FakeClock(NINE))
+    assert refused.code == 4 and "sxctl-policy.json" in refused.err and "cap" in refused.err
+    assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_3650_jobs_with_skip_history_stay_usable(project):
+    """The reported case at full size: 3,650 jobs with 20 skip records each (8.6 MB, past the
+    8 MiB cap) — cron remove works, and the next write is within the cap."""
+    from sxctl.cron.policy import FILE_CAP
+
+    _crowd(project, 3650, 20)
+    path = project.root / ".scheduler" / "sxctl-policy.json"
+    assert len(path.read_bytes()) > FILE_CAP
+    assert project.run("cron", "remove", "j0", "--yes", clock=FakeClock(NINE)).code == 0
+    assert project.run("cron", "update", "j1", "--max-runs", "3", clock=FakeClock(NINE)).code == 0
+    assert len(path.read_bytes()) <= FILE_CAP
+    assert project.run("cron", "list", "--json", clock=FakeClock(NINE)).code == 0
