@@ -19,7 +19,7 @@ from sxctl.cron.ledger import scan_ledger
 from . import test_scheduling
 from .comis_strict import check_store_bytes
 from .conftest import now_ms
-from .test_scheduling import MIN, NINE
+from .test_scheduling import MIN, NINE, SID
 
 sched = test_scheduling.sched  # the fixture of tests/test_scheduling.py: a project at a fake time
 
@@ -333,3 +333,51 @@ def test_3650_jobs_with_skip_history_stay_usable(project):
     assert project.run("cron", "update", "j1", "--max-runs", "3", clock=FakeClock(NINE)).code == 0
     assert len(path.read_bytes()) <= FILE_CAP
     assert project.run("cron", "list", "--json", clock=FakeClock(NINE)).code == 0
+
+
+# --- the views say what the pass does ---------------------------------------------------------------
+
+def test_cron_next_says_a_held_job_waits_as_the_pass_does(sched):
+    sched.add(NINE - HOUR, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning", "--hold-max", "2h")
+    sched.agent_at(NINE - MIN)  # the agent stopped at 08:59
+    at = NINE + 10 * MIN
+    [fire] = sched.run(at, "cron", "next", "daily", "-n", "1", "--json").json()["fires"]
+    [waiting] = sched.tick(at)["waiting"]
+    assert fire["overdue"] is True
+    assert fire["waiting"] == {"status": "waiting", "reason": "no_live_session", "dueSinceMs": NINE,
+                               "giveUpAtMs": waiting["giveUpAtMs"]} and waiting["giveUpAtMs"] == NINE + 2 * HOUR
+    shown = sched.run(at, "cron", "next", "daily", "-n", "1", "--tz", "UTC")
+    assert "waits for a live agent until 2026-12-01 11:00" in shown.out and "catchup" not in shown.out
+    merged = sched.run(at, "--session", SID, "next", "--json").json()
+    assert [row["waiting"] for row in merged["rows"] if row["source"] == "cron"][0] is True
+
+    late = NINE + 2 * HOUR + MIN  # past its hold limit: the pass gives it up
+    [fire] = sched.run(late, "cron", "next", "daily", "-n", "1", "--json").json()["fires"]
+    assert fire["waiting"]["status"] == "given_up"
+    assert "given up at the next pass" in sched.run(late, "cron", "next", "daily", "-n", "1").out
+    [run] = sched.tick(late)["runs"]
+    assert (run["status"], run["errorKind"]) == ("failed", "precondition")
+
+    sched.agent_at(NINE + 24 * HOUR + MIN)  # live again: an overdue job just runs at the next pass
+    [fire] = sched.run(NINE + 24 * HOUR + MIN, "cron", "next", "daily", "-n", "1", "--json").json()["fires"]
+    assert fire["overdue"] is True and fire["waiting"] is None
+
+
+def test_a_max_runs_job_made_a_one_shot_drops_its_lifetime_and_takes_other_flags(sched):
+    sched.add(NINE, "trial", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "1")
+    sched.agent_at(NINE + HOUR)
+    sched.tick(NINE + HOUR)
+    assert sched.job("trial")["state"] == "paused:expired"
+    changed = sched.run(NINE + HOUR + MIN, "cron", "update", "trial", "--in", "30m", "--json")
+    assert changed.code == 0, changed.err
+    other = sched.run(NINE + HOUR + MIN, "cron", "update", "trial", "--max-unconsumed", "2")
+    assert other.code == 0, other.err  # an unrelated flag is not refused for a limit the job no longer has
+    assert "dropped --max-runs: a one-shot runs once" in changed.json()["notes"]
+    row = sched.job("trial")
+    assert row["state"] == "scheduled" and row["policy"]["maxRuns"] is None and row["policy"]["paused"] is None
+    refused = sched.run(NINE + HOUR + MIN, "cron", "update", "trial", "--max-runs", "2")
+    assert refused.code == 2 and "recurring" in refused.err
+    sched.agent_at(NINE + HOUR + 31 * MIN)
+    [run] = sched.tick(NINE + HOUR + 31 * MIN)["runs"]
+    assert run["status"] == "dispatched" and len(sched.pending()) == 2

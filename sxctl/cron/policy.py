@@ -261,8 +261,11 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
         entry["activeHours"] = "00:00-24:00"
-    if not recurring and ({"maxRuns", "untilMs"} & set(entry)):
-        raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
+    if not recurring:
+        if options.max_runs or options.until not in (None, "none"):
+            raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
+        for key in LIFETIME_KEYS:  # kept from when the job was recurring: a one-shot has no lifetime
+            entry.pop(key, None)
     if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
                               or options.max_runs is not None):
         entry.pop("paused")  # the limit that paused the job has changed
