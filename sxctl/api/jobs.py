@@ -293,15 +293,20 @@ def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], defau
              clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """The policy as the views show it: each job's runs as the pass counts them
     (`sxctl.cron.gating.limit_usage`) — a claim left by a killed pass that dispatched counts
-    before the next pass settles it."""
+    before the next pass settles it. An invalid ledger (`cron validate` names it; the pass
+    refuses it) leaves the counts of the policy file."""
     from ..cron.gating import limit_usage
     from ..cron.ledger import scan_ledger
+    from ..errors import InvalidDataError
 
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
     jobs = [job for job in store["jobs"] if job["id"] in claimed and policy["jobs"].get(job["id"])]
     if not jobs:
         return policy
-    ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
+    try:
+        ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
+    except InvalidDataError:
+        return policy
     entries = dict(policy["jobs"])
     for job in jobs:
         usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,

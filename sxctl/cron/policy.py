@@ -172,14 +172,15 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
 
     def keeping(count: int) -> bytes:
         for record, recent in zip(skips, full, strict=True):
-            record["recent"] = recent[len(recent) - count:] if count else []
+            record["recent"] = recent[-count:] if count else []
         return encode_compact(doc)
 
     low, high = 0, RECENT_SKIPS  # the most records per job that fit lies in [low, high] once `low` fits
     if len(keeping(0)) > FILE_CAP:
         from ..errors import ConflictError
 
-        keeping(RECENT_SKIPS)
+        for record, recent in zip(skips, full, strict=True):
+            record["recent"] = recent  # nothing written: the caller's policy as it was
         raise ConflictError(f"{path} would be larger than its cap of {FILE_CAP} bytes even without skip history; "
                             "nothing was written: remove jobs or their settings", code="capacity", file=path)
     while low < high:
