@@ -53,24 +53,33 @@ def _store(ws: Workspace) -> dict[str, Any]:
 
 # --- init / add / update / pause / remove ------------------------------------------------------
 
-def _policy_change(name: str, spec: JobSpec, *, resumed: bool = False):
+def _policy_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[str] | None = None):
     """The policy edit of a job change: its policy flags applied (checked against the job as
-    written), and on a resume a fresh start for the limits that paused it."""
-    from ..cron.policy import apply_options
+    written), on a resume a fresh start for the limits that paused it, and on a new schedule
+    what no longer applies dropped (a one-shot has no --max-runs or --until; a job no longer
+    paused keeps no pause reason)."""
+    from ..cron.policy import LIFETIME_KEYS, PolicyOptions, apply_options
     from ..cron.store import find_job
 
     options = spec.policy
-    if not resumed and not (options and options.given):
+    if not resumed and not (options and options.given) and not spec.schedule.given:
         return None
 
     def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
         job = find_job(store, spec.new_name or name)
-        entry = dict(policy["jobs"].get(job["id"], {}))
-        if options and options.given:
-            entry = apply_options(entry, options, tz=spec.schedule.tz or job["schedule"].get("tz"), now_ms=now,
-                                  recurring=job["schedule"]["kind"] != "at")
+        before = policy["jobs"].get(job["id"], {})
+        if not before and not (options and options.given) and not resumed:
+            return  # nothing to keep for a job without settings
+        recurring = job["schedule"]["kind"] != "at"
+        entry = apply_options(dict(before), options or PolicyOptions(),
+                              tz=spec.schedule.tz or job["schedule"].get("tz"), now_ms=now, recurring=recurring)
+        dropped = [key for key in LIFETIME_KEYS if key in before and key not in entry]
+        if dropped and notes is not None:
+            flags = {"maxRuns": "--max-runs", "untilMs": "--until"}
+            notes.append(f"dropped {' and '.join(flags[k] for k in dropped)}: a one-shot runs once")
+        if job["lifecycle"]["status"] != "paused":
+            entry.pop("paused", None)  # sxctl's reason lives only while the job is paused
         if resumed and job["lifecycle"]["status"] == "scheduled":
-            entry.pop("paused", None)
             entry["limitsFromMs"] = now  # unread messages from before the resume no longer count
             if entry.get("maxRuns") is not None and entry.get("runs", 0) >= entry["maxRuns"]:
                 entry.pop("runs")  # resumed after --max-runs: a new budget
@@ -192,7 +201,7 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
         ws, lambda store, now: update(store, name, spec, default_project=default_project, now_ms=now,
                                       report=reporter(report), notes=notes),
         clock=clock, report=report, lock_wait_s=lock_wait,
-        policy_change=_policy_change(name, spec, resumed=spec.resumed),
+        policy_change=_policy_change(name, spec, resumed=spec.resumed, notes=notes),
     ).outcome
     for note in notes:
         reporter(report).note(note)
@@ -252,7 +261,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     ws = find_workspace(workspace, project=project, session=session)
     store = _store(ws)
     zone = display_zone(tz)
-    policy = read_policy(ws)
+    policy = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session))
     return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job, policy) for job in store["jobs"]],
                    zone)
 
@@ -274,7 +283,36 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     from ..cron.views import job_row
 
     ws = find_workspace(workspace, project=project, session=session)
-    return JobDetail(job_row(find_job(_store(ws), name), read_policy(ws), full=True))
+    store = _store(ws)
+    job = find_job(store, name)
+    return JobDetail(job_row(job, _counted(ws, store, read_policy(ws), target_project(ws, project, session=session)),
+                             full=True))
+
+
+def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
+             clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+    """The policy as the views show it: each job's runs as the pass counts them
+    (`sxctl.cron.gating.limit_usage`) — a claim left by a killed pass that dispatched counts
+    before the next pass settles it. An invalid ledger (`cron validate` names it; the pass
+    refuses it) leaves the counts of the policy file."""
+    from ..cron.gating import limit_usage
+    from ..cron.ledger import scan_ledger
+    from ..errors import InvalidDataError
+
+    claimed = {claim["jobId"] for claim in store["activeClaims"]}
+    jobs = [job for job in store["jobs"] if job["id"] in claimed and policy["jobs"].get(job["id"])]
+    if not jobs:
+        return policy
+    try:
+        ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
+    except InvalidDataError:
+        return policy
+    entries = dict(policy["jobs"])
+    for job in jobs:
+        usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,
+                            project=default_project, clock=clock, unread=False)
+        entries[job["id"]] = {**entries[job["id"]], "runs": usage.runs}
+    return {**policy, "jobs": entries}
 
 
 @record
@@ -327,12 +365,36 @@ def next_fires(
         from ..cron.store import find_job
 
         zone = display_zone(tz)
-        store = _store(find_workspace(workspace, project=project, session=session))
+        ws = find_workspace(workspace, project=project, session=session)
+        store = _store(ws)
         if name is not None:
             find_job(store, name)
         fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused)
+        _mark_held(ws, store, fires, target_project(ws, project, session=session), clock)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)
+
+
+def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]], default_project,
+               clock: Clock) -> None:
+    """Each fire of a store job says whether the pass holds it for want of a live agent
+    (`waiting`: the pass's own rule, `sxctl.cron.gating.hold_state`, with the pass's default
+    `--to live`), so `cron next` never promises a run the pass will not make."""
+    for fire in fires:
+        fire["waiting"] = None
+    overdue = [fire for fire in fires if fire["overdue"]]
+    if not overdue:
+        return
+    from ..cron.gating import hold_state
+    from ..cron.policy import read_policy
+
+    policy = read_policy(ws)
+    jobs = {job["id"]: job for job in store["jobs"]}
+    now = clock.now_ms()
+    for fire in overdue:
+        job = jobs[fire["jobId"]]
+        fire["waiting"] = hold_state(job, policy["jobs"].get(job["id"], {}), now, project=default_project, to="live",
+                                     clock=clock)
 
 
 # --- status / runs / validate / wake ---------------------------------------------------------------

@@ -272,9 +272,20 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             return
         from ..timeparse import format_relative_ms
 
+        def overdue(fire: dict) -> str:
+            from ..timeparse import format_ms
+
+            held = fire.get("waiting")
+            if held is None:
+                return "overdue — due at the next pass"
+            if held["status"] == "waiting":
+                until = format_ms(held["giveUpAtMs"], "%Y-%m-%d %H:%M", result.zone)
+                return f"due — waits for a live agent until {until}"
+            return "overdue — no live agent past its --hold-max: given up at the next pass"
+
         table(["WHEN", "IN", "JOB", "NOTE"], [
             [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
-             ", ".join(n for n, on in (("overdue — runs as catchup at the next pass", f["overdue"]),
+             ", ".join(n for n, on in ((overdue(f), f["overdue"]),
                                         ("paused", f["paused"]), ("running", f.get("running")),
                                         ("dst", f["dst"])) if on)]
             for f in fires

@@ -12,7 +12,7 @@ from ..clock import Clock
 from ..report import Reporter
 from .ledger import Ledger
 from .policy import DEFAULT_HOLD_MAX_MS, is_active_time, record_skip
-from .receipts import consumption, run_target_project
+from .receipts import consumption, execution_dispatch, run_target_project
 from .schedule import next_run
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
@@ -63,11 +63,116 @@ def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock) -
     return freshest_live(list_sessions(where, clock)) is None
 
 
+def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project: Path, to: str,
+               clock: Clock) -> dict[str, Any] | None:
+    """What the pass does with a due job for want of a live agent (the one rule the pass and
+    `cron next` share): None when it need not wait; `status` `waiting` (held, not claimed) until
+    `giveUpAtMs`, then `given_up` (the pass runs it, and its dispatch fails)."""
+    if not waits_for_agent(job, project, to, clock):
+        return None
+    due_at = job["lifecycle"]["nextRunAtMs"]
+    give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
+    return {"status": "waiting" if now <= give_up_at else "given_up", "reason": "no_live_session",
+            "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
+
+
+# --- counting runs against the limits ---------------------------------------------------------------
+
+@dataclass
+class LimitUsage:
+    """How much of its limits a job has used: `runs` toward --max-runs, `day` (`{date, runs}`,
+    the newest day counted, in the job's zone) toward --max-runs-per-day, and `unread` (its
+    newest messages all still unread, up to its --max-unconsumed; None without that limit)."""
+
+    runs: int
+    day: dict[str, Any] | None
+    unread: int | None = None
+
+    def runs_on(self, date: str) -> int:
+        return self.day["runs"] if self.day is not None and self.day["date"] == date else 0
+
+
+def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None,
+                   *, project: Path, clock: Clock, sessions: dict[Path, list] | None = None) -> bool:
+    """Fold one scheduled execution into the entry's counts when it dispatched
+    (`execution_dispatch`); True when it was counted now. `countedId` remembers the last one
+    counted, so an execution is counted once: a pass counts its run in the policy file, written
+    before the store write that drops the run's claim, and a pass killed before that leaves the
+    claim, which the next pass settles and counts (or finds counted). Manual runs spend no limit."""
+    if start["trigger"] == "manual" or entry.get("countedId") == start["executionId"]:
+        return False
+    if execution_dispatch(start, outcome, job, project, clock, sessions) is None:
+        return False
+    entry["runs"] = entry.get("runs", 0) + 1
+    date = local_time(start["scheduledForMs"], job_zone(job)).date().isoformat()
+    day = entry.get("day")
+    if day is None or day["date"] < date:
+        entry["day"] = {"date": date, "runs": 1}
+    elif day["date"] == date:
+        entry["day"] = {"date": date, "runs": day["runs"] + 1}
+    entry["countedId"] = start["executionId"]
+    return True
+
+
+def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict[str, Any]], ledger: Ledger | None,
+                project: Path, clock: Clock, unread: bool = True,
+                sessions: dict[Path, list] | None = None) -> LimitUsage:
+    """THE counting rule of every run limit, from durable facts only — used by the pass before it
+    admits a job and by the views (`cron list/show`):
+
+    - runs and runs per day: the counts folded into the policy file (`count_dispatch`), plus each
+      of the job's claims not yet folded — a pass killed after it dispatched — whose execution
+      dispatched by the ledger and the inbox (`execution_dispatch`: a claim without a start row
+      sent nothing; an unsettled one, whose message is in the inbox, did);
+    - unread: the job's newest dispatched inbox messages since its limits were last reset, an
+      `unknown` run whose message is in the inbox included, counted while they are still pending.
+    A run that dispatched nothing (failed before sending, a held occurrence given up past
+    --hold-max) spends nothing."""
+    counted: dict[str, Any] = {key: entry[key] for key in ("runs", "day", "countedId") if key in entry}
+    for claim in claims:
+        if claim["jobId"] != job["id"]:
+            continue
+        group = ledger.groups.get(claim["executionId"]) if ledger is not None else None
+        start = group.start if group is not None else None
+        outcome = group.terminal["outcome"] if group is not None and group.terminal is not None else None
+        if start is not None:  # a claim without its start row dispatched nothing
+            count_dispatch(counted, job, start, outcome, project=project, clock=clock, sessions=sessions)
+    usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
+    limit = entry.get("maxUnconsumed")
+    if unread and limit and ledger is not None:
+        usage.unread = _unread_streak(job, entry, limit, ledger, project, clock, sessions)
+    return usage
+
+
+def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, ledger: Ledger, project: Path,
+                   clock: Clock, sessions: dict[Path, list] | None) -> int:
+    """How many of the job's newest inbox messages (since its limits were last reset), up to
+    `limit`, are still unread."""
+    since = entry.get("limitsFromMs", 0)
+    groups = [g for g in ledger.groups.values()
+              if g.start is not None and g.start["jobId"] == job["id"] and g.start["startedAtMs"] >= since]
+    groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
+    where = run_target_project(job, project)
+    streak = 0
+    for group in groups:
+        outcome = group.terminal["outcome"] if group.terminal is not None else None
+        dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions)
+        if dispatch is None or dispatch.stem is None or dispatch.session_id is None:
+            continue  # sent no message: neither read nor unread
+        if consumption(where, dispatch.session_id, dispatch.stem, clock)["state"] != "pending":
+            break
+        streak += 1
+        if streak >= limit:
+            break
+    return streak
+
+
 class Gates:
     def __init__(self, policy: dict[str, Any], ledger: Ledger, *, project: Path, to: str, clock: Clock,
-                 report: Reporter) -> None:
+                 report: Reporter, store: dict[str, Any] | None = None) -> None:
         self.policy = policy
         self.ledger = ledger
+        self.store = store if store is not None else {"activeClaims": []}
         self.project = project
         self.to = to
         self.clock = clock
@@ -76,11 +181,16 @@ class Gates:
         self.policy_changed = False
         self.store_changed = False
         self.touched: set[str] = set()  # ids of the jobs this pass changed (the store checks just those)
+        self.sessions: dict[Path, list] = {}  # session lists of the projects searched for an unknown run's message
 
     def entry(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.policy["jobs"].setdefault(job["id"], {})
 
     # --- the decision ---------------------------------------------------------------------------
+
+    def usage(self, job: dict[str, Any], entry: dict[str, Any], *, unread: bool = True) -> LimitUsage:
+        return limit_usage(job, entry, claims=self.store["activeClaims"], ledger=self.ledger, project=self.project,
+                           clock=self.clock, unread=unread, sessions=self.sessions)
 
     def admit(self, job: dict[str, Any]) -> bool:
         """True: claim and run the job's due occurrence now. False: the gates dealt with it (the
@@ -88,52 +198,53 @@ class Gates:
         entry = self.policy["jobs"].get(job["id"], {})
         now = self.clock.now_ms()
         recurring = job["schedule"]["kind"] != "at"
-        if recurring and self._expired(job, entry, job["lifecycle"]["nextRunAtMs"]):
+        usage = self.usage(job, entry) if entry else LimitUsage(0, None)
+        if recurring and self._expired(job, entry, job["lifecycle"]["nextRunAtMs"], usage):
             return False
-        if recurring and entry and not self._skip_occurrences(job, entry, now):
+        if recurring and entry and not self._skip_occurrences(job, entry, now, usage):
             return False
-        due_at = job["lifecycle"]["nextRunAtMs"]
-        if waits_for_agent(job, self.project, self.to, self.clock):
-            hold_max = entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
-            if now - due_at <= hold_max:
-                self.done.waiting.append({"jobId": job["id"], "name": job["name"], "status": "waiting",
-                                          "reason": "no_live_session", "dueSinceMs": due_at,
-                                          "giveUpAtMs": due_at + hold_max})
-                return False
-            self.report.warn(f"{job['name']}: no live agent since {_clock_text(due_at)}, longer than its hold "
-                             f"limit; this occurrence is given up")
+        held = hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock)
+        if held is not None and held["status"] == "waiting":
+            self.done.waiting.append({"jobId": job["id"], "name": job["name"], "status": "waiting",
+                                      "reason": held["reason"], "dueSinceMs": held["dueSinceMs"],
+                                      "giveUpAtMs": held["giveUpAtMs"]})
+            return False
+        if held is not None:
+            self.report.warn(f"{job['name']}: no live agent since {_clock_text(held['dueSinceMs'])}, longer than its "
+                             f"hold limit; this occurrence is given up")
         limit = entry.get("maxUnconsumed")
-        if limit and self._unread_streak(job, entry, limit) >= limit:
+        if limit and usage.unread is not None and usage.unread >= limit:
             self.pause(job, "max_unconsumed", f"its last {limit} message(s) are all unread")
             return False
         return True
 
-    def after_run(self, job: dict[str, Any], scheduled_for: int) -> None:
-        """Count a scheduled run against the job's limits; expire the job when it reached them."""
+    def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:
+        """Count a settled scheduled run against the job's limits (`count_dispatch`)."""
         entry = self.policy["jobs"].get(job["id"])
-        if not entry:
-            return
-        entry["runs"] = entry.get("runs", 0) + 1
-        date = local_time(scheduled_for, job_zone(job)).date().isoformat()
-        day = entry.get("day") if entry.get("day", {}).get("date") == date else {"date": date, "runs": 0}
-        entry["day"] = {"date": date, "runs": day["runs"] + 1}
-        self.policy_changed = True
-        if job["schedule"]["kind"] != "at" and job["lifecycle"]["status"] == "scheduled":
-            self._expired(job, entry, job["lifecycle"]["nextRunAtMs"])
+        if entry and count_dispatch(entry, job, start, outcome, project=self.project, clock=self.clock,
+                                    sessions=self.sessions):
+            self.policy_changed = True
+
+    def after_run(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any]) -> None:
+        """Count a scheduled run against the job's limits; expire the job when it reached them."""
+        self.count(job, start, outcome)
+        entry = self.policy["jobs"].get(job["id"])
+        if entry and job["schedule"]["kind"] != "at" and job["lifecycle"]["status"] == "scheduled":
+            self._expired(job, entry, job["lifecycle"]["nextRunAtMs"], self.usage(job, entry, unread=False))
 
     # --- the gates ------------------------------------------------------------------------------
 
-    def _expired(self, job: dict[str, Any], entry: dict[str, Any], next_at: int) -> bool:
+    def _expired(self, job: dict[str, Any], entry: dict[str, Any], next_at: int, usage: LimitUsage) -> bool:
         until, most = entry.get("untilMs"), entry.get("maxRuns")
         if until is not None and next_at > until:
             self.pause(job, "expired", f"its next run would be after --until {_clock_text(until)}")
             return True
-        if most is not None and entry.get("runs", 0) >= most:
+        if most is not None and usage.runs >= most:
             self.pause(job, "expired", f"it has run {most} time(s) (--max-runs)")
             return True
         return False
 
-    def _skip_occurrences(self, job: dict[str, Any], entry: dict[str, Any], now: int) -> bool:
+    def _skip_occurrences(self, job: dict[str, Any], entry: dict[str, Any], now: int, usage: LimitUsage) -> bool:
         """Skip due occurrences the policy does not run, one by one, recording them; True when
         one is still due to run."""
         zone = job_zone(job)
@@ -143,7 +254,7 @@ class Gates:
             due_at = life["nextRunAtMs"]
             if due_at > now:
                 break
-            reason = self._skip_reason(job, entry, due_at, now, zone)
+            reason = self._skip_reason(entry, due_at, now, zone, usage)
             if reason is None:
                 break
             skipped.setdefault(reason, []).append(due_at)
@@ -165,39 +276,20 @@ class Gates:
             self.report.note(f"{job['name']}: skipped {len(times)} occurrence(s) ({reason.replace('_', ' ')})")
         if skipped:
             self.policy_changed = self.store_changed = True
-            if job["schedule"]["kind"] != "at" and self._expired(job, entry, life["nextRunAtMs"]):
+            if job["schedule"]["kind"] != "at" and self._expired(job, entry, life["nextRunAtMs"], usage):
                 return False
         return life["nextRunAtMs"] <= now
 
-    def _skip_reason(self, job: dict[str, Any], entry: dict[str, Any], due_at: int, now: int, zone) -> str | None:
+    def _skip_reason(self, entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage) -> str | None:
         if entry.get("catchUp") == "skip" and now - due_at > entry["staleAfterMs"]:
             return "stale"
         local = local_time(due_at, zone)
         if not is_active_time(entry, local):
             return "inactive_hours"
         most = entry.get("maxRunsPerDay")
-        if most is not None:
-            day = entry.get("day") or {}
-            if day.get("date") == local.date().isoformat() and day.get("runs", 0) >= most:
-                return "max_runs_per_day"
+        if most is not None and usage.runs_on(local.date().isoformat()) >= most:
+            return "max_runs_per_day"
         return None
-
-    def _unread_streak(self, job: dict[str, Any], entry: dict[str, Any], limit: int) -> int:
-        """How many of the job's newest dispatched messages (since its limits were last reset),
-        up to `limit`, are still unread."""
-        since = entry.get("limitsFromMs", 0)
-        groups = [g for g in self.ledger.groups.values()
-                  if g.start is not None and g.start["jobId"] == job["id"] and g.start["startedAtMs"] >= since
-                  and g.terminal is not None and g.terminal["outcome"].get("kind") == "inbox_dispatch"]
-        groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
-        streak = 0
-        project = run_target_project(job, self.project)
-        for group in groups[:limit]:
-            outcome = group.terminal["outcome"]  # type: ignore[index]
-            if consumption(project, outcome["sessionId"], outcome["stem"], self.clock)["state"] != "pending":
-                break
-            streak += 1
-        return streak
 
     def pause(self, job: dict[str, Any], reason: str, why: str) -> None:
         """comis's own pause (reason `operator`), with sxctl's reason kept in the policy."""

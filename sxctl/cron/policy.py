@@ -37,12 +37,15 @@ from .schema import (
 )
 from .store import Workspace
 
-FILE_CAP = 8 * 1024 * 1024
+FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
+READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
 DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live agent, then is given up
-RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond)
+RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond), fewer when the
+#                   file would outgrow FILE_CAP (fit_to_cap)
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day")
 PAUSE_REASONS = ("max_unconsumed", "expired")
+LIFETIME_KEYS = ("maxRuns", "untilMs")  # recurring jobs only
 
 
 def _clock_rule(value: str) -> str | None:
@@ -91,6 +94,7 @@ ENTRY = Obj([
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
+    opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (gating.count_dispatch)
     opt("limitsFromMs", EPOCH_MS),
     opt("day", Obj([req("date", Str(10, 10)), req("runs", Int(0, MAX_SAFE_INT))])),
     opt("paused", Obj([req("reason", Enum(PAUSE_REASONS)), req("atMs", EPOCH_MS), req("message", Str(1, 1024))])),
@@ -110,11 +114,11 @@ def read_policy(ws: Workspace) -> dict[str, Any]:
     """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
     file and the rule; nothing is ever written over it."""
     path = ws.policy
-    raw = read_data_file(path, FILE_CAP)
+    raw = read_data_file(path, READ_CAP)
     if raw is None:
         return {"formatVersion": 1, "jobs": {}}
-    if len(raw) > FILE_CAP:
-        raise InvalidDataError(str(path), f"sxctl policy file is larger than {FILE_CAP} bytes")
+    if len(raw) > READ_CAP:
+        raise InvalidDataError(str(path), f"sxctl policy file is larger than {READ_CAP} bytes")
     try:
         policy = strict_loads(raw)
         ROOT.check(policy, "$")
@@ -130,7 +134,8 @@ def read_policy(ws: Workspace) -> dict[str, Any]:
 
 def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:
     """Replace the file atomically (0600) while holding the store lock; entries of jobs no longer
-    in `store` are dropped. Nothing is written when nothing changed."""
+    in `store` are dropped, and the file never outgrows FILE_CAP (`fit_to_cap`). Nothing is
+    written when nothing changed."""
     ids = {job["id"] for job in store["jobs"]}
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
     doc = {"formatVersion": 1, "jobs": kept}
@@ -138,11 +143,11 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
         ROOT.check(doc, "$")
     except SchemaError as error:
         raise UsageError(f"invalid value for {error.path}: {error.rule}") from None
-    data = encode_compact(doc)
     path = ws.policy
+    data = fit_to_cap(doc, path)
     if os.path.islink(path):
         raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
-    if read_data_file(path, FILE_CAP) == data or (not kept and not os.path.lexists(path)):
+    if read_data_file(path, READ_CAP) == data or (not kept and not os.path.lexists(path)):
         return
 
     def before_rename() -> None:
@@ -152,6 +157,39 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
         pending.commit(before_rename)
+
+
+def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
+    """`doc` encoded in at most FILE_CAP bytes: when it is larger, every job keeps fewer of its
+    most recent skip records — the same number for all, as many as fit; the totals stay — so
+    no write grows the file past what its readers take. The entries are trimmed in place (the
+    caller's policy is what was written). Settings alone beyond the cap: exit 4, nothing written."""
+    data = encode_compact(doc)
+    if len(data) <= FILE_CAP:
+        return data
+    skips = [entry["skips"] for entry in doc["jobs"].values() if "skips" in entry]
+    full = [list(s["recent"]) for s in skips]
+
+    def keeping(count: int) -> bytes:
+        for record, recent in zip(skips, full, strict=True):
+            record["recent"] = recent[-count:] if count else []
+        return encode_compact(doc)
+
+    low, high = 0, RECENT_SKIPS  # the most records per job that fit lies in [low, high] once `low` fits
+    if len(keeping(0)) > FILE_CAP:
+        from ..errors import ConflictError
+
+        for record, recent in zip(skips, full, strict=True):
+            record["recent"] = recent  # nothing written: the caller's policy as it was
+        raise ConflictError(f"{path} would be larger than its cap of {FILE_CAP} bytes even without skip history; "
+                            "nothing was written: remove jobs or their settings", code="capacity", file=path)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(keeping(middle)) <= FILE_CAP:
+            low = middle
+        else:
+            high = middle - 1
+    return keeping(low)
 
 
 # --- one job's policy ---------------------------------------------------------------------------
@@ -224,8 +262,11 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
         entry["activeHours"] = "00:00-24:00"
-    if not recurring and ({"maxRuns", "untilMs"} & set(entry)):
-        raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
+    if not recurring:
+        if options.max_runs or options.until not in (None, "none"):
+            raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
+        for key in LIFETIME_KEYS:  # kept from when the job was recurring: a one-shot has no lifetime
+            entry.pop(key, None)
     if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
                               or options.max_runs is not None):
         entry.pop("paused")  # the limit that paused the job has changed

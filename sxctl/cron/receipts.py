@@ -5,6 +5,7 @@ was retracted, or is lost (its session folder is gone and it was never read)."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,66 @@ def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
     if state == "pending":
         return f"pending {format_duration_ms(receipt['ageMs'])}"
     return state
+
+
+# --- what a run dispatched (the fact every run limit counts) ------------------------------------
+
+#: delivery states in which something may have reached the other side
+SENT_DELIVERY = ("accepted", "partial", "unknown")
+#: message states that say it reached the inbox (read, unread, or taken back after it arrived)
+IN_INBOX = ("pending", "consumed", "retracted")
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What one execution sent out: an inbox message (`session_id`, `stem`), or — both None — a
+    delivery or a comis execution that may have reached someone."""
+
+    session_id: str | None = None
+    stem: str | None = None
+
+
+def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | None, job: dict[str, Any] | None,
+                       default_project: Path, clock: Clock = SYSTEM_CLOCK,
+                       sessions: dict[Path, list] | None = None) -> Dispatch | None:
+    """Did the execution that `start` opened dispatch anything? None: provably nothing.
+
+    The rule, from durable facts only: no start row, nothing (the runner writes its start row
+    before it dispatches); a terminal outcome says what it sent; an `unknown` run (a pass killed
+    after its start row; `outcome` None while it is unsettled) of an inbox kind is a dispatch
+    exactly when its message reached the inbox — found through its idempotency key (the
+    execution id; the key record is written before the message) — and any other `unknown` run
+    counts, since nothing can prove it sent nothing. `sessions` caches the session lists of the
+    projects searched."""
+    if start is None:
+        return None
+    kind = outcome["kind"] if outcome is not None else "unsettled"
+    if kind == "unsettled":
+        if start["workKind"] not in ("agent_turn", "heartbeat_event"):
+            return Dispatch()
+        return _message_by_key(run_target_project(job, default_project), start["executionId"], clock, sessions)
+    assert outcome is not None
+    if kind == "inbox_dispatch":
+        session_id, stem = outcome.get("sessionId"), outcome.get("stem")
+        return Dispatch(session_id if isinstance(session_id, str) else None, stem if isinstance(stem, str) else None)
+    if kind in ("delivery_only", "wake_gate_skip"):
+        delivery = outcome.get("delivery")
+        return Dispatch() if isinstance(delivery, dict) and delivery.get("status") in SENT_DELIVERY else None
+    if kind in ("pre_dispatch_failure", "agent_turn_pre_model_skip"):
+        return None
+    return Dispatch()  # comis's own executions (agent_turn, internal_action, heartbeat_event) ran
+
+
+def _message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, list] | None) -> Dispatch | None:
+    from ..inbox import evidence_for_key
+    from ..project import list_sessions
+
+    if not (project / ".scorpiox").is_dir():
+        return None
+    cache = sessions if sessions is not None else {}
+    if project not in cache:
+        cache[project] = list_sessions(project, clock)
+    evidence = evidence_for_key(project, cache[project], key)
+    if evidence["key_record"] and evidence["state"] in IN_INBOX:
+        return Dispatch(evidence["session"], evidence["stem"])
+    return None

@@ -189,7 +189,7 @@ class SchedulerPass:
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
         self.policy = read_policy(self.ws)
         self.gates = Gates(self.policy, self.ledger, project=self.options.project, to=self.options.to,
-                           clock=self.clock, report=self.report)
+                           clock=self.clock, report=self.report, store=store)
         self.result.gates = self.gates.done
 
     def _tick(self) -> None:
@@ -268,6 +268,7 @@ class SchedulerPass:
     def _reconcile(self) -> None:
         for claim in list(self.store["activeClaims"]):
             group = self.ledger.groups.get(claim["executionId"])
+            opened = group.start if group is not None else None  # the dead pass's start row, if it wrote one
             if group is None:
                 start = _start_row(claim, started_at=claim["claimedAtMs"])
                 terminal = self._terminal(start, {"kind": "pre_dispatch_failure", "stage": "start_record_recovery",
@@ -275,14 +276,17 @@ class SchedulerPass:
                 self._append(start, terminal)
                 counter = "recoveredBeforeStart"
             elif group.terminal is None:
-                started = group.start
-                assert started is not None  # a group without its terminal was opened by its start
-                terminal = self._terminal(started, _unsettled(started["rootRunId"]))
+                assert opened is not None  # a group without its terminal was opened by its start
+                terminal = self._terminal(opened, _unsettled(opened["rootRunId"]))
                 self._append(terminal)
                 counter = "ownerLostAfterStart"
             else:
                 terminal = group.terminal
                 counter = "settledFromTerminal"
+            if opened is not None:  # the dead pass's run counts against its job's limits if it dispatched
+                #                     (in the policy file, written before the store write that drops the claim)
+                job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
+                self.gates.count(job, opened, terminal["outcome"])
             self._settle(claim, terminal)
             self.result.reconciled[counter] += 1
             self.result.reconciled["executionIds"].append(claim["executionId"])
@@ -362,7 +366,7 @@ class SchedulerPass:
         self._append(terminal)
         faults.hit("after-terminal")
         if not manual:
-            self.gates.after_run(job, scheduled_for)
+            self.gates.after_run(job, start, outcome)
         self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
