@@ -39,8 +39,16 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     }
 
 
+def _waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock) -> bool:
+    """Whether the pass holds this due job now (the pass's own rule, `gating.hold_state`): a job
+    past its --hold-max is not waiting any more, it is given up at the next pass."""
+    from .cron.gating import hold_state
+
+    held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock)
+    return held is not None and held["status"] == "waiting"
+
+
 def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
-    from .cron.gating import waits_for_agent
     from .cron.jobs import is_overdue
     from .cron.ledger import recent_runs
     from .cron.policy import read_policy
@@ -66,7 +74,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock)
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
     waiting = [job["name"] for job in scheduled
-               if job["lifecycle"]["nextRunAtMs"] <= now_ms and waits_for_agent(job, project, "live", clock)]
+               if job["lifecycle"]["nextRunAtMs"] <= now_ms and _waiting(job, policy.get(job["id"]), now_ms, project, clock)]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
         "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
@@ -133,15 +141,17 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
                      "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
                      "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
                      "paused": cb.doc_paused(doc or {})})
-    from .cron.gating import waits_for_agent
+    from .cron.policy import read_policy
     from .cron.store import read_store
     from .cron.views import timeline
 
     store = read_store(ws)
     if store is not None:
         jobs = {job["id"]: job for job in store["jobs"]}
+        policy = read_policy(ws)["jobs"]
         for fire in timeline(store, now, count, zone):
-            waiting = fire["overdue"] and waits_for_agent(jobs[fire["jobId"]], session.project, "live", clock)
+            waiting = fire["overdue"] and _waiting(jobs[fire["jobId"]], policy.get(fire["jobId"]), now,
+                                                   session.project, clock)
             rows.append({"source": "cron", "at_ms": fire["at_ms"], "name": fire["name"], "jobId": fire["jobId"],
                          "overdue": fire["overdue"], "paused": fire["paused"], "dst": fire["dst"],
                          "waiting": waiting})

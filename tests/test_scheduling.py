@@ -95,6 +95,24 @@ def test_a_job_due_while_the_agent_restarts_waits_and_runs_once_when_it_is_back(
     assert sched.job("once")["job"]["lifecycle"]["status"] == "one_shot_terminal"
 
 
+def test_status_and_next_stop_saying_waits_once_the_hold_limit_has_passed(sched):
+    """The views ask the pass's rule (hold_state): past --hold-max a job is not waiting any more,
+    the next pass gives it up, so it is overdue."""
+    sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning check", "--hold-max", "10m")
+    sched.agent_at(NINE - MIN)
+    sched.folder.joinpath("inbox").mkdir(parents=True, exist_ok=True)
+    views = {}
+    for minute in (5, 15):
+        status = sched.run(NINE + minute * MIN, "--session", SID, "status", "--json").json()
+        upcoming = sched.run(NINE + minute * MIN, "--session", SID, "next", "--json").json()
+        codes = [p["code"] for p in status["problems"]]
+        views[minute] = (status["cron"]["waiting"], "cron_waiting_for_agent" in codes, "cron_overdue" in codes,
+                         [row["waiting"] for row in upcoming["rows"] if row["source"] == "cron"][:1])
+    assert views[5] == (["daily"], True, False, [True])
+    assert views[15] == ([], False, True, [False])
+
+
 def test_past_its_hold_limit_the_occurrence_is_given_up_and_recorded(sched):
     sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
               "--text", "morning check", "--hold-max", "10m")

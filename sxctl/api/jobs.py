@@ -211,7 +211,7 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
 def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, session: str | None = None,
               lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
     """Pause job `name` (its next run time and error counter are kept), or resume it
-    (`paused=False`; a passed run time runs as a catch-up at the next pass)."""
+    (`paused=False`; a passed run time is due at the next pass, under the job's policy)."""
     from ..cron.jobs import set_job_paused
     from ..cron.store import mutate_store
 
