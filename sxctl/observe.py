@@ -74,7 +74,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock)
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
     waiting = [job["name"] for job in scheduled
-               if job["lifecycle"]["nextRunAtMs"] <= now_ms and _waiting(job, policy.get(job["id"]), now_ms, project, clock)]
+               if job["lifecycle"]["nextRunAtMs"] <= now_ms
+               and _waiting(job, policy.get(job["id"]), now_ms, project, clock)]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
         "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),

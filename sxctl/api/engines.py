@@ -140,8 +140,8 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
     """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
     installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
     from .. import engines
-    from ..health import diagnose
     from ..errors import NotFoundError, SxctlError
+    from ..health import diagnose
     from .jobs import ledger_ceiling
     from .scope import find_project, find_session
 
