@@ -142,7 +142,9 @@ DURATION = Duration()
 
 # --- rendering ---------------------------------------------------------------------------------
 
-_C1 = re.compile("[\x7f-\x9f]")  # DEL and the C1 controls: json.dumps leaves them as they are
+#: what json.dumps leaves raw with ensure_ascii off: DEL and the C1 controls (a terminal may obey
+#: them), and the lone surrogates that stand for the bytes of a name that is not UTF-8
+_JSON_RAW = re.compile("[\x7f-\x9f\ud800-\udfff]")
 #: what `printable` escapes: controls (C0, DEL, C1), bidi controls, line/paragraph separators,
 #: surrogates; not the other non-printing characters of ordinary text (no-break spaces, joiners)
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -191,12 +193,13 @@ def reporter() -> Reporter:
 def json_line(doc: dict[str, Any]) -> str:
     """One JSON document as one line of stdout: ASCII-only unless stdout takes UTF-8, and never a
     raw control character either way (json escapes C0; DEL and the C1 controls, which a terminal
-    may obey, are escaped here as `\\u009b`: the same JSON value)."""
+    may obey, are escaped here as `\\u009b`: the same JSON value), and always valid UTF-8 (a name
+    that is not UTF-8 shows its bytes as `\\udce9`, as Python's own ASCII JSON does)."""
     import json
 
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
-    return _C1.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
+    return _JSON_RAW.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
 
 
 def emit_json(doc: dict[str, Any]) -> None:
