@@ -227,3 +227,45 @@ def test_no_module_of_the_package_shadows_a_function_of_the_api():
     for name in modules - {"__main__"}:
         importlib.import_module(f"sxctl.{name}")
     assert all(callable(getattr(sxctl, name)) for name in sxctl.__all__ if name != "__version__")
+
+
+def test_the_threat_model_names_rules_and_tests_that_exist():
+    """docs/threat-model.md maps every class to its rule and its test: each `module.name` it
+    cites is in the code, each `tests/...::test` is a test of that file (a rename breaks this)."""
+    import ast
+    import importlib
+
+    text = (REPO / "docs" / "threat-model.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| **")]
+    assert len(rows) >= 12
+    cited_tests = 0
+    for row in rows:
+        rule, where, tests = row.split(" | ")[1:4]
+        for name in re.findall(r"`([a-z_]+(?:\.[A-Za-z_]+)+)`", where + rule):
+            parts = name.split(".")
+            depth = max(n for n in range(1, len(parts) + 1)  # the longest prefix that is a module
+                        if _is_module("sxctl." + ".".join(parts[:n])))
+            owner = importlib.import_module("sxctl." + ".".join(parts[:depth]))
+            for attribute in parts[depth:]:  # then names inside it: `engines.Crontab._decode`
+                assert hasattr(owner, attribute), name
+                owner = getattr(owner, attribute)
+        file = None
+        for path, test in re.findall(r"`((?:tests/(?:\w+/)*)?test_\w+\.py)?::(test_\w+)", tests):
+            if path:  # `tests/stress/test_hostile.py::…`, or short: `test_hostile.py::…`
+                file = next(found for found in (REPO / path, *(REPO / "tests").rglob(path)) if found.is_file())
+            assert file is not None, (row, test)
+            defined = {node.name for node in ast.walk(ast.parse(file.read_text()))
+                       if isinstance(node, ast.FunctionDef)}
+            assert test in defined, (file, test)
+            cited_tests += 1
+    assert cited_tests >= 40
+
+
+def _is_module(name: str) -> bool:
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError:
+        return False
+    return True

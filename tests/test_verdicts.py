@@ -352,3 +352,23 @@ def test_output_cut_by_a_closed_pipe_exits_141(project, unbuffered, flags):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- a clock that lies ----------------------------------------------------------------------------
+
+def test_a_clock_set_back_before_the_last_run_stops_the_pass_and_changes_nothing(project):
+    """A pass whose clock is behind what the ledger already holds would take the past for the
+    future (a run again, a limit's day counted twice): it stops with clock_behind, exit 5, and
+    leaves the store, the ledger and the policy file byte for byte."""
+    start = now_ms()
+    project.session()
+    assert project.run("cron", "add", "hourly", "--every", "1h", "--payload", "heartbeat-event", "--text", "x",
+                       "--max-runs-per-day", "1", clock=FakeClock(start)).code == 0
+    ran = project.run("cron", "run", "hourly", "--json", clock=FakeClock(start + 60_000))
+    assert ran.code == 0, ran.err
+    folder = project.root / ".scheduler"
+    files = {name: (folder / name).read_bytes() for name in ("cron-jobs.json", "cron-executions.jsonl",
+                                                              "sxctl-policy.json")}
+    behind = project.run("cron", "tick", "--json", clock=FakeClock(start - HOUR))
+    assert behind.code == 5 and behind.json()["error"]["code"] == "clock_behind", behind.out + behind.err
+    assert {name: (folder / name).read_bytes() for name in files} == files
