@@ -390,28 +390,44 @@ class Crontab:
             raise SystemRefusedError.from_os_error(error, "cannot run crontab(1)") from None
 
 
-def crontab_lock(environ: Mapping[str, str] = os.environ):
-    """The lock every sxctl process takes around its crontab edit (read, write, read back):
-    `$XDG_STATE_HOME/sxctl/crontab.lock` (default ~/.local/state), held up to 30 s (exit 4)."""
-    from .locks import writer_lock
+def crontab_lock_folder() -> Path:
+    """`/tmp/sxctl-<uid>`: one folder per user id, whatever HOME or XDG_STATE_HOME say. A crontab
+    belongs to the user id, so every sxctl that edits it — another shell with another HOME, `sudo`
+    without `-H` — must meet at the same lock. Made 0700; refused (exit 5) unless it is a real
+    folder of this user that nobody else may enter (as tmux does with /tmp/tmux-<uid>)."""
+    import stat
 
-    folder = xdg_dir("XDG_STATE_HOME", ".local/state", environ) / "sxctl"
+    folder = Path(f"/tmp/sxctl-{os.getuid()}")
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
     except OSError as error:
         raise SystemRefusedError.from_os_error(error, "cannot create the folder of the crontab lock") from None
-    path = folder / "crontab.lock"
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SxctlError(f"refusing to use {folder} for the crontab lock: it must be a folder of user "
+                         f"{os.getuid()} with mode 0700 (remove it and run the command again)",
+                         code="invalid_data", file=folder)
+    return folder
+
+
+def crontab_lock():
+    """The lock every sxctl process of this user takes around its crontab edit (read, write,
+    read back): `/tmp/sxctl-<uid>/crontab.lock`, held up to 30 s (exit 4)."""
+    from .locks import writer_lock
+
+    path = crontab_lock_folder() / "crontab.lock"
     refuse_symlink(path)
     refuse_non_regular(path)
     return writer_lock(path, CRONTAB_LOCK_WAIT_S, "the crontab")
 
 
-def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str], wanted: list[str],
-                  environ: Mapping[str, str]) -> bool:
+def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str], wanted: list[str]) -> bool:
     """Apply `edit` to the crontab under the lock; read it back: sxctl's blocks for this project
     must then be exactly `wanted`, or exit 4 (another program changed the crontab meanwhile).
     False when nothing had to change."""
-    with crontab_lock(environ):
+    with crontab_lock():
         text = crontab.read()
         new = edit(text)
         if new == text:
@@ -429,7 +445,7 @@ def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str
     return True
 
 
-def install_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str, str] = os.environ) -> bool:
+def install_crontab(tick: TickCommand, crontab: Crontab) -> bool:
     """Put sxctl's block in the crontab (replacing an older one, and any copy of it); False when
     it was there as is."""
     block = crontab_block(tick)
@@ -443,10 +459,10 @@ def install_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str, s
             new += text[stop:start]
         return new + text[spans[-1][1]:]
 
-    return _edit_crontab(tick, crontab, edit, [block], environ)
+    return _edit_crontab(tick, crontab, edit, [block])
 
 
-def uninstall_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str, str] = os.environ) -> bool:
+def uninstall_crontab(tick: TickCommand, crontab: Crontab) -> bool:
     """Remove every sxctl block for this project; False when there was none."""
 
     def edit(text: str) -> str:
@@ -456,7 +472,7 @@ def uninstall_crontab(tick: TickCommand, crontab: Crontab, environ: Mapping[str,
             last = stop
         return kept + text[last:]
 
-    return _edit_crontab(tick, crontab, edit, [], environ)
+    return _edit_crontab(tick, crontab, edit, [])
 
 
 # --- systemd -------------------------------------------------------------------------------------

@@ -319,15 +319,21 @@ INSTALLER = textwrap.dedent("""
 @pytest.mark.slow
 def test_four_projects_installing_at_once_all_keep_their_block(tmp_path, project):
     """The crontab edit is a read-modify-write: without sxctl's lock the last writer drops the
-    blocks the others wrote in between (all exit 0). With it, every block is there, every time."""
+    blocks the others wrote in between (all exit 0). With it, every block is there, every time —
+    also when each shell has its own HOME and XDG_STATE_HOME (the crontab belongs to the user id)."""
     store, env = fake_crontab(tmp_path, project)
     roots = [new_project(tmp_path / f"app{i}") for i in range(4)]
+    envs = []
+    for i in range(4):
+        (tmp_path / f"home{i}").mkdir()
+        envs.append({**env, "HOME": str(tmp_path / f"home{i}"), "XDG_STATE_HOME": str(tmp_path / f"state{i}")})
     lost = []
     for trial in range(4):
         store.unlink(missing_ok=True)
         procs = [subprocess.Popen([sys.executable, "-c", INSTALLER, "--project", str(root), "cron", "export",
-                                   "--target", "crontab", "--install"], env=env, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for root in roots]
+                                   "--target", "crontab", "--install"], env=envs[i], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for i, root in enumerate(roots)]
         for proc in procs:
             assert proc.stdout.readline() == "ready\n"
         for proc in procs:
@@ -490,11 +496,30 @@ def test_an_empty_unit_dir_is_refused_and_a_relative_config_home_is_ignored(proj
     assert all(Path(path).is_file() for path in relative.json()["changed"])
 
 
-def test_the_crontab_lock_lives_in_the_state_folder(project, tmp_path):
+def test_the_crontab_lock_is_one_per_user_id_whatever_home_says(project, tmp_path):
+    """Two shells of one user with different HOME / XDG_STATE_HOME edit one crontab: they meet at
+    /tmp/sxctl-<uid>/crontab.lock, and nothing is created under either home."""
     crontab = tmp_path / "crontab"
-    assert project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file", str(crontab),
-                       env=project.env(XDG_STATE_HOME="relative")).code == 0
-    lock = project.home / ".local" / "state" / "sxctl" / "crontab.lock"
-    assert lock.is_file() and not (project.root / "relative").exists()
+    for state in ("relative", str(tmp_path / "state")):
+        assert project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file", str(crontab),
+                           env=project.env(XDG_STATE_HOME=state)).code == 0
+    lock = Path(f"/tmp/sxctl-{os.getuid()}") / "crontab.lock"
+    assert lock.is_file() and stat.S_IMODE(os.stat(lock.parent).st_mode) == 0o700
+    assert not (project.home / ".local").exists() and not (tmp_path / "state").exists()
+    assert not (project.root / "relative").exists()
     assert json.loads(project.run("cron", "export", "--target", "crontab", "--json").out)["files"]["crontab"] \
         in crontab.read_text()
+
+
+def test_a_crontab_lock_folder_others_may_enter_is_refused(project, tmp_path, monkeypatch):
+    """/tmp is shared: a lock folder someone else made (or opened up) is not used (exit 5)."""
+    from sxctl import engines
+
+    folder = tmp_path / "sxctl-lock"
+    folder.mkdir(mode=0o777)
+    os.chmod(folder, 0o777)
+    monkeypatch.setattr(engines, "Path", lambda text: folder if text.startswith("/tmp/sxctl-") else Path(text))
+    result = project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file",
+                         str(tmp_path / "crontab"), "--json")
+    assert result.code == 5 and "crontab lock" in result.json()["error"]["message"], result.out
+    assert not (tmp_path / "crontab").exists()

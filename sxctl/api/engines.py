@@ -74,7 +74,7 @@ def export_scheduler(
         crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
         if install or uninstall:
             edit = engines.install_crontab if install else engines.uninstall_crontab
-            done = edit(tick, crontab, environ)
+            done = edit(tick, crontab)
             result.action = ("installed" if install else "uninstalled") if done else "unchanged"
             result.changed = [str(crontab.file or "crontab")] if done else []
         return result
