@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,8 @@ from .errors import SxctlError
 NO_PASS_FAIL_MS = 3 * 60_000
 #: a heartbeat further ahead of this machine's clock than this was written by a clock that disagrees
 CLOCK_SKEW_MS = 60_000
+#: passes that found the store lock busy for this long (no pass ran) are a failed check
+BUSY_FAIL_MS = 15 * 60_000
 STALE_TEMP_MS = 3_600_000
 LOCK_STALE_MS = 30_000
 LEDGER_WARN_SHARE = 0.8
@@ -200,14 +201,17 @@ def _temps_and_locks(found: Findings, session, ws, now: int) -> None:
     for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
         lockdir = Path(os.path.realpath(sentinel) + ".lock")
         try:
-            age = time.time() - os.stat(lockdir).st_mtime
+            age_ms = now - os.stat(lockdir).st_mtime_ns // 1_000_000
         except FileNotFoundError:
             continue
         owner = _owner_pid(Path(f"{sentinel}.owner"))
         if owner is not None and not _alive(owner):
             problems.append(f"{lockdir} is held by process {owner}, which is gone")
-        elif age * 1000 > LOCK_STALE_MS:
-            problems.append(f"{lockdir} has not been refreshed for {int(age)}s")
+        elif age_ms < -CLOCK_SKEW_MS:
+            problems.append(f"{lockdir} is stamped {-age_ms // 1000}s ahead of this clock (no holder refreshes a "
+                            "lock ahead of time, and the 30-second rule never takes it over)")
+        elif age_ms > LOCK_STALE_MS:
+            problems.append(f"{lockdir} has not been refreshed for {age_ms // 1000}s")
     if problems:
         found.add("locks", "fail", "; ".join(problems),
                   "the next `sxctl cron tick` takes over a dead holder's lock; if it cannot, and no sxctl or comis "
@@ -294,6 +298,15 @@ def _scheduler(found: Findings, ws, store: dict[str, Any], now: int, environ, cr
         elif beat["outcome"] == "failed":
             found.add("scheduler", "fail", f"the last pass failed: {beat['detail']}",
                       "sxctl cron tick   # run one pass by hand to see the error")
+        elif beat["outcome"] == "no_store":
+            found.add("scheduler", "fail", f"the last pass found no store, but {ws.store} holds {len(jobs)} "
+                      f"scheduled job(s): the installed pass looks at another workspace; {where}",
+                      "sxctl cron export --target crontab --install   # again, from this project")
+        elif beat["outcome"] == "busy" and now - (beat.get("busySinceMs") or now) > BUSY_FAIL_MS:
+            found.add("scheduler", "fail", f"every pass for {(now - beat['busySinceMs']) // 60_000} minute(s) "
+                      f"found the store lock busy: a pass hangs, or a lock is left behind; {where}",
+                      f"ls -la --time-style=full-iso {ws.scheduler}   # see the locks check; "
+                      "stop a hung `sxctl cron tick`, or rmdir a lock no process holds")
         else:
             found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
     overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled" and is_overdue(job, now)]

@@ -372,3 +372,48 @@ def test_a_clock_set_back_before_the_last_run_stops_the_pass_and_changes_nothing
     behind = project.run("cron", "tick", "--json", clock=FakeClock(start - HOUR))
     assert behind.code == 5 and behind.json()["error"]["code"] == "clock_behind", behind.out + behind.err
     assert {name: (folder / name).read_bytes() for name in files} == files
+
+
+# --- a scheduler that cannot run: a lock no pass gets, a pass that looks elsewhere -------------------
+
+def test_a_lock_stamped_in_the_future_keeps_every_pass_busy_and_doctor_fails(project):
+    """A lock directory with a future mtime is never stale by the 30-second rule: every pass finds
+    the lock busy (exit 0 with --busy-ok). doctor fails it twice: the lock is stamped ahead of the
+    clock, and the passes have found the lock busy for more than 15 minutes."""
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    lock = project.root / ".scheduler" / "cron-jobs.lock.lock"
+    lock.mkdir()
+    year = 365 * 24 * 3600
+    os.utime(lock, (start / 1000 + year, start / 1000 + year))
+    for minute in (1, 10, 17):
+        busy = project.run("cron", "tick", "--busy-ok", "--json", clock=FakeClock(start + minute * 60_000))
+        assert busy.code == 0 and busy.json()["skipped"], busy.out
+    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    assert (beat["outcome"], beat["busySinceMs"]) == ("busy", start + 60_000)
+    result = project.run("doctor", "--json", clock=FakeClock(start + 17 * 60_000))
+    assert result.code == 9, result.out
+    [scheduler] = checks(result, "scheduler")
+    assert scheduler["status"] == "fail" and "every pass for 16 minute(s) found the store lock busy" in \
+        scheduler["message"], scheduler
+    [locks] = checks(result, "locks")
+    assert locks["status"] == "fail" and "ahead of this clock" in locks["message"] and str(lock) in locks["fix"]
+    lock.rmdir()  # the fix; the next pass runs and the streak ends
+    assert project.run("cron", "tick", clock=FakeClock(start + 18 * 60_000)).code == 0
+    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    assert (beat["outcome"], beat["busySinceMs"]) == ("ok", None)
+    again = project.run("doctor", "--json", clock=FakeClock(start + 18 * 60_000))
+    assert [c["status"] for c in checks(again, "scheduler") + checks(again, "locks")] == ["ok", "ok"], again.out
+
+
+def test_a_pass_that_found_no_store_is_a_failure_when_this_workspace_has_jobs(project):
+    """The installed pass looks at another workspace (it records `no_store` every minute) while
+    this one holds scheduled jobs: nothing runs them, so doctor fails instead of saying ok."""
+    start = now_ms()
+    beat = scheduled(project, at_ms=start)
+    doc = json.loads(beat.read_text())
+    beat.write_text(json.dumps({**doc, "outcome": "no_store", "lastPassMs": start + 60_000}))
+    result = project.run("doctor", "--json", clock=FakeClock(start + 90_000))
+    assert result.code == 9, result.out
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "fail" and "looks at another workspace" in check["message"], check

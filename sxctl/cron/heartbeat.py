@@ -14,7 +14,7 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
-from .schema import EPOCH_MS, MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, req
+from .schema import EPOCH_MS, MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
 from .store import Workspace
 
 FILE_NAME = "sxctl-tick.json"
@@ -24,7 +24,10 @@ OUTCOMES = ("ok", "busy", "no_store", "failed")
 #: the only record a pass writes; anything else there (a hand-made or damaged file) is not trusted
 RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("host", Str(1, 1024)),
               req("pid", Int(0, MAX_SAFE_INT)), req("sxctlVersion", Str(1, 256)), req("outcome", Enum(OUTCOMES)),
-              req("detail", Nullable(Str(0, DETAIL_CAP)))])
+              req("detail", Nullable(Str(0, DETAIL_CAP))),
+              # since when every pass found the store lock busy (null once a pass ran): shows a pass
+              # that hangs or a lock left behind; absent in older records
+              opt("busySinceMs", Nullable(EPOCH_MS))])
 
 
 def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None) -> None:
@@ -37,8 +40,14 @@ def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, det
         return
     if detail is not None:
         detail = detail.encode("utf-8", "replace")[:DETAIL_CAP].decode("utf-8", "ignore")
-    doc = {"formatVersion": 1, "lastPassMs": clock.now_ms(), "host": socket.gethostname(), "pid": os.getpid(),
-           "sxctlVersion": __version__, "outcome": outcome, "detail": detail}
+    now = clock.now_ms()
+    busy_since = None
+    if outcome == "busy":
+        before = read_heartbeat(ws)
+        busy_since = (before.get("busySinceMs") if before is not None and before.get("outcome") == "busy"
+                      else None) or now
+    doc = {"formatVersion": 1, "lastPassMs": now, "host": socket.gethostname(), "pid": os.getpid(),
+           "sxctlVersion": __version__, "outcome": outcome, "detail": detail, "busySinceMs": busy_since}
     try:
         atomic_write(folder / FILE_NAME, (json.dumps(doc) + "\n").encode(),
                      temp=folder / f"{FILE_NAME}.{uuid.uuid4()}.tmp", durable=False)
