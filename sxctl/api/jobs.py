@@ -353,6 +353,8 @@ def next_fires(
 
     now = clock.now_ms()
     bound = now if after is None else parse_time_ms(after, tz=None if after[-1:] in "zZ" else tz)[0]
+    if bound < 0:
+        raise UsageError(f"--from {after!r} is before 1970-01-01T00:00Z, where the times of a schedule start")
     adhoc = ScheduleInput(cron=cron, every=every, at=at, tz=tz, fold=fold, anchor=anchor)
     if adhoc.given:
         if name is not None:

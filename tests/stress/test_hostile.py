@@ -612,3 +612,9 @@ def test_times_no_calendar_can_show_are_refused_at_add(project, flag):
     result = project.run("cron", "add", "far", *flag, "--payload", "heartbeat-event", "--text", "t", "--json")
     assert result.code == 2 and "before 9999-01-01" in result.json()["error"]["message"]
     assert project.run("cron", "next").code == 0 and project.run("next").code in (0, 3)
+
+
+@pytest.mark.parametrize("start", ["0001-01-01T00:01Z", "1969-12-31T23:59Z"])
+def test_a_preview_from_before_1970_is_a_usage_error_not_a_crash(project, start):
+    result = project.run("cron", "next", "--cron", "* * * * *", "--from", start, "-n", "2", "--json")
+    assert result.code == 2 and "before 1970-01-01" in result.json()["error"]["message"], result.out + result.err
