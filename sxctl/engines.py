@@ -177,8 +177,9 @@ def replace_outside_file(path: Path, data: bytes, mode: int | None = None) -> No
         with PendingFile(path, mode=mode) as pending:
             pending.write_all(data)
             pending.commit(lambda: refuse_non_regular(path))
-    except OSError as error:
-        raise SystemRefusedError.from_os_error(error, "cannot write") from None
+    except OSError as error:  # named as the file the user gave, not as sxctl's temp beside it
+        reason = error.strerror or error.__class__.__name__
+        raise SystemRefusedError(f"cannot write {path}: {reason}", file=path) from None
 
 
 def _home(environ: Mapping[str, str]) -> str:
@@ -685,6 +686,11 @@ def uninstall_systemd(units: dict[str, str], folder: Path) -> list[Path]:
 # --- Kubernetes ----------------------------------------------------------------------------------
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_IMAGE_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+#: an image reference as the container tools read it: [registry[:port]/]path[:tag][@digest]
+_IMAGE_REFERENCE = re.compile(
+    rf"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?/)?{_IMAGE_PATH}(?:/{_IMAGE_PATH})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 _KEY = re.compile(r"[A-Za-z][A-Za-z0-9./-]*")
 
 
@@ -730,11 +736,15 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     check_value("--pvc", pvc, "kubernetes")
     if not mount.startswith("/"):
         raise UsageError(f"--mount {shown(mount)} must be an absolute path in the container")
+    if mount.rstrip("/") == "" or any(part in (".", "..") for part in mount.split("/")):
+        raise refuse_value("--mount", mount, "kubernetes", "the project's folder in the container must be a plain "
+                           "absolute path below / (no '.' or '..'; not / itself, which would cover the image)")
     if len(pvc) > 253 or not _DNS_SUBDOMAIN.fullmatch(pvc):
         raise refuse_value("--pvc", pvc, "kubernetes", "not a PersistentVolumeClaim name (lowercase letters, "
                            "digits, '-' and '.', at most 253)")
-    if not image or any(ch.isspace() for ch in image):
-        raise refuse_value("--image", image, "kubernetes", "not an image reference (empty, or with whitespace)")
+    if len(image) > 512 or not _IMAGE_REFERENCE.fullmatch(image):
+        raise refuse_value("--image", image, "kubernetes", "not an image reference "
+                           "([registry[:port]/]name[:tag][@digest], e.g. ghcr.io/acme/sxctl:1.2)")
     project = mount.rstrip("/") or "/"
     security: dict[str, Any] = {"runAsUser": uid, "runAsGroup": gid, "fsGroup": gid}
     if uid != 0:

@@ -119,11 +119,33 @@ def test_control_characters_and_line_separators_in_the_project_path_are_refused(
     ("--image", "busybox\n---\napiVersion: v1\nkind: Pod"),
     ("--mount", "/project\n---\nkind: Pod"),
     ("--pvc", "Agent Work"),  # no PersistentVolumeClaim has this name: refused here, not by kubectl later
+    ("--image", "---"), ("--image", "*anchor"), ("--image", "caf\u00e9"),  # no image has these names
+    ("--mount", "/"), ("--mount", "/a/../.."),  # the volume over the container's own root
 ])
 def test_kubernetes_options_that_would_add_objects_are_refused(project, option, value):
     result = project.run("cron", "export", "--target", "kubernetes", option, value)
     assert result.code == 2 and result.out == ""
     assert option in result.err and "kubernetes configuration" in result.err
+
+
+@pytest.mark.parametrize("image", ["sxctl", "python:3.12-slim", "ghcr.io/acme/sxctl:1.2",
+                                   "localhost:5000/a/b@sha256:" + "0123456789abcdef" * 4])
+def test_image_references_as_container_tools_write_them_are_taken(project, image):
+    result = project.run("cron", "export", "--target", "kubernetes", "--image", image, "--json")
+    assert result.code == 0 and yaml.safe_load(result.json()["files"]["cronjob.yaml"])["spec"]["jobTemplate"][
+        "spec"]["template"]["spec"]["containers"][0]["image"] == image
+
+
+def test_an_empty_user_is_refused_not_taken_for_the_project_owner(project, tmp_path):
+    result = project.run("cron", "export", "--target", "systemd", "--system", "--user", "")
+    assert result.code == 2 and "--user ''" in result.err and result.out == ""
+
+
+def test_a_crontab_file_in_a_missing_folder_is_named_not_its_temp(project, tmp_path):
+    target = tmp_path / "missing" / "crontab"
+    result = project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file", str(target))
+    assert result.code == 8 and f"cannot write {target}: No such file or directory" in result.err
+    assert ".tmp" not in result.err
 
 
 def test_a_user_that_would_add_directives_is_refused(project, tmp_path):

@@ -79,6 +79,8 @@ def export_scheduler(
             result.changed = [str(crontab.file or "crontab")] if done else []
         return result
     if target == "systemd":
+        if user is not None and not user:
+            raise UsageError("--user '' names no user: give a user name, or leave --user out for the project's owner")
         owner = user or (_owner_name(tick.project) if system else None)
         units = engines.systemd_units(tick, system=system, user=owner)
         folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system,
