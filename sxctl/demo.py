@@ -63,14 +63,20 @@ class AgentWatch:
             time.sleep(0.02)
         return [e for e in list(self.events) if predicate(e)]
 
-    def wait_idle(self, timeout: float = 20) -> None:
-        """Until every turn that started has ended (the next message then starts a turn)."""
+    def wait_idle(self, timeout: float = 20) -> bool:
+        """Until every turn that started has ended (the next message then starts a turn), a timer
+        that fired included: its turn starts just after `callback_fired`, and a tour step that
+        began in between met a busy agent (a flaky check on a loaded machine)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             events = list(self.events)
-            if sum(e["event"] == "turn_start" for e in events) == sum(e["event"] == "turn_end" for e in events):
-                return
+            starts = [e for e in events if e["event"] == "turn_start"]
+            if (len(starts) == sum(e["event"] == "turn_end" for e in events)
+                    and sum(e.get("source") == "callback" for e in starts)
+                    >= sum(e["event"] == "callback_fired" for e in events)):
+                return True
             time.sleep(0.02)
+        return False
 
     def new_lines(self) -> list[str]:
         """Transcript lines of the events since the last call (shown under each step)."""

@@ -48,3 +48,18 @@ def test_demo_passes_within_a_minute_as_json_and_keeps_the_project_when_asked(pr
     kept = last.rsplit(" ", 1)[1]
     assert (Path(kept) / ".scorpiox" / "sessions").is_dir()
     assert "✓" in human_out and "✗" not in human_out
+
+
+def test_the_tour_does_not_take_a_fired_timer_for_an_idle_agent():
+    """The agent reports `callback_fired` just before the timer's `turn_start`; a tour step sent
+    in between met a busy agent (the `busy` check failed on a loaded machine)."""
+    from sxctl.demo import AgentWatch
+
+    watch = AgentWatch.__new__(AgentWatch)
+    watch.events = [{"event": "turn_start", "source": "inbox"}, {"event": "turn_end"},
+                    {"event": "callback_fired"}]
+    assert watch.wait_idle(timeout=0.1) is False
+    watch.events += [{"event": "turn_start", "source": "callback"}]
+    assert watch.wait_idle(timeout=0.1) is False  # the timer's turn runs
+    watch.events += [{"event": "turn_end"}]
+    assert watch.wait_idle(timeout=0.1) is True
