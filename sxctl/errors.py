@@ -71,7 +71,7 @@ EXIT_MEANINGS: dict[int, str] = {
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",
     8: "the operating system refused (permission denied, read-only or full file system, closed standard output)",
     9: "`doctor` found a failing check (each is named, with the command that fixes it)",
-    130: "interrupted (Ctrl-C); a command that was waiting says where its message is",
+    130: "interrupted (Ctrl-C; SIGTERM while waiting); a command that was waiting says where its message is",
 }
 
 

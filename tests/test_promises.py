@@ -110,8 +110,9 @@ def test_a_keyed_send_that_waits_for_a_retracted_message_is_exit_4(project):
     assert again.json()["stem"] == stem and again.json()["state"] == "retracted"
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])  # Ctrl-C, and a CI runner cancelling its step
 @pytest.mark.parametrize("verb", ["send", "wait"])
-def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb):
+def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     import signal
     import subprocess
     import sys
@@ -129,7 +130,7 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb):
     for line in proc.stderr:  # -v says when the wait begins
         if b"waiting for " in line:
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signum))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     [line] = out.decode().splitlines()

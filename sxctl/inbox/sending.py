@@ -291,7 +291,7 @@ def send(
                 )
             except SxctlError as error:
                 if error.code == "interrupted":  # the message was written: say where it is
-                    result.state = error.details["state"]
+                    result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
                     error.details = {**result.to_json(), "ok": False}
                 raise
             result.session, result.inbox = outcome.session, outcome.inbox

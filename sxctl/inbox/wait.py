@@ -97,17 +97,48 @@ def wait_for(
     emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
     where: list[Any] = [session, inbox]  # where the message is now (a rotation may re-home it)
     try:
-        report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
-        state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
+        with _sigterm_interrupts():
+            report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
+            state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
     except KeyboardInterrupt:
         session, inbox = where
         state = inbox.state_of(stem)
+        waited = round((clock.monotonic() - started) * 1000)
         raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code="interrupted",
-                         details={"stem": stem, "state": state, "session": session.id}) from None
+                         details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited}
+                         ) from None
     session, inbox = where
     waited = round((clock.monotonic() - started) * 1000)
     emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
     return WaitOutcome(session, inbox, stem, state, waited)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while waiting (a CI runner cancelling its step): handled like Ctrl-C."""
+
+
+def _sigterm_interrupts():
+    """While a command waits, SIGTERM ends the wait as Ctrl-C does — exit 130 with where the
+    message is (and its JSON document) — instead of ending the process without a word."""
+    import contextlib
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return contextlib.nullcontext()
+
+    def terminated(signum, frame):
+        raise _Terminated()
+
+    @contextlib.contextmanager
+    def installed():
+        previous = signal.signal(signal.SIGTERM, terminated)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return installed()
 
 
 def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clock: Clock,
