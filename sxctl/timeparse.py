@@ -63,6 +63,9 @@ _BARE = r"\d+(?:\.\d+)?|\.\d+"
 
 def parse_duration_ms(text: str, *, what: str = "duration") -> int:
     """`90`, `1.5s`, `250ms`, `1h30m` -> milliseconds (exit 2 naming the value when malformed)."""
+    if re.search(r"[\d.]M(?![Ss])", text):  # `1M`: a month in many tools; sxctl's m is a minute
+        raise UsageError(f"invalid {what} {text!r}: 'M' is ambiguous; write m for minutes (there is no month "
+                         "unit: a monthly job is a cron schedule such as '0 9 1 * *')")
     value = text.strip().lower()
     if re.fullmatch(_BARE, value):
         return round(float(value) * 1000)

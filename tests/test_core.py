@@ -45,13 +45,14 @@ def test_error_document_shape():
 @pytest.mark.parametrize(
     ("text", "ms"),
     [("90", 90_000), ("1.5", 1500), ("250ms", 250), ("30s", 30_000), ("5m", 300_000),
-     ("1h30m", 5_400_000), ("7d", 604_800_000), ("1h0m5s", 3_605_000), ("0", 0), (".5s", 500)],
+     ("1h30m", 5_400_000), ("7d", 604_800_000), ("1h0m5s", 3_605_000), ("0", 0), (".5s", 500),
+     ("1H", 3_600_000), ("250MS", 250)],
 )
 def test_parse_duration(text, ms):
     assert parse_duration_ms(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "abc", "5x", "1h1h", "-5", "1m h", "5 m"])
+@pytest.mark.parametrize("text", ["", "abc", "5x", "1h1h", "-5", "1m h", "5 m", "1M", "1h30M"])  # M: a month?
 def test_parse_duration_rejects(text):
     with pytest.raises(UsageError) as info:
         parse_duration_ms(text)
