@@ -97,11 +97,25 @@ def load_zone(name: str):
     if name == "local":
         name = local_zone_name()
     if not name or name.startswith("/") or ".." in name:
-        raise UsageError("Invalid wall-clock timezone")
+        raise UsageError("Invalid wall-clock timezone", hint=zone_hint(name))
     try:
         return ZoneInfo(canonical_zone_name(name))
     except (ValueError, OSError, KeyError):
-        raise UsageError("Invalid wall-clock timezone") from None
+        raise UsageError("Invalid wall-clock timezone", hint=zone_hint(name)) from None
+
+
+def zone_hint(name: str) -> str:
+    """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
+    Europe/Berlin (the error message itself stays comis's)."""
+    import difflib
+    from zoneinfo import available_timezones
+
+    zones = sorted(available_timezones())
+    by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
+    close = by_city or difflib.get_close_matches(name, zones, n=3, cutoff=0.75)
+    if close:
+        return f"did you mean {' or '.join(close)}? (IANA zone names: Region/City, e.g. America/New_York)"
+    return "an IANA zone name such as Europe/Berlin, America/New_York or UTC (`local` is this machine's zone)"
 
 
 def canonical_zone_name(name: str) -> str:
@@ -186,7 +200,9 @@ def parse_time_ms(
         raise UsageError("Wall-clock timestamp does not exist in the requested timezone")
     if kind == "fold":
         if fold not in ("earlier", "later"):
-            raise UsageError("Ambiguous wall-clock timestamp requires earlier or later fold selection")
+            raise UsageError("Ambiguous wall-clock timestamp requires earlier or later fold selection",
+                             hint=f"{value} happens twice in {zone} (the clocks go back): add --fold earlier "
+                                  "for the first or --fold later for the second")
         return epoch_ms(naive.replace(tzinfo=zone, fold=0 if fold == "earlier" else 1)), True
     return epoch_ms(earlier), True
 

@@ -148,3 +148,16 @@ def test_independent_checker_is_not_a_rubber_stamp():
     raw = (json.dumps(store, separators=(",", ":")) + "\n").encode()
     problems = check_store_bytes(raw)
     assert any("jobs[0]" in p for p in problems) and any("conversationRef" in p for p in problems)
+
+
+@pytest.mark.parametrize(("tz", "meant"), [("Europe/Berln", "Europe/Berlin"), ("Berlin", "Europe/Berlin"),
+                                           ("new york", "America/New_York")])
+def test_a_mistyped_zone_gets_comis_message_and_a_hint_naming_the_zone(project, tz, meant):
+    result = project.run("cron", "next", "--cron", "0 9 * * *", "--tz", tz, "-n", "1")
+    assert result.code == 2 and "Invalid cron timezone" in result.err
+    assert f"hint: did you mean {meant}" in result.err
+
+
+def test_an_ambiguous_time_hints_at_fold(project):
+    result = project.run("cron", "next", "--at", "2026-10-25 02:30", "--tz", "Europe/Berlin")
+    assert result.code == 2 and "--fold earlier" in result.err and "--fold later" in result.err

@@ -230,8 +230,8 @@ def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None
 def load_cron_zone(name: str):
     try:
         return load_zone(name or "UTC")
-    except UsageError:
-        raise UsageError("Invalid cron timezone") from None
+    except UsageError as error:
+        raise UsageError("Invalid cron timezone", hint=error.extra.get("hint")) from None
 
 
 # --- authoring (§6) ------------------------------------------------------------------------------
