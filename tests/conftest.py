@@ -203,10 +203,20 @@ FIGURES_ENV = "SXCTL_STRESS_FIGURES"
 
 def pytest_configure(config):
     """One folder for the figures of every worker (xdist workers inherit the environment)."""
-    if not hasattr(config, "workerinput"):
+    if not hasattr(config, "workerinput") and FIGURES_ENV not in os.environ:
         import tempfile
 
-        os.environ.setdefault(FIGURES_ENV, tempfile.mkdtemp(prefix="sxctl-stress-"))
+        os.environ[FIGURES_ENV] = tempfile.mkdtemp(prefix="sxctl-stress-")
+        config._sxctl_figures_made = os.environ[FIGURES_ENV]  # removed at the end of the run
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_sxctl_figures_made", None)
+    if made:
+        import shutil
+
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(FIGURES_ENV, None)
 
 
 @pytest.fixture
