@@ -377,3 +377,49 @@ def test_a_max_runs_job_made_a_one_shot_drops_its_lifetime_and_takes_other_flags
     sched.agent_at(NINE + HOUR + 31 * MIN)
     [run] = sched.tick(NINE + HOUR + 31 * MIN)["runs"]
     assert run["status"] == "dispatched" and len(sched.pending()) == 2
+
+
+# --- changing a limit never resets what was spent; the policy file cannot undercount the ledger ------
+
+def _texts(sched, text: str) -> int:
+    return sum(1 for message in sched.pending() if message["text"].split("\n", 1)[0] == text)
+
+
+def _hourly_passes(sched, first_ms: int, count: int) -> list[dict]:
+    """`count` passes an hour apart from `first_ms`, the agent live at each; the sxctl pauses
+    they report."""
+    paused = []
+    for n in range(count):
+        at = first_ms + n * HOUR
+        sched.agent_at(at)
+        paused += sched.tick(at)["paused"]
+    return paused
+
+
+@pytest.mark.parametrize(("new", "total"), [(3, 3), (2, 2), (1, 2), (5, 5)],
+                         ids=["same", "lower-reached", "lower-passed", "higher"])
+def test_updating_max_runs_keeps_the_runs_already_spent(sched, new, total):
+    """--max-runs 3, two runs, then `cron update --max-runs N`: the two runs still count, so the
+    job dispatches max(N, 2) messages in all — never N more — and the pause says how many ran."""
+    sched.add(NINE, "jE", "--every", "1h", "--payload", "agent-turn", "--to", SID, "--text", "E", "--max-runs", "3")
+    assert _hourly_passes(sched, NINE + HOUR, 2) == [] and _texts(sched, "E") == 2
+    changed = sched.run(NINE + 2 * HOUR + MIN, "cron", "update", "jE", "--max-runs", str(new))
+    assert changed.code == 0, changed.err
+    assert sched.job("jE")["policy"]["runs"] == 2  # kept: only `cron resume` starts a new budget
+    [paused] = _hourly_passes(sched, NINE + 3 * HOUR, 6)
+    assert _texts(sched, "E") == total
+    assert paused["reason"] == "expired"
+    assert f"it has run {total} time(s) (--max-runs {new})" in paused["message"], paused["message"]
+    shown = sched.job("jE")
+    assert shown["state"] == "paused:expired" and shown["policy"]["runs"] == total
+
+
+def test_resume_after_max_runs_still_gives_a_fresh_budget(sched):
+    """Only `cron resume` starts a new budget: the ledger's runs before the resume count no more."""
+    sched.add(NINE, "jR", "--every", "1h", "--payload", "heartbeat-event", "--text", "R", "--max-runs", "2")
+    [paused] = _hourly_passes(sched, NINE + HOUR, 3)
+    assert _texts(sched, "R") == 2 and "it has run 2 time(s)" in paused["message"]
+    assert sched.run(NINE + 4 * HOUR, "cron", "resume", "jR").code == 0
+    assert sched.job("jR")["policy"]["runs"] == 0
+    [paused] = _hourly_passes(sched, NINE + 5 * HOUR, 3)
+    assert _texts(sched, "R") == 4 and "it has run 2 time(s)" in paused["message"]

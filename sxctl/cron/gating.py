@@ -240,7 +240,7 @@ class Gates:
             self.pause(job, "expired", f"its next run would be after --until {_clock_text(until)}")
             return True
         if most is not None and usage.runs >= most:
-            self.pause(job, "expired", f"it has run {most} time(s) (--max-runs)")
+            self.pause(job, "expired", f"it has run {usage.runs} time(s) (--max-runs {most})")
             return True
         return False
 
