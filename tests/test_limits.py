@@ -377,3 +377,121 @@ def test_a_max_runs_job_made_a_one_shot_drops_its_lifetime_and_takes_other_flags
     sched.agent_at(NINE + HOUR + 31 * MIN)
     [run] = sched.tick(NINE + HOUR + 31 * MIN)["runs"]
     assert run["status"] == "dispatched" and len(sched.pending()) == 2
+
+
+# --- changing a limit never resets what was spent; the policy file cannot undercount the ledger ------
+
+def _texts(sched, text: str) -> int:
+    return sum(1 for message in sched.pending() if message["text"].split("\n", 1)[0] == text)
+
+
+def _hourly_passes(sched, first_ms: int, count: int) -> list[dict]:
+    """`count` passes an hour apart from `first_ms`, the agent live at each; the sxctl pauses
+    they report."""
+    paused = []
+    for n in range(count):
+        at = first_ms + n * HOUR
+        sched.agent_at(at)
+        paused += sched.tick(at)["paused"]
+    return paused
+
+
+@pytest.mark.parametrize(("new", "total"), [(3, 3), (2, 2), (1, 2), (5, 5)],
+                         ids=["same", "lower-reached", "lower-passed", "higher"])
+def test_updating_max_runs_keeps_the_runs_already_spent(sched, new, total):
+    """--max-runs 3, two runs, then `cron update --max-runs N`: the two runs still count, so the
+    job dispatches max(N, 2) messages in all — never N more — and the pause says how many ran."""
+    sched.add(NINE, "jE", "--every", "1h", "--payload", "agent-turn", "--to", SID, "--text", "E", "--max-runs", "3")
+    assert _hourly_passes(sched, NINE + HOUR, 2) == [] and _texts(sched, "E") == 2
+    changed = sched.run(NINE + 2 * HOUR + MIN, "cron", "update", "jE", "--max-runs", str(new))
+    assert changed.code == 0, changed.err
+    assert sched.job("jE")["policy"]["runs"] == 2  # kept: only `cron resume` starts a new budget
+    [paused] = _hourly_passes(sched, NINE + 3 * HOUR, 6)
+    assert _texts(sched, "E") == total
+    assert paused["reason"] == "expired"
+    assert f"it has run {total} time(s) (--max-runs {new})" in paused["message"], paused["message"]
+    shown = sched.job("jE")
+    assert shown["state"] == "paused:expired" and shown["policy"]["runs"] == total
+
+
+def test_resume_after_max_runs_still_gives_a_fresh_budget(sched):
+    """Only `cron resume` starts a new budget: the ledger's runs before the resume count no more."""
+    sched.add(NINE, "jR", "--every", "1h", "--payload", "heartbeat-event", "--text", "R", "--max-runs", "2")
+    [paused] = _hourly_passes(sched, NINE + HOUR, 3)
+    assert _texts(sched, "R") == 2 and "it has run 2 time(s)" in paused["message"]
+    assert sched.run(NINE + 4 * HOUR, "cron", "resume", "jR").code == 0
+    assert sched.job("jR")["policy"]["runs"] == 0
+    [paused] = _hourly_passes(sched, NINE + 5 * HOUR, 3)
+    assert _texts(sched, "R") == 4 and "it has run 2 time(s)" in paused["message"]
+
+
+def _edit_entry(sched, change) -> None:
+    """Rewrite the job's policy entry as an attacker (or a clock that lied) would."""
+    policy = json.loads(sched.policy_file.read_text())
+    [entry] = policy["jobs"].values()
+    change(entry)
+    sched.policy_file.write_text(json.dumps(policy))
+
+
+def test_a_policy_file_edited_to_zero_runs_never_lets_max_runs_be_exceeded(sched):
+    """`runs: 0` written before every pass: the ledger proves the runs, so --max-runs 3 still
+    means three messages, and `cron show` counts what the pass counts."""
+    sched.add(NINE, "jB", "--every", "1h", "--payload", "heartbeat-event", "--text", "B", "--max-runs", "3")
+    paused = []
+    for n in range(1, 9):
+        if n > 1:
+            _edit_entry(sched, lambda entry: entry.update(runs=0))
+            assert sched.job("jB")["policy"]["runs"] == min(n - 1, 3)  # the view counts the ledger too
+        paused += _hourly_passes(sched, NINE + n * HOUR, 1)
+    assert _texts(sched, "B") == 3
+    assert [p["reason"] for p in paused] == ["expired"] and "it has run 3 time(s)" in paused[0]["message"]
+
+
+@pytest.mark.parametrize("edit", ["day.runs=0", "day.date=future"])
+def test_a_policy_file_that_undercounts_the_day_never_lets_max_runs_per_day_be_exceeded(sched, edit):
+    """--max-runs-per-day 4 on an hourly job in New York: before every pass of one New York day
+    (15:00-22:00, across UTC midnight) the day's count is zeroed, or stamped with a future date
+    as a clock that ran ahead leaves it. The ledger proves the day's runs, in the job's zone:
+    four messages, the other occurrences skipped."""
+    def undercount(entry):
+        if "day" in entry:
+            entry["day"] = {"date": entry["day"]["date"], "runs": 0} if edit == "day.runs=0" \
+                else {"date": "2027-06-01", "runs": entry["day"]["runs"]}
+
+    start = NINE + 11 * HOUR  # 20:00 UTC, 15:00 in New York
+    sched.add(start - 30 * MIN, "jD", "--cron", "0 * * * *", "--tz", "America/New_York", "--payload",
+              "heartbeat-event", "--text", "D", "--max-runs-per-day", "4")
+    for n in range(8):  # 15:00 to 22:00 New York, 20:00 to 03:00 UTC
+        _edit_entry(sched, undercount)
+        assert _hourly_passes(sched, start + n * HOUR, 1) == []
+    assert _texts(sched, "D") == 4
+    skips = sched.job("jD")["policy"]["skips"]
+    assert skips["total"] == 4 and {s["reason"] for s in skips["recent"]} == {"max_runs_per_day"}
+
+
+def test_a_day_stamped_in_the_future_is_replaced_by_the_ledgers_count_before_retention_drops_it(sched):
+    """The day's count stamped once with a future date, every pass keeping a single execution in
+    the ledger (--retain-executions 1): the next pass puts the count the ledger proves back into
+    the policy file, which counts on from there — four messages, not one an hour."""
+    sched.add(NINE, "jF", "--every", "1h", "--payload", "heartbeat-event", "--text", "F", "--max-runs-per-day", "4")
+    for n in range(1, 9):
+        if n == 2:
+            _edit_entry(sched, lambda entry: entry.update(day={"date": "2027-06-01", "runs": 1}))
+        sched.agent_at(NINE + n * HOUR)
+        sched.tick(NINE + n * HOUR, "--retain-executions", "1")
+    assert _texts(sched, "F") == 4
+    [entry] = json.loads(sched.policy_file.read_text())["jobs"].values()
+    assert entry["day"] == {"date": "2026-12-01", "runs": 4}
+
+
+def test_a_max_runs_added_later_counts_the_scheduled_runs_the_ledger_holds(sched):
+    """A job without limits runs twice on schedule and once by hand; `--max-runs 3` added then
+    counts the two scheduled runs (not the manual one): one more message, and `cron show` says so."""
+    sched.add(NINE, "jL", "--every", "1h", "--payload", "heartbeat-event", "--text", "L")
+    sched.agent_at(NINE + 30 * MIN)
+    assert sched.run(NINE + 30 * MIN, "cron", "run", "jL").code == 0
+    assert _hourly_passes(sched, NINE + HOUR, 2) == []
+    assert sched.run(NINE + 2 * HOUR + MIN, "cron", "update", "jL", "--max-runs", "3").code == 0
+    assert sched.job("jL")["policy"]["runs"] == 2
+    [paused] = _hourly_passes(sched, NINE + 3 * HOUR, 3)
+    assert _texts(sched, "L") == 4 and "it has run 3 time(s) (--max-runs 3)" in paused["message"]

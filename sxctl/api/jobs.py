@@ -285,32 +285,35 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     ws = find_workspace(workspace, project=project, session=session)
     store = _store(ws)
     job = find_job(store, name)
-    return JobDetail(job_row(job, _counted(ws, store, read_policy(ws), target_project(ws, project, session=session)),
-                             full=True))
+    counted = _counted(ws, {**store, "jobs": [job]}, read_policy(ws), target_project(ws, project, session=session))
+    return JobDetail(job_row(job, counted, full=True))
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
              clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """The policy as the views show it: each job's runs as the pass counts them
     (`sxctl.cron.gating.limit_usage`) — a claim left by a killed pass that dispatched counts
-    before the next pass settles it. An invalid ledger (`cron validate` names it; the pass
-    refuses it) leaves the counts of the policy file."""
-    from ..cron.gating import limit_usage
+    before the next pass settles it, and a job with --max-runs or --max-runs-per-day shows what
+    the ledger proves when the policy file says less. An invalid ledger (`cron validate` names
+    it; the pass refuses it) leaves the counts of the policy file."""
+    from ..cron.gating import job_history, limit_usage
     from ..cron.ledger import scan_ledger
     from ..errors import InvalidDataError
 
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
-    jobs = [job for job in store["jobs"] if job["id"] in claimed and policy["jobs"].get(job["id"])]
+    jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
+            and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay"))]
     if not jobs:
         return policy
     try:
         ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
     except InvalidDataError:
         return policy
+    history = job_history(ledger, {job["id"] for job in jobs}) if ledger is not None else None
     entries = dict(policy["jobs"])
     for job in jobs:
         usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,
-                            project=default_project, clock=clock, unread=False)
+                            project=default_project, clock=clock, unread=False, history=history)
         entries[job["id"]] = {**entries[job["id"]], "runs": usage.runs}
     return {**policy, "jobs": entries}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..report import Reporter
-from .ledger import Ledger
+from .ledger import Group, Ledger
 from .policy import DEFAULT_HOLD_MAX_MS, is_active_time, record_skip
 from .receipts import consumption, execution_dispatch, run_target_project
 from .schedule import next_run
@@ -81,15 +81,64 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
 @dataclass
 class LimitUsage:
     """How much of its limits a job has used: `runs` toward --max-runs, `day` (`{date, runs}`,
-    the newest day counted, in the job's zone) toward --max-runs-per-day, and `unread` (its
-    newest messages all still unread, up to its --max-unconsumed; None without that limit)."""
+    the newest day the policy file counted, in the job's zone) and `days` (runs per date the
+    ledger proves) toward --max-runs-per-day, and `unread` (its newest messages all still
+    unread, up to its --max-unconsumed; None without that limit). `proven` is the ledger's
+    share of `runs` (None when the ledger was not asked)."""
 
     runs: int
     day: dict[str, Any] | None
     unread: int | None = None
+    days: dict[str, int] = field(default_factory=dict)
+    proven: int | None = None
 
     def runs_on(self, date: str) -> int:
-        return self.day["runs"] if self.day is not None and self.day["date"] == date else 0
+        counted = self.day["runs"] if self.day is not None and self.day["date"] == date else 0
+        return max(counted, self.days.get(date, 0))
+
+
+#: the policy keys of the limits counted from the ledger (gating.job_history indexes just their jobs)
+LEDGER_LIMITS = ("maxRuns", "maxRunsPerDay", "maxUnconsumed")
+
+
+def job_history(ledger: Ledger, job_ids: set[str] | None = None) -> dict[str, list[Group]]:
+    """The ledger's executions (those with a start row) by job, in file order — of `job_ids`
+    only, when given: one walk over the ledger for every job a pass or a view counts."""
+    index: dict[str, list[Group]] = {}
+    for group in ledger.groups.values():
+        start = group.start
+        if start is not None and (job_ids is None or start["jobId"] in job_ids):
+            index.setdefault(start["jobId"], []).append(group)
+    return index
+
+
+def limited_jobs(policy: dict[str, Any]) -> set[str]:
+    """Ids of the jobs whose policy entry sets a limit counted from the ledger."""
+    return {job_id for job_id, entry in policy["jobs"].items() if any(entry.get(key) for key in LEDGER_LIMITS)}
+
+
+def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock,
+                sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
+    """What the ledger proves a job spent, whatever the policy file says: its scheduled (not
+    manual) executions that dispatched (`execution_dispatch`) started since its limits were
+    last reset (`limitsFromMs`: `cron resume`) toward --max-runs, and per date of their
+    occurrence in the job's zone toward --max-runs-per-day (only with that limit)."""
+    since = entry.get("limitsFromMs", 0)
+    zone = job_zone(job) if entry.get("maxRunsPerDay") else None
+    runs, days = 0, dict[str, int]()
+    for group in groups:
+        start = group.start
+        if start is None or start["trigger"] == "manual":
+            continue
+        outcome = group.terminal["outcome"] if group.terminal is not None else None
+        if execution_dispatch(start, outcome, job, project, clock, sessions) is None:
+            continue
+        if start["startedAtMs"] >= since:
+            runs += 1
+        if zone is not None:
+            date = local_time(start["scheduledForMs"], zone).date().isoformat()
+            days[date] = days.get(date, 0) + 1
+    return runs, days
 
 
 def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None,
@@ -115,19 +164,24 @@ def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, 
 
 
 def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict[str, Any]], ledger: Ledger | None,
-                project: Path, clock: Clock, unread: bool = True,
-                sessions: dict[Path, list] | None = None) -> LimitUsage:
+                project: Path, clock: Clock, unread: bool = True, sessions: dict[Path, list] | None = None,
+                history: dict[str, list[Group]] | None = None) -> LimitUsage:
     """THE counting rule of every run limit, from durable facts only — used by the pass before it
     admits a job and by the views (`cron list/show`):
 
-    - runs and runs per day: the counts folded into the policy file (`count_dispatch`), plus each
-      of the job's claims not yet folded — a pass killed after it dispatched — whose execution
-      dispatched by the ledger and the inbox (`execution_dispatch`: a claim without a start row
-      sent nothing; an unsettled one, whose message is in the inbox, did);
+    - runs and runs per day: the LARGER of two counts. One is the counts folded into the policy
+      file (`count_dispatch`), plus each of the job's claims not yet folded — a pass killed
+      after it dispatched — whose execution dispatched by the ledger and the inbox
+      (`execution_dispatch`: a claim without a start row sent nothing; an unsettled one, whose
+      message is in the inbox, did). The other is what the ledger proves (`proven_runs`), so a
+      policy file edited down, or a day stamped by a clock that ran ahead, never lets a job
+      past a limit the ledger can show; the policy count stays for the runs retention dropped
+      from the ledger.
     - unread: the job's newest dispatched inbox messages since its limits were last reset, an
       `unknown` run whose message is in the inbox included, counted while they are still pending.
     A run that dispatched nothing (failed before sending, a held occurrence given up past
-    --hold-max) spends nothing."""
+    --hold-max) spends nothing. `history` (`job_history`) is the ledger indexed by job, built
+    once for many jobs; without it this job's executions are picked from the ledger."""
     counted: dict[str, Any] = {key: entry[key] for key in ("runs", "day", "countedId") if key in entry}
     for claim in claims:
         if claim["jobId"] != job["id"]:
@@ -138,19 +192,27 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
         if start is not None:  # a claim without its start row dispatched nothing
             count_dispatch(counted, job, start, outcome, project=project, clock=clock, sessions=sessions)
     usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
-    limit = entry.get("maxUnconsumed")
-    if unread and limit and ledger is not None:
-        usage.unread = _unread_streak(job, entry, limit, ledger, project, clock, sessions)
+    spent = entry.get("maxRuns") or entry.get("maxRunsPerDay")
+    limit = entry.get("maxUnconsumed") if unread else None
+    if ledger is None or not (spent or limit):
+        return usage
+    if history is None:
+        history = job_history(ledger, {job["id"]})
+    groups = history.get(job["id"], [])
+    if spent:
+        usage.proven, usage.days = proven_runs(job, entry, groups, project=project, clock=clock, sessions=sessions)
+        usage.runs = max(usage.runs, usage.proven)
+    if limit:
+        usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions)
     return usage
 
 
-def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, ledger: Ledger, project: Path,
+def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, history: list[Group], project: Path,
                    clock: Clock, sessions: dict[Path, list] | None) -> int:
     """How many of the job's newest inbox messages (since its limits were last reset), up to
-    `limit`, are still unread."""
+    `limit`, are still unread (`history`: the job's executions in the ledger)."""
     since = entry.get("limitsFromMs", 0)
-    groups = [g for g in ledger.groups.values()
-              if g.start is not None and g.start["jobId"] == job["id"] and g.start["startedAtMs"] >= since]
+    groups = [g for g in history if g.start is not None and g.start["startedAtMs"] >= since]
     groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
     where = run_target_project(job, project)
     streak = 0
@@ -182,6 +244,7 @@ class Gates:
         self.store_changed = False
         self.touched: set[str] = set()  # ids of the jobs this pass changed (the store checks just those)
         self.sessions: dict[Path, list] = {}  # session lists of the projects searched for an unknown run's message
+        self._history: dict[str, list[Group]] | None = None  # the ledger by job (job_history), built when first asked
 
     def entry(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.policy["jobs"].setdefault(job["id"], {})
@@ -189,8 +252,11 @@ class Gates:
     # --- the decision ---------------------------------------------------------------------------
 
     def usage(self, job: dict[str, Any], entry: dict[str, Any], *, unread: bool = True) -> LimitUsage:
+        if self._history is None and any(entry.get(key) for key in LEDGER_LIMITS):
+            # once per pass, for the jobs with a limit: counting never walks the whole ledger per job
+            self._history = job_history(self.ledger, limited_jobs(self.policy))
         return limit_usage(job, entry, claims=self.store["activeClaims"], ledger=self.ledger, project=self.project,
-                           clock=self.clock, unread=unread, sessions=self.sessions)
+                           clock=self.clock, unread=unread, sessions=self.sessions, history=self._history)
 
     def admit(self, job: dict[str, Any]) -> bool:
         """True: claim and run the job's due occurrence now. False: the gates dealt with it (the
@@ -199,6 +265,7 @@ class Gates:
         now = self.clock.now_ms()
         recurring = job["schedule"]["kind"] != "at"
         usage = self.usage(job, entry) if entry else LimitUsage(0, None)
+        self._fold_proven(job, entry, usage)
         if recurring and self._expired(job, entry, job["lifecycle"]["nextRunAtMs"], usage):
             return False
         if recurring and entry and not self._skip_occurrences(job, entry, now, usage):
@@ -232,6 +299,31 @@ class Gates:
         if entry and job["schedule"]["kind"] != "at" and job["lifecycle"]["status"] == "scheduled":
             self._expired(job, entry, job["lifecycle"]["nextRunAtMs"], self.usage(job, entry, unread=False))
 
+    def _fold_proven(self, job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage) -> None:
+        """Raise the policy file's counts to what the ledger proves, and drop a day stamped later
+        than today in the job's zone (an edit, or a clock that ran ahead; its runs were never
+        counted): the policy file is the half of every count that outlives the ledger's
+        retention, so it counts on from the truth. Done when the job is admitted, after the pass
+        has settled and counted every claim, so that the run this pass adds is counted once."""
+        if usage.proven is None:
+            return
+        before = {key: entry.get(key) for key in ("runs", "day")}
+        if usage.proven > entry.get("runs", 0):
+            entry["runs"] = usage.proven
+        if entry.get("maxRunsPerDay"):
+            today = local_time(self.clock.now_ms(), job_zone(job)).date().isoformat()
+            day = entry.get("day")
+            if day is not None and day["date"] > today:
+                entry.pop("day")
+                day = None
+            dates = [date for date in usage.days if date <= today]
+            newest = max(dates) if dates else None
+            if newest is not None and (day is None or day["date"] < newest
+                                       or (day["date"] == newest and day["runs"] < usage.days[newest])):
+                entry["day"] = {"date": newest, "runs": usage.days[newest]}
+        if {key: entry.get(key) for key in ("runs", "day")} != before:
+            self.policy_changed = True
+
     # --- the gates ------------------------------------------------------------------------------
 
     def _expired(self, job: dict[str, Any], entry: dict[str, Any], next_at: int, usage: LimitUsage) -> bool:
@@ -240,7 +332,7 @@ class Gates:
             self.pause(job, "expired", f"its next run would be after --until {_clock_text(until)}")
             return True
         if most is not None and usage.runs >= most:
-            self.pause(job, "expired", f"it has run {most} time(s) (--max-runs)")
+            self.pause(job, "expired", f"it has run {usage.runs} time(s) (--max-runs {most})")
             return True
         return False
 

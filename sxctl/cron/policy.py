@@ -243,8 +243,8 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
     if options.max_runs_per_day is not None:
         put("maxRunsPerDay", options.max_runs_per_day or None)
     if options.max_runs is not None:
-        put("maxRuns", options.max_runs or None)
-        entry.pop("runs", None)  # a new budget counts from now
+        put("maxRuns", options.max_runs or None)  # the runs already spent still count: only a resume
+        #                                            starts a new budget (api.jobs._policy_change)
     if options.until is not None:
         try:
             put("untilMs", None if options.until == "none" else parse_time_ms(options.until, tz=tz)[0])
