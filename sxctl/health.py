@@ -120,7 +120,7 @@ def _stranded(found: Findings, project: Path, clock: Clock) -> None:
     for entry in entries:
         found.add("stranded", "fail" if entry.pending else "warn", entry.describe(), " && ".join(entry.fixes()))
     if not entries:
-        found.add("stranded", "ok", "no messages or timers left in a session no agent reads")
+        found.add("stranded", "ok", "no session holds messages or timers while an agent runs in another")
 
 
 def _gate(found: Findings, session) -> None:
