@@ -38,9 +38,11 @@ class Stranded:
     live: str  # the live session (the freshest), where they belong now
 
     def fixes(self) -> list[str]:
-        """The commands that move them into the live session."""
-        return ([f"sxctl inbox forward --from {self.id}"] if self.pending else []) \
-            + ([f"sxctl callbacks move --from {self.id}"] if self.timers else [])
+        """The commands that move them into the live session (a session id is a plain word,
+        sessions.md §4, so it needs no quoting; one that starts with '-' is joined with '=')."""
+        source = f"--from={self.id}" if self.id.startswith("-") else f"--from {self.id}"
+        return ([f"sxctl inbox forward {source}"] if self.pending else []) \
+            + ([f"sxctl callbacks move {source}"] if self.timers else [])
 
     def describe(self) -> str:
         held = " and ".join(part for part in (
@@ -70,7 +72,10 @@ def stranded_sessions(project, clock: Clock = SYSTEM_CLOCK, infos: list[SessionI
         if info.state == "live":
             continue
         session = as_session(info, project, "flag")
-        pending = sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
+        try:
+            pending = sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
+        except OSError:  # an inbox this user cannot list (doctor's permissions check names it)
+            pending = 0
         timers = sum(1 for slot in _table_slots(session) if cb.is_active(slot) and slot["message"] not in carried)
         if pending or timers:
             found.append(Stranded(info.id, info.state, pending, timers, live.id))

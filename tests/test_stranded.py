@@ -299,3 +299,14 @@ def test_watch_follows_a_restart_and_then_names_what_stayed_behind(project):
     stranded_at = next(i for i, e in enumerate(events) if e["event"] == "stranded")
     assert followed < stranded_at and events[stranded_at]["session"] == OLD
     assert events[stranded_at]["pending"] == 1 and events[stranded_at]["fix"] == [FORWARD]
+
+
+def test_an_old_session_whose_inbox_cannot_be_listed_does_not_break_the_views(project, stranded):
+    """An archived session whose inbox cannot be listed (here a symlink loop: ELOOP, whoever runs
+    the test): status, next and doctor still answer, and the session that can be read is named."""
+    other = _stopped(project, "2026_09_20_cool_newton")
+    (other / "inbox").symlink_to(other / "inbox")
+    doc = project.run("status", "--json").json()
+    assert [(s["session"], s["pending"]) for s in doc["stranded"]] == [(OLD, 2)]
+    assert [s["session"] for s in project.run("next", "--json").json()["stranded"]] == [OLD]
+    assert project.run("doctor", "--json").code == 9  # the stranded messages, not a crash
