@@ -155,10 +155,12 @@ def test_what_is_not_stranded(project):
 
 
 def test_the_stranded_definition_is_one_function(project, stranded):
-    from sxctl.observe import stranded_sessions
+    from sxctl.observe import Stranded, stranded_sessions
 
     [one] = stranded_sessions(project.root)
     assert (one.id, one.pending, one.timers, one.live, one.fixes()) == (OLD, 2, 1, NEW, [FORWARD, MOVE])
+    # an id may start with '-' (sessions.md §4): joined with '=', it cannot be read as an option
+    assert Stranded("-odd", "stale", 1, 0, NEW).fixes() == ["sxctl inbox forward --from=-odd"]
 
 
 def test_sx_session_dir_naming_a_stopped_session_says_so_not_rotated(project, stranded):
