@@ -64,7 +64,8 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
                   "cd into the project, or pass --project DIR (sxctl agent run --init creates one)")
     else:
         found.add("project", "ok", str(project))
-        found.guard("sessions", lambda: _agent(found, project, session))
+        found.guard("sessions", lambda: _agent(found, project, clock))
+        found.guard("stranded", lambda: _stranded(found, project, clock))
     if session is not None:
         found.guard("inbox gate", lambda: _gate(found, session))
         found.guard("permissions", lambda: _permissions(found, session, ws))
@@ -79,24 +80,47 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
     return found.checks
 
 
-def _agent(found: Findings, project: Path, session) -> None:
-    from .project import freshest_live, list_sessions
+def _agent(found: Findings, project: Path, clock: Clock) -> None:
+    from .project import freshest_live, list_sessions, several_live_warning
 
-    sessions = list_sessions(project)
+    sessions = list_sessions(project, clock)
     if not sessions:
         found.add("sessions", "fail", f"no session folder in {project}/.scorpiox/sessions: no agent has run here",
                   "start the agent in this project (or `sxctl agent run`)")
         return
     found.add("sessions", "ok", f"{len(sessions)} session folder(s)")
     live = freshest_live(sessions)
+    several = several_live_warning(sessions)
     if live is None:
         newest = sessions[0]
         age = newest.liveness.age_ms
+        if newest.state == "stopped":
+            found.add("agent", "warn", f"no agent is running (the agent of session {newest.id} stopped cleanly"
+                      + (f", {age // 1000}s ago)" if age is not None else ")"),
+                      "start the agent; messages and due jobs wait for it")
+            return
         found.add("agent", "warn", f"no live agent (newest session {newest.id}"
                   + (f", stats.json {age // 1000}s old)" if age is not None else ", no stats.json)"),
                   "start the agent; messages and due jobs wait for it")
+    elif several is not None:
+        found.add("agent", "warn", several,
+                  "stop the agent you do not want (each reads only its own session), or pin one with "
+                  "--session ID / SXCTL_SESSION in every command")
     else:
         found.add("agent", "ok", f"session {live.id} is live (stats.json {(live.liveness.age_ms or 0) // 1000}s old)")
+
+
+def _stranded(found: Findings, project: Path, clock: Clock) -> None:
+    """Messages and timers left in a session no agent reads while another is live (after a
+    restart or a rotation): messages nobody will read fail the check (a monitor must hear of
+    them); timers alone warn (a rotation may have left an edited copy behind)."""
+    from .observe import stranded_sessions
+
+    entries = stranded_sessions(project, clock)
+    for entry in entries:
+        found.add("stranded", "fail" if entry.pending else "warn", entry.describe(), " && ".join(entry.fixes()))
+    if not entries:
+        found.add("stranded", "ok", "no session holds messages or timers while an agent runs in another")
 
 
 def _gate(found: Findings, session) -> None:

@@ -12,7 +12,92 @@ from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError, SxctlError, SystemRefusedError
 from .inbox import count_since, inbox_dirs, list_messages, message_names, rotation_target
-from .project import Session, session_info
+from .project import (
+    Session,
+    SessionInfo,
+    as_session,
+    freshest_live,
+    list_sessions,
+    live_sessions,
+    session_info,
+    several_live_warning,
+)
+from .record import record
+
+# --- stranded: what a restart or a rotation left where no agent reads it --------------------------
+
+@record
+class Stranded:
+    """A session of the project that is not live, holding pending messages or active timers,
+    while another session is live: nobody will read them where they are."""
+
+    id: str
+    state: str  # stale | stopped | unknown
+    pending: int
+    timers: int
+    live: str  # the live session (the freshest), where they belong now
+
+    def fixes(self) -> list[str]:
+        """The commands that move them into the live session (a session id is a plain word,
+        sessions.md §4, so it needs no quoting; one that starts with '-' is joined with '=')."""
+        source = f"--from={self.id}" if self.id.startswith("-") else f"--from {self.id}"
+        return ([f"sxctl inbox forward {source}"] if self.pending else []) \
+            + ([f"sxctl callbacks move {source}"] if self.timers else [])
+
+    def describe(self) -> str:
+        held = " and ".join(part for part in (
+            f"{self.pending} pending message(s)" if self.pending else "",
+            f"{self.timers} active timer(s)" if self.timers else "") if part)
+        return (f"session {self.id} ({self.state}) holds {held} that no agent will read: "
+                f"the agent now runs in {self.live}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.id, "state": self.state, "pending": self.pending, "timers": self.timers,
+                "live": self.live, "fix": self.fixes(), "message": self.describe()}
+
+
+def stranded_sessions(project, clock: Clock = SYSTEM_CLOCK, infos: list[SessionInfo] | None = None
+                      ) -> list[Stranded]:
+    """The one definition of "stranded" (status, doctor, next and watch all ask here): every
+    session that is not live and holds pending messages or active timers, while another session
+    is live. A timer whose message the live session's table also has (active or retired) was
+    carried over by a rotation (sessions.md §9) and is not counted. Newest session first."""
+    infos = list_sessions(project, clock) if infos is None else infos
+    live = freshest_live(infos)
+    if live is None:  # no agent anywhere: nothing is read, and no other place to move it to
+        return []
+    carried = {slot.get("message") for slot in _table_slots(as_session(live, project, "live"))}
+    found = []
+    for info in infos:
+        if info.state == "live":
+            continue
+        session = as_session(info, project, "flag")
+        try:
+            pending = sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
+        except OSError:  # an inbox this user cannot list (doctor's permissions check names it)
+            pending = 0
+        timers = sum(1 for slot in _table_slots(session) if cb.is_active(slot) and slot["message"] not in carried)
+        if pending or timers:
+            found.append(Stranded(info.id, info.state, pending, timers, live.id))
+    return found
+
+
+def _table_slots(session: Session) -> list[dict[str, Any]]:
+    """The slots of a session's timer table (both copies in a worktree); none when the file is
+    missing or unreadable (`status` and `doctor` report an unreadable table on their own)."""
+    try:
+        view = cb.view_table(session)
+    except (SxctlError, OSError):
+        return []
+    return list(cb.doc_slots(view.winner.doc).values()) if view.winner is not None else []
+
+
+def stranded_problem(entry: Stranded) -> dict[str, Any]:
+    """A stranded session as a `status` problem: what, and the commands that fix it."""
+    fixes = " and ".join(f"`{fix}`" for fix in entry.fixes())
+    return {"code": "stranded_session", "message": f"{entry.describe()}; fix: {fixes}",
+            "session": entry.id, "pending": entry.pending, "timers": entry.timers, "fix": entry.fixes()}
+
 
 # --- status --------------------------------------------------------------------------------------
 
@@ -98,8 +183,19 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
     timers, _ = _timers(session, now)
     inbox = _inbox(session, now)
     cron = _cron_status(ws, now, max_log_bytes, session.project, clock)
+    infos = list_sessions(session.project, clock)
+    stranded = stranded_sessions(session.project, clock, infos)
     problems = []
-    if session.state != "live" and inbox["pending"]:
+    several = several_live_warning(infos)
+    if several is not None:
+        problems.append({"code": "several_live_sessions", "message": several,
+                         "sessions": [info.id for info in live_sessions(infos)]})
+    problems += [stranded_problem(entry) for entry in stranded]
+    if session.state == "stopped" and inbox["pending"] and session.id not in {e.id for e in stranded}:
+        problems.append({"code": "stopped_session_with_pending",
+                         "message": f"session {session.id} is stopped: no agent is running, and {inbox['pending']} "
+                                    "message(s) wait in it"})
+    elif session.state != "live" and inbox["pending"] and session.id not in {e.id for e in stranded}:
         problems.append({"code": "stale_session_with_pending",
                          "message": f"session {session.id} is {session.state} and {inbox['pending']} message(s) "
                                     "are waiting; the agent may have rotated to a new folder"})
@@ -116,7 +212,8 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         "ok": True, **session.to_json(), "now_ms": now,
         "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,
                      "stats_age_ms": session.liveness.age_ms},
-        "timers": timers, "inbox": inbox, "cron": cron, "problems": problems,
+        "timers": timers, "inbox": inbox, "cron": cron, "stranded": [entry.to_json() for entry in stranded],
+        "problems": problems,
     }
 
 
@@ -336,6 +433,19 @@ def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
     return events
 
 
+def stranded_events(before: dict[str, Stranded], now: dict[str, Stranded], now_ms: int) -> list[dict[str, Any]]:
+    """`stranded` when a session becomes stranded or what it holds changes (with the commands
+    that fix it), `stranded_resolved` when it holds nothing any more or a session is live again."""
+    events = []
+    for session_id, entry in now.items():
+        was = before.get(session_id)
+        if was is None or (was.pending, was.timers, was.live) != (entry.pending, entry.timers, entry.live):
+            events.append({"event": "stranded", "ts_ms": now_ms, **entry.to_json()})
+    for session_id in sorted(before.keys() - now.keys()):
+        events.append({"event": "stranded_resolved", "ts_ms": now_ms, "session": session_id})
+    return events
+
+
 class ChangeWaiter:
     """Sleep until a watched folder changes (inotify through ctypes on Linux) or the timeout.
 
@@ -400,8 +510,10 @@ def watch_events(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, interval_
     so that the caller can keep its own deadline)."""
     waiter = _waiter_for(session, ws)
     current = snapshot(session, ws, clock)
+    stranded = {entry.id: entry for entry in stranded_sessions(session.project, clock)}
     yield [{"event": "watching", "ts_ms": clock.now_ms(), "session": session.id, "workspace": str(ws.root),
-            "mode": waiter.mode, "pending": sorted(current.pending), "rev": current.rev, "state": current.state}]
+            "mode": waiter.mode, "pending": sorted(current.pending), "rev": current.rev, "state": current.state},
+           *stranded_events({}, stranded, clock.now_ms())]
     next_rotation_check = time.monotonic() + ROTATION_CHECK_S
     try:
         while True:
@@ -409,16 +521,21 @@ def watch_events(session: Session, ws, *, clock: Clock = SYSTEM_CLOCK, interval_
             if time.monotonic() >= next_rotation_check:
                 next_rotation_check = time.monotonic() + ROTATION_CHECK_S
                 target = _followed_session(session, clock)
+                before, stranded = stranded, {entry.id: entry for entry in stranded_sessions(session.project, clock)}
                 if target is not None:  # the agent restarted or rotated: watch where it is now
                     waiter.close()
                     waiter = _waiter_for(target, ws)
                     current = snapshot(target, ws, clock)
                     yield [{"event": "session", "ts_ms": clock.now_ms(), "from": session.id, "to": target.id,
-                            "pending": sorted(current.pending), "rev": current.rev, "state": current.state}]
+                            "pending": sorted(current.pending), "rev": current.rev, "state": current.state},
+                           *stranded_events(before, stranded, clock.now_ms())]
                     session = target
                     continue
-            later = snapshot(session, ws, clock, current)
-            events = diff(current, later, clock.now_ms())
+                later = snapshot(session, ws, clock, current)
+                events = diff(current, later, clock.now_ms()) + stranded_events(before, stranded, clock.now_ms())
+            else:
+                later = snapshot(session, ws, clock, current)
+                events = diff(current, later, clock.now_ms())
             current = later
             yield events
     finally:
@@ -486,5 +603,5 @@ def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> d
     return {
         "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,
         "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
-        "timers": None, "inbox": None, "cron": cron, "problems": problems + _cron_problems(cron),
+        "timers": None, "inbox": None, "cron": cron, "stranded": [], "problems": problems + _cron_problems(cron),
     }

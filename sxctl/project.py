@@ -13,7 +13,7 @@ from typing import Any
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import NotFoundError, UsageError
 from .fsio import open_regular
-from .record import record
+from .record import Factory, record
 from .report import Reporter
 from .timeparse import format_duration_ms
 
@@ -112,7 +112,7 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
 
 @record
 class Liveness:
-    state: str  # live | stale | unknown
+    state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: README "Session states")
     updated_ms: int | None
     age_ms: int | None
 
@@ -129,13 +129,23 @@ class Liveness:
         return f"stats {format_duration_ms(self.age_ms)} old"
 
 
+def stopped_cleanly(stats: dict[str, Any]) -> bool:
+    """Whether the agent said, in its last `stats.json`, that it stopped cleanly: the reference
+    agent's shutdown write carries `"sxctl": {"stopped": true}` (reference-agent.md §7)."""
+    block = stats.get("sxctl")
+    return isinstance(block, dict) and block.get("stopped") is True
+
+
 def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
+    """`live` (stats at most 10 s old either way), `stopped` (the agent's last write says it
+    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated) or `unknown`."""
     if stats is None:
         return Liveness("unknown", None, None)
     updated = stats["updated_ms"]
     age = now_ms - updated
-    stopped = isinstance(stats.get("sxctl"), dict) and stats["sxctl"].get("stopped") is True
-    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS and not stopped else "stale", updated, age)
+    if stopped_cleanly(stats):
+        return Liveness("stopped", updated, age)
+    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS else "stale", updated, age)
 
 
 # --- sessions ----------------------------------------------------------------------------------
@@ -161,6 +171,8 @@ class Session(SessionInfo):
     project: Path = Path(".")
     source: str = "flag"
     copies: WorktreeCopies | None = None
+    #: what the choice left to say (two live agents: which one is used and why)
+    warnings: list[str] = Factory(list)  # type: ignore[assignment]
 
     def worktree_copies(self) -> WorktreeCopies:
         if self.copies is None:
@@ -174,8 +186,28 @@ class Session(SessionInfo):
 
 def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
+    live = live_sessions(infos)
+    return live[0] if live else None
+
+
+def live_sessions(infos: list[SessionInfo]) -> list[SessionInfo]:
+    """The live folders, the freshest stats.json first (the first is "the live session")."""
     live = [info for info in infos if info.state == "live"]
-    return max(live, key=lambda info: info.liveness.updated_ms or 0) if live else None  # live has a time
+    return sorted(live, key=lambda info: info.liveness.updated_ms or 0, reverse=True)  # live has a time
+
+
+def several_live_warning(infos: list[SessionInfo]) -> str | None:
+    """Two or more agents live in one project: which session is used and why, or None. Each
+    writes its own folder, so a message goes to one of them; the choice may change between
+    commands as their stats.json writes overtake each other."""
+    live = live_sessions(infos)
+    if len(live) < 2:
+        return None
+    chosen, others = live[0], live[1:]
+    return (f"{len(live)} agents are live in this project: using {chosen.id} (the freshest: "
+            f"{chosen.liveness.describe()}); also live: "
+            + ", ".join(f"{other.id} ({other.liveness.describe()})" for other in others)
+            + "; pin one with --session ID")
 
 
 def as_session(info: SessionInfo, project: Path, source: str) -> Session:
@@ -259,7 +291,12 @@ def select_session(
     best = freshest_live(infos)
     if best is not None:
         report.note(f"using session {best.id} (live, {best.liveness.describe()})")
-        return as_session(best, project, "live")
+        chosen = as_session(best, project, "live")
+        several = several_live_warning(infos)
+        if several is not None:
+            report.warn(several)
+            chosen.warnings.append(several)
+        return chosen
     report.note(f"using session {infos[0].id} (newest folder; no live session)")
     return as_session(infos[0], project, "newest")
 
@@ -288,9 +325,11 @@ def _session_from_env_dir(
             if other.state == "live" and other.id != info.id
         ]
         if others:
+            why = "the agent stopped; another runs there" if info.state == "stopped" \
+                else "the agent may have rotated"
             report.warn(
                 f"session {info.id} (from SX_SESSION_DIR) is {info.state} "
-                f"({info.liveness.describe()}) but {others[0]} is live; the agent may have rotated"
+                f"({info.liveness.describe()}) but {others[0]} is live; {why}"
             )
     return Session(
         info.id, info.dir, info.stats, info.liveness,
@@ -305,6 +344,8 @@ def warn_if_not_live(session: Session, report: Reporter) -> None:
             f"session {session.id} is stale ({session.liveness.describe()}); "
             "the agent may have rotated to a new folder"
         )
+    elif session.state == "stopped":  # said so by the agent itself: not a rotation
+        report.warn(f"session {session.id} is stopped ({session.liveness.describe()}): no agent is running")
     elif session.state == "unknown":
         report.warn(f"session {session.id} has no readable stats.json; no agent may be reading it")
 

@@ -261,7 +261,7 @@ def test_a_cleanly_stopped_agent_can_be_restarted_at_once(project, agents):
     assert first.stop() == 0
     stats = json.loads((first.dir / "stats.json").read_text())
     assert stats["sxctl"]["stopped"] is True
-    assert project.run("--session", SID, "session", "show", "--json").json()["state"] == "stale"
+    assert project.run("--session", SID, "session", "show", "--json").json()["state"] == "stopped"
     second = run_agent(project, agents, "--turn-seconds", "0.1")  # no agent_owns_session, no 10 s wait
     assert second.named("started")
     assert second.stop() == 0

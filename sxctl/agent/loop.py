@@ -551,7 +551,9 @@ class ReferenceAgent:
             self.emit("dropped", text=text)
         if self.interrupted:
             self.rebase_after_turn(self.clock.now_ms())
-        self.write_stats(stopped=True)  # not live any more: a restart need not wait 10 s
+        # the clean-stop record, `"sxctl": {"stopped": true}`: the session is `stopped` from now on
+        # (not live, so a restart need not wait 10 s; not `stale`, so nobody suspects a rotation)
+        self.write_stats(stopped=True)
         self.emit("stopped", turns=self.turns, dropped=len(dropped))
         self.lock.release()
         return 0

@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..record import record
+from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
     from ..cron.store import Workspace
-    from ..observe import Snapshot
+    from ..observe import Snapshot, Stranded
     from ..project import Session
 
 
@@ -56,27 +56,31 @@ def project_status(*, session=None, project=None, workspace=None, clock: Clock =
 
 @record
 class Upcoming:
-    """`next`: pending messages, timer fires and cron fires, time-ordered, shown in `zone`."""
+    """`next`: pending messages, timer fires and cron fires, time-ordered, shown in `zone`; and
+    what will not happen because it is stranded in a session no agent reads (`stranded`)."""
 
     session: Session
     zone: Any
     now_ms: int
     rows: list[dict[str, Any]]
+    stranded: list[Stranded] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "rows": self.rows}
+        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "rows": self.rows,
+                "stranded": [entry.to_json() for entry in self.stranded]}
 
 
 def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=None, workspace=None,
              clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Upcoming:
     """The next `count` things that will happen; timer fires assume an idle agent."""
-    from ..observe import merged_next
+    from ..observe import merged_next, stranded_sessions
     from .jobs import display_zone
 
     chosen, ws = _scope(session, project, workspace, clock, report)
     assert chosen is not None  # a session is required here
     zone = display_zone(tz)
-    return Upcoming(chosen, zone, clock.now_ms(), merged_next(chosen, ws, count, zone, clock=clock))
+    return Upcoming(chosen, zone, clock.now_ms(), merged_next(chosen, ws, count, zone, clock=clock),
+                    stranded_sessions(chosen.project, clock))
 
 
 @record

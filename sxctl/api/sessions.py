@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..record import record
+from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_project, find_session, reporter
 
@@ -53,19 +53,27 @@ class SessionList:
 
     project: Path
     rows: list[dict[str, Any]]
+    #: two agents live in one project: which one commands use, and why
+    warnings: list[str] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "project": str(self.project), "sessions": self.rows}
+        return {"ok": True, "project": str(self.project), "sessions": self.rows, "warnings": self.warnings}
 
 
 def list_sessions(*, project: str | os.PathLike | None = None, session: str | None = None,
-                  clock: Clock = SYSTEM_CLOCK) -> SessionList:
-    """Every session folder with its state, timers and pending messages, newest first."""
-    from ..project import as_session
+                  clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> SessionList:
+    """Every session folder with its state (live, stale, stopped, unknown), timers and pending
+    messages, newest first."""
+    from ..project import as_session, several_live_warning
     from ..project import list_sessions as folders
 
     root = find_project(project, session=session)
-    return SessionList(root, [session_row(as_session(info, root, "newest")) for info in folders(root, clock)])
+    infos = folders(root, clock)
+    several = several_live_warning(infos)
+    if several is not None:
+        reporter(report).warn(several)
+    return SessionList(root, [session_row(as_session(info, root, "newest")) for info in infos],
+                       [several] if several is not None else [])
 
 
 @record
@@ -115,7 +123,8 @@ class SessionChoice:
     session: Session
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.session.to_json(), "state": self.session.state}
+        return {"ok": True, **self.session.to_json(), "state": self.session.state,
+                "warnings": self.session.warnings}
 
 
 def which_session(

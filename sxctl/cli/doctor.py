@@ -11,9 +11,10 @@ from .output import Command, emit, say, settings
 @click.option("--max-log-bytes", type=int, metavar="N", help="Ledger byte ceiling (default 2,000,000).")
 @click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
 def doctor(max_log_bytes, crontab_file) -> None:
-    """Check that everything around the agent is alive: project, agent, permissions, temps and
-    locks, the scheduler's heartbeat and installed entry, overdue and unknown runs, the ledger,
-    a comis daemon. Exit 9 when a check fails (a monitor runs `sxctl doctor -q`).
+    """Check that everything around the agent is alive: project, agent, messages and timers
+    stranded in a session no agent reads, permissions, temps and locks, the scheduler's heartbeat
+    and installed entry, overdue and unknown runs, the ledger, a comis daemon. Exit 9 when a check
+    fails (a monitor runs `sxctl doctor -q`).
 
     \b
     Examples:

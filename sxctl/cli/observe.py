@@ -24,7 +24,8 @@ def _when(ms: int | None) -> str:
 
 @click.command("status", cls=Command)
 def status() -> None:
-    """One screen: session liveness, timers, inbox, cron jobs and runs, and the problems found.
+    """One screen: session liveness, timers, inbox, cron jobs and runs, and the problems found
+    (among them messages and timers stranded in a session no agent reads, with the fix).
 
     \b
     Examples:
@@ -128,10 +129,12 @@ def next_(count: int, tz: str | None) -> None:
     def human() -> None:
         if not rows:
             say("nothing scheduled")
-            return
-        table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
-            [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
-             _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
+        else:
+            table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
+                [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
+                 _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
+        for entry in result.stranded:  # what will not happen where it is
+            say(f"stranded  {entry.describe()}; fix: {' && '.join(entry.fixes())}")
 
     emit(result.to_json(), human)
 

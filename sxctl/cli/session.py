@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..timeparse import format_duration_ms
-from .output import Group, completing, emit, in_session, say, settings, table
+from .output import Group, completing, emit, in_session, reporter, say, settings, table
 
 
 @click.group("session", cls=Group)
@@ -21,7 +21,8 @@ def session() -> None:
 
 @session.command("list")
 def list_() -> None:
-    """List every session folder, newest first.
+    """List every session folder, newest first, with its state: live, stopped (its agent
+    stopped cleanly), stale (no stats.json for 10 s) or unknown (no stats.json).
 
     A full scan: each folder's stats.json, callbacks.json and inbox are read (about 0.1 ms a folder).
 
@@ -32,7 +33,7 @@ def list_() -> None:
     from ..api import list_sessions
 
     s = settings()
-    result = list_sessions(project=s.project, session=s.session, clock=s.clock)
+    result = list_sessions(project=s.project, session=s.session, clock=s.clock, report=reporter())
     rows = result.rows
 
     def human() -> None:
