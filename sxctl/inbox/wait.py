@@ -169,6 +169,9 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
                 elif not follow and not warned_stale and session.state == "live":
                     warned_stale = True
                     report.warn(
+                        f"the agent of session {session.id} stopped while {stem} is pending; nothing reads it "
+                        "until an agent runs there (a new session: --follow re-homes it, or `sxctl inbox "
+                        "forward` later)" if current.state == "stopped" else
                         f"session {session.id} turned {current.state} while {stem} is pending; "
                         "use --follow to re-home it after a rotation"
                     )
