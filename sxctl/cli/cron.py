@@ -209,7 +209,7 @@ def list_(tz) -> None:
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"]) if schedule_computable(r["job"]["schedule"]) else "?",
              r["state"], _when(r["next_run_ms"], zone) if r["state"] not in ("done",) else "-",
-             target_label(r["job"])]
+             target_label(r["target"])]
             for r in rows
         ])
 
