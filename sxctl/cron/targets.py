@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,12 @@ def stored_project(project: str | os.PathLike[str], workspace: Path) -> str:
         return str(real)
 
 
+@lru_cache(maxsize=1024)
 def resolve_project(stored: str, workspace: Path) -> Path:
     """The folder a stored `channelInstanceId` names: an absolute path as it is (older stores),
     a relative one joined to the workspace. Lexical (`..` removed by name, nothing looked up), so
-    it never fails and names the same folder for every reader."""
+    it never fails and names the same folder for every reader (cached: `cron list` of 10,000
+    jobs asks for the same few)."""
     return Path(os.path.normpath(os.path.join(workspace, stored)))
 
 
