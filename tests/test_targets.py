@@ -373,6 +373,19 @@ def test_a_target_no_file_system_holds_is_a_clean_failure(project, stored):
     assert all_messages(project.root) == []
 
 
+def test_a_delivery_whose_target_holds_a_nul_is_a_recorded_failure_not_a_crash(project, tmp_path):
+    assert run(project, "cron", "add", "ping", "--every", "1h", "--payload", "delivery", "--text", "hello").code == 0
+    from sxctl.cron.schema import scorpiox_target
+
+    path = store_path(project.root)
+    store = json.loads(path.read_bytes())
+    store["jobs"][0]["deliveryTarget"] = scorpiox_target(store["jobs"][0]["agentId"], "\u0000x", "live")
+    path.write_bytes(json.dumps(store, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    result = run(project, "cron", "run", "ping", "--json", env=project.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    assert result.code == 0, result.err
+    assert (result.json()["run"]["status"], result.json()["run"]["errorKind"]) == ("failed", "precondition")
+
+
 def test_stores_written_here_pass_the_strict_checker_whatever_the_target(project, tmp_path):
     """Every shape of target sxctl writes loads in comis: `.`, a relative path, an absolute one,
     with a session id and a tenant."""

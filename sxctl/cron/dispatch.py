@@ -142,7 +142,7 @@ def run_delivery(text: str, occurrence: Occurrence, target: dict[str, str], *, e
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: a NUL in a value the store gave (a name, a target)
         raise DispatchFailure("executor_precondition", "precondition", f"cannot run SXCTL_DELIVER_CMD: {error}") \
             from None
     try:
