@@ -76,6 +76,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         files = found.guard("cron files", lambda: _cron_files(found, ws, max_log_bytes))
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
             found.guard("scheduler", lambda: _scheduler(found, ws, files[0], now, environ, crontab_text, project))
+            found.guard("job targets", lambda: _job_targets(found, ws, files[0]))
         found.guard("ledger", lambda: _ledger(found, ws, files, max_log_bytes, environ))
     return found.checks
 
@@ -337,6 +338,70 @@ def _scheduler(found: Findings, ws, store: dict[str, Any], now: int, environ, cr
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")
+
+
+def _job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
+    """Does every job's target project resolve in this workspace, and will it still after a copy,
+    a move or a container mount? (`cron.targets.target_problems`, resolved as dispatch resolves
+    them.) A target that resolves to no project fails, and so does one that sends into the
+    project this workspace was copied from, when the job would run an agent turn or a heartbeat
+    now; the rest warn, each with the `cron update` that fixes it."""
+    import shlex
+
+    from .cron.targets import target_problems
+
+    problems = target_problems(store, ws.root)
+    total = sum(1 for job in store["jobs"] if "deliveryTarget" in job
+                and job["lifecycle"]["status"] != "one_shot_terminal")
+    if not problems:
+        found.add("job targets", "ok", f"{total} job target(s) resolve in this workspace" if total
+                  else "no job has a target of its own")
+        return
+
+    def fix(problem) -> str:
+        folder = shlex.quote(str(problem.suggestion)) if problem.suggestion is not None else "DIR"
+        return f"sxctl cron update {shlex.quote(problem.job['name'])} --to-project {folder}"
+
+    def fixes(group) -> str:
+        shown = "; ".join(fix(p) for p in group[:3])
+        more = f"   # and the same for the other {len(group) - 3}" if len(group) > 3 else ""
+        unknown = "   # DIR: the folder that holds the project's .scorpiox/ now" \
+            if any(p.suggestion is None for p in group[:3]) else ""
+        return shown + (more or unknown)
+
+    def names(group) -> str:
+        listed = ", ".join(p.job["name"] for p in group[:5])
+        return listed + (f" and {len(group) - 5} more" if len(group) > 5 else "")
+
+    def blocking(problem) -> bool:  # it would dispatch into the wrong place, or fail, at its next run
+        return problem.job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed") \
+            and problem.job["payload"]["kind"] in ("agent_turn", "heartbeat_event")
+
+    for kind in ("missing", "copied", "absolute", "outside"):
+        group = [p for p in problems if p.kind == kind]
+        if not group:
+            continue
+        first = group[0]
+        where = f"{first.resolved}" + ("" if first.stored == str(first.resolved) else f" (stored as {first.stored!r})")
+        jobs = f"job {first.job['name']} sends" if len(group) == 1 else f"{len(group)} jobs ({names(group)}) send"
+        also = "" if len(group) == 1 else " (the first)"
+        status = "fail" if kind in ("missing", "copied") and any(blocking(p) for p in group) else "warn"
+        if kind == "missing":
+            found.add("job targets", status, f"{jobs} to a project that is not there: {where}{also} holds no "
+                      ".scorpiox/ folder, so every run fails `precondition`", fixes(group))
+        elif kind == "copied":
+            found.add("job targets", status, f"{jobs} into {where}, the project this workspace ({ws.root}) was "
+                      "copied from (its store has the same seed): the runs go to that project's agent, not to "
+                      "this one's", fixes(group))
+        elif kind == "absolute":
+            found.add("job targets", status, f"{jobs} to {where}{also}, stored as an absolute path (by an older "
+                      "sxctl): a copied, moved or mounted workspace would still send there; the update stores it "
+                      "relative to the workspace", fixes(group))
+        else:
+            found.add("job targets", status, f"{jobs} to {where}{also}, a project outside this workspace "
+                      f"({ws.root}): a copied, moved or mounted workspace still sends there",
+                      f"nothing while {first.resolved} stays where it is; for a project moved under the workspace: "
+                      f"sxctl cron update {shlex.quote(first.job['name'])} --to-project DIR")
 
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:

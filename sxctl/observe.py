@@ -124,12 +124,12 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     }
 
 
-def _waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock) -> bool:
+def _waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
     """Whether the pass holds this due job now (the pass's own rule, `gating.hold_state`): a job
     past its --hold-max is not waiting any more, it is given up at the next pass."""
     from .cron.gating import hold_state
 
-    held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock)
+    held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
     return held is not None and held["status"] == "waiting"
 
 
@@ -156,11 +156,11 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
               "executionId": r["executionId"], "status": r["status"], "startedAtMs": r["startedAtMs"],
               "trigger": r["trigger"]} for r in runs]
     for row, run in zip(brief[:5], runs, strict=False):
-        row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock)
+        row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
     waiting = [job["name"] for job in scheduled
                if job["lifecycle"]["nextRunAtMs"] <= now_ms
-               and _waiting(job, policy.get(job["id"]), now_ms, project, clock)]
+               and _waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
         "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
@@ -249,7 +249,7 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
         policy = read_policy(ws)["jobs"]
         for fire in timeline(store, now, count, zone):
             waiting = fire["overdue"] and _waiting(jobs[fire["jobId"]], policy.get(fire["jobId"]), now,
-                                                   session.project, clock)
+                                                   session.project, clock, ws)
             rows.append({"source": "cron", "at_ms": fire["at_ms"], "name": fire["name"], "jobId": fire["jobId"],
                          "overdue": fire["overdue"], "paused": fire["paused"], "dst": fire["dst"],
                          "waiting": waiting})

@@ -124,7 +124,7 @@ def test_agent_turn_target_defaults_to_live_in_this_project(project, ws):
     cron(project, "add", "t", "--every", "1h", "--payload", "agent-turn", "--text", "go")
     job = store_of(ws)["jobs"][-1]
     endpoint = job["deliveryTarget"]["destinationEndpoint"]
-    assert endpoint == {"channelType": "scorpiox-inbox", "channelInstanceId": str(project.root),
+    assert endpoint == {"channelType": "scorpiox-inbox", "channelInstanceId": ".",  # the workspace's own project
                         "conversationId": "live", "conversationKind": "direct"}
     assert job["sessionPolicy"] == {"strategy": "fresh"} and job["continuationMode"] == "none"
 

@@ -163,15 +163,19 @@ def add_job(
         spec = dataclasses.replace(spec, policy=policy)
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
+    warnings: list[str] = []
 
     def change(store, now):
         return add(store, name, spec, agent_id=default_agent_id(store, agent, os.environ),
-                   default_project=default_project, now_ms=now, max_jobs=max_jobs, notes=notes)
+                   default_project=default_project, now_ms=now, workspace=ws.root, max_jobs=max_jobs, notes=notes,
+                   warnings=warnings)
 
     result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait,
                           policy_change=_policy_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
+    for warning in warnings:
+        reporter(report).warn(f"{name}: {warning}")
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
         reporter(report).warn(
             f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
@@ -197,14 +201,17 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
         spec = dataclasses.replace(spec, policy=policy)
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
+    warnings: list[str] = []
     result = mutate_store(
         ws, lambda store, now: update(store, name, spec, default_project=default_project, now_ms=now,
-                                      report=reporter(report), notes=notes),
+                                      report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings),
         clock=clock, report=report, lock_wait_s=lock_wait,
         policy_change=_policy_change(name, spec, resumed=spec.resumed, notes=notes),
     ).outcome
     for note in notes:
         reporter(report).note(note)
+    for warning in warnings:
+        reporter(report).warn(f"{result['jobName']}: {warning}")
     return JobChange(ws, result, notes, show_notes=True)
 
 
@@ -262,8 +269,8 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     store = _store(ws)
     zone = display_zone(tz)
     policy = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session))
-    return JobList(ws, default_agent_id(store, agent, os.environ), [job_row(job, policy) for job in store["jobs"]],
-                   zone)
+    return JobList(ws, default_agent_id(store, agent, os.environ),
+                   [job_row(job, policy, workspace=ws.root) for job in store["jobs"]], zone)
 
 
 @record
@@ -286,7 +293,7 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     store = _store(ws)
     job = find_job(store, name)
     counted = _counted(ws, {**store, "jobs": [job]}, read_policy(ws), target_project(ws, project, session=session))
-    return JobDetail(job_row(job, counted, full=True))
+    return JobDetail(job_row(job, counted, workspace=ws.root, full=True))
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
@@ -313,7 +320,7 @@ def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], defau
     entries = dict(policy["jobs"])
     for job in jobs:
         usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,
-                            project=default_project, clock=clock, unread=False, history=history)
+                            project=default_project, clock=clock, workspace=ws.root, unread=False, history=history)
         entries[job["id"]] = {**entries[job["id"]], "runs": usage.runs}
     return {**policy, "jobs": entries}
 
@@ -399,7 +406,7 @@ def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]]
     for fire in overdue:
         job = jobs[fire["jobId"]]
         fire["waiting"] = hold_state(job, policy["jobs"].get(job["id"], {}), now, project=default_project, to="live",
-                                     clock=clock)
+                                     clock=clock, workspace=ws.root)
 
 
 # --- status / runs / validate / wake ---------------------------------------------------------------
@@ -471,31 +478,35 @@ def job_runs(
     jobs = {j["id"]: j for j in store["jobs"]}
     default_project = target_project(ws, project, session=session)
     for run in found:
-        receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock)
+        receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:
             run["consumption"] = receipt
     if evidence:
-        _add_evidence(found, project, session, clock)
+        _add_evidence(found, jobs, default_project, ws, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}
     skipped = read_policy(ws)["jobs"].get(job["id"], {}).get("skips", {}).get("recent", []) if job else []
     return RunList(name, job["id"] if job else None, limit, exact, found, names, list(reversed(skipped)))
 
 
-def _add_evidence(found: list[dict[str, Any]], project, session, clock: Clock) -> None:
+def _add_evidence(found: list[dict[str, Any]], jobs: dict[str, dict[str, Any]], default_project, ws: Workspace,
+                  clock: Clock) -> None:
+    """Where each `unknown` run's message is now, looked for by its key in the project the run
+    sent to (`run_target_project`)."""
     from ..cron.ledger import run_evidence
-    from ..errors import NotFoundError
+    from ..cron.targets import holds_project, run_target_project
     from ..inbox import evidence_for_key
     from ..project import list_sessions
-    from .scope import find_project
 
-    try:
-        root = find_project(project, session=session)
-    except NotFoundError:
-        return
-    sessions = list_sessions(root, clock)
+    sessions: dict[Any, list] = {}
     for run in found:
-        if run_evidence(run):
-            run["evidence"] = evidence_for_key(root, sessions, run["executionId"])
+        if not run_evidence(run):
+            continue
+        root = run_target_project(jobs.get(run["jobId"]), default_project, workspace=ws.root)
+        if not holds_project(root):
+            continue
+        if root not in sessions:
+            sessions[root] = list_sessions(root, clock)
+        run["evidence"] = evidence_for_key(root, sessions[root], run["executionId"])
 
 
 @record

@@ -209,7 +209,7 @@ def list_(tz) -> None:
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"]) if schedule_computable(r["job"]["schedule"]) else "?",
              r["state"], _when(r["next_run_ms"], zone) if r["state"] not in ("done",) else "-",
-             target_label(r["job"])]
+             target_label(r["target"])]
             for r in rows
         ])
 
@@ -233,7 +233,10 @@ def show(name) -> None:
     row = result.row
 
     def human() -> None:
-        say(f"{name}: {row['state']}, next {_when(row['next_run_ms'])}")
+        from ..cron.views import target_label
+
+        target = f", target {target_label(row['target'])}" if row["target"] else ""
+        say(f"{name}: {row['state']}, next {_when(row['next_run_ms'])}{target}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)

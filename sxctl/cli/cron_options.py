@@ -47,9 +47,13 @@ def _job_options(command):
                      help="Agent turn: a JS/TS script that decides whether the turn is needed."),
         click.option("--wake-gate-language", type=click.Choice(["js", "ts"])),
         click.option("--wake-gate-timeout", type=int, metavar="SECONDS", help="1-300 (default 30)."),
-        click.option("--to", "to", metavar="SESSION|live", help="Target session for agent turns and deliveries."),
-        click.option("--to-project", type=click.Path(file_okay=False, path_type=Path), help="Target project."),
-        click.option("--tenant", help="conversationScope tenant (default 'default')."),
+        click.option("--to", "to", metavar="SESSION|live",
+                     help="Target session for agent turns and deliveries (default live; update: kept)."),
+        click.option("--to-project", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+                     help="Target project (default this project; update: kept). Stored relative to the workspace "
+                          "('.' for its own project), so a copied, moved or mounted workspace sends to its own "
+                          "projects; a project outside the workspace stays absolute."),
+        click.option("--tenant", help="conversationScope tenant (default 'default'; update: kept)."),
         click.option("--max-dependency-errors", type=click.IntRange(0), metavar="N"),
     ]
     for option in reversed(options):
@@ -98,8 +102,8 @@ def _job_spec(kw: dict):
         text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
     target = None
     if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
-        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else None  # None: this project
-        target = Target(project, kw.get("to") or "live", kw.get("tenant") or "default")
+        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else None
+        target = Target(project, kw.get("to"), kw.get("tenant"))  # None: kept on update, else the default
     gate = None
     if kw.get("wake_gate") is not None:
         gate = WakeGate.from_file(kw["wake_gate"], kw.get("wake_gate_language"), kw.get("wake_gate_timeout"))

@@ -23,6 +23,7 @@ from ..clock import Clock
 from ..errors import NotFoundError, SxctlError, UsageError
 from ..project import Session, check_session_id, resolve_target_session
 from ..report import Reporter
+from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
 GATE_OUTPUT_CAP = 1024 * 1024
 GATE_CONTEXT_CHARS = 4000
@@ -54,19 +55,24 @@ class Occurrence:
 # --- targets -------------------------------------------------------------------------------------
 
 def resolve_target(job: dict[str, Any], default_project: Path, default_to: str,
-                   clock: Clock, report: Reporter) -> Session:
-    """The session that receives the message, resolved now (`live` = freshest live session)."""
+                   clock: Clock, report: Reporter, *, workspace: Path) -> Session:
+    """The session that receives the message, resolved now (`live` = freshest live session) in
+    the job's target project (`run_target_project`: its own target resolved against `workspace`,
+    else `default_project` with `default_to`)."""
     target = job.get("deliveryTarget")
     if target is None:
-        project, conversation = default_project, default_to
+        conversation = default_to
     else:
         endpoint = target["destinationEndpoint"]
-        if endpoint["channelType"] != "scorpiox-inbox":
+        if endpoint["channelType"] != INBOX_CHANNEL:
             raise DispatchFailure("executor_not_bound", "precondition",
                                   f"channel {endpoint['channelType']!r} is not a SCORPIOX inbox")
-        project, conversation = Path(endpoint["channelInstanceId"]), endpoint["conversationId"]
-    if not (project / ".scorpiox").is_dir():
-        raise DispatchFailure("executor_precondition", "precondition", f"{project} has no .scorpiox/ folder")
+        conversation = endpoint["conversationId"]
+    project = run_target_project(job, default_project, workspace=workspace)
+    if not holds_project(project):
+        where = "" if target is None else f" (stored as {target['destinationEndpoint']['channelInstanceId']!r}, " \
+            f"resolved against the workspace {workspace}; `sxctl doctor` names the fix)"
+        raise DispatchFailure("executor_precondition", "precondition", f"{project} has no .scorpiox/ folder{where}")
     try:
         if conversation != "live":
             check_session_id(conversation)
@@ -136,7 +142,7 @@ def run_delivery(text: str, occurrence: Occurrence, target: dict[str, str], *, e
     try:
         proc = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, env=env, start_new_session=True)
-    except OSError as error:
+    except (OSError, ValueError) as error:  # ValueError: a NUL in a value the store gave (a name, a target)
         raise DispatchFailure("executor_precondition", "precondition", f"cannot run SXCTL_DELIVER_CMD: {error}") \
             from None
     try:

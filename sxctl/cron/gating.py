@@ -12,8 +12,9 @@ from ..clock import Clock
 from ..report import Reporter
 from .ledger import Group, Ledger
 from .policy import DEFAULT_HOLD_MAX_MS, is_active_time, record_skip
-from .receipts import consumption, execution_dispatch, run_target_project
+from .receipts import consumption, execution_dispatch
 from .schedule import next_run
+from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
 #: beyond this the rest are skipped together
@@ -43,9 +44,9 @@ def local_time(ms: int, zone):
     return datetime_of_ms(ms, zone)
 
 
-def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock) -> bool:
+def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
     """The one rule for a job that waits: it sends to the `live` session of a project (its own
-    target, else `project` with `to`) in which no session is live now."""
+    target resolved against `workspace`, else `project` with `to`) in which no session is live now."""
     from ..project import freshest_live, list_sessions
 
     if job["payload"]["kind"] not in ("agent_turn", "heartbeat_event"):
@@ -53,22 +54,22 @@ def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock) -
     target = job.get("deliveryTarget")
     if target is None:
         conversation = to
-    elif target["destinationEndpoint"]["channelType"] == "scorpiox-inbox":
+    elif target["destinationEndpoint"]["channelType"] == INBOX_CHANNEL:
         conversation = target["destinationEndpoint"]["conversationId"]
     else:
         return False
-    where = run_target_project(job, project)
-    if conversation != "live" or not (where / ".scorpiox").is_dir():
+    where = run_target_project(job, project, workspace=workspace)
+    if conversation != "live" or not holds_project(where):
         return False
     return freshest_live(list_sessions(where, clock)) is None
 
 
 def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project: Path, to: str,
-               clock: Clock) -> dict[str, Any] | None:
+               clock: Clock, workspace: Path) -> dict[str, Any] | None:
     """What the pass does with a due job for want of a live agent (the one rule the pass and
     `cron next` share): None when it need not wait; `status` `waiting` (held, not claimed) until
     `giveUpAtMs`, then `given_up` (the pass runs it, and its dispatch fails)."""
-    if not waits_for_agent(job, project, to, clock):
+    if not waits_for_agent(job, project, to, clock, workspace=workspace):
         return None
     due_at = job["lifecycle"]["nextRunAtMs"]
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
@@ -118,7 +119,7 @@ def limited_jobs(policy: dict[str, Any]) -> set[str]:
 
 
 def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock,
-                sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
+                workspace: Path, sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
     """What the ledger proves a job spent, whatever the policy file says: its scheduled (not
     manual) executions that dispatched (`execution_dispatch`) started since its limits were
     last reset (`limitsFromMs`: `cron resume`) toward --max-runs, and per date of their
@@ -131,7 +132,7 @@ def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group],
         if start is None or start["trigger"] == "manual":
             continue
         outcome = group.terminal["outcome"] if group.terminal is not None else None
-        if execution_dispatch(start, outcome, job, project, clock, sessions) is None:
+        if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
             continue
         if start["startedAtMs"] >= since:
             runs += 1
@@ -142,7 +143,7 @@ def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group],
 
 
 def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None,
-                   *, project: Path, clock: Clock, sessions: dict[Path, list] | None = None) -> bool:
+                   *, project: Path, clock: Clock, workspace: Path, sessions: dict[Path, list] | None = None) -> bool:
     """Fold one scheduled execution into the entry's counts when it dispatched
     (`execution_dispatch`); True when it was counted now. `countedId` remembers the last one
     counted, so an execution is counted once: a pass counts its run in the policy file, written
@@ -150,7 +151,7 @@ def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, 
     claim, which the next pass settles and counts (or finds counted). Manual runs spend no limit."""
     if start["trigger"] == "manual" or entry.get("countedId") == start["executionId"]:
         return False
-    if execution_dispatch(start, outcome, job, project, clock, sessions) is None:
+    if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
         return False
     entry["runs"] = entry.get("runs", 0) + 1
     date = local_time(start["scheduledForMs"], job_zone(job)).date().isoformat()
@@ -164,8 +165,8 @@ def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, 
 
 
 def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict[str, Any]], ledger: Ledger | None,
-                project: Path, clock: Clock, unread: bool = True, sessions: dict[Path, list] | None = None,
-                history: dict[str, list[Group]] | None = None) -> LimitUsage:
+                project: Path, clock: Clock, workspace: Path, unread: bool = True,
+                sessions: dict[Path, list] | None = None, history: dict[str, list[Group]] | None = None) -> LimitUsage:
     """THE counting rule of every run limit, from durable facts only — used by the pass before it
     admits a job and by the views (`cron list/show`):
 
@@ -190,7 +191,8 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
         start = group.start if group is not None else None
         outcome = group.terminal["outcome"] if group is not None and group.terminal is not None else None
         if start is not None:  # a claim without its start row dispatched nothing
-            count_dispatch(counted, job, start, outcome, project=project, clock=clock, sessions=sessions)
+            count_dispatch(counted, job, start, outcome, project=project, clock=clock, workspace=workspace,
+                           sessions=sessions)
     usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
     spent = entry.get("maxRuns") or entry.get("maxRunsPerDay")
     limit = entry.get("maxUnconsumed") if unread else None
@@ -200,25 +202,26 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
         history = job_history(ledger, {job["id"]})
     groups = history.get(job["id"], [])
     if spent:
-        usage.proven, usage.days = proven_runs(job, entry, groups, project=project, clock=clock, sessions=sessions)
+        usage.proven, usage.days = proven_runs(job, entry, groups, project=project, clock=clock, workspace=workspace,
+                                               sessions=sessions)
         usage.runs = max(usage.runs, usage.proven)
     if limit:
-        usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions)
+        usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions, workspace=workspace)
     return usage
 
 
 def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, history: list[Group], project: Path,
-                   clock: Clock, sessions: dict[Path, list] | None) -> int:
+                   clock: Clock, sessions: dict[Path, list] | None, *, workspace: Path) -> int:
     """How many of the job's newest inbox messages (since its limits were last reset), up to
     `limit`, are still unread (`history`: the job's executions in the ledger)."""
     since = entry.get("limitsFromMs", 0)
     groups = [g for g in history if g.start is not None and g.start["startedAtMs"] >= since]
     groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
-    where = run_target_project(job, project)
+    where = run_target_project(job, project, workspace=workspace)
     streak = 0
     for group in groups:
         outcome = group.terminal["outcome"] if group.terminal is not None else None
-        dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions)
+        dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions, workspace=workspace)
         if dispatch is None or dispatch.stem is None or dispatch.session_id is None:
             continue  # sent no message: neither read nor unread
         if consumption(where, dispatch.session_id, dispatch.stem, clock)["state"] != "pending":
@@ -231,11 +234,12 @@ def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, histo
 
 class Gates:
     def __init__(self, policy: dict[str, Any], ledger: Ledger, *, project: Path, to: str, clock: Clock,
-                 report: Reporter, store: dict[str, Any] | None = None) -> None:
+                 report: Reporter, workspace: Path, store: dict[str, Any] | None = None) -> None:
         self.policy = policy
         self.ledger = ledger
         self.store = store if store is not None else {"activeClaims": []}
         self.project = project
+        self.workspace = workspace  # the folder of the store: jobs' targets are relative to it
         self.to = to
         self.clock = clock
         self.report = report
@@ -256,7 +260,8 @@ class Gates:
             # once per pass, for the jobs with a limit: counting never walks the whole ledger per job
             self._history = job_history(self.ledger, limited_jobs(self.policy))
         return limit_usage(job, entry, claims=self.store["activeClaims"], ledger=self.ledger, project=self.project,
-                           clock=self.clock, unread=unread, sessions=self.sessions, history=self._history)
+                           clock=self.clock, workspace=self.workspace, unread=unread, sessions=self.sessions,
+                           history=self._history)
 
     def admit(self, job: dict[str, Any]) -> bool:
         """True: claim and run the job's due occurrence now. False: the gates dealt with it (the
@@ -270,7 +275,8 @@ class Gates:
             return False
         if recurring and entry and not self._skip_occurrences(job, entry, now, usage):
             return False
-        held = hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock)
+        held = hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock,
+                          workspace=self.workspace)
         if held is not None and held["status"] == "waiting":
             self.done.waiting.append({"jobId": job["id"], "name": job["name"], "status": "waiting",
                                       "reason": held["reason"], "dueSinceMs": held["dueSinceMs"],
@@ -289,7 +295,7 @@ class Gates:
         """Count a settled scheduled run against the job's limits (`count_dispatch`)."""
         entry = self.policy["jobs"].get(job["id"])
         if entry and count_dispatch(entry, job, start, outcome, project=self.project, clock=self.clock,
-                                    sessions=self.sessions):
+                                    workspace=self.workspace, sessions=self.sessions):
             self.policy_changed = True
 
     def after_run(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any]) -> None:

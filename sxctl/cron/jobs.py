@@ -3,6 +3,7 @@ a validated store (spec cron-store.md §3, §8). The store module does the locki
 
 from __future__ import annotations
 
+import os
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..report import Reporter
 from .schedule import ScheduleInput, next_run, resolve_schedule
 from .schema import KIB, scorpiox_target
 from .store import find_job
+from .targets import INBOX_CHANNEL, holds_project, resolve_project, stored_project
 
 if TYPE_CHECKING:
     from .policy import PolicyOptions
@@ -55,12 +57,13 @@ class WakeGate:
 
 @dataclass
 class Target:
-    """Where an agent turn or delivery goes: a session id or `live` of a project (None: the
-    project the command runs in, filled in before the job is written)."""
+    """Where an agent turn or delivery goes: a session id or `live` of a project. A field left
+    None keeps what the job had (`cron update --to-project DIR` keeps the session and the tenant),
+    and for a new target is the default: the project the command runs in, `live`, `default`."""
 
-    project: str | None
-    conversation: str = "live"
-    tenant: str = "default"
+    project: str | None = None
+    conversation: str | None = None
+    tenant: str | None = None
 
 
 @dataclass
@@ -133,26 +136,55 @@ def _misplaced(spec: JobSpec, kind: str) -> None:
         raise UsageError("a delivery target is valid only for agent_turn and delivery payloads")
 
 
-def _delivery_target(spec: JobSpec, agent_id: str, default_project: str) -> dict[str, Any]:
+def _delivery_target(spec: JobSpec, agent_id: str, default_project: str, workspace: Path,
+                     previous: dict[str, Any] | None = None, warnings: list[str] | None = None) -> dict[str, Any]:
+    """The job's `deliveryTarget`: `spec.target` over the `previous` target (fields not given are
+    kept) over the defaults. The project is stored relative to the workspace (`targets.stored_project`)."""
     from ..project import check_session_id
 
-    target = spec.target or Target(default_project)
-    if target.conversation != "live":
-        check_session_id(target.conversation)
-    return scorpiox_target(agent_id, target.project or default_project, target.conversation, target.tenant)
+    target = spec.target or Target()
+    endpoint = previous["destinationEndpoint"] if previous else None
+    keep = endpoint is not None and endpoint["channelType"] == INBOX_CHANNEL
+    conversation = target.conversation or (endpoint["conversationId"] if keep and endpoint else "live")
+    tenant = target.tenant or (previous["conversation"]["conversationScope"]["tenantId"] if keep and previous
+                               else "default")
+    if conversation != "live":
+        check_session_id(conversation)
+    if target.project is None and keep and endpoint:
+        stored = endpoint["channelInstanceId"]  # kept as written, absolute (older stores) or not
+    else:
+        stored = stored_project(target.project or default_project, workspace)
+        if warnings is not None:
+            warnings += target_warnings(stored, target.project or default_project, workspace)
+    return scorpiox_target(agent_id, stored, conversation, tenant)
+
+
+def target_warnings(stored: str, project: str, workspace: Path) -> list[str]:
+    """What to say when a target is written that would make its runs fail, or that does not
+    travel with the store."""
+    warnings = []
+    if not holds_project(resolve_project(stored, workspace)):
+        warnings.append(f"the target project {project} has no .scorpiox/ folder: its runs fail `precondition` "
+                        "until an agent has run there")
+    if os.path.isabs(stored):
+        warnings.append(f"the target project {stored} is outside the workspace {workspace}, so it is stored as an "
+                        "absolute path: a copied, moved or mounted workspace still sends there")
+    return warnings
 
 
 def build_variant(kind: str, text: str, spec: JobSpec, agent_id: str, default_project: str,
-                  previous: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Payload and variant fields for `kind`, in schema order (defaults filled in)."""
+                  previous: dict[str, Any] | None = None, *, workspace: Path,
+                  warnings: list[str] | None = None) -> dict[str, Any]:
+    """Payload and variant fields for `kind`, in schema order (defaults filled in). A target is
+    stored relative to `workspace` (the folder of the store), when it can be."""
     previous = previous or {}
     if kind == "heartbeat_event":
         old = previous.get("payload", {})
         wake_mode = spec.wake_mode or old.get("wakeMode", "now")
         return {"payload": {"kind": kind, "text": text, "wakeMode": wake_mode}}
     if kind == "delivery":
-        target = _delivery_target(spec, agent_id, default_project) if spec.target or "deliveryTarget" not in previous \
-            else previous["deliveryTarget"]
+        target = previous["deliveryTarget"] if not spec.target and "deliveryTarget" in previous else \
+            _delivery_target(spec, agent_id, default_project, workspace, previous.get("deliveryTarget"), warnings)
         return {"payload": {"kind": kind, "text": text}, "deliveryTarget": target}
     payload: dict[str, Any] = {"kind": kind, "message": text}
     old_payload = previous.get("payload", {}) if previous.get("payload", {}).get("kind") == "agent_turn" else {}
@@ -177,7 +209,8 @@ def build_variant(kind: str, text: str, spec: JobSpec, agent_id: str, default_pr
     continuation = CONTINUATIONS[spec.continuation] if spec.continuation else previous.get("continuationMode", "none")
     variant: dict[str, Any] = {"payload": payload, "sessionPolicy": policy, "continuationMode": continuation}
     if spec.target is not None or "deliveryTarget" not in previous:
-        variant["deliveryTarget"] = _delivery_target(spec, agent_id, default_project)
+        variant["deliveryTarget"] = _delivery_target(spec, agent_id, default_project, workspace,
+                                                     previous.get("deliveryTarget"), warnings)
     else:
         variant["deliveryTarget"] = previous["deliveryTarget"]
     gate = None if spec.no_wake_gate else (spec.wake_gate.to_json() if spec.wake_gate else previous.get("wakeGate"))
@@ -205,7 +238,8 @@ def _assemble(head: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, default_project: str, now_ms: int,
-            max_jobs: int = 100, notes: list[str] | None = None) -> dict[str, Any]:
+            workspace: Path, max_jobs: int = 100, notes: list[str] | None = None,
+            warnings: list[str] | None = None) -> dict[str, Any]:
     """Append a new authored job; returns comis's strict `{jobId, name, schedule}`."""
     check_name(name)
     if spec.payload is None:
@@ -227,7 +261,8 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     if spec.max_dependency_errors is not None:
         head["maxConsecutiveDependencyErrors"] = spec.max_dependency_errors
     head["source"] = "authored"
-    job = _assemble(head, build_variant(kind, text, spec, agent_id, default_project))
+    job = _assemble(head, build_variant(kind, text, spec, agent_id, default_project, workspace=workspace,
+                                        warnings=warnings))
     store["jobs"].append(job)
     return {"jobId": job["id"], "name": name, "schedule": schedule}
 
@@ -243,7 +278,8 @@ def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
 
 
 def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_project: str, now_ms: int,
-               report: Reporter, notes: list[str] | None = None) -> dict[str, Any]:
+               report: Reporter, workspace: Path, notes: list[str] | None = None,
+               warnings: list[str] | None = None) -> dict[str, Any]:
     """Change a job in place; returns `{jobName, updated}`."""
     if spec.session_strategy is not None or spec.continuation is not None or spec.max_history_turns is not None:
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
@@ -283,7 +319,8 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         dropped = [k for k in job if k not in head and k != "payload"]
         if dropped:
             report.warn(f"payload changed to {kind}: dropped {', '.join(dropped)}")
-    variant = build_variant(kind, text, spec, job["agentId"], default_project, previous)
+    variant = build_variant(kind, text, spec, job["agentId"], default_project, previous, workspace=workspace,
+                            warnings=warnings)
     store["jobs"][index] = _assemble(head, variant)
     return {"jobName": store["jobs"][index]["name"], "updated": True}
 

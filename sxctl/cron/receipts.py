@@ -10,14 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-
-
-def run_target_project(job: dict[str, Any] | None, default_project: Path) -> Path:
-    """The project whose sessions a job's messages go to."""
-    target = (job or {}).get("deliveryTarget")
-    if target is not None and target["destinationEndpoint"]["channelType"] == "scorpiox-inbox":
-        return Path(target["destinationEndpoint"]["channelInstanceId"])
-    return default_project
+from .targets import holds_project, run_target_project
 
 
 def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
@@ -48,8 +41,9 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
 
 
 def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_project: Path,
-                    clock: Clock = SYSTEM_CLOCK) -> dict[str, Any] | None:
-    """A run's receipt, or None for a run that dispatched no inbox message."""
+                    clock: Clock = SYSTEM_CLOCK, *, workspace: Path) -> dict[str, Any] | None:
+    """A run's receipt, or None for a run that dispatched no inbox message. The message is looked
+    for in the job's target project (`run_target_project`, resolved against `workspace`)."""
     outcome = run.get("outcome") or {}
     session_id, stem = outcome.get("sessionId"), outcome.get("stem")
     if outcome.get("kind") != "inbox_dispatch" or not isinstance(session_id, str) or not isinstance(stem, str):
@@ -58,7 +52,7 @@ def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_pro
 
     if not is_valid_session_id(session_id) or "/" in stem or stem.startswith("."):
         return {"state": "lost", "reason": "not_a_message_of_this_project"}
-    return consumption(run_target_project(job, default_project), session_id, stem, clock)
+    return consumption(run_target_project(job, default_project, workspace=workspace), session_id, stem, clock)
 
 
 def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
@@ -94,7 +88,7 @@ class Dispatch:
 
 def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | None, job: dict[str, Any] | None,
                        default_project: Path, clock: Clock = SYSTEM_CLOCK,
-                       sessions: dict[Path, list] | None = None) -> Dispatch | None:
+                       sessions: dict[Path, list] | None = None, *, workspace: Path) -> Dispatch | None:
     """Did the execution that `start` opened dispatch anything? None: provably nothing.
 
     The rule, from durable facts only: no start row, nothing (the runner writes its start row
@@ -103,14 +97,15 @@ def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | N
     exactly when its message reached the inbox — found through its idempotency key (the
     execution id; the key record is written before the message) — and any other `unknown` run
     counts, since nothing can prove it sent nothing. `sessions` caches the session lists of the
-    projects searched."""
+    projects searched; `workspace` is the folder of the store the job's target is relative to."""
     if start is None:
         return None
     kind = outcome["kind"] if outcome is not None else "unsettled"
     if kind == "unsettled":
         if start["workKind"] not in ("agent_turn", "heartbeat_event"):
             return Dispatch()
-        return _message_by_key(run_target_project(job, default_project), start["executionId"], clock, sessions)
+        return _message_by_key(run_target_project(job, default_project, workspace=workspace), start["executionId"],
+                               clock, sessions)
     assert outcome is not None
     if kind == "inbox_dispatch":
         session_id, stem = outcome.get("sessionId"), outcome.get("stem")
@@ -127,7 +122,7 @@ def _message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, 
     from ..inbox import evidence_for_key
     from ..project import list_sessions
 
-    if not (project / ".scorpiox").is_dir():
+    if not holds_project(project):
         return None
     cache = sessions if sessions is not None else {}
     if project not in cache:

@@ -42,6 +42,7 @@ from .store import (
     store_lock,
     write_store,
 )
+from .targets import INBOX_CHANNEL, run_target_project
 from .views import cross_check, schedule_computable
 
 SKIP_COUNT_CAP = 10_000
@@ -128,7 +129,7 @@ class SchedulerPass:
         self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
         self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
         self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
-                           report=self.report)
+                           report=self.report, workspace=ws.root)
 
     # --- the pass ----------------------------------------------------------------------------------
 
@@ -189,7 +190,7 @@ class SchedulerPass:
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
         self.policy = read_policy(self.ws)
         self.gates = Gates(self.policy, self.ledger, project=self.options.project, to=self.options.to,
-                           clock=self.clock, report=self.report, store=store)
+                           clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
         self.result.gates = self.gates.done
 
     def _tick(self) -> None:
@@ -423,12 +424,13 @@ class SchedulerPass:
             if kind == "delivery":
                 target = job["deliveryTarget"]["destinationEndpoint"]
                 delivery = run_delivery(job["payload"]["text"], occurrence,
-                                        {"project": target["channelInstanceId"],
+                                        {"project": self._target_project(job),
                                          "conversation": target["conversationId"], "session": ""},
                                         environ=self.environ, timeout_s=self.options.deliver_timeout,
                                         clock=self.clock)
                 return {"kind": "delivery_only", "delivery": delivery}
-            session = resolve_target(job, self.options.project, self.options.to, self.clock, self.report)
+            session = resolve_target(job, self.options.project, self.options.to, self.clock, self.report,
+                                     workspace=self.ws.root)
             if kind == "heartbeat_event":
                 mode = "auto" if job["payload"]["wakeMode"] == "now" else "queue"
                 return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
@@ -436,6 +438,14 @@ class SchedulerPass:
         except DispatchFailure as failure:
             self.report.warn(f"{job['name']}: not dispatched: {failure}")
             return failure.outcome
+
+    def _target_project(self, job: dict[str, Any]) -> str:
+        """SXCTL_TARGET_PROJECT for a delivery: the job's target resolved against the workspace (an
+        absolute path, wherever the workspace is now; for another channel, its instance id)."""
+        endpoint = job["deliveryTarget"]["destinationEndpoint"]
+        if endpoint["channelType"] != INBOX_CHANNEL:
+            return str(endpoint["channelInstanceId"])
+        return str(run_target_project(job, self.options.project, workspace=self.ws.root))
 
     def _agent_turn(self, job: dict[str, Any], occurrence: Occurrence, session) -> dict[str, Any]:
         gate = job.get("wakeGate")
@@ -455,7 +465,7 @@ class SchedulerPass:
             if self.environ.get("SXCTL_DELIVER_CMD"):
                 endpoint = (job.get("deliveryTarget") or {}).get("destinationEndpoint", {})
                 delivery = run_delivery(result.deliver, occurrence,
-                                        {"project": endpoint.get("channelInstanceId", ""),
+                                        {"project": self._target_project(job) if endpoint else "",
                                          "conversation": endpoint.get("conversationId", ""), "session": session.id},
                                         environ=self.environ, timeout_s=self.options.deliver_timeout,
                                         clock=self.clock)

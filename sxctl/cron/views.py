@@ -38,16 +38,22 @@ def job_kind_label(job: dict[str, Any]) -> str:
     return {"heartbeat_event": "heartbeat", "delivery": "delivery", "agent_turn": "agent-turn"}[job["payload"]["kind"]]
 
 
-def job_target(job: dict[str, Any]) -> dict[str, Any] | None:
+def job_target(job: dict[str, Any], workspace: Path) -> dict[str, Any] | None:
+    """`{project, conversation}` of a job with a target of its own: the project as the pass
+    resolves it (`targets.run_target_project`, an absolute path however it is stored)."""
+    from .targets import INBOX_CHANNEL, run_target_project
+
     target = job.get("deliveryTarget")
     if target is None:
         return None
     endpoint = target["destinationEndpoint"]
-    return {"project": endpoint["channelInstanceId"], "conversation": endpoint["conversationId"]}
+    project = str(run_target_project(job, workspace, workspace=workspace)) \
+        if endpoint["channelType"] == INBOX_CHANNEL else endpoint["channelInstanceId"]
+    return {"project": project, "conversation": endpoint["conversationId"]}
 
 
-def target_label(job: dict[str, Any]) -> str:
-    target = job_target(job)
+def target_label(target: dict[str, Any] | None) -> str:
+    """The TARGET cell of `cron list` for a row's `target` (`job_target`)."""
     if target is None:
         return "-"
     if target["conversation"] == "live":
@@ -55,16 +61,18 @@ def target_label(job: dict[str, Any]) -> str:
     return target["conversation"]
 
 
-def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, full: bool = False) -> dict[str, Any]:
-    """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target and
-    policy (`policy` is the policy file's document). A job with no policy entry has `"policy":
-    null` in a listing (every default; 10,000 jobs need not repeat them); `full` fills them in."""
+def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, workspace: Path,
+            full: bool = False) -> dict[str, Any]:
+    """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target (its
+    project resolved against `workspace`) and policy (`policy` is the policy file's document). A
+    job with no policy entry has `"policy": null` in a listing (every default; 10,000 jobs need
+    not repeat them); `full` fills them in."""
     from .policy import describe
 
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
     return {"job": job, "state": job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
-            "target": job_target(job), "policy": describe(entry) if entry or full else None}
+            "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None}
 
 
 def schedule_computable(schedule: dict[str, Any]) -> bool:
