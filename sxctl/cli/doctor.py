@@ -12,8 +12,9 @@ from .output import Command, emit, say, settings
 @click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
 def doctor(max_log_bytes, crontab_file) -> None:
     """Check that everything around the agent is alive: project, agent, messages and timers
-    stranded in a session no agent reads, permissions, temps and locks, the scheduler's heartbeat
-    and installed entry, overdue and unknown runs, the ledger, a comis daemon. Exit 9 when a check
+    stranded in a session no agent reads, permissions, temps and locks, the cron files as a pass
+    reads them, the scheduler's heartbeat and installed entry, job targets that no longer resolve
+    (a moved or copied project), overdue and unknown runs, the ledger, a comis daemon. Exit 9 when a check
     fails (a monitor runs `sxctl doctor -q`).
 
     \b
