@@ -117,14 +117,16 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
         result.changed = [str(p) for p in engines.install_systemd(units, folder)]
         result.action = "installed" if result.changed else "unchanged"
         if now:
-            result.ran = engines.run_systemctl(enable, environ)
+            result.ran = _run(enable, environ, f"the unit files are in {folder}; enable them with: {result.enable}")
         return result
     if uninstall:
         result.enable = None
         links = engines.systemd_links(tick, folder, system, environ)
         timer = folder / f"{tick.unit_name}.timer"
         if now and (links or engines.MARKER.encode() in (engines.read_outside_file(timer) or b"")):
-            result.ran = engines.run_systemctl(engines.disable_commands(tick, system), environ)
+            result.ran = _run(engines.disable_commands(tick, system), environ,
+                              "nothing was removed (without --now the files and links are removed and the "
+                              "command that stops the timer is printed)")
             links = engines.systemd_links(tick, folder, system, environ)  # what disable left (or all of them)
         result.changed = [str(p) for p in engines.uninstall_systemd(units, folder, links)]
         result.action = "uninstalled" if result.changed else "unchanged"
@@ -135,6 +137,17 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
             else:
                 result.stop = engines.command_line(stop, "; ")
     return result
+
+
+def _run(commands: list[list[str]], environ: Mapping[str, str], then: str) -> list[str] | None:
+    """engines.run_systemctl, its failure saying what state it left (`then`)."""
+    from .. import engines
+    from ..errors import SystemRefusedError
+
+    try:
+        return engines.run_systemctl(commands, environ)
+    except SystemRefusedError as error:
+        raise SystemRefusedError(f"{error.message}; {then}", **error.extra) from None
 
 
 def _owner_name(project: Path) -> str:
