@@ -407,28 +407,30 @@ def test_two_writers_rotating_at_once_lose_no_line_and_rotate_once(tmp_path):
     """Two processes write 300 lines of 64 bytes each into one log capped at 400 lines: one
     rotation is due. Every line must be in the log or its .1 exactly once (a second rotation by
     the other writer would have dropped the first .1; a write into a file already moved away
-    would land in .1 past its cap)."""
-    log = tmp_path / "tick.log"
+    would land in .1 past its cap). Four rounds, each started at the same instant in both."""
+    logs = [tmp_path / f"tick-{round_}.log" for round_ in range(4)]
     start_at = time.time() + 1.5
     writer = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
         from sxctl.engines import TickLog
-        sink = TickLog(Path({str(log)!r}), 400 * 64, lambda: 0)
-        while time.time() < {start_at}:
-            time.sleep(0.001)
-        for i in range(300):
-            sink.write(f"writer-{{sys.argv[1]}} {{i:04d}} ".ljust(42, ".").encode() + b"\\n")
+        for round_, log in enumerate({[str(log) for log in logs]!r}):
+            sink = TickLog(Path(log), 400 * 64, lambda: 0)
+            while time.time() < {start_at} + 0.25 * round_:
+                time.sleep(0.001)
+            for i in range(300):
+                sink.write(f"writer-{{sys.argv[1]}} {{i:04d}} ".ljust(42, ".").encode() + b"\\n")
     """)
     procs = [subprocess.Popen([sys.executable, "-c", writer, name], stderr=subprocess.PIPE, text=True)
              for name in "AB"]
     assert [proc.wait(timeout=60) for proc in procs] == [0, 0], [proc.stderr.read() for proc in procs]
-    old, new = Path(f"{log}.1").read_text(), log.read_text()
-    assert len(old.encode()) <= 400 * 64 and len(new.encode()) <= 400 * 64
-    lines = (old + new).splitlines()
-    assert all(len(line) == 63 and line.startswith("1970-01-01T00:00:00Z writer-") for line in lines)
-    assert sorted(lines) == sorted(f"1970-01-01T00:00:00Z writer-{w} {i:04d} ".ljust(63, ".")
-                                   for w in "AB" for i in range(300))
+    for log in logs:
+        old, new = Path(f"{log}.1").read_text(), log.read_text()
+        assert len(old.encode()) <= 400 * 64 and len(new.encode()) <= 400 * 64
+        lines = (old + new).splitlines()
+        assert all(len(line) == 63 and line.startswith("1970-01-01T00:00:00Z writer-") for line in lines)
+        assert sorted(lines) == sorted(f"1970-01-01T00:00:00Z writer-{w} {i:04d} ".ljust(63, ".")
+                                       for w in "AB" for i in range(300)), log
 
 
 # --- the engine firing twice --------------------------------------------------------------------------
