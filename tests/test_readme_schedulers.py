@@ -38,7 +38,8 @@ def _blocks(lang: str) -> list[str]:
 
 
 def _help_texts() -> dict[str, str]:
-    """Every command's --help, as click renders it (what the man pages and docs/cli.md show)."""
+    """Every command's --help, as click renders it (what the man pages and docs/cli.md show), in
+    the contexts click makes (click caches each command's help option from its first context)."""
     import click
 
     from sxctl.cli import cli
@@ -46,7 +47,7 @@ def _help_texts() -> dict[str, str]:
     texts: dict[str, str] = {}
 
     def walk(command: click.Command, path: list[str], parent: click.Context | None) -> None:
-        ctx = click.Context(command, info_name=path[-1], parent=parent)
+        ctx = command.context_class(command, info_name=path[-1], parent=parent, **command.context_settings)
         texts[" ".join(path)] = command.get_help(ctx)
         if isinstance(command, click.Group):
             for name in command.list_commands(ctx):
