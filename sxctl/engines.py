@@ -17,7 +17,9 @@ file or absent, never through a symlink, at most `OUTSIDE_FILE_CAP` bytes, exit 
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import io
 import os
 import re
 import shlex
@@ -25,7 +27,7 @@ import stat
 import subprocess
 import sys
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,6 +113,8 @@ class TickCommand:
     project: Path
     workspace: Path
     python: str = field(default_factory=lambda: os.path.abspath(sys.executable))
+    #: `--env NAME=VALUE`: variables the engine sets for the pass (checked by `check_env`)
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def slug(self) -> str:
@@ -132,10 +136,30 @@ class TickCommand:
         return [*args, "cron", "tick", "--busy-ok", "-q"]
 
     def check(self, target: str) -> None:
-        """Exit 2 when a path of this command cannot go into a `target` file."""
+        """Exit 2 when a path or a variable of this command cannot go into a `target` file."""
         check_value("the project path", str(self.project), target)
         check_value("the workspace path", str(self.workspace), target)
         check_value("the interpreter path", self.python, target)
+        check_env(self.env, target)
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env(pairs: Iterable[tuple[str, str]], target: str) -> tuple[tuple[str, str], ...]:
+    """`--env NAME=VALUE` pairs, in order, when every one may reach a `target` file: NAME a
+    variable name (letters, digits, `_`, not starting with a digit), given once; VALUE passes
+    `check_value` (each target's own quoting and its read-back do the rest). Else exit 2."""
+    seen: dict[str, str] = {}
+    for name, value in pairs:
+        if not ENV_NAME.fullmatch(name):
+            raise UsageError(f"--env: {shown(name)} is not a variable name (letters, digits and '_', not starting "
+                             "with a digit); nothing was written", value=shown(name)[1:-1],
+                             target=target)
+        if name in seen:
+            raise UsageError(f"--env {name} is given twice; give each variable once", target=target)
+        seen[name] = check_value(f"--env {name}", value, target)
+    return tuple(seen.items())
 
 
 # --- files outside sxctl's folders ---------------------------------------------------------------
@@ -209,6 +233,10 @@ def xdg_dir(variable: str, default: str, environ: Mapping[str, str] = os.environ
 # --- crontab -------------------------------------------------------------------------------------
 
 _LOG_DIR = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
+#: the command that sets `--env` variables in a crontab entry: a word of its own for each, which
+#: env(1) reads as NAME=VALUE whatever sh's quoting (sh's own `NAME=value` prefix is an
+#: assignment only while NAME stays unquoted, which a read-back by words cannot see)
+_ENV_COMMAND = "/usr/bin/env"
 
 
 def _cron_word(word: str) -> str:
@@ -220,10 +248,16 @@ def _cron_word(word: str) -> str:
     return "\\%".join(shlex.quote(piece) if piece else "" for piece in word.split("%"))
 
 
+def crontab_log(tick: TickCommand) -> str:
+    """The crontab entry's `--log` file, as sh sees it before expanding it: under
+    `$XDG_STATE_HOME/sxctl` (default `~/.local/state/sxctl`), one per project."""
+    return f"{_LOG_DIR}/tick-{tick.slug}.log"
+
+
 def _crontab_words(tick: TickCommand) -> list[str]:
     """The words sh must see in the crontab's command (what `check_crontab_block` compares)."""
-    return ["mkdir", "-p", _LOG_DIR, "&&", "cd", str(tick.project), "&&", *tick.argv(),
-            ">>", f"{_LOG_DIR}/tick-{tick.slug}.log", "2>&1"]
+    env = [_ENV_COMMAND, *(f"{name}={value}" for name, value in tick.env)] if tick.env else []
+    return ["cd", str(tick.project), "&&", *env, *tick.argv(), "--log", crontab_log(tick)]
 
 
 def _begin_line(tick: TickCommand) -> str:
@@ -235,19 +269,26 @@ def _end_line(tick: TickCommand) -> str:
 
 
 _CRONTAB_NOTE = ("# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl "
-                 "(default ~/.local/state)")
+                 "(default ~/.local/state), moved to .1 at 1 MiB")
 
 
 def crontab_block(tick: TickCommand) -> str:
     """sxctl's block for this project (exit 2 when a value cannot be written into a crontab),
-    read back the way cron and sh will before it is returned."""
+    read back the way cron and sh will before it is returned. The pass writes its own log
+    (`cron tick --log`, bounded by `TickLog`): the entry redirects nothing, so it never appends
+    without end."""
     tick.check("crontab")
-    command = (f'mkdir -p "{_LOG_DIR}" && cd {_cron_word(str(tick.project))} && '
-               f'{" ".join(_cron_word(arg) for arg in tick.argv())} >> "{_LOG_DIR}/tick-{tick.slug}.log" 2>&1')
-    if len(command.encode()) > CRON_COMMAND_MAX:
-        raise refuse_value("the project path", str(tick.project), "crontab",
-                           f"the command would be {len(command.encode())} bytes long, and cron keeps at most "
-                           f"{CRON_COMMAND_MAX}")
+    words = _crontab_words(tick)[3:-2]  # the command after `cd PROJECT &&`, before `--log FILE`
+    command = (f"cd {_cron_word(str(tick.project))} && {' '.join(_cron_word(word) for word in words)} "
+               f'--log "{crontab_log(tick)}"')
+    size = len(command.encode())
+    if size > CRON_COMMAND_MAX:
+        why = f"the command would be {size} bytes long, and cron keeps at most {CRON_COMMAND_MAX}"
+        if tick.env:
+            raise UsageError(f"the crontab entry with these --env values would be {size} bytes long, and cron "
+                             f"keeps at most {CRON_COMMAND_MAX} (it drops the rest without a word); shorten them, "
+                             "or use --target systemd; nothing was written", target="crontab")
+        raise refuse_value("the project path", str(tick.project), "crontab", why)
     block = f"{_begin_line(tick)}\n{_CRONTAB_NOTE}\n* * * * * {command}\n{_end_line(tick)}\n"
     check_crontab_block(block, tick)
     return block
@@ -476,6 +517,106 @@ def uninstall_crontab(tick: TickCommand, crontab: Crontab) -> bool:
     return _edit_crontab(tick, crontab, edit, [])
 
 
+# --- the pass's own log (`cron tick --log`) -------------------------------------------------------
+
+class TickLog(io.RawIOBase):
+    """`cron tick --log FILE`: what the pass prints, appended to FILE, each line stamped with
+    its UTC time. Before a write would take FILE past `cap` bytes, FILE is renamed to FILE.1
+    (replacing it), so the two never hold more than `2 * cap` (a single write larger than `cap`
+    fills a file of its own). Each write happens under an flock of the file it goes to, after
+    checking that FILE is still that file: two passes at once neither rotate twice nor write
+    into a file already moved away. FILE is a regular file or absent (never through a
+    symbolic link: exit 5); its folders are made (0700) when missing. A write the disk refuses
+    goes to `fallback` (cron's mail) instead of failing the pass."""
+
+    def __init__(self, path: Path, cap: int, now_ms: Callable[[], int], fallback: Any = None) -> None:
+        super().__init__()
+        self.path = Path(os.path.abspath(path))
+        self.cap = cap
+        self.now_ms = now_ms
+        self.fallback = fallback
+        self._line_start = True
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, "cannot create the folder of the log") from None
+        self._fd: int | None = self._open()
+
+    def _open(self) -> int:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                         | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise InvalidDataError(self.path, "it is a symbolic link; the log is not written through it") \
+                    from None
+            if error.errno in (errno.ENXIO, errno.EISDIR):
+                raise InvalidDataError(self.path, "not a regular file; the log is not written there") from None
+            raise SystemRefusedError.from_os_error(error, "cannot open the log") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise InvalidDataError(self.path, "not a regular file; the log is not written there")
+        return fd
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        data = bytes(data)
+        try:
+            self._append(self._stamped(data))
+        except (OSError, SxctlError) as error:
+            if self.fallback is not None:
+                self.fallback.write(f"sxctl: cannot write the log {self.path}: {error}\n"
+                                    + data.decode("utf-8", "backslashreplace"))
+                self.fallback.flush()
+        return len(data)
+
+    def _stamped(self, data: bytes) -> bytes:
+        import time
+
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime(self.now_ms() / 1000)).encode()
+        out = []
+        for piece in data.splitlines(keepends=True):
+            out.append(stamp + piece if self._line_start else piece)
+            self._line_start = piece.endswith(b"\n")
+        return b"".join(out)
+
+    def _append(self, data: bytes) -> None:
+        import fcntl
+
+        while True:
+            if self._fd is None:
+                self._fd = self._open()
+            fd = self._fd
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                own = os.fstat(fd)
+                try:
+                    now = os.stat(self.path, follow_symlinks=False)
+                    moved = (now.st_dev, now.st_ino) != (own.st_dev, own.st_ino)
+                except FileNotFoundError:
+                    moved = True
+                if not moved and own.st_size and own.st_size + len(data) > self.cap:
+                    os.replace(self.path, f"{self.path}.1")
+                    moved = True
+                if not moved:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    return
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)  # moved away (by this pass or another): write to the file at the path now
+            self._fd = None
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        super().close()
+
+
 # --- systemd -------------------------------------------------------------------------------------
 
 _SYSTEMD_BARE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
@@ -499,6 +640,13 @@ def _systemd_line_value(what: str, value: str) -> str:
     return value.replace("%", "%%")
 
 
+def _systemd_env(name: str, value: str) -> str:
+    """An `Environment=` assignment: one double-quoted word (spaces and `=` kept), `%` escaped
+    for specifiers, then `\\` and `"` for the quoting; `$` means nothing there."""
+    word = f"{name}={value}".replace("%", "%%")
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None = None) -> dict[str, str]:
     """`{file name: content}` of the service and its timer (exit 2 when a value cannot be
     written into a unit file), read back as systemd will before they are returned."""
@@ -516,7 +664,8 @@ def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None =
         "[Service]\n"
         "Type=oneshot\n"
         f"WorkingDirectory={project}\n"  # the rest of the line, unquoted
-        f"ExecStart={' '.join(_systemd_quote(arg) for arg in tick.argv())}\n"
+        + "".join(f"Environment={_systemd_env(name, value)}\n" for name, value in tick.env)
+        + f"ExecStart={' '.join(_systemd_quote(arg) for arg in tick.argv())}\n"
         + (f"User={user}\n" if system and user else "")
     )
     timer = (
@@ -537,6 +686,8 @@ def systemd_units(tick: TickCommand, *, system: bool = False, user: str | None =
         ("Service", "WorkingDirectory"): [str(tick.project)],
         ("Service", "ExecStart"): tick.argv(),
     }
+    if tick.env:
+        intended_service[("Service", "Environment")] = [f"{name}={value}" for name, value in tick.env]
     if system and user:
         intended_service[("Service", "User")] = [user]
     intended_timer = {
@@ -569,7 +720,12 @@ def read_unit(text: str) -> dict[tuple[str, str], list[str]]:
         if not sep or section is None or value != value.strip() or key != key.strip():
             return {("?", "line"): [line]}
         try:
-            values = _exec_words(value) if key == "ExecStart" else [_unspecify(value)]
+            if key == "ExecStart":
+                values = _exec_words(value)
+            elif key == "Environment":
+                values = [_unspecify(word) for word in _unit_words(value)]
+            else:
+                values = [_unspecify(value)]
         except ValueError as error:
             return {("?", str(error)): [line]}
         settings.setdefault((section, key), []).extend(values)
@@ -594,8 +750,9 @@ _C_ESCAPES = {"\\": "\\", '"': '"', "'": "'", "n": "\n", "t": "\t", "r": "\r", "
               "f": "\f", "v": "\v", "s": " "}
 
 
-def _exec_words(value: str) -> list[str]:
-    """ExecStart='s words as systemd splits them (quotes, C escapes), then its `$$` and `%%`."""
+def _unit_words(value: str) -> list[str]:
+    """A setting's words as systemd splits them (ExecStart=, Environment=): whitespace between
+    words, quotes removed, C escapes undone (only the ones sxctl writes; others raise)."""
     words: list[str] = []
     index = 0
     while index < len(value):
@@ -621,7 +778,14 @@ def _exec_words(value: str) -> list[str]:
             index += 1
         if quote is not None:
             raise ValueError("an open quote")
-        text = "".join(word)
+        words.append("".join(word))
+    return words
+
+
+def _exec_words(value: str) -> list[str]:
+    """ExecStart='s words as systemd splits them (quotes, C escapes), then its `$$` and `%%`."""
+    words: list[str] = []
+    for text in _unit_words(value):
         if text == ";" or re.search(r"\$(?!\$)", text.replace("$$", "")):
             raise ValueError("a command separator or variable")
         words.append(_unspecify(text.replace("$$", "$")))
@@ -638,9 +802,125 @@ def systemd_unit_dir(system: bool, environ: Mapping[str, str] = os.environ) -> P
     return xdg_dir("XDG_CONFIG_HOME", ".config", environ) / "systemd" / "user"
 
 
-def enable_command(tick: TickCommand, system: bool) -> str:
-    scope = "" if system else " --user"
-    return (f"systemctl{scope} daemon-reload && systemctl{scope} enable --now {tick.unit_name}.timer")
+def systemd_search_paths(system: bool, environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The folders systemd loads units from (systemd.unit(5), "Unit File Load Path"), without the
+    generator and `.control` folders nobody installs into: a unit file elsewhere is found only
+    once `systemctl link` has linked it into the first of them."""
+    if system:
+        return [Path(p) for p in ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+                                  "/usr/lib/systemd/system", "/lib/systemd/system")]
+
+    def dirs(variable: str, default: str) -> list[Path]:
+        given = [d for d in (environ.get(variable) or "").split(":") if os.path.isabs(d)]
+        return [Path(d) / "systemd" / "user" for d in (given or default.split(":"))]
+
+    runtime = environ.get("XDG_RUNTIME_DIR") or ""
+    return [systemd_unit_dir(False, environ), *dirs("XDG_CONFIG_DIRS", "/etc/xdg"), Path("/etc/systemd/user"),
+            *([Path(runtime) / "systemd" / "user"] if os.path.isabs(runtime) else []), Path("/run/systemd/user"),
+            xdg_dir("XDG_DATA_HOME", ".local/share", environ) / "systemd" / "user",
+            *dirs("XDG_DATA_DIRS", "/usr/local/share:/usr/share"), Path("/usr/local/lib/systemd/user"),
+            Path("/usr/lib/systemd/user")]
+
+
+def systemd_reads(folder: Path, system: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether systemd (the user's, or the system's) loads units from `folder` by their names."""
+    real = os.path.realpath(folder)
+    return any(os.path.realpath(path) == real for path in systemd_search_paths(system, environ))
+
+
+def systemctl(system: bool, *args: str) -> list[str]:
+    return ["systemctl", *([] if system else ["--user"]), *args]
+
+
+def enable_commands(tick: TickCommand, system: bool, folder: Path,
+                    environ: Mapping[str, str] = os.environ) -> list[list[str]]:
+    """What enables the units written into `folder`: by name where systemd reads that folder,
+    else linked into systemd's configuration folder first (`systemctl link`, which `disable`
+    and sxctl's `--uninstall` undo)."""
+    name = tick.unit_name
+    reload, enable = systemctl(system, "daemon-reload"), systemctl(system, "enable", "--now", f"{name}.timer")
+    if systemd_reads(folder, system, environ):
+        return [reload, enable]
+    return [systemctl(system, "link", str(folder / f"{name}.service"), str(folder / f"{name}.timer")), reload, enable]
+
+
+def disable_commands(tick: TickCommand, system: bool) -> list[list[str]]:
+    """Run before the unit files are removed (`--uninstall --now`): stop the timer and remove
+    every link `enable` and `link` made (systemctl reports a unit whose file is already gone as
+    missing and then stops nothing)."""
+    return [systemctl(system, "disable", "--now", f"{tick.unit_name}.timer")]
+
+
+def stop_commands(tick: TickCommand, system: bool) -> list[list[str]]:
+    """After sxctl removed the unit files and their links (`--uninstall` without `--now`): stop a
+    timer that still runs from memory, and make systemd forget the units."""
+    return [systemctl(system, "stop", f"{tick.unit_name}.timer"), systemctl(system, "daemon-reload")]
+
+
+def command_line(commands: list[list[str]], separator: str = " && ") -> str:
+    """Commands as one line a shell runs (each argument quoted where it must be)."""
+    return separator.join(shlex.join(argv) for argv in commands)
+
+
+def run_systemctl(commands: list[list[str]], environ: Mapping[str, str] = os.environ) -> list[str] | None:
+    """Run systemctl commands in order, the systemctl on `environ`'s PATH: the lines run, or None
+    when there is no systemctl (nothing is run). The first that fails stops the rest: exit 8
+    naming it and what it said."""
+    import shutil
+
+    program = shutil.which("systemctl", path=environ.get("PATH") or os.defpath)
+    if program is None:
+        return None
+    ran: list[str] = []
+    for argv in commands:
+        line = shlex.join(argv)
+        try:
+            done = subprocess.run([program, *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
+                                  env=dict(environ))
+        except subprocess.TimeoutExpired:
+            raise SxctlError(f"`{line}` did not finish within 120 s", code="timeout") from None
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, f"cannot run `{line}`:") from None
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SystemRefusedError(f"`{line}` failed (exit {done.returncode})"
+                                     + (f": {shown(said[-1])[1:-1]}" if said else ""), ran=ran)
+        ran.append(line)
+    return ran
+
+
+def systemd_links(tick: TickCommand, folder: Path, system: bool,
+                  environ: Mapping[str, str] = os.environ) -> list[Path]:
+    """The symbolic links `systemctl enable` and `systemctl link` made for these units: a
+    `timers.target.wants/NAME.timer` in `folder` or in systemd's configuration folder, and there
+    `NAME.service`/`NAME.timer` linked to the files in `folder`. Only links that point at these
+    units' files; never a regular file, never a link that points elsewhere."""
+    name = tick.unit_name
+    config = systemd_unit_dir(system, environ)
+    ours = {os.path.normpath(os.path.join(base, f"{name}.{suffix}"))
+            for base in (str(folder), os.path.realpath(folder), str(config)) for suffix in ("service", "timer")}
+    candidates = [folder / "timers.target.wants" / f"{name}.timer"]
+    if os.path.realpath(config) != os.path.realpath(folder):
+        candidates += [config / "timers.target.wants" / f"{name}.timer", config / f"{name}.timer",
+                       config / f"{name}.service"]
+    found = []
+    for path in candidates:
+        try:
+            target = os.readlink(path)
+        except OSError:  # absent, or not a symbolic link: not one systemctl made
+            continue
+        if os.path.normpath(os.path.join(path.parent, target)) in ours and _ours_or_gone(Path(os.path.realpath(path))):
+            found.append(path)
+    return found
+
+
+def _ours_or_gone(path: Path) -> bool:
+    """Whether a link's final target is a unit file sxctl wrote, or nothing (a dangling link)."""
+    try:
+        data = read_outside_file(path)
+    except SxctlError:  # a folder, a FIFO, a file too big: not sxctl's
+        return False
+    return data is None or MARKER.encode() in data
 
 
 def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
@@ -664,9 +944,23 @@ def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
     return changed
 
 
-def uninstall_systemd(units: dict[str, str], folder: Path) -> list[Path]:
-    """Remove the unit files sxctl wrote (the marker says so); the ones removed."""
+def uninstall_systemd(units: dict[str, str], folder: Path, links: Iterable[Path] = ()) -> list[Path]:
+    """Remove the links `enable`/`link` made (`systemd_links`; a `timers.target.wants` folder
+    left empty goes too) and the unit files sxctl wrote (the marker says so); the ones removed."""
     removed = []
+    for link in links:
+        try:
+            link.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, "cannot remove") from None
+        removed.append(link)
+        if link.parent.name == "timers.target.wants":
+            try:
+                link.parent.rmdir()
+            except OSError:  # not empty (other timers), or gone: kept as it is
+                pass
     for name in units:
         path = folder / name
         old = read_outside_file(path)
@@ -734,6 +1028,7 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     check_value("--image", image, "kubernetes")
     check_value("--mount", mount, "kubernetes")
     check_value("--pvc", pvc, "kubernetes")
+    check_env(tick.env, "kubernetes")
     if not mount.startswith("/"):
         raise UsageError(f"--mount {shown(mount)} must be an absolute path in the container")
     if mount.rstrip("/") == "" or any(part in (".", "..") for part in mount.split("/")):
@@ -746,6 +1041,14 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
         raise refuse_value("--image", image, "kubernetes", "not an image reference "
                            "([registry[:port]/]name[:tag][@digest], e.g. ghcr.io/acme/sxctl:1.2)")
     project = mount.rstrip("/") or "/"
+    container: dict[str, Any] = {
+        "name": "sxctl-tick",
+        "image": image,
+        "command": ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"],
+    }
+    if tick.env:
+        container["env"] = [{"name": name, "value": value} for name, value in tick.env]
+    container["volumeMounts"] = [{"name": "project", "mountPath": project}]
     security: dict[str, Any] = {"runAsUser": uid, "runAsGroup": gid, "fsGroup": gid}
     if uid != 0:
         security["runAsNonRoot"] = True
@@ -767,12 +1070,7 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
                 "template": {"spec": {
                     "restartPolicy": "Never",
                     "securityContext": security,
-                    "containers": [{
-                        "name": "sxctl-tick",
-                        "image": image,
-                        "command": ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"],
-                        "volumeMounts": [{"name": "project", "mountPath": project}],
-                    }],
+                    "containers": [container],
                     "volumes": [{"name": "project", "persistentVolumeClaim": {"claimName": pvc}}],
                 }},
             }},

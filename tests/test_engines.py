@@ -3,8 +3,10 @@ and `cron handoff`."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from sxctl import engines
 from sxctl.clock import FakeClock
 
 from .conftest import now_ms
@@ -25,6 +28,16 @@ def due_job(project, name="ping"):
     added = project.run("cron", "add", name, "--every", "1h", "--payload", "heartbeat-event", "--text", "beat",
                         clock=FakeClock(now_ms() - 2 * 3_600_000 + 60_000))
     assert added.code == 0, added.err
+
+
+def as_cron(command: str, home: Path, **extra: str) -> subprocess.CompletedProcess:
+    """`/bin/sh -c command` as cron runs it: in HOME, with only the variables cron sets."""
+    import pwd
+
+    env = {"HOME": str(home), "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin",
+           "LOGNAME": pwd.getpwuid(os.getuid()).pw_name, **extra}
+    return subprocess.run(["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()), "/bin/sh", "-c", command],
+                          capture_output=True, text=True, timeout=60, cwd=home)
 
 
 def inbox(project, sid="2026_09_21_quiet_euler") -> list[Path]:
@@ -58,7 +71,9 @@ def test_exported_systemd_units_pass_systemd_analyze_verify(tmp_path, system):
     service = files[0].read_text()
     assert f"ExecStart={sys.executable} -m sxctl --project \"{project}\" cron tick --busy-ok -q" in service
     assert ("User=" in service) is system
-    assert doc["enable"].startswith("systemctl daemon-reload" if system else "systemctl --user daemon-reload")
+    scope = "systemctl" if system else "systemctl --user"  # a folder systemd does not read: linked first
+    assert doc["enable"] == (f"{scope} link {files[0]} {files[1]} && {scope} daemon-reload && "
+                             f"{scope} enable --now {files[1].name}")
     verify = subprocess.run(["systemd-analyze", "verify", *map(str, files)], capture_output=True, text=True,
                             cwd=units, timeout=60)
     assert verify.returncode == 0 and verify.stderr == "", verify.stderr
@@ -90,11 +105,12 @@ def test_the_crontab_line_run_by_sh_with_crons_environment_dispatches_a_due_job(
     command = fields[5].replace("\\%", "%")
     home = tmp_path / "cron-home"
     home.mkdir()
-    done = subprocess.run(["env", "-i", "PATH=/usr/bin:/bin", f"HOME={home}", "/bin/sh", "-c", command],
-                          capture_output=True, text=True, timeout=60, cwd="/")
+    done = as_cron(command, home)
     assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")  # the pass writes its own log: cron has nothing to mail
     assert [json.loads(p.read_text())["text"].split("\n")[0] for p in inbox(project)] == ["beat"]
     [log] = (home / ".local" / "state" / "sxctl").glob("tick-*.log")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(catchup\): dispatched → .*\n", log.read_text())
     beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
     assert beat["outcome"] == "ok" and beat["detail"].startswith("1 run(s)")
 
@@ -134,6 +150,287 @@ def test_a_unit_file_sxctl_did_not_write_is_never_replaced(project, tmp_path):
     assert (units / service).read_text() == "[Service]\nExecStart=/bin/mine\n"
     assert project.run("cron", "export", "--target", "systemd", "--uninstall", "--unit-dir", str(units)).code == 0
     assert (units / service).exists()
+
+
+# --- systemd: the enable command, --uninstall, --now --------------------------------------------
+
+def unit_name(project) -> str:
+    listed = project.run("cron", "export", "--target", "systemd", "--json").json()
+    [service] = [name for name in listed["files"] if name.endswith(".service")]
+    return service.removesuffix(".service")
+
+
+def test_enable_names_the_units_where_systemd_reads_them_and_links_them_from_anywhere_else(project, tmp_path):
+    name = unit_name(project)
+    by_name = f"systemctl --user daemon-reload && systemctl --user enable --now {name}.timer"
+    assert project.run("cron", "export", "--target", "systemd", "--json").json()["enable"] == by_name
+    for folder in (project.home / ".config" / "systemd" / "user", project.home / ".local" / "share" / "systemd" / "user"):
+        shown = project.run("cron", "export", "--target", "systemd", "--unit-dir", str(folder), "--json").json()
+        assert shown["enable"] == by_name, folder
+    elsewhere = tmp_path / "units"
+    shown = project.run("cron", "export", "--target", "systemd", "--unit-dir", str(elsewhere), "--install")
+    assert shown.code == 0, shown.err
+    assert shown.out.splitlines()[1] == (
+        f"enable it with: systemctl --user link {elsewhere}/{name}.service {elsewhere}/{name}.timer && "
+        f"systemctl --user daemon-reload && systemctl --user enable --now {name}.timer")
+    config = tmp_path / "xdg-config"
+    moved = project.run("cron", "export", "--target", "systemd", "--unit-dir", str(config / "systemd" / "user"),
+                        "--json", env=project.env(XDG_CONFIG_HOME=str(config))).json()
+    assert moved["enable"] == by_name
+    system = project.run("cron", "export", "--target", "systemd", "--system", "--user", "root", "--json").json()
+    assert system["enable"] == f"systemctl daemon-reload && systemctl enable --now {name}.timer"
+
+
+def enabled(folder: Path, name: str) -> Path:
+    """What `systemctl --user enable NAME.timer` creates (seen with systemd 252): a link named
+    after the timer in timers.target.wants/, to the unit file's absolute path."""
+    wants = folder / "timers.target.wants"
+    wants.mkdir(exist_ok=True)
+    (wants / f"{name}.timer").symlink_to(folder / f"{name}.timer")
+    return wants / f"{name}.timer"
+
+
+def test_uninstall_removes_the_link_enable_made_and_says_how_to_stop_the_timer(project, tmp_path):
+    """Only a link to a unit file sxctl wrote (or to none left): never one to the user's own file."""
+    name = unit_name(project)
+    folder = project.home / ".config" / "systemd" / "user"
+    assert project.run("cron", "export", "--target", "systemd", "--install").code == 0
+    link = enabled(folder, name)
+    (folder / "timers.target.wants" / "backup.timer").symlink_to(tmp_path / "backup.timer")  # another timer's
+    result = project.run("cron", "export", "--target", "systemd", "--uninstall")
+    assert result.code == 0, result.err
+    stop = f"systemctl --user stop {name}.timer; systemctl --user daemon-reload"
+    assert result.out.splitlines() == [
+        f"uninstalled ({link}, {folder}/{name}.service, {folder}/{name}.timer)",
+        f"stop the timer if it still runs: {stop}"]
+    assert not os.path.lexists(link)
+    assert [p.name for p in folder.rglob("*")] == ["timers.target.wants", "backup.timer"]
+    again = project.run("cron", "export", "--target", "systemd", "--uninstall", "--json").json()
+    assert again["action"] == "unchanged" and again["stop"] is None and again["changed"] == []
+    (folder / f"{name}.timer").write_text("[Timer]\nOnCalendar=daily\n")  # the user's own, of that name
+    link = enabled(folder, name)
+    kept = project.run("cron", "export", "--target", "systemd", "--uninstall", "--json")
+    assert kept.code == 0 and kept.json()["action"] == "unchanged", kept.out
+    assert link.is_symlink() and (folder / f"{name}.timer").read_text() == "[Timer]\nOnCalendar=daily\n"
+
+
+def test_uninstall_from_a_linked_unit_dir_removes_the_links_in_systemds_folder(project, tmp_path):
+    """`systemctl --user link` (the enable command for a folder systemd does not read) puts links
+    to the unit files into ~/.config/systemd/user; enable adds the wants link. All three go."""
+    name = unit_name(project)
+    units, config = tmp_path / "units", project.home / ".config" / "systemd" / "user"
+    assert project.run("cron", "export", "--target", "systemd", "--install", "--unit-dir", str(units)).code == 0
+    (config / "timers.target.wants").mkdir(parents=True)
+    for suffix in ("service", "timer"):
+        (config / f"{name}.{suffix}").symlink_to(units / f"{name}.{suffix}")
+    (config / "timers.target.wants" / f"{name}.timer").symlink_to(units / f"{name}.timer")
+    result = project.run("cron", "export", "--target", "systemd", "--uninstall", "--unit-dir", str(units), "--json")
+    assert result.code == 0, result.err
+    assert len(result.json()["changed"]) == 5
+    assert list(config.iterdir()) == [] and list(units.iterdir()) == []
+
+
+FAKE_SYSTEMCTL = """\
+#!/bin/sh
+# systemctl(1) for tests: logs its arguments and the unit files present at the time; with
+# FAKE_SYSTEMCTL_FAIL set it fails as systemctl does without a user bus
+if [ -n "$FAKE_SYSTEMCTL_FAIL" ]; then echo "Failed to connect to bus: No medium found" >&2; exit 1; fi
+present=""
+for file in "$FAKE_UNITS"/*; do [ -f "$file" ] && present="$present ${file##*.}"; done
+echo "$*:$present" >> "$FAKE_SYSTEMCTL_LOG"
+"""
+
+
+def fake_systemctl(project, tmp_path, **extra) -> tuple[Path, dict[str, str]]:
+    """(the fake's log, an environment whose PATH holds the fake and nothing else: the real
+    systemctl is never found)."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "systemctl").write_text(FAKE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    log = tmp_path / "systemctl.log"
+    env = project.env(FAKE_SYSTEMCTL_LOG=str(log), FAKE_UNITS=str(project.home / ".config" / "systemd" / "user"),
+                      PATH=str(bin_dir), **extra)
+    return log, env
+
+
+def test_now_runs_enable_after_install_and_disable_before_uninstall(project, tmp_path):
+    name = unit_name(project)
+    log, env = fake_systemctl(project, tmp_path)
+    installed = project.run("cron", "export", "--target", "systemd", "--install", "--now", env=env)
+    assert installed.code == 0, installed.err
+    assert installed.out.splitlines()[1:] == ["ran: systemctl --user daemon-reload",
+                                              f"ran: systemctl --user enable --now {name}.timer"]
+    folder = project.home / ".config" / "systemd" / "user"
+    link = enabled(folder, name)
+    removed = project.run("cron", "export", "--target", "systemd", "--uninstall", "--now", "--json", env=env)
+    assert removed.code == 0, removed.err
+    doc = removed.json()
+    assert doc["ran"] == [f"systemctl --user disable --now {name}.timer", "systemctl --user daemon-reload"]
+    assert doc["stop"] is None and not os.path.lexists(link) and not (folder / f"{name}.timer").exists()
+    assert log.read_text().splitlines() == [
+        "--user daemon-reload: service timer", f"--user enable --now {name}.timer: service timer",
+        f"--user disable --now {name}.timer: service timer",  # while the unit files are there
+        "--user daemon-reload:"]  # after they are gone
+
+
+def test_a_failing_systemctl_is_named_and_nothing_is_removed(project, tmp_path):
+    name = unit_name(project)
+    assert project.run("cron", "export", "--target", "systemd", "--install").code == 0
+    folder = project.home / ".config" / "systemd" / "user"
+    link = enabled(folder, name)
+    _, env = fake_systemctl(project, tmp_path, FAKE_SYSTEMCTL_FAIL="1")
+    result = project.run("cron", "export", "--target", "systemd", "--uninstall", "--now", env=env)
+    assert result.code == 8
+    assert result.err.startswith(f"sxctl: `systemctl --user disable --now {name}.timer` failed (exit 1): Failed to "
+                                 "connect to bus: No medium found; nothing was removed (")
+    assert result.err.count("\n") == 1
+    assert link.is_symlink() and (folder / f"{name}.timer").exists() and (folder / f"{name}.service").exists()
+    enabling = project.run("cron", "export", "--target", "systemd", "--install", "--now", env=env)
+    assert enabling.code == 8 and enabling.err.endswith(
+        f"the unit files are in {folder}; enable them with: systemctl --user daemon-reload && "
+        f"systemctl --user enable --now {name}.timer\n"), enabling.err
+
+
+def test_now_without_systemctl_prints_what_to_run(project, tmp_path):
+    name = unit_name(project)
+    assert project.run("cron", "export", "--target", "systemd", "--install").code == 0
+    nothing = tmp_path / "empty-bin"
+    nothing.mkdir()
+    result = project.run("cron", "export", "--target", "systemd", "--uninstall", "--now", env=project.env(PATH=str(nothing)))
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[-1] == (f"stop the timer if it still runs: systemctl --user stop {name}.timer; "
+                                           "systemctl --user daemon-reload")
+    assert result.err == "sxctl: warning: systemctl is not installed here: nothing was run\n"
+    for wrong in (["--target", "crontab", "--install", "--now"], ["--target", "systemd", "--now"]):
+        refused = project.run("cron", "export", *wrong)
+        assert refused.code == 2 and "--now" in refused.err
+
+
+# --- --env: a variable for the pass, on every engine ---------------------------------------------
+
+#: a working SXCTL_DELIVER_CMD holding what each format must quote: `%` (cron, systemd), `"` and
+#: `\` (systemd), `'` and `$(…)` (sh), `#`
+DELIVER = """cat > "$HOME/got 100%"  # it's "delivered" \\ $(not run) %s"""
+
+
+def due_delivery(project) -> None:
+    added = project.run("cron", "add", "note", "--every", "1h", "--payload", "delivery", "--text", "hello",
+                        clock=FakeClock(now_ms() - 2 * 3_600_000 + 60_000))
+    assert added.code == 0, added.err
+
+
+def test_env_reaches_the_pass_from_the_crontab_entry(project, tmp_path):
+    project.session()
+    due_delivery(project)
+    exported = project.run("cron", "export", "--target", "crontab", "--env", f"SXCTL_DELIVER_CMD={DELIVER}",
+                           "--env", "LANG=C.UTF-8")
+    assert exported.code == 0, exported.err
+    [line] = [ln for ln in exported.out.splitlines() if not ln.startswith("#")]
+    from .test_engines_hostile import cron_runs
+
+    command, stdin = cron_runs(line.split(" ", 5)[5])
+    assert stdin is None
+    home = tmp_path / "cron-home"
+    home.mkdir()
+    done = as_cron(command, home)
+    assert done.returncode == 0 and (done.stdout, done.stderr) == ("", ""), done.stderr
+    assert (home / "got 100%").read_text() == "hello"
+
+
+def test_env_reaches_the_pass_from_the_systemd_unit(project, tmp_path):
+    project.session()
+    due_delivery(project)
+    units = tmp_path / "units"
+    exported = project.run("cron", "export", "--target", "systemd", "--install", "--unit-dir", str(units),
+                           "--env", f"SXCTL_DELIVER_CMD={DELIVER}", "--env", "EMPTY=", "--json")
+    assert exported.code == 0, exported.err
+    [service] = [units / name for name in exported.json()["files"] if name.endswith(".service")]
+    text = service.read_text()
+    assert (r'''Environment="SXCTL_DELIVER_CMD=cat > \"$HOME/got 100%%\"  # it's \"delivered\" \\ $(not run) %%s"'''
+            '\nEnvironment="EMPTY="\n') in text
+    verify = subprocess.run(["systemd-analyze", "verify", *map(str, sorted(units.iterdir()))], capture_output=True,
+                            text=True, cwd=units, timeout=60)
+    assert verify.returncode == 0 and verify.stderr == "", verify.stderr
+    settings = engines.read_unit(text)
+    assert settings[("Service", "Environment")] == [f"SXCTL_DELIVER_CMD={DELIVER}", "EMPTY="]
+    home = tmp_path / "unit-home"
+    home.mkdir()
+    done = subprocess.run(["/usr/bin/env", "-i", f"HOME={home}", "PATH=/usr/bin:/bin",
+                           *settings[("Service", "Environment")], *settings[("Service", "ExecStart")]],
+                          capture_output=True, text=True, timeout=60, cwd=settings[("Service", "WorkingDirectory")][0])
+    assert done.returncode == 0, done.stderr
+    assert (home / "got 100%").read_text() == "hello"
+
+
+def test_env_reaches_the_container_of_the_cronjob(project, tmp_path):
+    import yaml
+
+    exported = project.run("cron", "export", "--target", "kubernetes", "--pvc", "agent-work",
+                           "--env", f"SXCTL_DELIVER_CMD={DELIVER}", "--env", "TZ=Europe/Berlin")
+    assert exported.code == 0, exported.err
+    [container] = yaml.safe_load(exported.out)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["env"] == [{"name": "SXCTL_DELIVER_CMD", "value": DELIVER}, {"name": "TZ", "value": "Europe/Berlin"}]
+    manifest = tmp_path / "cronjob.yaml"
+    manifest.write_text(exported.out)
+    validator = Path(sys.executable).with_name("kubernetes-validate")
+    checked = subprocess.run([str(validator), "--strict", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0 and "passed" in checked.stdout, checked.stdout + checked.stderr
+
+
+# --- the pass's own log ---------------------------------------------------------------------------
+
+def test_the_tick_log_stays_under_its_bound_after_many_passes(project, tmp_path):
+    """Each pass appends its JSON document (about 400 bytes) to a log capped at 1 KiB: after 40
+    passes the log and its .1 are both under the cap and hold the last passes, in order, whole."""
+    project.session()
+    log = tmp_path / "state" / "deep" / "tick.log"
+    clock = FakeClock(1_798_641_600_000)
+    for _ in range(40):
+        clock.advance(60)
+        result = project.run("cron", "tick", "-q", "--json", "--log", str(log), "--log-max-kib", "1", clock=clock)
+        assert (result.code, result.out, result.err) == (0, "", "")
+    old, new = Path(f"{log}.1").read_bytes(), log.read_bytes()
+    assert 0 < len(old) <= 1024 and 0 < len(new) <= 1024
+    assert oct(log.stat().st_mode & 0o777) == "0o600" and oct(log.parent.stat().st_mode & 0o777) == "0o700"
+    stamps = []
+    for line in (old + new).decode().splitlines():
+        stamp, doc = line.split(" ", 1)
+        assert json.loads(doc)["ok"] is True  # no document cut between the two files
+        stamps.append(stamp)
+    assert stamps[-1] == "2026-12-30T15:20:00Z"  # the clock of the last pass
+    minutes = [calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60 for stamp in stamps]
+    assert len(minutes) >= 3 and minutes == list(range(minutes[0], minutes[0] + len(minutes)))  # none lost
+
+
+def test_two_writers_rotating_at_once_lose_no_line_and_rotate_once(tmp_path):
+    """Two processes write 300 lines of 64 bytes each into one log capped at 400 lines: one
+    rotation is due. Every line must be in the log or its .1 exactly once (a second rotation by
+    the other writer would have dropped the first .1; a write into a file already moved away
+    would land in .1 past its cap). Four rounds, each started at the same instant in both."""
+    logs = [tmp_path / f"tick-{round_}.log" for round_ in range(4)]
+    start_at = time.time() + 1.5
+    writer = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from sxctl.engines import TickLog
+        for round_, log in enumerate({[str(log) for log in logs]!r}):
+            sink = TickLog(Path(log), 400 * 64, lambda: 0)
+            while time.time() < {start_at} + 0.25 * round_:
+                time.sleep(0.001)
+            for i in range(300):
+                sink.write(f"writer-{{sys.argv[1]}} {{i:04d}} ".ljust(42, ".").encode() + b"\\n")
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", writer, name], stderr=subprocess.PIPE, text=True)
+             for name in "AB"]
+    assert [proc.wait(timeout=60) for proc in procs] == [0, 0], [proc.stderr.read() for proc in procs]
+    for log in logs:
+        old, new = Path(f"{log}.1").read_text(), log.read_text()
+        assert len(old.encode()) <= 400 * 64 and len(new.encode()) <= 400 * 64
+        lines = (old + new).splitlines()
+        assert all(len(line) == 63 and line.startswith("1970-01-01T00:00:00Z writer-") for line in lines)
+        assert sorted(lines) == sorted(f"1970-01-01T00:00:00Z writer-{w} {i:04d} ".ljust(63, ".")
+                                       for w in "AB" for i in range(300)), log
 
 
 # --- the engine firing twice --------------------------------------------------------------------------

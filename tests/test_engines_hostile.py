@@ -163,6 +163,41 @@ def test_a_newline_in_the_workspace_path_is_refused(project, tmp_path):
     assert result.code == 2 and "the workspace path" in result.err
 
 
+@pytest.mark.parametrize("target", ["crontab", "systemd", "kubernetes"])
+@pytest.mark.parametrize(("given", "said"), [
+    ("SXCTL_DELIVER_CMD=true\n* * * * * touch /tmp/PWNED", "--env SXCTL_DELIVER_CMD 'true\\n* * * * *"),
+    ("SXCTL_DELIVER_CMD=true\r[Service]", "U+000D"), ("A=\x1b]0;title\x07", "U+001B"),
+    ("A=x\u2028kind: Pod", "U+2028"), ("A=\ufffe", "U+FFFE"),
+    ("1A=x", "'1A' is not a variable name"), ("A-B=x", "'A-B' is not a variable name"),
+    ("=x", "'' is not a variable name"), ("A\nExecStartPre=/bin/touch /tmp/PWNED=x", "is not a variable name"),
+    ("A", "'A' is not NAME=VALUE"),
+])
+def test_an_env_value_or_name_the_target_cannot_hold_is_refused_and_nothing_is_written(project, tmp_path, target,
+                                                                                      given, said):
+    crontab, units = tmp_path / "crontab", tmp_path / "units"
+    install = {"crontab": ["--install", "--crontab-file", str(crontab)],
+               "systemd": ["--install", "--unit-dir", str(units)], "kubernetes": []}[target]
+    result = project.run("cron", "export", "--target", target, *install, "--env", "OK=fine", "--env", given)
+    assert result.code == 2 and result.out == "", result.out
+    assert said in result.err and result.err.count("\n") == 1, result.err
+    assert not crontab.exists() and not units.exists()
+
+
+def test_an_env_variable_given_twice_or_too_long_for_cron_is_refused(project, tmp_path):
+    twice = project.run("cron", "export", "--target", "systemd", "--env", "A=1", "--env", "A=2")
+    assert twice.code == 2 and "--env A is given twice" in twice.err
+    crontab = tmp_path / "crontab"
+    long = project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file", str(crontab),
+                       "--env", "SXCTL_DELIVER_CMD=" + "x" * 1000)
+    assert long.code == 2 and "with these --env values" in long.err and "cron keeps at most 999" in long.err
+    assert not crontab.exists()
+    from sxctl import export_scheduler
+    from sxctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="U\\+000A"):
+        export_scheduler("kubernetes", env={"A": "x\ny"}, project=project.root)
+
+
 HOSTILE_BUT_VALID = "it's \"quoted\" $HOME `x` #not-a-comment: {a: b} [1] %p %% \\ ; & | > *"
 
 
@@ -289,6 +324,23 @@ def test_a_fifo_named_like_a_unit_is_refused_without_hanging(project, tmp_path):
         assert result.code == 5 and "not a regular file" in result.err, result.err
     assert stat.S_ISFIFO(os.lstat(units / names[0]).st_mode)
     assert sorted(os.listdir(units)) == [names[0]]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_tick_log_that_is_not_a_regular_file_is_refused_and_never_written_through(project, tmp_path, kind):
+    """`cron tick --log` opens its file without following a link and without waiting on a FIFO
+    (exit 5, before the pass runs); the file the link points at is untouched."""
+    log, elsewhere = tmp_path / "tick.log", tmp_path / "precious"
+    elsewhere.write_text("keep\n")
+    {"symlink": lambda: log.symlink_to(elsewhere), "fifo": lambda: os.mkfifo(log), "folder": log.mkdir}[kind]()
+    assert project.run("cron", "add", "later", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
+    result = project.process("cron", "tick", "--log", str(log), timeout=20)
+    if kind == "folder":  # click's own check of a FILE option, as for --crontab-file
+        assert result.code == 2 and "is a directory" in result.err, result.err
+    else:
+        assert result.code == 5 and f"invalid data in {log}" in result.err, result.err
+    assert elsewhere.read_text() == "keep\n"
+    assert not (project.root / ".scheduler" / "sxctl-tick.json").exists()  # the pass did not run
 
 
 def test_a_device_as_the_crontab_file_is_refused_on_reading_not_read_without_end(project):

@@ -4,7 +4,7 @@ proving it is alive (`doctor`), and handing a workspace over to a comis daemon (
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +18,17 @@ from .scope import find_workspace, target_project
 @record
 class SchedulerExport:
     """`cron export`: the configuration for one engine (`files`: name -> text), and what
-    `--install` / `--uninstall` changed."""
+    `--install` / `--uninstall` changed: `enable` is the command that enables installed systemd
+    units, `stop` the one that stops a timer whose files `--uninstall` removed, `ran` the
+    systemctl commands `--now` ran (None: none was run)."""
 
     target: str
     files: dict[str, str]
     enable: str | None = None
     action: str | None = None  # installed | uninstalled | unchanged
     changed: list[str] = Factory(list)  # type: ignore[assignment]
+    stop: str | None = None
+    ran: list[str] | None = None
 
     @property
     def text(self) -> str:
@@ -33,7 +37,7 @@ class SchedulerExport:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "target": self.target, "files": self.files, "enable": self.enable,
-                "action": self.action, "changed": self.changed}
+                "action": self.action, "changed": self.changed, "stop": self.stop, "ran": self.ran}
 
 
 def export_scheduler(
@@ -41,6 +45,7 @@ def export_scheduler(
     *,
     install: bool = False,
     uninstall: bool = False,
+    now: bool = False,
     system: bool = False,
     user: str | None = None,
     image: str | None = None,
@@ -48,14 +53,17 @@ def export_scheduler(
     mount: str = "/project",
     crontab_file: str | os.PathLike | None = None,
     unit_dir: str | os.PathLike | None = None,
+    env: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     workspace=None,
     project=None,
     session: str | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> SchedulerExport:
     """The configuration that runs `sxctl cron tick` every minute for this project on `target`
-    (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter; with `install`
-    (crontab, systemd) put in place idempotently, with `uninstall` removed exactly."""
+    (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter and the `env`
+    variables (NAME -> VALUE); with `install` (crontab, systemd) put in place idempotently, with
+    `uninstall` removed exactly (systemd: with the links `systemctl enable` made); with `now`
+    (systemd) also enabled, or disabled first, by systemctl when there is one."""
     from .. import __version__, engines
 
     if target not in engines.TARGETS:
@@ -64,11 +72,16 @@ def export_scheduler(
         raise UsageError("--install and --uninstall cannot be combined")
     if (install or uninstall) and target == "kubernetes":
         raise UsageError("--install is for crontab and systemd; apply the CronJob with `kubectl apply -f -`")
+    if now and target != "systemd":
+        raise UsageError("--now is for --target systemd (a crontab entry runs from the minute it is installed)")
+    if now and not (install or uninstall):
+        raise UsageError("--now goes with --install or --uninstall")
     for option, given in (("--crontab-file", crontab_file), ("--unit-dir", unit_dir)):
         if given is not None and not os.fspath(given):
             raise UsageError(f"{option} is empty: name a path (sxctl never guesses the working folder)")
+    variables = engines.check_env(env.items() if isinstance(env, Mapping) else env, target)
     ws = find_workspace(workspace, project=project, session=session)
-    tick = engines.TickCommand(target_project(ws, project, session=session), ws.root)
+    tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
     if target == "crontab":
         result = SchedulerExport(target, {"crontab": engines.crontab_block(tick)})
         crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
@@ -79,25 +92,62 @@ def export_scheduler(
             result.changed = [str(crontab.file or "crontab")] if done else []
         return result
     if target == "systemd":
-        if user is not None and not user:
-            raise UsageError("--user '' names no user: give a user name, or leave --user out for the project's owner")
-        owner = user or (_owner_name(tick.project) if system else None)
-        units = engines.systemd_units(tick, system=system, user=owner)
-        folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system,
-                                                                                                       environ)
-        result = SchedulerExport(target, units, engines.enable_command(tick, system))
-        if install:
-            result.changed = [str(p) for p in engines.install_systemd(units, folder)]
-            result.action = "installed" if result.changed else "unchanged"
-        elif uninstall:
-            result.changed = [str(p) for p in engines.uninstall_systemd(units, folder)]
-            result.action = "uninstalled" if result.changed else "unchanged"
-            result.enable = None
-        return result
+        return _export_systemd(tick, install=install, uninstall=uninstall, now=now, system=system, user=user,
+                               unit_dir=unit_dir, environ=environ)
     uid, gid = engines.project_owner(tick.project)
     manifest = engines.cronjob_manifest(tick, image=image or f"sxctl:{__version__}", pvc=pvc, mount=mount,
                                         uid=uid, gid=gid)
     return SchedulerExport(target, {"cronjob.yaml": manifest})
+
+
+def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: bool, user: str | None,
+                    unit_dir: str | os.PathLike | None, environ: Mapping[str, str]) -> SchedulerExport:
+    """The systemd half of `export_scheduler`: the units, the command that enables them where
+    they are written, and `--install`/`--uninstall` (with `--now`, systemctl run)."""
+    from .. import engines
+
+    if user is not None and not user:
+        raise UsageError("--user '' names no user: give a user name, or leave --user out for the project's owner")
+    owner = user or (_owner_name(tick.project) if system else None)
+    units = engines.systemd_units(tick, system=system, user=owner)
+    folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system, environ)
+    enable = engines.enable_commands(tick, system, folder, environ)
+    result = SchedulerExport("systemd", units, engines.command_line(enable))
+    if install:
+        result.changed = [str(p) for p in engines.install_systemd(units, folder)]
+        result.action = "installed" if result.changed else "unchanged"
+        if now:
+            result.ran = _run(enable, environ, f"the unit files are in {folder}; enable them with: {result.enable}")
+        return result
+    if uninstall:
+        result.enable = None
+        links = engines.systemd_links(tick, folder, system, environ)
+        timer = folder / f"{tick.unit_name}.timer"
+        if now and (links or engines.MARKER.encode() in (engines.read_outside_file(timer) or b"")):
+            result.ran = _run(engines.disable_commands(tick, system), environ,
+                              "nothing was removed (without --now the files and links are removed and the "
+                              "command that stops the timer is printed)")
+            links = engines.systemd_links(tick, folder, system, environ)  # what disable left (or all of them)
+        result.changed = [str(p) for p in engines.uninstall_systemd(units, folder, links)]
+        result.action = "uninstalled" if result.changed else "unchanged"
+        if result.changed:
+            stop = engines.stop_commands(tick, system)
+            if result.ran is not None:
+                result.ran += engines.run_systemctl(stop[1:], environ) or []  # the timer is stopped: forget it
+            else:
+                result.stop = engines.command_line(stop, "; ")
+    return result
+
+
+def _run(commands: list[list[str]], environ: Mapping[str, str], then: str) -> list[str] | None:
+    """engines.run_systemctl, its failure saying what state it left (`then`)."""
+    from .. import engines
+    from ..errors import SystemRefusedError
+
+    try:
+        return engines.run_systemctl(commands, environ)
+    except SystemRefusedError as error:
+        raise SystemRefusedError(f"{error.message}; {then}", **error.extra) from None
 
 
 def _owner_name(project: Path) -> str:

@@ -9,11 +9,28 @@ from .cron import cron
 from .output import DURATION, emit, in_workspace, reporter, say, settings
 
 
+def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
+    """`--env NAME=VALUE` (repeated) as (NAME, VALUE) pairs; the core checks names and values."""
+    pairs = []
+    for given in values:
+        name, sep, value = given.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{given!r} is not NAME=VALUE", ctx=ctx, param=param)
+        pairs.append((name, value))
+    return pairs
+
+
 @cron.command("export", mutating=True)
 @click.option("--target", type=click.Choice(["crontab", "systemd", "kubernetes"]), required=True,
               help="The engine that runs the pass every minute.")
 @click.option("--install", is_flag=True, help="crontab/systemd: install it (idempotent) and print how to enable it.")
-@click.option("--uninstall", is_flag=True, help="crontab/systemd: remove exactly what --install put there.")
+@click.option("--uninstall", is_flag=True, help="crontab/systemd: remove exactly what --install put there (systemd: "
+              "and the links `systemctl enable` made), and print how to stop a timer that still runs.")
+@click.option("--now", is_flag=True, help="systemd, with --install: also run the enable command; with --uninstall: "
+              "run `systemctl disable --now` first (nothing is run where there is no systemctl).")
+@click.option("--env", "env", multiple=True, metavar="NAME=VALUE", callback=_env_pair,
+              help="A variable for the pass, e.g. SXCTL_DELIVER_CMD (repeatable): crontab via /usr/bin/env, "
+              "systemd Environment=, kubernetes env:. A value the target cannot hold is refused (exit 2).")
 @click.option("--system", is_flag=True, help="systemd: a system unit (with User=) instead of a user unit.")
 @click.option("--user", metavar="NAME", help="systemd --system: the User= (default: the owner of the project).")
 @click.option("--image", metavar="IMAGE", help="kubernetes: an image with sxctl (default sxctl:VERSION; "
@@ -25,24 +42,31 @@ from .output import DURATION, emit, in_workspace, reporter, say, settings
 @click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE",
               help="crontab: edit FILE instead of the user's crontab (crontab -l / crontab -).")
 @click.option("--unit-dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="systemd: install into DIR (default ~/.config/systemd/user, /etc/systemd/system with --system).")
-def export(target, install, uninstall, system, user, image, pvc, mount, crontab_file, unit_dir) -> None:
+              help="systemd: install into DIR (default ~/.config/systemd/user, /etc/systemd/system with --system); "
+              "a folder systemd does not read is enabled with `systemctl link` first.")
+def export(target, install, uninstall, now, env, system, user, image, pvc, mount, crontab_file, unit_dir) -> None:
     """Print a ready configuration that runs `sxctl cron tick` every minute for this project.
 
-    The command line uses this installation's interpreter (cron's PATH has no virtual
-    environment). sxctl stays the at-most-once gate: an engine that fires twice cannot double
-    a run.
+    Cron and systemd start the pass with a bare environment (PATH=/usr/bin:/bin, no virtual
+    environment, where `python3 -m sxctl` finds no sxctl): the configuration names this
+    installation's interpreter by its absolute path. The crontab entry writes its log with
+    `cron tick --log` (moved to .1 at 1 MiB); systemd units are named
+    sxctl-tick-<folder>-<hash of the path>. sxctl stays the at-most-once gate: an engine that
+    fires twice cannot double a run.
 
     \b
     Examples:
       sxctl cron export --target crontab --install
-      sxctl cron export --target systemd --install   # then run the command it prints
+      sxctl cron export --target systemd --install --now
+      sxctl cron export --target systemd --uninstall --now
+      sxctl cron export --target crontab --install --env SXCTL_DELIVER_CMD='notify-send sxctl "$(cat)"'
       sxctl cron export --target kubernetes --pvc agent-work --image registry.example/sxctl:0.1.0 | kubectl apply -f -
     """
     from ..api import export_scheduler
 
-    result = export_scheduler(target, install=install, uninstall=uninstall, system=system, user=user, image=image,
-                              pvc=pvc, mount=mount, crontab_file=crontab_file, unit_dir=unit_dir, **in_workspace())
+    result = export_scheduler(target, install=install, uninstall=uninstall, now=now, env=env, system=system,
+                              user=user, image=image, pvc=pvc, mount=mount, crontab_file=crontab_file,
+                              unit_dir=unit_dir, **in_workspace())
 
     def human() -> None:
         if result.action is None:
@@ -50,9 +74,15 @@ def export(target, install, uninstall, system, user, image, pvc, mount, crontab_
             return
         where = ", ".join(result.changed) or "nothing changed"
         say(f"{result.action} ({where})")
-        if result.enable and result.action != "uninstalled":
+        for line in result.ran or []:
+            say(f"ran: {line}")
+        if result.enable and result.action != "uninstalled" and result.ran is None:
             say(f"enable it with: {result.enable}")
+        if result.stop:
+            say(f"stop the timer if it still runs: {result.stop}")
 
+    if now and result.ran is None and (result.enable or result.stop):
+        reporter().warn("systemctl is not installed here: nothing was run")
     emit(result.to_json(), human)
 
 

@@ -67,18 +67,28 @@ def _pass_lines(result) -> list[str]:
 
 @cron.command("tick", mutating=True)
 @_pass_options
-def tick(**kw) -> None:
+@click.option("--log", "log", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Append what the pass prints (each line with its UTC time) to FILE, made with its folders if "
+              "missing; before FILE would pass --log-max-kib it is moved to FILE.1.")
+@click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
+              metavar="KIB",
+              help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")
+def tick(log, log_max, **kw) -> None:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
 
     Meant for system cron, a systemd timer or a CI schedule; nothing claimed is ever run twice.
+    Cron and systemd run it with PATH=/usr/bin:/bin and no virtual environment: name the
+    interpreter by its absolute path, as `sxctl cron export` does for you.
 
     \b
     Examples:
-      * * * * * cd ~/myapp && python3 -m sxctl cron tick --busy-ok -q
+      sxctl cron export --target crontab --install   # the crontab line, with this installation's paths
       sxctl cron tick --dry-run --json
     """
     from ..api import tick as run_pass
 
+    if log is not None:
+        _log_to(log, log_max)
     result = run_pass(**_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.report)))
 
@@ -100,6 +110,22 @@ def run(name, mode, **kw) -> None:
 
     result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
+
+
+def _log_to(path: str, max_kib: int) -> None:
+    """From here on, everything this process prints (the pass's lines, its notes and its error)
+    goes to the bounded log file instead (see engines.TickLog)."""
+    import io
+    import sys
+    from pathlib import Path
+
+    from ..engines import TickLog
+
+    sink = TickLog(Path(path), max_kib * 1024, settings().clock.now_ms, fallback=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8", errors="backslashreplace",
+                                               line_buffering=True, write_through=True)
 
 
 def _clock(ms: int) -> str:
