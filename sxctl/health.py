@@ -358,9 +358,14 @@ def _job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
                   else "no job has a target of its own")
         return
 
+    def update(name: str, folder: str) -> str:  # a name that starts with '-' goes after `--`
+        if name.startswith("-"):
+            return f"sxctl cron update --to-project {folder} -- {shlex.quote(name)}"
+        return f"sxctl cron update {shlex.quote(name)} --to-project {folder}"
+
     def fix(problem) -> str:
-        folder = shlex.quote(str(problem.suggestion)) if problem.suggestion is not None else "DIR"
-        return f"sxctl cron update {shlex.quote(problem.job['name'])} --to-project {folder}"
+        return update(problem.job["name"],
+                      shlex.quote(str(problem.suggestion)) if problem.suggestion is not None else "DIR")
 
     def fixes(group) -> str:
         shown = "; ".join(fix(p) for p in group[:3])
@@ -377,7 +382,7 @@ def _job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         return problem.job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed") \
             and problem.job["payload"]["kind"] in ("agent_turn", "heartbeat_event")
 
-    for kind in ("missing", "copied", "absolute", "outside"):
+    for kind in ("linked", "missing", "copied", "absolute", "outside"):
         group = [p for p in problems if p.kind == kind]
         if not group:
             continue
@@ -385,8 +390,12 @@ def _job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         where = f"{first.resolved}" + ("" if first.stored == str(first.resolved) else f" (stored as {first.stored!r})")
         jobs = f"job {first.job['name']} sends" if len(group) == 1 else f"{len(group)} jobs ({names(group)}) send"
         also = "" if len(group) == 1 else " (the first)"
-        status = "fail" if kind in ("missing", "copied") and any(blocking(p) for p in group) else "warn"
-        if kind == "missing":
+        status = "fail" if kind in ("linked", "missing", "copied") and any(blocking(p) for p in group) else "warn"
+        if kind == "linked":
+            found.add("job targets", status, f"{jobs} to {where}{also}, through a symbolic link below this "
+                      f"workspace ({ws.root}): a relative target must be a folder of the workspace, and a run "
+                      "is refused (`precondition`) rather than sent where the link points", fixes(group))
+        elif kind == "missing":
             found.add("job targets", status, f"{jobs} to a project that is not there: {where}{also} holds no "
                       ".scorpiox/ folder, so every run fails `precondition`", fixes(group))
         elif kind == "copied":
@@ -401,7 +410,7 @@ def _job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
             found.add("job targets", status, f"{jobs} to {where}{also}, a project outside this workspace "
                       f"({ws.root}): a copied, moved or mounted workspace still sends there",
                       f"nothing while {first.resolved} stays where it is; for a project moved under the workspace: "
-                      f"sxctl cron update {shlex.quote(first.job['name'])} --to-project DIR")
+                      + update(first.job["name"], "DIR"))
 
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:

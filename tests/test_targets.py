@@ -399,3 +399,29 @@ def test_stores_written_here_pass_the_strict_checker_whatever_the_target(project
     stored = [j["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] for j in json.loads(raw)["jobs"]]
     assert stored == [".", "a b/ü", str(Path(os.path.realpath(other)))]
     assert run(project, "cron", "validate").code == 0
+
+
+def test_a_relative_target_through_a_symbolic_link_is_refused_and_doctor_fails_it(project, tmp_path):
+    """A cloned repository can carry a link (`lnk` -> another project) and a store naming `lnk`:
+    the run is a `precondition` failure, never a message in the project the link points at, and
+    doctor fails the target (it said "resolve in this workspace")."""
+    victim = Project(tmp_path / "victim", project.home)
+    (victim.root / ".scorpiox").mkdir(parents=True)
+    live(victim)
+    live(project)
+    assert run(project, "cron", "add", "t1", "--every", "1h", "--payload", "agent-turn", "--text", "hi").code == 0
+    (project.root / "lnk").symlink_to(victim.root)
+    make_absolute(project.root, "t1", Path("lnk"))  # a relative target, as a hand-edited store holds it
+    assert endpoint(project.root, "t1")["channelInstanceId"] == "lnk"
+    ran = run(project, "cron", "run", "t1", "--json")
+    assert ran.json()["run"]["errorKind"] == "precondition" and "goes through the symbolic link" in ran.err, ran.out
+    assert all_messages(victim.root) == []
+    code, [check] = doctor_checks(project, "job targets")
+    assert code == 9 and check["status"] == "fail" and "through a symbolic link" in check["message"], check
+
+
+def test_a_fix_for_a_job_named_like_an_option_puts_the_name_after_dashes(project, tmp_path):
+    assert run(project, "cron", "add", "--every", "1h", "--payload", "agent-turn", "--text", "x", "--", "-x").code == 0
+    make_absolute(project.root, "-x", tmp_path / "gone")
+    code, [check] = doctor_checks(project, "job targets")
+    assert check["fix"].startswith("sxctl cron update --to-project ") and check["fix"].endswith(" -- -x"), check

@@ -23,7 +23,7 @@ from ..clock import Clock
 from ..errors import NotFoundError, SxctlError, UsageError
 from ..project import Session, check_session_id, resolve_target_session
 from ..report import Reporter
-from .targets import INBOX_CHANNEL, holds_project, run_target_project
+from .targets import INBOX_CHANNEL, holds_project, linked_through, run_target_project
 
 GATE_OUTPUT_CAP = 1024 * 1024
 GATE_CONTEXT_CHARS = 4000
@@ -69,6 +69,12 @@ def resolve_target(job: dict[str, Any], default_project: Path, default_to: str,
                                   f"channel {endpoint['channelType']!r} is not a SCORPIOX inbox")
         conversation = endpoint["conversationId"]
     project = run_target_project(job, default_project, workspace=workspace)
+    link = None if target is None else linked_through(
+        target["destinationEndpoint"]["channelInstanceId"], project, workspace)
+    if link is not None:
+        raise DispatchFailure("executor_precondition", "precondition",
+                              f"the target {project} goes through the symbolic link {link}: a target stored "
+                              "relative to the workspace must be a folder below it (`sxctl doctor` names the fix)")
     if not holds_project(project):
         where = "" if target is None else f" (stored as {target['destinationEndpoint']['channelInstanceId']!r}, " \
             f"resolved against the workspace {workspace}; `sxctl doctor` names the fix)"

@@ -70,6 +70,24 @@ def holds_project(folder: Path) -> bool:
     return os.path.isdir(os.path.join(folder, ".scorpiox"))
 
 
+def linked_through(stored: str, resolved: Path, workspace: Path) -> Path | None:
+    """The symbolic link on the way from the workspace to a relative target, or None. A target
+    stored relative to the workspace must be a folder below it: a link there (`lnk` ->
+    /another/project, from a cloned repository) would send into a project the store never
+    named. Absolute targets name their folder as the user gave it and are judged as such."""
+    if os.path.isabs(stored) or not inside(resolved, workspace):
+        return None
+    current = workspace
+    for part in resolved.relative_to(workspace).parts:
+        current = current / part
+        try:
+            if os.path.islink(current):
+                return current
+        except ValueError:  # a NUL: no file system holds it, nor a link
+            return None
+    return None
+
+
 def inside(path: Path, workspace: Path) -> bool:
     return path == workspace or workspace in path.parents
 
@@ -82,8 +100,9 @@ class TargetProblem:
     no project: every run fails `precondition`), `copied` (an absolute target naming the project
     this workspace was copied from: runs go into that project's agent), `absolute` (an absolute
     target inside the workspace, written by an older sxctl: a copy, a move or a mount breaks it)
-    or `outside` (a project outside the workspace: it stays where it is when the workspace
-    moves). `suggestion`: the folder `cron update NAME --to-project` should name, when known."""
+    `outside` (a project outside the workspace: it stays where it is when the workspace
+    moves) or `linked` (a relative target through a symbolic link: refused at dispatch).
+    `suggestion`: the folder `cron update NAME --to-project` should name, when known."""
 
     kind: str
     job: dict[str, Any]
@@ -104,7 +123,9 @@ def target_problems(store: dict[str, Any], workspace: Path) -> list[TargetProble
         stored = endpoint["channelInstanceId"]
         resolved = resolve_project(stored, workspace)
         absolute = os.path.isabs(stored)
-        if not holds_project(resolved):
+        if linked_through(stored, resolved, workspace) is not None:
+            problems.append(TargetProblem("linked", job, stored, resolved, None))
+        elif not holds_project(resolved):
             problems.append(TargetProblem("missing", job, stored, resolved, _relocated(stored, workspace)))
         elif absolute and inside(resolved, workspace):
             problems.append(TargetProblem("absolute", job, stored, resolved, resolved))
