@@ -118,8 +118,14 @@ def _stranded(found: Findings, project: Path, clock: Clock) -> None:
     from .observe import stranded_sessions
 
     entries = stranded_sessions(project, clock)
-    for entry in entries:
+    shown, rest = (entries, []) if len(entries) <= 5 else (entries[:4], entries[4:])
+    for entry in shown:
         found.add("stranded", "fail" if entry.pending else "warn", entry.describe(), " && ".join(entry.fixes()))
+    if rest:  # one line for the rest: 3,000 old sessions are one problem, not 3,000 checks
+        pending, timers = sum(e.pending for e in rest), sum(e.timers for e in rest)
+        found.add("stranded", "fail" if pending else "warn",
+                  f"{len(rest)} more sessions hold {pending} pending message(s) and {timers} active timer(s) "
+                  f"(oldest {rest[-1].id})", "sxctl status --json | jq .stranded   # lists every one")
     if not entries:
         found.add("stranded", "ok", "no session holds messages or timers while an agent runs in another")
 

@@ -11,7 +11,7 @@ from typing import Any
 from . import callbacks as cb
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError, SxctlError, SystemRefusedError
-from .inbox import count_since, inbox_dirs, list_messages, message_names, rotation_target
+from .inbox import count_since, deliverable_count, inbox_dirs, list_messages, message_names, rotation_target
 from .project import (
     Session,
     SessionInfo,
@@ -73,7 +73,7 @@ def stranded_sessions(project, clock: Clock = SYSTEM_CLOCK, infos: list[SessionI
             continue
         session = as_session(info, project, "flag")
         try:
-            pending = sum(len(message_names(inbox.path)) for inbox in inbox_dirs(session))
+            pending = sum(deliverable_count(inbox.path) for inbox in inbox_dirs(session))
         except OSError:  # an inbox this user cannot list (doctor's permissions check names it)
             pending = 0
         timers = sum(1 for slot in _table_slots(session) if cb.is_active(slot) and slot["message"] not in carried)

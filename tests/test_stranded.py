@@ -7,6 +7,7 @@ in one project are a warning that says which one is used and why."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -312,3 +313,28 @@ def test_an_old_session_whose_inbox_cannot_be_listed_does_not_break_the_views(pr
     assert [(s["session"], s["pending"]) for s in doc["stranded"]] == [(OLD, 2)]
     assert [s["session"] for s in project.run("next", "--json").json()["stranded"]] == [OLD]
     assert project.run("doctor", "--json").code == 9  # the stranded messages, not a crash
+
+
+def test_what_an_agent_would_skip_is_not_a_stranded_message(project):
+    """A FIFO, a folder or a symbolic link named like a message is not taken by any agent (nor
+    listed as a message by `inbox list`): it does not fail doctor as stranded."""
+    old = project.session(OLD, live=False)
+    inbox = old / "inbox"
+    inbox.mkdir(exist_ok=True)
+    os.mkfifo(inbox / "1789972201_000000000.json")
+    (inbox / "1789972202_000000000.json").mkdir()
+    (inbox / "1789972203_000000000.json").symlink_to("/tmp")
+    project.session(NEW)
+    assert project.run("status", "--json").json()["stranded"] == []
+    [check] = [c for c in project.run("doctor", "--json").json()["checks"] if c["check"] == "stranded"]
+    assert check["status"] == "ok", check
+
+
+def test_thousands_of_stranded_sessions_are_one_problem_not_thousands_of_checks(project):
+    for n in range(30):
+        _pending(project.session(f"2026_11_{10 + n % 18:02d}_old_{n}", live=False), "x")
+    project.session(NEW)
+    result = project.run("doctor", "--json")
+    stranded = [c for c in result.json()["checks"] if c["check"] == "stranded"]
+    assert len(stranded) == 5 and "26 more sessions hold 26 pending message(s)" in stranded[-1]["message"]
+    assert result.json()["error"]["message"].startswith("1 check(s) failed: stranded"), result.out

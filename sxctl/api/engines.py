@@ -181,8 +181,8 @@ class DoctorReport:
         from ..errors import SxctlError
 
         if self.failed:
-            names = ", ".join(dict.fromkeys(c["check"] for c in self.failed))
-            raise SxctlError(f"{len(self.failed)} check(s) failed: {names}", code="doctor_failed",
+            names = list(dict.fromkeys(c["check"] for c in self.failed))  # a check may fail on several lines
+            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code="doctor_failed",
                              details=self.to_json())
 
 

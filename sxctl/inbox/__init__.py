@@ -17,7 +17,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
                 "KEY_TEMP_WAIT_S", "PREVIEW_CHARS", "InboxMessage", "Image", "image_type_ok", "load_image",
                 "apply_tilde", "build_message", "check_stem", "stem_argument", "default_stem"),
     "folder": ("InboxDir", "inbox_dirs", "primary_inbox", "is_message_name", "message_names", "MessageRow",
-               "list_messages", "find_message", "count_since"),
+               "list_messages", "find_message", "count_since", "deliverable_count"),
     "sending": ("reserve", "publish", "check_key", "SendResult", "SendRequest", "inbox_gate", "send", "key_state",
              "_gates"),
     "wait": ("WaitOutcome", "wait_for", "rotation_target", "rehome"),

@@ -202,6 +202,17 @@ def message_names(folder: str | os.PathLike) -> list[str]:
         return []
 
 
+def deliverable_count(folder: str | os.PathLike[str]) -> int:
+    """How many messages in one inbox folder an agent would take: message names that are regular
+    files (a FIFO, a folder or a symbolic link named `*.json` is skipped by the agent, and so
+    is not a message nobody reads)."""
+    try:
+        with os.scandir(os.fspath(folder)) as entries:
+            return sum(1 for entry in entries if is_message_name(entry.name) and entry.is_file(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+
+
 def list_messages(session: Session, states: tuple[str, ...], limit: int | None = None) -> list[MessageRow]:
     """Pending rows in consumption order (byte order of names), then done/retracted rows
     newest first by ctime (the rename sets it), across every inbox copy.
