@@ -249,3 +249,31 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             f"operations {total['operations']}, crashes injected {total['crashes']} "
             f"({total['kills_mid_write']} random kills mid-write), files checked "
             f"{total['files_checked']}, problems found: {total['problems']}")
+
+
+class RandomKiller:
+    """Start a command and SIGKILL it at a random moment of its run (`low`..`high` times how long
+    a run takes). How long a run takes is learnt from the runs that finished before their kill:
+    a slow first run on a loaded machine would otherwise let every later run finish first."""
+
+    def __init__(self, rng, full_s: float, low: float, high: float) -> None:
+        self.rng, self.full, self.low, self.high = rng, full_s, low, high
+        self.kills = 0
+
+    def run(self, argv: list[str], *, cwd, env) -> bool:
+        """True when the run was killed."""
+        import signal
+        import subprocess
+        import time
+
+        began = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.DEVNULL)
+        time.sleep(self.rng.uniform(self.low, self.high) * self.full)
+        killed = proc.poll() is None
+        if killed:
+            os.kill(proc.pid, signal.SIGKILL)
+            self.kills += 1
+        else:
+            self.full = min(self.full, time.monotonic() - began)
+        proc.wait()
+        return killed

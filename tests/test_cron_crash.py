@@ -4,9 +4,7 @@ clean pass. Nothing claimed is ever run twice, nothing is left claimed, files st
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ import pytest
 
 from sxctl.cron.ledger import scan_ledger
 
-from .conftest import now_ms
+from .conftest import RandomKiller, now_ms
 
 pytestmark = pytest.mark.slow
 
@@ -116,23 +114,16 @@ def test_sigkill_at_random_moments(project):
     started = time.monotonic()
     subprocess.run(argv, cwd=project.root, env=project.env(), check=True)
     full = time.monotonic() - started
-    kills = runs = 0
-    while runs < 25 or (kills < 5 and runs < 60):  # a loaded machine stretches the runs: keep going
+    killer = RandomKiller(rng, full, 0.3, 1.1)
+    runs = 0
+    while runs < 25 or (killer.kills < 5 and runs < 60):  # a loaded machine stretches the runs: keep going
         runs += 1
         _make_due(project, "beat")
-        began = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 1.1) * full)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        else:  # it finished first: the machine is quicker now than when `full` was taken
-            full = min(full, time.monotonic() - began)
-        proc.wait()
+        killer.run(argv, cwd=project.root, env=project.env())
         # Even a pass killed between its mkdir and its mark is recognised by the note it prepared:
         # the clean pass never needs the 30 s staleness rule.
         clean = project.run("cron", "tick", "--json", "--lock-wait", "5")
         assert clean.code == 0, clean.err
         check_invariants(project, folder)
-    assert kills >= 5, f"only {kills} of {runs} passes were killed; the test proved little"
-    print(f"\ncron tick: {kills} of {runs} passes killed at random moments; every check held")
+    assert killer.kills >= 5, f"only {killer.kills} of {runs} passes were killed; the test proved little"
+    print(f"\ncron tick: {killer.kills} of {runs} passes killed at random moments; every check held")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from sxctl.cron.ledger import scan_ledger
 
 from . import test_scheduling
 from .comis_strict import check_store_bytes
-from .conftest import now_ms
+from .conftest import RandomKiller, now_ms
 from .test_scheduling import MIN, NINE, SID
 
 sched = test_scheduling.sched  # the fixture of tests/test_scheduling.py: a project at a fake time
@@ -126,22 +125,14 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
     started = time.monotonic()
     subprocess.run(argv, cwd=project.root, env=project.env(), check=True)
     full = time.monotonic() - started
-    kills = 0
+    killer = RandomKiller(rng, full, 0.2, 1.0)
     for n in range(1, 31):
         for name in names:
             assert project.run("cron", "remove", name, "--yes").code == 0
         names = add_round(n)
         _make_due(project, names, next(times))
         project.session()
-        began = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.2, 1.0) * full)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        else:  # it finished first: the machine is quicker now than when `full` was taken
-            full = min(full, time.monotonic() - began)
-        proc.wait()
+        killer.run(argv, cwd=project.root, env=project.env())
         _check_files(project)
         for _ in range(2):
             _make_due(project, names, next(times))
@@ -149,7 +140,7 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
             _clean_pass(project)
         over = {name: len(_messages(folder, name)) for name in names if len(_messages(folder, name)) > 1}
         assert not over, f"limit exceeded after a SIGKILL (seed {seed}, round {n}): {over}"
-    assert kills >= 8, f"only {kills} of 30 passes were killed (seed {seed}); the test proved little"
+    assert killer.kills >= 8, f"only {killer.kills} of 30 passes were killed (seed {seed}); the test proved little"
 
 
 # --- what counts: a dispatch, read from durable facts ----------------------------------------------
