@@ -24,6 +24,6 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "manage": ("RetractResult", "stem_for_key", "retract", "clean", "prune", "evidence_for_key"),
     "forward": ("Moved", "move_message", "forward_lock", "recover", "Recovered", "interrupted", "KeyPlace",
                 "moved_to", "follow", "place_of", "find_key_elsewhere", "forward_target", "pick_sources",
-                "has_pending", "ForwardPlan", "forward", "key_index"),
+                "has_pending", "ForwardPlan", "forward_pending", "key_index"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -85,7 +85,7 @@ class Moved:
     outcome: str
     to_stem: str | None = None
     image: str | None = None
-    keys: list[str] = Factory(list)
+    keys: list[str] = Factory(list)  # type: ignore[assignment]
     path: Path | None = None
 
     @property
@@ -527,10 +527,10 @@ class ForwardPlan:
     moves: list[Moved]
     recovered: list[Recovered]
     dry_run: bool
-    timers: dict[str, int] = Factory(dict)
+    timers: dict[str, int] = Factory(dict)  # type: ignore[assignment]
 
 
-def forward(project: Path, *, sources: list[str] | None = None, to: str = "live", dry_run: bool = False,
+def forward_pending(project: Path, *, sources: list[str] | None = None, to: str = "live", dry_run: bool = False,
             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> ForwardPlan:
     """Move every pending message of the source sessions into the target, in the order the agent
     reads them (byte order of names, across every source), one message at a time."""

@@ -3,7 +3,6 @@ rotation (sessions.md §9)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -77,10 +76,11 @@ class WaitOutcome:
                             "moves the message there")
             elif self.agent_live:
                 details.update(agent_live=True, live_session=self.live_session)
-            raise WaitTimeoutError(
-                f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending{why}",
-                details=details, **({"reason": "no_live_agent"} if self.agent_live is False else {}),
-            )
+            error = WaitTimeoutError(f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending{why}",
+                                     details=details)
+            if self.agent_live is False:
+                error.extra["reason"] = "no_live_agent"
+            raise error
         if self.state == "retracted":
             raise ConflictError(f"{where} was retracted", code="retracted", details=details)
         if self.state == "missing":
