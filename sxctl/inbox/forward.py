@@ -36,11 +36,11 @@ from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, NotFoundError, SxctlError, UsageError
 from ..fsio import (
-    PendingFile,
     atomic_write,
     ensure_private_dir,
     fsync_dir,
     link_create,
+    read_bytes_capped,
     read_data_file,
     refuse_symlink,
 )
@@ -57,7 +57,7 @@ from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .message import _compact_json, check_stem, default_stem
-from .sending import _key_record_path, _read_key_record, key_state, reserve
+from .sending import _key_record_path, _read_key_record, key_state
 
 INTENTS = ".forwarding"
 MOVES = ".forwarded"
@@ -140,15 +140,38 @@ def _candidates(stem: str, bump: bool) -> list[str]:
     return [default_stem(time_ns + n, priority) for n in range(101)]
 
 
-def _reserve_free(target: InboxDir, stem: str, bump: bool) -> tuple[PendingFile, str] | None:
-    for candidate in _candidates(stem, bump):
-        held = reserve(target, candidate)
-        if held is None:
-            continue
-        if target.stem_is_free(candidate, frozenset({held.temp})):
-            return held, candidate
-        held.discard()
-    return None
+class _Reservation:
+    """The target stem's lock, `<stem>.json.tmp`, taken as `inbox send` takes it (create only if
+    absent: here an `os.link` of a complete file) and holding this move's token, so that a later
+    run tells its own reservation from another writer's."""
+
+    def __init__(self, inbox: InboxDir, stem: str, token: str) -> None:
+        self.inbox, self.path, self.token = inbox, inbox.temp_file(stem), token
+        self.body = f"sxctl inbox forward {token}\n".encode()
+
+    @property
+    def helper(self) -> Path:
+        """The complete file linked into place; `inbox clean` removes one a crash left."""
+        return self.inbox.keys / f"forward-{self.token}.tmp"
+
+    def take(self) -> bool:
+        ensure_private_dir(self.inbox.keys)
+        try:
+            atomic_write(self.path, self.body, temp=self.helper, no_clobber=True, durable=False)
+        except FileExistsError:
+            return False
+        return True
+
+    def ours(self) -> bool:
+        try:
+            return read_bytes_capped(self.path, len(self.body)) == self.body
+        except OSError:
+            return False
+
+    def release(self) -> None:
+        _unlink(self.helper)
+        if self.ours():
+            _unlink(self.path)
 
 
 def _regular(path: Path) -> bool | None:
@@ -182,22 +205,33 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
     ensure_private_dir(new_inbox.path)
     ensure_private_dir(inbox.path / INTENTS)
     keys = _keys_of(inbox, stem) if keys is None else keys
-    reserved = _reserve_free(new_inbox, stem, bump)
-    if reserved is None:
+    moved.keys = [str(body.get("key")) for _, body in keys]
+    moved.image = sidecar.suffix[1:] if sidecar is not None else None
+    intent_path = inbox.path / INTENTS / f"{stem}.json"
+    token = os.urandom(8).hex()
+    reservation: _Reservation | None = None
+    intent: dict[str, Any] = {}
+    try:  # the intent names the stem before it is reserved: a reservation always has its intent
+        for candidate in _candidates(stem, bump):
+            if not new_inbox.stem_is_free(candidate):
+                continue
+            intent = {"stem": stem, "to_session": target.id, "to_stem": candidate, "token": token,
+                      "image": moved.image, "created_ms": clock.now_ms()}
+            atomic_write(intent_path, _compact_json(intent))
+            reservation = _Reservation(new_inbox, candidate, token)
+            if reservation.take() and new_inbox.stem_is_free(candidate, frozenset({reservation.path})):
+                break
+            reservation.release()
+            reservation = None
+    except BaseException:
+        _undo(intent_path, reservation, None, [])
+        raise
+    if reservation is None:
+        _unlink(intent_path)
         moved.outcome = "name_taken"
         return moved
-    reservation, to_stem = reserved
-    moved.to_stem, moved.keys = to_stem, [str(body.get("key")) for _, body in keys]
-    moved.image = sidecar.suffix[1:] if sidecar is not None else None
-    intent = {"stem": stem, "to_session": target.id, "to_stem": to_stem, "image": moved.image,
-              "created_ms": clock.now_ms()}
-    intent_path = inbox.path / INTENTS / f"{stem}.json"
-    try:
-        atomic_write(intent_path, _compact_json(intent))
-    except BaseException:
-        reservation.discard()
-        raise
-    own: set[str] = {reservation.temp}
+    to_stem = moved.to_stem = intent["to_stem"]
+    own: set[str] = {str(reservation.path)}
     created: list[Path] = []
     published: Path | None = None
 
@@ -206,8 +240,6 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
             raise _StemTaken
 
     try:
-        if keys:
-            ensure_private_dir(new_inbox.keys)
         for path, body in keys:
             kept = {k: v for k, v in body.items() if k not in ("stem", "moved_from", "pruned")}
             try:
@@ -243,7 +275,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         raise
     fsync_dir(new_inbox.path)
     fsync_dir(inbox.path)
-    reservation.discard()
+    reservation.release()
     faults.hit("after-move")
     _finish(inbox, stem, intent, intent_path, clock)
     moved.path = new_inbox.pending_file(to_stem)
@@ -267,15 +299,17 @@ def _publish_sidecar(sidecar: Path, target: Path, own: set[str], check_free) -> 
     return target
 
 
-def _undo(intent_path: Path, reservation: PendingFile | None, published: Path | None, created: list[Path]) -> None:
-    """Take back steps 1-4 of a move that did not happen, the intent before the reservation: a
-    run killed in between leaves a stray temp, never an intent naming a temp that is not ours."""
+def _undo(intent_path: Path, reservation: _Reservation | None, published: Path | None,
+          created: list[Path]) -> None:
+    """Take back what a move that did not happen made, in the reverse order: the key records and
+    the image while the reservation still says nobody else can have published under the stem,
+    then the reservation, the intent last."""
     for path in created:
         _unlink(path)
     _unlink(published)
-    _unlink(intent_path)
     if reservation is not None:
-        reservation.discard()
+        reservation.release()
+    _unlink(intent_path)
 
 
 def _unlink(path: Path | None) -> None:
@@ -348,6 +382,8 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
     of `source`. The caller holds `forward_lock(source)` unless `dry_run`."""
     done: list[Recovered] = []
     for inbox in inbox_dirs(source):
+        if not dry_run:
+            _remove_dead_temps(inbox)
         for stem in interrupted(inbox):
             intent_path = inbox.path / INTENTS / f"{stem}.json"
             intent = _read_intent(intent_path)
@@ -362,25 +398,40 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
             done.append(Recovered(source.id, stem, intent["to_session"], to_stem, outcome))
             if dry_run:
                 continue
+            token = intent.get("token")
+            reservation = (_Reservation(new_inbox, to_stem, token) if new_inbox is not None and isinstance(token, str)
+                           and re.fullmatch(r"[0-9a-f]{16}", token) else None)
             if outcome == "completed":
-                assert new_inbox is not None
-                temp = new_inbox.temp_file(to_stem)
-                try:
-                    if os.lstat(temp).st_size == 0:  # our reservation: nobody else can hold a taken stem
-                        _unlink(temp)
-                except FileNotFoundError:
-                    pass
+                if reservation is not None:
+                    reservation.release()
                 _finish(inbox, stem, intent, intent_path, SYSTEM_CLOCK)
                 continue
             if new_inbox is None or arrived:  # the target is gone, or holds a message we did not move
                 _unlink(intent_path)
                 continue
-            # the move did not happen: the key records, sidecar and reservation steps 1-4 made are ours
+            # the move did not happen: the key records it gave the target go; its image and its
+            # reservation too, while the reservation proves nobody else could publish there
             created = [path for path, body in _keys_of(new_inbox, to_stem)
                        if body.get("moved_from") == {"session": source.id, "stem": stem} and "pruned" not in body]
-            _undo(intent_path, None, new_inbox.sidecar_of(new_inbox.path, to_stem), created)
-            _unlink(new_inbox.temp_file(to_stem))
+            ours = reservation is not None and reservation.ours()
+            _undo(intent_path, reservation if ours else None,
+                  new_inbox.sidecar_of(new_inbox.path, to_stem) if ours else None, created)
+            if reservation is not None:
+                _unlink(reservation.helper)
     return done
+
+
+def _remove_dead_temps(inbox: InboxDir) -> None:
+    """Temps in the intent and move folders belong to a dead writer: every writer there holds the
+    session's forward lock, which the caller holds now."""
+    for folder in (inbox.path / INTENTS, inbox.path / MOVES):
+        try:
+            entries = list(os.scandir(folder))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+                _unlink(Path(entry.path))
 
 
 # --- where a key's message is, across the project -------------------------------------------------
