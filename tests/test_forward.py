@@ -490,3 +490,47 @@ def test_a_restarted_agent_gets_what_was_sent_while_it_was_down_once_and_in_orde
         assert len([e for e in second.events if e["event"] == "inbox"]) == 4  # nothing read twice
     finally:
         assert second.stop() == 0
+
+
+# --- what follows a forwarded message ---------------------------------------------------------------
+
+def _consume(folder: Path, stem: str) -> None:
+    """The agent's claim: the message into done/."""
+    (inbox_of(folder) / "done").mkdir(exist_ok=True)
+    os.rename(inbox_of(folder) / f"{stem}.json", inbox_of(folder) / "done" / f"{stem}.json")
+
+
+def test_a_forwarded_keyed_message_read_and_pruned_stays_a_duplicate_everywhere(project):
+    old = project.session(OLD, live=True)
+    stem = project.run("inbox", "send", "once only", "--key", "once", "--no-wait", "--json").json()["stem"]
+    new = rotate(project, old)
+    assert project.run("inbox", "forward").code == 0
+    _consume(new, stem)
+    assert project.run("inbox", "prune", "--older-than", "0").code == 0  # the read message is gone from done/
+    for pin in ([], ["--session", OLD]):  # the live session, or the old one the key was first sent to
+        doc = project.run(*pin, "inbox", "send", "once only", "--key", "once", "--no-wait", "--json").json()
+        assert (doc["duplicate"], doc["state"], doc["stem"]) == (True, "consumed", stem), pin
+    assert pending(old) == pending(new) == []
+
+
+def test_a_cron_run_whose_message_was_forwarded_shows_where_it_was_read(project):
+    old = project.session(OLD, live=True)
+    assert project.run("cron", "add", "ping", "--in", "60", "--payload", "heartbeat-event", "--text", "ping").code == 0
+    path = project.root / ".scheduler" / "cron-jobs.json"
+    store = json.loads(path.read_text())
+    store["jobs"][0]["schedule"]["atMs"] = store["jobs"][0]["lifecycle"]["nextRunAtMs"] = now_ms() - 500
+    path.write_text(json.dumps(store, separators=(",", ":")) + "\n")
+    [run] = project.run("cron", "tick", "--json").json()["runs"]
+    stem = run["outcome"]["stem"]
+    new = rotate(project, old)
+    assert project.run("inbox", "forward").code == 0
+    _consume(new, stem)
+    [row] = project.run("cron", "runs", "ping", "--json").json()["runs"]
+    assert row["consumption"]["state"] == "read" and row["consumption"]["forwardedTo"] == {"session": NEW,
+                                                                                           "stem": stem}
+    from sxctl.inbox import evidence_for_key  # what `cron runs --evidence` says of an `unknown` run
+    from sxctl.project import list_sessions
+
+    for sessions in (list_sessions(project.root), list(reversed(list_sessions(project.root)))):
+        evidence = evidence_for_key(project.root, sessions, row["executionId"])
+        assert (evidence["session"], evidence["stem"], evidence["state"]) == (NEW, stem, "consumed")

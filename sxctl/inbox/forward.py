@@ -464,9 +464,11 @@ def moved_to(inbox: InboxDir, stem: str) -> tuple[str, str] | None:
     return None
 
 
-def follow(session: Session, inbox: InboxDir, stem: str, state: str | None = None
+def follow(session: Session, inbox: InboxDir, stem: str, state: str | None = None, record_name: str | None = None
            ) -> tuple[Session, InboxDir, str, str]:
-    """Where the message `stem` of `inbox` is now: itself, or wherever its moves took it."""
+    """Where the message `stem` of `inbox` is now: itself, or wherever its moves took it. With
+    `record_name` (a key record's file name), each session's record of that key says what became
+    of a message `inbox prune` removed there."""
     state = state or inbox.state_of(stem)
     for _ in range(MAX_HOPS):
         if state != "missing":
@@ -479,6 +481,13 @@ def follow(session: Session, inbox: InboxDir, stem: str, state: str | None = Non
             break
         next_inbox = primary_inbox(nxt)
         next_state = next_inbox.state_of(hop[1])
+        if next_state == "missing" and record_name is not None:
+            try:
+                body = _read_key_record(next_inbox.keys / record_name)
+            except SxctlError:
+                body = None
+            if body is not None and body["stem"] == hop[1]:
+                next_state = key_state(next_inbox, body)
         if next_state == "missing" and not moved_to(next_inbox, hop[1]):
             break  # an interrupted move that has not arrived: the message is where it was
         session, inbox, stem, state = nxt, next_inbox, hop[1], next_state
@@ -489,7 +498,8 @@ def place_of(session: Session, inbox: InboxDir, body: dict[str, Any]) -> KeyPlac
     """Where a key record's message is: its own state, else where it was moved to, else — for a
     record a move created — where it came from while that move has not arrived."""
     state = key_state(inbox, body)
-    where = follow(session, inbox, body["stem"], state)
+    where = follow(session, inbox, body["stem"], state, _key_record_path(inbox, str(body.get("key", ""))).name
+                   if isinstance(body.get("key"), str) else None)
     origin = body.get("moved_from")
     origin = origin if (isinstance(origin, dict) and isinstance(origin.get("session"), str)
                         and isinstance(origin.get("stem"), str)) else None
