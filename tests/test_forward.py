@@ -431,10 +431,22 @@ def test_a_symlink_in_the_way_is_refused_and_nothing_moves(project, tmp_path):
     rotate(project, old)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    (elsewhere / "x.json.sxctl-0.tmp").write_text("not sxctl's")  # what a clean-up of dead temps would take
+    (elsewhere / "1796111313_609354967.json").write_text('{"stem": "1796111313_609354967", "to_session": "x"}')
+    outside = tree(elsewhere)
     (inbox_of(old) / ".forwarding").symlink_to(elsewhere)
+    for args in (["inbox", "forward", "--json"], ["inbox", "forward", "--dry-run", "--json"]):
+        result = project.run(*args)
+        assert result.code == 5 and "symbolic link" in result.json()["error"]["message"], args
+    assert tree(elsewhere) == outside and pending(old) == [f"{stem}.json"]
+    (inbox_of(old) / ".forwarding").unlink()
+    new = project.root / ".scorpiox" / "sessions" / NEW
+    (inbox_of(new) / ".keys").mkdir(parents=True, exist_ok=True)
+    os.rmdir(inbox_of(new) / ".keys")
+    (inbox_of(new) / ".keys").symlink_to(elsewhere)
     result = project.run("inbox", "forward", "--json")
     assert result.code == 5 and "symbolic link" in result.json()["error"]["message"]
-    assert list(elsewhere.iterdir()) == [] and pending(old) == [f"{stem}.json"]
+    assert tree(elsewhere) == outside and pending(old) == [f"{stem}.json"] and pending(new) == []
 
 
 def test_a_message_that_is_not_a_regular_file_stays(project):

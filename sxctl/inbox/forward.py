@@ -382,6 +382,7 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
     of `source`. The caller holds `forward_lock(source)` unless `dry_run`."""
     done: list[Recovered] = []
     for inbox in inbox_dirs(source):
+        inbox.refuse_symlinks(inbox.path, inbox.path / INTENTS, inbox.path / MOVES)
         if not dry_run:
             _remove_dead_temps(inbox)
         for stem in interrupted(inbox):
@@ -392,6 +393,8 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
             target_dir = sessions_root(source.project) / intent["to_session"]
             target = as_session(session_info(target_dir), source.project, "flag") if target_dir.is_dir() else None
             new_inbox = primary_inbox(target) if target is not None else None
+            if new_inbox is not None:
+                new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys)
             to_stem = intent["to_stem"]
             arrived = new_inbox is not None and new_inbox.state_of(to_stem) != "missing"
             outcome = "completed" if arrived and inbox.state_of(stem) == "missing" else "undone"
