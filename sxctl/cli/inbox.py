@@ -300,8 +300,11 @@ def forward(sources, to, dry_run) -> None:
             renamed = f" as {moved.to_stem}" if moved.to_stem not in (None, moved.stem) else ""
             say(f"{verb} {moved.stem}{renamed} from {moved.source} to {result.target.id}"
                 + (f" ({', '.join(extra)})" if extra else ""))
+        why = {"consumed": "read there meanwhile", "retracted": "retracted meanwhile", "missing": "gone meanwhile",
+               "name_taken": f"its stem is taken in {result.target.id}", "not_regular": "not a regular file",
+               "invalid_name": "not a stem sxctl accepts", "cross_device": "on another file system"}
         for moved in result.skipped:
-            say(f"left {moved.stem} in {moved.source}: {moved.outcome}")
+            say(f"left {moved.stem} in {moved.source}: {why.get(moved.outcome, moved.outcome)}")
         if not result.plan.moves:
             say(f"nothing to forward: no pending message in a session other than {result.target.id}"
                 + (" that is not live" if not sources else ""))

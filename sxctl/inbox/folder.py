@@ -341,7 +341,7 @@ def find_message(session: Session, stem: str) -> MessageRow:
     from .forward import moved_to
 
     for inbox in inbox_dirs(session):
-        hop = moved_to(inbox, stem)
+        hop = moved_to(inbox, stem, moving=False)
         if hop is not None:
             raise NotFoundError(f"no message {stem} in session {session.id}: `inbox forward` moved it to session "
                                 f"{hop[0]} as {hop[1]}", code="stem_not_found", moved_to={"session": hop[0],

@@ -7,20 +7,23 @@ own claim into `done/`): a message the old agent took meanwhile is not moved, an
 moved cannot be taken. Around that rename, each step leaves enough on disk for the next run to
 finish or undo it (`recover`):
 
-1. reserve the stem in the target (`<stem>.json.tmp`, O_EXCL: the stem's lock, as `inbox send`
-   takes it), and check that it is free there;
-2. write the intent `inbox/.forwarding/<stem>.json` in the source (where it goes);
+1. choose a free stem in the target and write the intent `inbox/.forwarding/<stem>.json` in the
+   source: the target session, that stem and a random token;
+2. reserve the stem in the target: `<stem>.json.tmp`, created only if absent (the stem's lock,
+   as `inbox send` takes it) and holding the token, so a later run knows it for its own; check
+   again that the stem is free;
 3. give the target a key record for each key of the message (`moved_from` says where from);
 4. publish the image sidecar in the target (a hard link, renamed into place after the free-stem
    check), so the message never appears without it;
 5. check the stem again and rename the message into the target: the commit point;
 6. fsync both folders, drop the reservation, remove the source's sidecar, and record the move
-   (`inbox/.forwarded/<stem>.json`, which `inbox show` and key look-ups follow), the intent last.
+   (`inbox/.forwarded/<stem>.json`, which `inbox show`, key look-ups and `cron runs` follow),
+   the intent last.
 
-A run killed before 5 leaves the message pending in the source (the next forward undoes 1-4);
-one killed after it leaves the message pending in the target (the next forward finishes 6).
-Every move of a session holds its `.sxctl-forward.lock`, so a recovery never undoes a move that
-is still running.
+A run killed before 5 leaves the message pending in the source (the next forward undoes 2-4,
+as far as the token proves them its own, then drops the intent); one killed after it leaves the
+message pending in the target (the next forward finishes 6). Every move out of a session holds
+its `.sxctl-forward.lock`, so a recovery never undoes a move that is still running.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from ..project import (
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
-from .message import _compact_json, check_stem, default_stem
+from .message import _SXCTL_STEM, _compact_json, check_stem, default_stem
 from .sending import _key_record_path, _read_key_record, key_state
 
 INTENTS = ".forwarding"
@@ -77,7 +80,8 @@ class _StemTaken(Exception):
 class Moved:
     """What happened to one pending message: `forwarded` (or `would_forward`), or why not —
     `consumed`/`retracted`/`missing` (it moved on meanwhile: nothing to do), `name_taken`,
-    `not_regular`, `cross_device` (the message stays where it is)."""
+    `not_regular`, `invalid_name` (not a stem sxctl accepts), `cross_device` (the message stays
+    where it is)."""
 
     source: str
     copy: str
@@ -90,7 +94,7 @@ class Moved:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in ("name_taken", "not_regular", "cross_device")
+        return self.outcome in ("name_taken", "not_regular", "invalid_name", "cross_device")
 
     def to_json(self) -> dict[str, Any]:
         return {"from": self.source, "copy": self.copy, "stem": self.stem, "outcome": self.outcome,
@@ -132,12 +136,12 @@ def _keys_of(inbox: InboxDir, stem: str) -> list[tuple[Path, dict[str, Any]]]:
 def _candidates(stem: str, bump: bool) -> list[str]:
     """`stem`, then (for sxctl's time-based stems) the same stem 1 ns later, up to 100 times, as
     `inbox send` does for a taken stem: the priority prefix and the place in time order stay."""
-    match = re.fullmatch(r"(?:0([0-9])_)?([0-9]{10,})_([0-9]{9})", stem)
-    if not bump or match is None:
+    if not bump or not _SXCTL_STEM.fullmatch(stem):
         return [stem]
-    priority = int(match[1]) if match[1] is not None else None
-    time_ns = int(match[2]) * 1_000_000_000 + int(match[3])
-    return [default_stem(time_ns + n, priority) for n in range(101)]
+    prefixed = stem[2] == "_"  # `0P_…`: an unprefixed stem starts with 10 digits
+    seconds, nanos = (stem[3:] if prefixed else stem).split("_")
+    time_ns = int(seconds) * 1_000_000_000 + int(nanos)
+    return [default_stem(time_ns + n, int(stem[1]) if prefixed else None) for n in range(101)]
 
 
 class _Reservation:
@@ -174,6 +178,15 @@ class _Reservation:
             _unlink(self.path)
 
 
+def _plain_stem(stem: str) -> bool:
+    """A stem sxctl accepts (`--stem`'s rule): the only names it moves and records."""
+    try:
+        check_stem(stem)
+    except UsageError:
+        return False
+    return True
+
+
 def _regular(path: Path) -> bool | None:
     """True for a regular file, False for anything else, None when nothing is there."""
     try:
@@ -189,6 +202,9 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
     caller holds `forward_lock(source)`."""
     new_inbox = primary_inbox(target)
     moved = Moved(source.id, inbox.copy, stem, "forwarded")
+    if not _plain_stem(stem):
+        moved.outcome = "invalid_name"
+        return moved
     message = inbox.pending_file(stem)
     kind = _regular(message)
     if kind is None:
@@ -365,11 +381,7 @@ def _read_intent(path: Path) -> dict[str, Any] | None:
     if not (isinstance(body, dict) and isinstance(body.get("stem"), str) and isinstance(body.get("to_stem"), str)
             and isinstance(body.get("to_session"), str) and is_valid_session_id(body["to_session"])):
         return None
-    try:
-        check_stem(body["to_stem"])
-    except UsageError:
-        return None
-    return body
+    return body if _plain_stem(body["to_stem"]) else None
 
 
 def interrupted(inbox: InboxDir) -> list[str]:
@@ -458,9 +470,10 @@ def _session_named(project: Path, session_id: str, source: str = "key") -> Sessi
     return as_session(session_info(folder), project, source)
 
 
-def moved_to(inbox: InboxDir, stem: str) -> tuple[str, str] | None:
-    """(session id, stem) a message of `inbox` was forwarded to (or is being), from its record."""
-    for folder in (MOVES, INTENTS):
+def moved_to(inbox: InboxDir, stem: str, *, moving: bool = True) -> tuple[str, str] | None:
+    """(session id, stem) a message of `inbox` was forwarded to (with `moving`, also one it is
+    being forwarded to, or whose move was interrupted), from its record."""
+    for folder in (MOVES, INTENTS) if moving else (MOVES,):
         body = _read_intent(inbox.path / folder / f"{stem}.json")
         if body is not None and body["stem"] == stem:
             return body["to_session"], body["to_stem"]
@@ -623,7 +636,7 @@ def forward_pending(project: Path, *, sources: list[str] | None = None, to: str 
                 name.encode("utf-8")
             except UnicodeEncodeError:
                 plan.moves.append(Moved(source.id, inbox.copy, stem.encode("utf-8", "surrogateescape").decode(
-                    "utf-8", "backslashreplace"), "not_regular"))
+                    "utf-8", "backslashreplace"), "invalid_name"))
                 continue
             if inbox.path not in indexes:  # after the listing: a record is written before its message
                 indexes[inbox.path] = key_index(inbox)
@@ -648,6 +661,8 @@ def forward_pending(project: Path, *, sources: list[str] | None = None, to: str 
 def _would_move(source: Session, inbox: InboxDir, stem: str, target: Session,
                 keys: list[tuple[Path, dict[str, Any]]]) -> Moved:
     """What `move_message` would do now, found without writing anything."""
+    if not _plain_stem(stem):
+        return Moved(source.id, inbox.copy, stem, "invalid_name")
     kind = _regular(inbox.pending_file(stem))
     sidecar = inbox.sidecar_of(inbox.path, stem)
     moved = Moved(source.id, inbox.copy, stem, "would_forward", image=sidecar.suffix[1:] if sidecar else None,
