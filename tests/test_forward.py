@@ -365,7 +365,7 @@ def test_callbacks_move_adds_to_the_live_table_then_cancels_at_the_source(projec
     assert tree(project.root / ".scorpiox") == snapshot
     result = project.run("cb", "move", "--no-verify")
     assert result.code == 0, result.err
-    assert result.out.splitlines()[-1] == f"Moved 1 callback into session {NEW}."
+    assert result.out.splitlines()[-1] == f"Moved 1 callback into session {NEW}; 1 already there."
     assert f'"poll the deploy" from {OLD} to slot 1' in result.out and "already in slot 0" in result.out
     assert _active(new) == [("check disk", 3_600_000), ("poll the deploy", 120_000)] and _active(old) == []
     moved = _table(new)["slots"][1]

@@ -254,11 +254,13 @@ class TimerMove:
 
     @property
     def text(self) -> str:
-        moved = [row for row in self.plan.moved if row.action == "moved"]
+        moved = sum(1 for row in self.plan.moved if row.action == "moved")
+        there = len(self.plan.moved) - moved
         if not self.plan.moved:
             return "No active callbacks to move."
         verb = "Would move" if self.plan.dry_run else "Moved"
-        return f"{verb} {len(moved)} callback{'s' if len(moved) != 1 else ''} into session {self.target.id}."
+        return (f"{verb} {moved} callback{'s' if moved != 1 else ''} into session {self.target.id}"
+                + (f"; {there} already there" if there else "") + ".")
 
     def to_json(self) -> dict[str, Any]:
         from ..callbacks import CAPACITY, active_ids, doc_paused, doc_rev
