@@ -379,6 +379,35 @@ def test_callbacks_move_adds_to_the_live_table_then_cancels_at_the_source(projec
     assert again["moved"] == [] and again["text"] == "No active callbacks to move."
 
 
+def test_callbacks_move_overwritten_by_the_live_agent_is_a_lost_update_and_the_timer_stays(project):
+    """The live agent writes its older table over the move: exit 4, and the timer is still active
+    in the old session (it is cancelled there only once it is safe in the new one)."""
+    old = project.session(OLD, live=True)
+    project.run("cb", "set", "poll the deploy", "--every", "2m", "--no-verify")
+    new = rotate(project, old)
+    project.run("cb", "set", "mine", "--every", "1m", "--no-verify")
+    stale = (new / "callbacks.json").read_bytes()
+
+    class AgentClock(FakeClock):
+        wrote = False
+
+        def sleep(self, seconds):  # the first sleep is the watch after the write
+            super().sleep(seconds)
+            if not self.wrote:
+                self.wrote = True
+                doc = json.loads(stale)
+                doc["rev"] = json.loads((new / "callbacks.json").read_text())["rev"]
+                (new / "callbacks.json").write_text(json.dumps(doc, indent=2))
+
+    clock = AgentClock(now_ms())
+    result = project.run("cb", "move", "--json", clock=clock)
+    assert clock.wrote and result.code == 4 and result.json()["error"]["code"] == "lost_update"
+    assert _active(old) == [("poll the deploy", 120_000)] and _active(new) == [("mine", 60_000)]
+    again = project.run("cb", "move", "--json")
+    assert again.code == 0 and again.json()["verified"] is True
+    assert _active(new) == [("mine", 60_000), ("poll the deploy", 120_000)] and _active(old) == []
+
+
 def test_callbacks_move_that_does_not_fit_writes_nothing(project):
     old = project.session(OLD, live=True)
     for n in range(2):
@@ -447,6 +476,24 @@ def test_a_symlink_in_the_way_is_refused_and_nothing_moves(project, tmp_path):
     result = project.run("inbox", "forward", "--json")
     assert result.code == 5 and "symbolic link" in result.json()["error"]["message"]
     assert tree(elsewhere) == outside and pending(old) == [f"{stem}.json"] and pending(new) == []
+
+
+def test_an_intent_that_points_outside_the_project_is_never_acted_on(project, tmp_path):
+    old = project.session(OLD, live=True)
+    stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+    new = rotate(project, old)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "x.json.tmp").write_text("someone else's")
+    (victim / "x.png").write_bytes(PNG)
+    outside = tree(victim)
+    (inbox_of(old) / ".forwarding").mkdir()
+    for name, body in (("a", {"stem": "a", "to_session": "../../../victim", "to_stem": "x", "token": "0" * 16}),
+                       ("b", {"stem": "b", "to_session": NEW, "to_stem": "../../../../victim/x", "token": "0" * 16})):
+        (inbox_of(old) / ".forwarding" / f"{name}.json").write_text(json.dumps(body))
+    doc = project.run("inbox", "forward", "--json").json()
+    assert [m["stem"] for m in doc["forwarded"]] == [stem] and doc["recovered"] == []
+    assert tree(victim) == outside and pending(new) == [f"{stem}.json"]
 
 
 def test_a_message_that_is_not_a_regular_file_stays(project):
