@@ -166,7 +166,7 @@ class SendResult:
     completed_abandoned: bool = False
     waited_ms: int = 0
     inbox_gate: str = "on"
-    #: pending in a session that is not live while another session of the project is
+    #: a keyed duplicate pending in a session no agent reads, while the session sent to is live
     stranded: bool = False
     #: a message `inbox forward` moved here: {"session", "stem"} it came from
     forwarded_from: dict[str, str] | None = None
@@ -287,10 +287,13 @@ def send(
     if place is not None:
         result.session, result.inbox, result.forwarded_from = place.session, place.inbox, place.forwarded_from
         if place.session.id != session.id and state == "pending" and place.session.state != "live":
-            result.stranded = True
-            report.warn(f"the message of key {request.key!r} ({stem}) is pending in session {place.session.id}, "
-                        f"where no agent is live: `sxctl inbox forward --from {place.session.id}` moves it to the "
-                        "live session")
+            where = f"the message of key {request.key!r} ({stem}) is pending in session {place.session.id}"
+            if session.state == "live":  # left behind by a restart: say how to bring it here
+                result.stranded = True
+                report.warn(f"{where}, where no agent is live: `sxctl inbox forward --from {place.session.id}` "
+                            f"moves it to the live session {session.id}")
+            else:
+                report.note(where)
     session, inbox = result.session, result.inbox
     if request.no_wait and request.wait_s is None:
         return result
