@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 
-#: the spec's points, plus `after-sidecar` (an inbox image published, its message not yet).
+#: the spec's points, plus `after-sidecar` (an inbox image published, its message not yet) and
+#: `after-move` (`inbox forward`: a message renamed into the target, the source not yet tidied;
+#: `callbacks move`: the timers added to the target's table, not yet cancelled at the source).
 POINTS = (
     "before-rename",
     "after-sidecar",
+    "after-move",
     "after-claim",
     "after-start",
     "after-dispatch",

@@ -18,9 +18,10 @@ from ..lazy import lazy_parts
 _PARTS: dict[str, tuple[str, ...]] = {
     "scope": ("find_project", "find_session", "find_workspace"),
     "inbox": ("send_message", "list_messages", "show_message", "wait_for_message", "retract_message",
-              "clean_inbox", "prune_inbox", "MessageList", "MessageView", "Retraction", "Removal"),
+              "clean_inbox", "prune_inbox", "forward_messages", "MessageList", "MessageView", "Retraction", "Removal",
+              "Forwarding"),
     "timers": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "preview_timers",
-               "TimerTable"),
+               "move_timers", "TimerTable", "TimerMove"),
     "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",
                  "SessionChoice"),
     "jobs": ("init_workspace", "add_job", "update_job", "pause_job", "remove_job", "list_jobs", "show_job",

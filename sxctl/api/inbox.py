@@ -233,3 +233,76 @@ def prune_inbox(
     removed, kept = prune(chosen, milliseconds(older_than), retracted=retracted, keys=keys, keep=keep,
                           dry_run=dry_run, clock=clock)
     return Removal(chosen, removed, dry_run, kept)
+
+
+@record
+class Forwarding:
+    """`inbox forward`: the messages moved (or, dry, that would be) into the target session,
+    those that were not and why, and the interrupted moves it finished or undid."""
+
+    project: Path
+    plan: Any  # sxctl.inbox.ForwardPlan
+
+    @property
+    def target(self) -> Session:
+        return self.plan.target
+
+    @property
+    def forwarded(self) -> list[Any]:
+        return [m for m in self.plan.moves if m.outcome in ("forwarded", "would_forward")]
+
+    @property
+    def skipped(self) -> list[Any]:
+        return [m for m in self.plan.moves if m.outcome not in ("forwarded", "would_forward")]
+
+    @property
+    def failed(self) -> list[Any]:
+        """Messages that stay behind for a reason to act on (a stem taken in the target, a file
+        that is not a regular file, another file system); consumed or retracted ones are not."""
+        return [m for m in self.plan.moves if m.failed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": True, "project": str(self.project), **self.target.to_json(), "state": self.target.state,
+            "dry_run": self.plan.dry_run, "sources": [s.id for s in self.plan.sources],
+            "forwarded": [m.to_json() for m in self.forwarded], "skipped": [m.to_json() for m in self.skipped],
+            "recovered": [r.to_json() for r in self.plan.recovered],
+            "stranded_timers": [{"session": sid, "active": n} for sid, n in self.plan.timers.items()],
+        }
+
+    def raise_if_incomplete(self) -> None:
+        """Exit 4 (`name_taken`) when a message had to stay behind; the error carries this
+        document, so a script sees what did move."""
+        from ..errors import ConflictError
+
+        if not self.failed:
+            return
+        what = ", ".join(f"{m.stem} from {m.source} ({m.outcome.replace('_', ' ')})" for m in self.failed)
+        raise ConflictError(f"{len(self.forwarded)} message(s) forwarded to {self.target.id}; "
+                            f"{len(self.failed)} stayed behind: {what}", code="name_taken",
+                            details={**self.to_json(), "ok": False})
+
+
+def forward_messages(
+    *,
+    sources: list[str] | tuple[str, ...] | None = None,
+    to: str = "live",
+    dry_run: bool = False,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Forwarding:
+    """Move the pending messages (with their images and keys, in the order the agent reads them)
+    of `sources` — by default every session that is not live — into the live session (`to`, or
+    a session id). With `dry_run`, only say what would move."""
+    from ..inbox import forward_pending
+    from .scope import find_project
+
+    if to != "live":
+        from ..project import check_session_id
+
+        check_session_id(to)
+    root = find_project(project)
+    plan = forward_pending(root, sources=list(sources) if sources else None, to=to, dry_run=dry_run, clock=clock,
+                   report=report)
+    return Forwarding(root, plan)

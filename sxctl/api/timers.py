@@ -233,3 +233,76 @@ def preview_timers(
     fires = preview_fires(doc, now, limit, slot)
     text = "No active callbacks." if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
     return TimerTable(chosen, doc, view.primary_path, view.exists, text, now, {"fires": fires})
+
+
+@record
+class TimerMove:
+    """`callbacks move`: the timers moved (or, dry, that would be) into the target session's
+    table, and that table afterwards."""
+
+    project: Path
+    plan: Any  # sxctl.callbacks.TimerMovePlan
+    now_ms: int
+
+    @property
+    def target(self) -> Session:
+        return self.plan.target
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.plan.written.doc if self.plan.written is not None else self.plan.target_doc
+
+    @property
+    def text(self) -> str:
+        moved = sum(1 for row in self.plan.moved if row.action == "moved")
+        there = len(self.plan.moved) - moved
+        if not self.plan.moved:
+            return "No active callbacks to move."
+        verb = "Would move" if self.plan.dry_run else "Moved"
+        return (f"{verb} {moved} callback{'s' if moved != 1 else ''} into session {self.target.id}"
+                + (f"; {there} already there" if there else "") + ".")
+
+    def to_json(self) -> dict[str, Any]:
+        from ..callbacks import CAPACITY, active_ids, doc_paused, doc_rev
+
+        written = self.plan.written
+        return {
+            "ok": True, "project": str(self.project), **self.target.to_json(), "state": self.target.state,
+            "dry_run": self.plan.dry_run, "sources": [s.id for s in self.plan.sources],
+            "moved": [row.to_json() for row in self.plan.moved], "rev": doc_rev(self.doc),
+            "paused": doc_paused(self.doc), "capacity": CAPACITY, "active_count": len(active_ids(self.doc)),
+            "verified": written.verified if written is not None else None, "text": self.text,
+        }
+
+
+def move_timers(
+    *,
+    sources: list[str] | tuple[str, ...] | None = None,
+    to: str = "live",
+    dry_run: bool = False,
+    verify: float | None = 1.0,
+    project: str | os.PathLike | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerMove:
+    """Move the active timers of `sources` — by default every session that is not live — into
+    the live session's table (`to`, or a session id): added there first, then cancelled at the
+    source, each table under the revision protocol. Exit 4 `slots_full`, with nothing written,
+    when they do not all fit in its 8 slots. With `dry_run`, only say what would move."""
+    from ..callbacks import has_active_timers
+    from ..callbacks import move_timers as move
+    from ..inbox import forward_target, pick_sources
+    from .scope import find_project
+
+    if to != "live":
+        from ..project import check_session_id
+
+        check_session_id(to)
+    root = find_project(project)
+    target = forward_target(root, to, clock)
+    if target.state != "live":
+        reporter(report).warn(f"session {target.id} is {target.state}: no agent fires the moved timers until one "
+                              "runs there")
+    chosen = pick_sources(root, target, list(sources) if sources else None, clock, has_active_timers)
+    plan = move(target, chosen, dry_run=dry_run, options=_options(None, verify, clock, report))
+    return TimerMove(root, plan, clock.now_ms())

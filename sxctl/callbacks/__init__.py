@@ -1,7 +1,8 @@
 """The session timer table `callbacks.json` (spec callbacks.md), in parts: `table` (reading rules,
 both copies of a worktree session, the tool's validation strings, slots), `protocol` (the
-revision protocol every write goes through) and `verbs` (set, edit, cancel, pause, the fire
-preview and the tool's strings). Names are imported from here; each part loads on first use.
+revision protocol every write goes through), `verbs` (set, edit, cancel, pause, the fire
+preview and the tool's strings) and `move` (timers out of sessions no agent runs in). Names
+are imported from here; each part loads on first use.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
         "_verify",
         "_remove_stale_temps",
     ),
+    "move": ("MovedTimer", "TimerMovePlan", "has_active_timers", "move_timers"),
     "verbs": (
         "set_timer",
         "edit_timer",

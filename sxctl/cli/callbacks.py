@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
 from .output import DURATION, Group, completing, emit, in_session, read_text_input, say, table
 
 
@@ -18,6 +19,7 @@ def callbacks() -> None:
       sxctl callbacks set "check the deploy job" --every 2m --repeat 30
       sxctl callbacks list
       sxctl cb cancel-all
+      sxctl callbacks move          # after an agent restart: timers left in the old session
     """
 
 
@@ -186,6 +188,53 @@ def resume(expect_rev, verify_s, no_verify) -> None:
       sxctl callbacks resume
     """
     _pause(False, expect_rev, verify_s, no_verify)
+
+
+@callbacks.command("move", mutating=True)
+@click.option("--from", "sources", multiple=True, metavar="SESSION", shell_complete=completing("sessions"),
+              help="Move only out of this session (repeatable). Default: every session of the project that is "
+                   "not live.")
+@click.option("--to", "to", default="live", show_default=True, metavar="live|SESSION",
+              shell_complete=completing("sessions"),
+              help="Into the live session, or this session (which need not be live).")
+@click.option("--dry-run", is_flag=True, help="Only print what would move.")
+@click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="SECONDS",
+              help="How long to watch a live agent's file for a lost update.")
+@click.option("--no-verify", is_flag=True, help="Do not watch for a lost update after writing.")
+def move(sources, to, dry_run, verify_s, no_verify) -> None:
+    """Move active timers left in old sessions (an agent restart) into the live one.
+
+    Each timer keeps its message, period, fires left and next fire time; it is added to the
+    live session's table first, then cancelled in the old one (both under the revision
+    protocol). Exit 4 with nothing written when they do not all fit in the 8 slots. A timer
+    already there (same message and period) is not added twice.
+
+    \b
+    Examples:
+      sxctl callbacks move --dry-run
+      sxctl callbacks move --from 2026_09_20_cool_newton
+    """
+    from ..api import move_timers
+
+    kw = in_session()
+    if kw["session"]:
+        raise UsageError("--session names no session here: use --from SESSION and --to SESSION")
+    result = move_timers(sources=sources, to=to, dry_run=dry_run, verify=None if no_verify else verify_s,
+                         project=kw["project"], clock=kw["clock"], report=kw["report"])
+
+    def human() -> None:
+        from ..callbacks import fires_in, list_preview
+
+        for row in result.plan.moved:
+            timer = row.timer
+            left = "infinite" if timer.get("repeat_count") == -1 else f"{timer.get('repeat_count')} left"
+            where = (f"already in slot {row.to_slot}" if row.action == "already_there"
+                     else f"to slot {row.to_slot}")
+            say(f'  [{row.slot}] "{list_preview(str(timer.get("message", "")))}" from {row.source} {where} - fires in '
+                f"{fires_in(timer.get('fire_at_ms', result.now_ms), result.now_ms)} ({left})")
+        say(result.text)
+
+    emit(result.to_json(), human)
 
 
 @callbacks.command("next")

@@ -1,4 +1,4 @@
-"""`sxctl inbox send|list|show|wait|retract|clean|prune`: drop messages into a running agent."""
+"""`sxctl inbox send|list|show|wait|retract|forward|clean|prune`: drop messages into a running agent."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ def inbox() -> None:
       sxctl inbox send "run the tests and report back" --wait 60
       sxctl inbox send --priority 3 --mode interrupt "stop: the release is frozen"
       sxctl inbox list
+      sxctl inbox forward           # after an agent restart: what was sent meanwhile
     """
 
 
@@ -96,6 +97,8 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
         if result.state == "retracted":
             status = "already retracted"
         tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
+        if result.forwarded_from is not None:
+            tag += f" (forwarded from {result.forwarded_from['session']})"
         say(f"sent {result.stem} to {result.session.id} ({result.mode}){tag}: {status}")
 
     emit(result.to_json(), human)
@@ -252,6 +255,68 @@ def prune(older_s, retracted, keys, keep, dry_run) -> None:
 
     _print_removed(prune_inbox(older_than=older_s, retracted=retracted, keys=keys, keep=keep, dry_run=dry_run,
                                **in_session()))
+
+
+@inbox.command("forward", mutating=True)
+@click.option("--from", "sources", multiple=True, metavar="SESSION", shell_complete=completing("sessions"),
+              help="Forward only out of this session (repeatable). Default: every session of the project that "
+                   "is not live.")
+@click.option("--to", "to", default="live", show_default=True, metavar="live|SESSION",
+              shell_complete=completing("sessions"),
+              help="Into the live session, or this session (which need not be live).")
+@click.option("--dry-run", is_flag=True, help="Only print what would move.")
+def forward(sources, to, dry_run) -> None:
+    """Move messages left pending in old sessions (an agent restart) into the live one.
+
+    Each message moves whole, with its image and keys, in the order the agent reads them (its
+    stem, priority prefix included, is kept), or not at all; a message the old agent read
+    meanwhile is left alone. A forward killed at any point is finished (or undone) by the next
+    one. Timers are moved with `sxctl callbacks move`.
+
+    \b
+    Examples:
+      sxctl inbox forward --dry-run
+      sxctl inbox forward --from 2026_09_20_cool_newton
+      sxctl inbox forward --to 2026_09_21_quiet_euler --json
+    """
+    from ..api import forward_messages
+
+    kw = in_session()
+    if kw["session"]:
+        raise UsageError("--session names no session here: use --from SESSION and --to SESSION")
+    result = forward_messages(sources=sources, to=to, dry_run=dry_run, project=kw["project"], clock=kw["clock"],
+                              report=kw["report"])
+    result.raise_if_incomplete()
+
+    def human() -> None:
+        verb = "would forward" if dry_run else "forwarded"
+        for done in result.plan.recovered:
+            finished = "finished" if done.outcome == "completed" else "undid"
+            say(f"{'would have ' + finished if dry_run else finished} an interrupted forward of {done.stem} "
+                f"from {done.source}")
+        for moved in result.forwarded:
+            extra = [f"image {moved.image}"] if moved.image else []
+            extra += [f"key {key}" for key in moved.keys]
+            renamed = f" as {moved.to_stem}" if moved.to_stem not in (None, moved.stem) else ""
+            say(f"{verb} {moved.stem}{renamed} from {moved.source} to {result.target.id}"
+                + (f" ({', '.join(extra)})" if extra else ""))
+        why = {"consumed": "read there meanwhile", "retracted": "retracted meanwhile", "missing": "gone meanwhile",
+               "name_taken": f"its stem is taken in {result.target.id}", "not_regular": "not a regular file",
+               "invalid_name": "not a stem sxctl accepts", "cross_device": "on another file system"}
+        for moved in result.skipped:
+            say(f"left {moved.stem} in {moved.source}: {why.get(moved.outcome, moved.outcome)}")
+        if not result.plan.moves:
+            say(f"nothing to forward: no pending message in a session other than {result.target.id}"
+                + (" that is not live" if not sources else ""))
+        else:
+            count = len({m.source for m in result.forwarded})
+            say(f"{verb} {len(result.forwarded)} message(s) from {count} session(s) to {result.target.id}"
+                + (" (dry run: nothing moved)" if dry_run else ""))
+        for session_id, active in result.plan.timers.items():
+            say(f"session {session_id} also has {active} active timer(s): `sxctl callbacks move --from "
+                f"{session_id}` moves them", err=True)
+
+    emit(result.to_json(), human)
 
 
 def _print_removed(result) -> None:

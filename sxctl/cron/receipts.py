@@ -37,6 +37,13 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
             return consumption(project, session_id, stem, clock)
         if state == "retracted":
             return {"state": "retracted"}
+    from ..inbox import follow  # `inbox forward` moved it into another session: its receipt is there
+
+    for inbox in inbox_dirs(session):
+        moved, _, moved_stem, state = follow(session, inbox, stem, "missing")
+        if state != "missing":
+            return {**consumption(project, moved.id, moved_stem, clock), "forwardedTo": {"session": moved.id,
+                                                                                        "stem": moved_stem}}
     return {"state": "lost", "reason": "message_gone"}
 
 

@@ -1,6 +1,6 @@
 """The agent's drop-in inbox (spec inbox.md), in parts: `message` (bytes and stems), `folder`
-(an inbox folder, message states, listings), `sending`, `wait` and `manage` (retract, clean,
-prune).
+(an inbox folder, message states, listings), `sending`, `wait`, `manage` (retract, clean,
+prune) and `forward` (moving pending messages between sessions, keys across sessions).
 
 Names are imported from here as before (`from sxctl.inbox import send`); each part is loaded
 only when one of its names is first used, so `inbox send --no-wait` in a shell loop loads the
@@ -22,5 +22,8 @@ _PARTS: dict[str, tuple[str, ...]] = {
              "_gates"),
     "wait": ("WaitOutcome", "wait_for", "rotation_target", "rehome"),
     "manage": ("RetractResult", "stem_for_key", "retract", "clean", "prune", "evidence_for_key"),
+    "forward": ("Moved", "move_message", "forward_lock", "recover", "Recovered", "interrupted", "KeyPlace",
+                "moved_to", "follow", "place_of", "find_key_elsewhere", "forward_target", "pick_sources",
+                "has_pending", "ForwardPlan", "forward_pending", "key_index"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

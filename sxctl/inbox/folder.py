@@ -349,6 +349,14 @@ def find_message(session: Session, stem: str) -> MessageRow:
             row = _read_row(inbox, inbox.folder_of(state), f"{stem}.json", state)
             if row is not None:
                 return row
+    from .forward import moved_to
+
+    for inbox in inbox_dirs(session):
+        hop = moved_to(inbox, stem, moving=False)
+        if hop is not None:
+            raise NotFoundError(f"no message {stem} in session {session.id}: `inbox forward` moved it to session "
+                                f"{hop[0]} as {hop[1]}", code="stem_not_found", moved_to={"session": hop[0],
+                                                                                           "stem": hop[1]})
     raise NotFoundError(f"no message {stem} in session {session.id}", code="stem_not_found")
 
 

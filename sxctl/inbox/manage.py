@@ -222,7 +222,8 @@ def _listdir(folder: Path) -> list[str]:
 
 
 def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
-    """Was a message sent with `key` (the cron runner uses the execution id)? Where is it now?"""
+    """Was a message sent with `key` (the cron runner uses the execution id)? Where is it now
+    (after `inbox forward` moved it, in the session it was moved to)?"""
     for info in sessions:
         session = as_session(info, project, "newest")
         for inbox in inbox_dirs(session):
@@ -230,7 +231,15 @@ def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
                 record = _read_key_record(_key_record_path(inbox, key))
             except SxctlError:
                 record = None
-            if record is not None:
-                return {"key_record": True, "stem": record["stem"], "state": key_state(inbox, record),
-                        "session": info.id, "copy": inbox.copy}
+            if record is None:
+                continue
+            state = key_state(inbox, record)
+            if state == "missing" or "moved_from" in record:
+                from .forward import place_of
+
+                place = place_of(session, inbox, record)
+                return {"key_record": True, "stem": place.stem, "state": place.state,
+                        "session": place.session.id, "copy": place.inbox.copy}
+            return {"key_record": True, "stem": record["stem"], "state": state,
+                    "session": info.id, "copy": inbox.copy}
     return {"key_record": False, "stem": None, "state": "missing", "session": None}

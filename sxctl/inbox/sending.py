@@ -166,6 +166,10 @@ class SendResult:
     completed_abandoned: bool = False
     waited_ms: int = 0
     inbox_gate: str = "on"
+    #: a keyed duplicate pending in a session no agent reads, while the session sent to is live
+    stranded: bool = False
+    #: a message `inbox forward` moved here: {"session", "stem"} it came from
+    forwarded_from: dict[str, str] | None = None
 
     @property
     def consumed(self) -> bool:
@@ -188,6 +192,10 @@ class SendResult:
         }
         if self.completed_abandoned:
             doc["completed_abandoned"] = True
+        if self.stranded:
+            doc["stranded"] = True
+        if self.forwarded_from is not None:
+            doc["forwarded_from"] = self.forwarded_from
         return doc
 
 
@@ -262,8 +270,9 @@ def send(
         ensure_private_dir(inbox.path)
     gate = inbox_gate(session, report)
     warn_if_not_live(session, report)
+    place: Any = None  # where a keyed duplicate's message is, when a move took it or left it elsewhere
     if request.key is not None:
-        stem, state, duplicate, abandoned = _send_keyed(inbox, request, clock)
+        stem, state, duplicate, abandoned, place = _send_keyed(session, inbox, request, clock)
     else:
         stem = _send_fresh(inbox, request, clock)
         state, duplicate, abandoned = "pending", False, False
@@ -275,6 +284,17 @@ def send(
         request.image.ext if request.image else None, request.key,
         duplicate=duplicate, completed_abandoned=abandoned, inbox_gate=gate,
     )
+    if place is not None:
+        result.session, result.inbox, result.forwarded_from = place.session, place.inbox, place.forwarded_from
+        if place.session.id != session.id and state == "pending" and place.session.state != "live":
+            where = f"the message of key {request.key!r} ({stem}) is pending in session {place.session.id}"
+            if session.state == "live":  # left behind by a restart: say how to bring it here
+                result.stranded = True
+                report.warn(f"{where}, where no agent is live: `sxctl inbox forward --from {place.session.id}` "
+                            f"moves it to the live session {session.id}")
+            else:
+                report.note(where)
+    session, inbox = result.session, result.inbox
     if request.no_wait and request.wait_s is None:
         return result
     from .wait import WaitOutcome, _poll_state, wait_for  # a --no-wait send in a loop never loads it
@@ -336,15 +356,22 @@ def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
     return _first_stem(inbox, request, clock, lambda stem: publish(inbox, stem, request.data, request.image))
 
 
-def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[str, str, bool, bool]:
-    """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned).
+def _send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock
+                ) -> tuple[str, str, bool, bool, Any]:
+    """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned, where the
+    message is when that is not this inbox as recorded: a `forward.KeyPlace`, else None).
 
     The first sender of a key reserves its stem *before* it creates the key record, so a record
     only ever names a stem its own writer holds or has written: a concurrent sender with another
-    key can never publish there (it gets another stem, or `name_taken` with `--stem`)."""
+    key can never publish there (it gets another stem, or `name_taken` with `--stem`).
+
+    A key identifies one message across the project's sessions: a key this session has no record
+    of, whose message still exists in another session (left behind by a restart, or forwarded),
+    is a duplicate of that message."""
     assert request.key is not None
     ensure_private_dir(inbox.keys)
     record_path = _key_record_path(inbox, request.key)
+    looked_elsewhere = False
     for _ in range(100):
         record = _read_key_record(record_path)
         if record is not None:
@@ -352,7 +379,19 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
                 raise ConflictError(
                     "key reused with different content", code="key_conflict", file=record_path
                 )
-            return _settle_recorded(inbox, request, record, clock)
+            return _settle_recorded(session, inbox, request, record, clock)
+        if not looked_elsewhere:
+            looked_elsewhere = True
+            from .forward import find_key_elsewhere
+
+            elsewhere = find_key_elsewhere(session, request.key)
+            if elsewhere is not None:
+                if elsewhere.record["content_sha256"] != request.content_sha256:
+                    raise ConflictError(
+                        f"key reused with different content (its message is in session {elsewhere.session.id})",
+                        code="key_conflict", file=_key_record_path(elsewhere.inbox, request.key),
+                    )
+                return elsewhere.stem, elsewhere.state, True, False, elsewhere
         reservation: PendingFile | None = None
 
         def take(stem: str) -> bool:
@@ -381,19 +420,25 @@ def _send_keyed(inbox: InboxDir, request: SendRequest, clock: Clock) -> tuple[st
         if not publish(inbox, stem, request.data, request.image, reservation):
             raise ConflictError(f"stem {stem} was taken while reserved for key {request.key!r}",
                                 code="lock_busy", file=inbox.pending_file(stem))
-        return stem, "pending", False, False
+        return stem, "pending", False, False, None
     raise ConflictError(f"could not settle key record {record_path}", code="lock_busy")
 
 
-def _settle_recorded(inbox: InboxDir, request: SendRequest, record: dict[str, Any],
-                     clock: Clock) -> tuple[str, str, bool, bool]:
-    """A record exists: its message is written (a duplicate), being written (wait for its
-    writer), or was never written because its writer crashed (write it now)."""
+def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, record: dict[str, Any],
+                     clock: Clock) -> tuple[str, str, bool, bool, Any]:
+    """A record exists: its message is written (a duplicate, wherever `inbox forward` moved it),
+    being written (wait for its writer), or was never written because its writer crashed (write
+    it now)."""
     stem = record["stem"]
     for _ in range(100):
         state = key_state(inbox, record)
-        if state != "missing":
-            return stem, state, True, False
+        if state != "missing" and "moved_from" not in record:
+            return stem, state, True, False, None
+        from .forward import place_of  # a forwarded message, or one whose move has not arrived yet
+
+        place = place_of(session, inbox, record)
+        if place.state != "missing":
+            return place.stem, place.state, True, False, place
         temp = inbox.temp_file(stem)
         if os.path.lexists(temp):
             deadline = clock.monotonic() + KEY_TEMP_WAIT_S
@@ -407,7 +452,7 @@ def _settle_recorded(inbox: InboxDir, request: SendRequest, record: dict[str, An
                 )
             continue
         if publish(inbox, stem, request.data, request.image):
-            return stem, "pending", True, True
+            return stem, "pending", True, True, None
     raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code="lock_busy")
 
 

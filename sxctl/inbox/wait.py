@@ -3,7 +3,6 @@ rotation (sessions.md §9)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -14,15 +13,11 @@ from ..errors import (
     SxctlError,
     WaitTimeoutError,
 )
-from ..fsio import (
-    PendingFile,
-    ensure_private_dir,
-    fsync_dir,
-)
 from ..project import (
     Session,
     as_session,
     date_prefix,
+    freshest_live,
     list_sessions,
     session_info,
 )
@@ -49,13 +44,21 @@ class WaitOutcome:
     state: str
     waited_ms: int
     events: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+    #: for a message still pending at the deadline: was an agent live in its session then, and
+    #: which other session of the project was (the one `inbox forward` would move it to)
+    agent_live: bool | None = None
+    live_session: str | None = None
+    liveness: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "ok": True, **self.session.to_json(), "stem": self.stem, "state": self.state,
             "consumed": self.state == "consumed", "waited_ms": self.waited_ms,
             "path": str(self.inbox.folder_of(self.state) / f"{self.stem}.json") if self.state != "missing" else None,
         }
+        if self.agent_live is not None:
+            doc.update(agent_live=self.agent_live, live_session=self.live_session)
+        return doc
 
     def raise_unless_consumed(self, details: dict[str, Any] | None = None) -> None:
         """Map the final state to the spec's exit codes (inbox.md §8); the error carries
@@ -64,10 +67,20 @@ class WaitOutcome:
                    "consumed": False}
         where = f"{self.stem} in {self.inbox.path}"
         if self.state == "pending":
-            raise WaitTimeoutError(
-                f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending",
-                details=details,
-            )
+            why = ""
+            if self.agent_live is False:  # nobody could have read it: say so, and what would
+                details.update(agent_live=False, live_session=self.live_session)
+                why = f": no agent is live in session {self.session.id} ({self.liveness})"
+                if self.live_session is not None:
+                    why += (f"; session {self.live_session} is live: `sxctl inbox forward --from {self.session.id}` "
+                            "moves the message there")
+            elif self.agent_live:
+                details.update(agent_live=True, live_session=self.live_session)
+            error = WaitTimeoutError(f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending{why}",
+                                     details=details)
+            if self.agent_live is False:
+                error.extra["reason"] = "no_live_agent"
+            raise error
         if self.state == "retracted":
             raise ConflictError(f"{where} was retracted", code="retracted", details=details)
         if self.state == "missing":
@@ -110,7 +123,13 @@ def wait_for(
     session, inbox = where
     waited = round((clock.monotonic() - started) * 1000)
     emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
-    return WaitOutcome(session, inbox, stem, state, waited)
+    outcome = WaitOutcome(session, inbox, stem, state, waited)
+    if state == "pending":  # timed out: was anybody there to read it?
+        current = session_info(session.dir, clock)
+        outcome.agent_live, outcome.liveness = current.state == "live", current.liveness.describe()
+        live = freshest_live(list_sessions(session.project, clock))
+        outcome.live_session = live.id if live is not None else None
+    return outcome
 
 
 class _Terminated(KeyboardInterrupt):
@@ -159,7 +178,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
             if current.state != "live":
                 target = rotation_target(session, clock) if follow else None
                 if target is not None:
-                    moved = rehome(inbox, stem, target)
+                    moved = rehome(session, inbox, stem, target, clock)
                     if moved is not None:
                         emit({"event": "rehomed", "ts_ms": clock.now_ms(), "stem": stem,
                               "from": str(inbox.path), "to": str(moved.path), "session": target.id})
@@ -196,35 +215,18 @@ def rotation_target(session: Session, clock: Clock) -> Session | None:
     return as_session(info, session.project, "live")
 
 
-def rehome(inbox: InboxDir, stem: str, target: Session) -> InboxDir | None:
-    """Move a pending message (sidecar first) into `target`'s inbox; None if it was consumed
-    meanwhile or the new inbox already has that stem."""
-    new_inbox = primary_inbox(target)
-    inbox.refuse_symlinks()
-    new_inbox.refuse_symlinks()
-    ensure_private_dir(new_inbox.path)
-    try:
-        reservation = PendingFile(new_inbox.pending_file(stem), new_inbox.temp_file(stem))
-    except FileExistsError:
-        return None
-    try:
-        if not new_inbox.stem_is_free(stem, frozenset({reservation.temp})):
-            return None
-        sidecar = inbox.sidecar_of(inbox.path, stem)
-        moved_sidecar = None
-        if sidecar is not None:
-            moved_sidecar = new_inbox.path / sidecar.name
-            os.rename(sidecar, moved_sidecar)
-        try:
-            os.rename(inbox.pending_file(stem), new_inbox.pending_file(stem))
-        except FileNotFoundError:
-            if moved_sidecar is not None and sidecar is not None:
-                os.rename(moved_sidecar, sidecar)
-            return None
-        fsync_dir(new_inbox.path)
-        fsync_dir(inbox.path)
-        return new_inbox
-    finally:
-        reservation.discard()
+def rehome(session: Session, inbox: InboxDir, stem: str, target: Session,
+           clock: Clock = SYSTEM_CLOCK) -> InboxDir | None:
+    """Move a pending message (with its sidecar and keys) into `target`'s inbox, the way `inbox
+    forward` moves one; None if it was consumed meanwhile, its stem is taken there, or a forward
+    out of this session is running (the next look tries again)."""
+    from .forward import forward_lock, move_message
 
-
+    try:
+        with forward_lock(session):
+            moved = move_message(session, inbox, stem, target, bump=False, clock=clock)
+    except ConflictError as error:
+        if error.code == "lock_busy":
+            return None
+        raise
+    return primary_inbox(target) if moved.outcome == "forwarded" else None

@@ -167,3 +167,119 @@ def test_sigkill_at_random_moments(project, command, figures):
     figures["kills_mid_write"] += mid_write
     print(f"{command}: {kills} of {runs} runs killed, {mid_write} of them mid-write")
     assert kills >= 3, f"seed {seed}: only {kills} of {runs} runs were killed; the test proved little"
+
+
+# --- inbox forward and callbacks move: what a restart left in an old session ----------------------
+
+OLD_SID = "2026_09_20_cool_newton"
+MOVE_COMMANDS = {
+    "inbox forward": (["inbox", "forward"], ("after-sidecar", "before-rename", "after-move")),
+    "callbacks move": (["cb", "move", "--no-verify"], ("before-rename", "after-move")),
+}
+
+
+def _strand(project, png, count=3):
+    """OLD_SID holds `count` pending messages (images, a priority, keys among them) and a timer,
+    its agent gone; SID is the live session."""
+    sessions = project.root / ".scorpiox" / "sessions"
+    for sid in (OLD_SID, SID):
+        shutil.rmtree(sessions / sid, ignore_errors=True)
+    old = project.session(OLD_SID, live=True)
+    texts = []
+    for n in range(count):
+        extra = [["--image", str(png)], ["--priority", "0"], ["--key", f"k-{n}"]][n % 3]
+        texts.append(f"message {n}")
+        assert project.run("--session", OLD_SID, "inbox", "send", texts[-1], *extra, "--no-wait").code == 0
+    assert project.run("--session", OLD_SID, "cb", "set", "poll", "--every", "1m", "--no-verify").code == 0
+    stats = json.loads((old / "stats.json").read_text())
+    stats["updated_ms"] -= 120_000
+    (old / "stats.json").write_text(json.dumps(stats))
+    return old, project.session(SID, live=True), sorted(texts)
+
+
+def _pending_texts(*folders):
+    found = []
+    for folder in folders:
+        inbox = folder / "inbox"
+        for message in inbox.glob("*.json") if inbox.is_dir() else []:
+            data = json.loads(message.read_bytes())  # whole: a torn file would not parse
+            found.append(data["text"])
+            if int(data["text"].split()[1]) % 3 == 0:  # sent with an image
+                assert (inbox / f"{message.stem}.png").read_bytes() == PNG, message  # its image beside it
+    return sorted(found)
+
+
+def _active_polls(folder):
+    path = folder / "callbacks.json"
+    return sum(1 for s in json.loads(path.read_bytes())["slots"] if s.get("active")) if path.exists() else 0
+
+
+def check_moved(project, old, new, texts, figures) -> None:
+    """After any crash: each message pending in exactly one session, the timer active in at
+    least one; after a re-run of both commands, everything in the live session exactly once."""
+    assert _pending_texts(old, new) == texts  # never lost, never visible twice
+    assert _active_polls(old) + _active_polls(new) >= 1
+    for args in (["inbox", "forward"], ["cb", "move", "--no-verify"]):
+        result = project.run(*args, timeout=120)
+        assert result.code == 0, (args, result.err)
+    assert _pending_texts(new) == texts and _pending_texts(old) == []
+    assert (_active_polls(old), _active_polls(new)) == (0, 1)
+    assert list((old / "inbox" / ".forwarding").glob("*")) == [] and not list((new / "inbox").glob("*.tmp"))
+    assert not list((old / "inbox").glob("*.png"))
+    for n in range(2, len(texts), 3):  # a key still names its one message, now in the live session
+        again = project.run("inbox", "send", f"message {n}", "--key", f"k-{n}", "--no-wait", "--json").json()
+        assert again["duplicate"] is True and again["session"] == SID
+    assert _pending_texts(new) == texts
+    figures["files_checked"] += 2 * len(texts) + 2
+
+
+@pytest.mark.parametrize("command", list(MOVE_COMMANDS))
+def test_moving_out_of_an_old_session_at_every_fault_point(project, command, figures):
+    args, points = MOVE_COMMANDS[command]
+    png = project.root.parent / "i.png"
+    png.write_bytes(PNG)
+    for point in points:
+        old, new, texts = _strand(project, png)
+        result = project.process(*args, "--fault-inject", point, timeout=120)
+        figures["operations"] += 1
+        assert result.code == 99, f"{command}: fault point {point} did not fire (exit {result.code}): {result.err}"
+        figures["crashes"] += 1
+        check_moved(project, old, new, texts, figures)
+        figures["operations"] += 2
+
+
+def test_forward_sigkilled_at_random_moments(project, figures):
+    seed = zlib.crc32(b"inbox forward")
+    rng = random.Random(seed)
+    print(f"inbox forward: seed {seed}")  # shown with the failure
+    png = project.root.parent / "i.png"
+    png.write_bytes(PNG)
+    argv = [sys.executable, "-m", "sxctl", "inbox", "forward"]
+    durations = []
+    for _ in range(3):
+        _strand(project, png, count=30)
+        started = time.monotonic()
+        subprocess.run(argv, cwd=project.root, env=project.env(), capture_output=True)
+        durations.append(time.monotonic() - started)
+    full = sorted(durations)[1]
+    kills = mid_move = runs = 0
+    while runs < 12 or (kills < 3 and runs < 40):
+        runs += 1
+        old, new, texts = _strand(project, png, count=30)
+        proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.3, 1.0) * full)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        else:
+            full *= 0.7
+        proc.wait()
+        if proc.returncode == -signal.SIGKILL:
+            mid_move += bool(_pending_texts(old) and _pending_texts(new))
+        figures["operations"] += 1
+        check_moved(project, old, new, texts, figures)
+    figures["crashes"] += kills
+    figures["kills_mid_write"] += mid_move
+    print(f"inbox forward: {kills} of {runs} runs killed, {mid_move} of them mid-way through the messages")
+    assert kills >= 3, f"seed {seed}: only {kills} of {runs} runs were killed; the test proved little"
