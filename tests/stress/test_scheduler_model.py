@@ -269,7 +269,10 @@ class Job:
     tokens: set[str]
     policy: dict = field(default_factory=dict)  # maxRuns, maxRunsPerDay, maxUnconsumed, untilMs, activeHours, ...
     since: dict = field(default_factory=dict)  # policy key -> the step from which its limit counts
-    epoch: int = 0  # bumped by every schedule change: a new schedule has new occurrences
+    # bumped by every schedule change: a new schedule has new occurrences. (With the clock behind
+    # the last run, `cron update` re-arms the occurrence that ran, and the next pass runs it again:
+    # reported, not counted here as a second dispatch.)
+    epoch: int = 0
     removed: bool = False
 
 
