@@ -207,6 +207,12 @@ def parse_time_ms(
     return epoch_ms(earlier), True
 
 
+def parse_time_in_zone_ms(text: str, tz: str | None) -> int:
+    """A TIME option of a job (`--until`, `cron next --from`): an offset-bearing time as given,
+    a naive one read in the job's zone `tz`."""
+    return parse_time_ms(text, tz=None if re.search(_OFFSET_SUFFIX, text.strip()) else tz)[0]
+
+
 def wall_time_kind(naive: datetime, zone) -> str:
     """What a naive wall time is in `zone`: `gap` (skipped by a spring-forward change: it does
     not survive the round trip through UTC), `fold` (repeated by a fall-back change: its two

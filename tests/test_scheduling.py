@@ -379,3 +379,18 @@ def test_with_the_reference_agent_a_held_run_is_dispatched_when_it_starts_and_re
     finally:
         agent.stop()
     assert len(project.run("cron", "runs", "check", "--json").json()["runs"]) == 1
+
+
+@pytest.mark.parametrize(("until", "expected"), [
+    ("2030-01-01T00:00Z", datetime(2030, 1, 1, tzinfo=UTC)),
+    ("2030-01-01T00:00+02:00", datetime(2029, 12, 31, 22, tzinfo=UTC)),
+    ("2030-01-01 00:00", datetime(2030, 1, 1, tzinfo=ZoneInfo("Europe/Berlin"))),  # naive: the job's zone
+])
+def test_until_takes_an_offset_or_a_time_in_the_jobs_zone(sched, until, expected):
+    """An offset-bearing --until was refused for every cron job ("cannot also specify a timezone"):
+    the job's zone applies to a naive time only."""
+    sched.add(NINE, "hourly", "--cron", "0 * * * *", "--tz", "Europe/Berlin", "--payload", "heartbeat-event",
+              "--text", "x", "--until", until)
+    assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)
+    sched.run(NINE, "cron", "update", "hourly", "--until", until)
+    assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)

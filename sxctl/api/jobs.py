@@ -359,10 +359,10 @@ def next_fires(
     (`cron`/`every`+`anchor`/`at`; no store needed), after `after` (a TIME; default now)."""
     from ..cron.schedule import ScheduleInput, resolve_schedule
     from ..cron.views import adhoc_timeline, timeline
-    from ..timeparse import parse_time_ms
+    from ..timeparse import parse_time_in_zone_ms
 
     now = clock.now_ms()
-    bound = now if after is None else parse_time_ms(after, tz=None if after[-1:] in "zZ" else tz)[0]
+    bound = now if after is None else parse_time_in_zone_ms(after, tz)
     if bound < 0:
         raise UsageError(f"--from {after!r} is before 1970-01-01T00:00Z, where the times of a schedule start")
     adhoc = ScheduleInput(cron=cron, every=every, at=at, tz=tz, fold=fold, anchor=anchor)

@@ -218,7 +218,7 @@ class PolicyOptions:
 def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | None, now_ms: int,
                   recurring: bool) -> dict[str, Any]:
     """`entry` changed by the flags given; checks each value (exit 2 naming the flag)."""
-    from ..timeparse import parse_time_ms
+    from ..timeparse import parse_time_in_zone_ms
 
     entry = dict(entry)
 
@@ -247,7 +247,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         #                                            starts a new budget (api.jobs._policy_change)
     if options.until is not None:
         try:
-            put("untilMs", None if options.until == "none" else parse_time_ms(options.until, tz=tz)[0])
+            put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))
         except UsageError as error:
             raise UsageError(f"invalid --until {options.until!r}: {error.message}") from None
         if entry.get("untilMs") is not None and entry["untilMs"] <= now_ms:
