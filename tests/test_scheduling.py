@@ -227,8 +227,8 @@ def test_until_and_max_runs_expire_a_job_without_deleting_it(sched):
     assert sorted(paused) == [(1, "until", "expired"), (2, "twice", "expired")]  # right after their last run
     for name in ("twice", "until"):
         assert sched.job(name)["state"] == "paused:expired"
-    refused = sched.run(NINE, "cron", "add", "shot", "--in", "5m", "--payload", "heartbeat-event", "--text", "z",
-                        "--max-runs", "3")
+    refused = sched.run(NINE + 3 * 3_600_000, "cron", "add", "shot", "--in", "5m", "--payload", "heartbeat-event",
+                        "--text", "z", "--max-runs", "3")
     assert refused.code == 2 and "recurring" in refused.err
 
 

@@ -417,3 +417,24 @@ def test_a_pass_that_found_no_store_is_a_failure_when_this_workspace_has_jobs(pr
     assert result.code == 9, result.out
     [check] = checks(result, "scheduler")
     assert check["status"] == "fail" and "looks at another workspace" in check["message"], check
+
+
+def test_an_edit_with_the_clock_behind_the_last_run_cannot_re_arm_it(project):
+    """A job ran its 08:05 occurrence; with the clock set back to 08:04:30, `cron update` would
+    recompute the next run as 08:05 again and the next pass would run it a second time. The
+    edit stops with clock_behind (exit 5) and changes nothing, as the pass does (the model-based
+    test found it)."""
+    base = (now_ms() // 300_000 + 1) * 300_000  # the next 5-minute boundary
+    folder = project.session()
+    (folder / "stats.json").write_text(json.dumps({"updated_ms": base, "model": "m"}))  # live at `base`
+    assert project.run("cron", "add", "a", "--cron", "*/5 * * * *", "--payload", "heartbeat-event", "--text", "x",
+                       clock=FakeClock(base - 60_000)).code == 0
+    ran = project.run("cron", "tick", "--json", clock=FakeClock(base))
+    assert [r["status"] for r in ran.json()["runs"]] == ["dispatched"], ran.out
+    store = project.root / ".scheduler" / "cron-jobs.json"
+    before = store.read_bytes()
+    edit = project.run("cron", "update", "a", "--cron", "*/5 * * * *", "--json", clock=FakeClock(base - 30_000))
+    assert edit.code == 5 and edit.json()["error"]["code"] == "clock_behind", edit.out
+    assert store.read_bytes() == before
+    again = project.run("cron", "tick", "--json", clock=FakeClock(base + 1_000))
+    assert again.json()["runs"] == [], again.out

@@ -353,6 +353,7 @@ def mutate_store(
         if store is None:
             raise NotFoundError(f"no cron store at {ws.store}", code="file_not_found", file=ws.store)
         now = clock.now_ms()
+        refuse_clock_behind(ws, store, now)
         working = copy.deepcopy(store)
         pruned = prune_terminal_one_shots(working, now)
         if pruned:
@@ -364,6 +365,26 @@ def mutate_store(
             write_policy(ws, policy, working, lock)
         write_store(ws, working, lock)
     return Mutation(working, outcome)
+
+
+def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> None:
+    """An edit, like a pass, stops (exit 5 `clock_behind`) while this clock is before a claim or
+    the newest run in the ledger: a schedule recomputed from such a "now" re-arms an occurrence
+    that already ran, and the next pass would run it twice. Only the ledger's tail is read; a
+    ledger that cannot be read is left to the pass and `cron validate` to name."""
+    from ..timeparse import format_ms
+    from .ledger import recent_runs
+
+    latest = max((claim["claimedAtMs"] for claim in store["activeClaims"]), default=0)
+    try:
+        latest = max([latest] + [run["startedAtMs"] for run in recent_runs(ws.ledger, 20)
+                                 if run.get("startedAtMs") is not None])
+    except SxctlError:
+        pass
+    if latest > now_ms:
+        raise SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
+                         f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
+                         "fix the clock, or wait until then", code="clock_behind", file=ws.ledger)
 
 
 def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float = LOCK_WAIT_S) -> Path | None:
