@@ -593,3 +593,26 @@ def test_a_cron_run_whose_message_was_forwarded_shows_where_it_was_read(project)
     for sessions in (list_sessions(project.root), list(reversed(list_sessions(project.root)))):
         evidence = evidence_for_key(project.root, sessions, row["executionId"])
         assert (evidence["session"], evidence["stem"], evidence["state"]) == (NEW, stem, "consumed")
+
+
+@pytest.mark.slow
+def test_two_keyed_sends_into_two_sessions_at_once_write_one_message(project):
+    """Each session's key record excludes a second sender of that session only: two sends of one
+    key, one pinned to the old session and one to the live one, both found no record and both
+    wrote (and `inbox forward` then put both copies in front of the agent). They take turns on
+    the project's key lock: one message per key, whichever session it landed in."""
+    import subprocess
+    import sys
+
+    project.session(OLD, live=False)
+    project.session(NEW, live=True)
+    env = project.env()
+    for n in range(12):
+        procs = [subprocess.Popen([sys.executable, "-m", "sxctl", *pin, "inbox", "send", f"n{n}", "--key", f"k{n}",
+                                   "--no-wait", "-q"], cwd=project.root, env=env, stderr=subprocess.PIPE)
+                 for pin in (["--session", OLD], ["--session", NEW])]
+        for proc in procs:
+            assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    texts = [json.loads(path.read_text())["text"]
+             for path in project.root.glob(".scorpiox/sessions/*/inbox/*.json")]
+    assert sorted(texts) == sorted(f"n{n}" for n in range(12)), texts

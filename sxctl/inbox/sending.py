@@ -7,9 +7,11 @@ may publish anything under that stem, so concurrent senders never collide or mix
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -272,7 +274,8 @@ def send(
     warn_if_not_live(session, report)
     place: Any = None  # where a keyed duplicate's message is, when a move took it or left it elsewhere
     if request.key is not None:
-        stem, state, duplicate, abandoned, place = _send_keyed(session, inbox, request, clock)
+        with _project_key_lock(session, clock):
+            stem, state, duplicate, abandoned, place = _send_keyed(session, inbox, request, clock)
     else:
         stem = _send_fresh(inbox, request, clock)
         state, duplicate, abandoned = "pending", False, False
@@ -354,6 +357,38 @@ def _first_stem(
 
 def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
     return _first_stem(inbox, request, clock, lambda stem: publish(inbox, stem, request.data, request.image))
+
+
+@contextlib.contextmanager
+def _project_key_lock(session: Session, clock: Clock, wait_s: float = 10.0) -> Iterator[None]:
+    """A key names one message across the project's sessions, so two keyed sends into two
+    sessions must not both find no record and both write (each session's create-if-absent record
+    only excludes a sender of the same session): they take turns on one flock beside the
+    session folders (`.scorpiox/sessions/.sxctl-keys.lock`), which a holder that dies releases.
+    Exit 4 `lock_busy` after `wait_s`."""
+    import fcntl
+
+    path = os.path.join(os.path.dirname(session.dir), ".sxctl-keys.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data",
+                             file=path) from None
+        raise
+    try:
+        deadline = clock.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if clock.monotonic() >= deadline:
+                    raise ConflictError(f"another keyed send holds {path}", code="lock_busy", file=path) from None
+                clock.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock
