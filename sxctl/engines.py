@@ -1020,6 +1020,12 @@ def to_yaml(value: dict[str, Any], notes: Mapping[str, str] = {}, indent: int = 
     return "".join(lines)
 
 
+def _k8s_literal(text: str) -> str:
+    """A container's `command` item or env `value` exactly as given: Kubernetes expands `$(NAME)`
+    there and reads `$$` as `$`, so every `$` is doubled."""
+    return text.replace("$", "$$")
+
+
 def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid: int, gid: int) -> str:
     """A batch/v1 CronJob that runs one pass a minute in a pod that mounts the project (exit 2
     when a value cannot be written into it), parsed back by a YAML parser before it is returned:
@@ -1044,10 +1050,10 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     container: dict[str, Any] = {
         "name": "sxctl-tick",
         "image": image,
-        "command": ["sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q"],
+        "command": [_k8s_literal(word) for word in ("sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q")],
     }
     if tick.env:
-        container["env"] = [{"name": name, "value": value} for name, value in tick.env]
+        container["env"] = [{"name": name, "value": _k8s_literal(value)} for name, value in tick.env]
     container["volumeMounts"] = [{"name": "project", "mountPath": project}]
     security: dict[str, Any] = {"runAsUser": uid, "runAsGroup": gid, "fsGroup": gid}
     if uid != 0:

@@ -363,14 +363,28 @@ def test_env_reaches_the_pass_from_the_systemd_unit(project, tmp_path):
     assert (home / "got 100%").read_text() == "hello"
 
 
+def kubernetes_expands(value: str, env: dict[str, str]) -> str:
+    """What a container gets for an env `value` or a `command` item (the Kubernetes API
+    reference, EnvVar.value): `$(NAME)` of a defined variable is replaced, `$$` is one `$`."""
+    import re
+
+    return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), value)
+
+
 def test_env_reaches_the_container_of_the_cronjob(project, tmp_path):
     import yaml
 
     exported = project.run("cron", "export", "--target", "kubernetes", "--pvc", "agent-work",
-                           "--env", f"SXCTL_DELIVER_CMD={DELIVER}", "--env", "TZ=Europe/Berlin")
+                           "--env", f"SXCTL_DELIVER_CMD={DELIVER}", "--env", "TZ=Europe/Berlin",
+                           "--env", "PIDS=$(HOME) $$")
     assert exported.code == 0, exported.err
     [container] = yaml.safe_load(exported.out)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
-    assert container["env"] == [{"name": "SXCTL_DELIVER_CMD", "value": DELIVER}, {"name": "TZ", "value": "Europe/Berlin"}]
+    env = {"HOME": "/root"}  # what the container already has: `$(HOME)` in a value would take it
+    seen = [{"name": item["name"], "value": kubernetes_expands(item["value"], env)} for item in container["env"]]
+    assert seen == [{"name": "SXCTL_DELIVER_CMD", "value": DELIVER}, {"name": "TZ", "value": "Europe/Berlin"},
+                    {"name": "PIDS", "value": "$(HOME) $$"}]  # as given: Kubernetes expands neither
+    assert "$" in DELIVER and kubernetes_expands(container["command"][2], env) == "/project"
     manifest = tmp_path / "cronjob.yaml"
     manifest.write_text(exported.out)
     validator = Path(sys.executable).with_name("kubernetes-validate")
