@@ -179,6 +179,9 @@ def test_a_taken_stem_is_bumped_for_sxctl_stems_and_refused_for_chosen_ones(proj
                        clock=clock).json()["stem"]
     assert same == first  # the same instant in both sessions
     project.run("inbox", "send", "another deploy", "--stem", "deploy", "--no-wait")
+    dry = project.run("inbox", "forward", "--dry-run")  # says what would happen, not that it happened
+    assert dry.code == 4 and dry.err.startswith("sxctl: 1 message(s) would be forwarded (dry run: nothing moved)")
+    assert "1 would stay behind" in dry.err and pending(old) == sorted([f"{first}.json", "deploy.json"])
     result = project.run("inbox", "forward", "--json")
     doc = result.json()
     assert result.code == 4 and doc["ok"] is False and doc["error"]["code"] == "name_taken"
@@ -616,3 +619,17 @@ def test_two_keyed_sends_into_two_sessions_at_once_write_one_message(project):
     texts = [json.loads(path.read_text())["text"]
              for path in project.root.glob(".scorpiox/sessions/*/inbox/*.json")]
     assert sorted(texts) == sorted(f"n{n}" for n in range(12)), texts
+
+
+def test_two_identical_timers_of_one_session_both_move(project):
+    """Same message and period, different fire times: two timers. The second matched the copy of
+    the first just written and was cancelled at the source as 'already there' (2 before, 1 after)."""
+    old = project.session(OLD, live=True)
+    assert project.run("cb", "set", "ping", "--every", "10m", "--repeat", "5", "--no-verify").code == 0
+    assert project.run("cb", "set", "ping", "--every", "10m", "--repeat", "5", "--first-in", "5m",
+                       "--no-verify").code == 0
+    new = rotate(project, old)
+    result = project.run("cb", "move", "--no-verify", "--json")
+    assert result.code == 0, result.err
+    assert [r["action"] for r in result.json()["moved"]] == ["moved", "moved"]
+    assert _active(new) == [("ping", 600_000), ("ping", 600_000)] and _active(old) == []

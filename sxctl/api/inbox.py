@@ -278,8 +278,10 @@ class Forwarding:
         if not self.failed:
             return
         what = ", ".join(f"{m.stem} from {m.source} ({m.outcome.replace('_', ' ')})" for m in self.failed)
-        raise ConflictError(f"{len(self.forwarded)} message(s) forwarded to {self.target.id}; "
-                            f"{len(self.failed)} stayed behind: {what}", code="name_taken",
+        verb = "would be forwarded (dry run: nothing moved)" if self.plan.dry_run else "forwarded"
+        raise ConflictError(f"{len(self.forwarded)} message(s) {verb} to {self.target.id}; "
+                            f"{len(self.failed)} {'would stay' if self.plan.dry_run else 'stayed'} behind: {what}",
+                            code="name_taken",
                             details={**self.to_json(), "ok": False})
 
 

@@ -62,15 +62,17 @@ def has_active_timers(session: Session) -> bool:
 
 def _match(doc: dict[str, Any], source_id: str, slot: dict[str, Any], rev: int) -> int | None:
     """The target slot that already holds this timer: one this move wrote before (its mark), or
-    an active one with the same message and period."""
+    an active one with the same message and period that did not come from this source (two
+    identical timers of one session are two timers, and both move)."""
     mark = {"session": source_id, "slot": slot["id"], "rev": rev}
     slots = doc_slots(doc)
     for i, other in sorted(slots.items()):
         if other.get("moved_from") == mark:
             return i
     for i, other in sorted(slots.items()):
-        if is_active(other) and other.get("message") == slot.get("message") and other.get("delay_ms") == slot.get(
-                "delay_ms"):
+        sibling = (other.get("moved_from") or {}).get("session") == source_id  # another timer of this source
+        if is_active(other) and not sibling and other.get("message") == slot.get("message") \
+                and other.get("delay_ms") == slot.get("delay_ms"):
             return i
     return None
 
