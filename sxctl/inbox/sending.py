@@ -274,7 +274,7 @@ def send(
     warn_if_not_live(session, report)
     place: Any = None  # where a keyed duplicate's message is, when a move took it or left it elsewhere
     if request.key is not None:
-        with _project_key_lock(session, clock):
+        with _project_key_lock(session):
             stem, state, duplicate, abandoned, place = _send_keyed(session, inbox, request, clock)
     else:
         stem = _send_fresh(inbox, request, clock)
@@ -360,7 +360,7 @@ def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
 
 
 @contextlib.contextmanager
-def _project_key_lock(session: Session, clock: Clock, wait_s: float = 10.0) -> Iterator[None]:
+def _project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
     """A key names one message across the project's sessions, so two keyed sends into two
     sessions must not both find no record and both write (each session's create-if-absent record
     only excludes a sender of the same session): they take turns on one flock beside the
@@ -376,16 +376,18 @@ def _project_key_lock(session: Session, clock: Clock, wait_s: float = 10.0) -> I
             raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data",
                              file=path) from None
         raise
+    import time  # an operating-system lock held by another process: waited for in real time
+
     try:
-        deadline = clock.monotonic() + wait_s
+        deadline = time.monotonic() + wait_s
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if clock.monotonic() >= deadline:
+                if time.monotonic() >= deadline:
                     raise ConflictError(f"another keyed send holds {path}", code="lock_busy", file=path) from None
-                clock.sleep(0.005)
+                time.sleep(0.005)
         yield
     finally:
         os.close(fd)
