@@ -633,3 +633,34 @@ def test_two_identical_timers_of_one_session_both_move(project):
     assert result.code == 0, result.err
     assert [r["action"] for r in result.json()["moved"]] == ["moved", "moved"]
     assert _active(new) == [("ping", 600_000), ("ping", 600_000)] and _active(old) == []
+
+
+@pytest.mark.parametrize("verb", ["wait", "send"])
+def test_a_wait_follows_its_message_when_inbox_forward_moves_it(project, verb):
+    """`inbox forward` is the fix status and doctor print; a CI step waiting on the message it
+    moved (send --wait, inbox wait) exited 3 'not found' although the message was delivered. The
+    wait follows the move and ends when the new session's agent reads it."""
+    import subprocess
+    import sys
+
+    old = project.session(OLD, live=False)
+    if verb == "wait":
+        stem = project.run("--session", OLD, "inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+        argv = ["--session", OLD, "inbox", "wait", stem, "--timeout", "60", "--json", "-v"]
+    else:
+        argv = ["--session", OLD, "inbox", "send", "x", "--wait", "60", "--json", "-v"]
+    proc = subprocess.Popen([sys.executable, "-m", "sxctl", *argv], cwd=project.root, env=project.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for line in proc.stderr:  # -v says when the wait begins
+        if b"waiting for " in line:
+            break
+    [name] = pending(old)
+    new = project.session(NEW, live=True)
+    assert project.run("inbox", "forward").code == 0
+    [moved] = pending(new)
+    (inbox_of(new) / "done").mkdir()
+    os.rename(inbox_of(new) / moved, inbox_of(new) / "done" / moved)  # the new agent reads it
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert (doc["state"], doc["session"], doc["stem"]) == ("consumed", NEW, moved[:-5]), doc

@@ -317,7 +317,7 @@ def send(
                     result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
                     error.details = {**result.to_json(), "ok": False}
                 raise
-            result.session, result.inbox = outcome.session, outcome.inbox
+            result.session, result.inbox, result.stem = outcome.session, outcome.inbox, outcome.stem
             result.state, result.waited_ms = outcome.state, outcome.waited_ms
             outcome.raise_unless_consumed(result.to_json())
         elif not request.no_wait and session.state == "live":

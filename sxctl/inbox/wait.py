@@ -108,19 +108,19 @@ def wait_for(
     started = clock.monotonic()
     deadline = None if timeout_s == 0 else started + timeout_s
     emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
-    where: list[Any] = [session, inbox]  # where the message is now (a rotation may re-home it)
+    where: list[Any] = [session, inbox, stem]  # where the message is now (a rotation or `inbox forward` moves it)
     try:
         with _sigterm_interrupts():
             report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
             state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
     except KeyboardInterrupt:
-        session, inbox = where
+        session, inbox, stem = where
         state = inbox.state_of(stem)
         waited = round((clock.monotonic() - started) * 1000)
         raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code="interrupted",
                          details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited}
                          ) from None
-    session, inbox = where
+    session, inbox, stem = where
     waited = round((clock.monotonic() - started) * 1000)
     emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
     outcome = WaitOutcome(session, inbox, stem, state, waited)
@@ -162,13 +162,25 @@ def _sigterm_interrupts():
 
 def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clock: Clock,
                report: Reporter, emit: Callable[[dict[str, Any]], None]) -> str:
-    """Poll until `stem` leaves `pending` or the deadline passes; `where` ([session, inbox]) is
-    kept up to date when a rotation re-homes the message."""
-    session, inbox = where
+    """Poll until `stem` leaves `pending` or the deadline passes; `where` ([session, inbox, stem])
+    is kept up to date when a rotation re-homes the message or `inbox forward` moves it (the
+    wait follows it into the session it was moved to)."""
+    session, inbox, _ = where
     next_liveness_check = clock.monotonic()
     warned_stale = False
     while True:
         state = inbox.state_of(stem)
+        if state == "missing":
+            from .forward import follow as follow_moves
+
+            moved_session, moved_inbox, moved_stem, moved_state = follow_moves(session, inbox, stem, state)
+            if moved_inbox.path != inbox.path or moved_stem != stem:
+                emit({"event": "forwarded", "ts_ms": clock.now_ms(), "stem": stem, "to_stem": moved_stem,
+                      "from": str(inbox.path), "to": str(moved_inbox.path), "session": moved_session.id})
+                report.note(f"{stem} was forwarded to {moved_session.id}" +
+                            (f" as {moved_stem}" if moved_stem != stem else "") + "; waiting there")
+                session, inbox, stem = where[:] = [moved_session, moved_inbox, moved_stem]
+                state = moved_state
         now = clock.monotonic()
         if state != "pending" or (deadline is not None and now >= deadline):
             break
@@ -183,7 +195,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
                         emit({"event": "rehomed", "ts_ms": clock.now_ms(), "stem": stem,
                               "from": str(inbox.path), "to": str(moved.path), "session": target.id})
                         report.note(f"re-homed {stem} from {session.id} to {target.id}")
-                        session, inbox = where[:] = [target, moved]
+                        session, inbox = where[:2] = [target, moved]
                         continue
                 elif not follow and not warned_stale and session.state == "live":
                     warned_stale = True
