@@ -267,7 +267,7 @@ class RandomKiller:
         import time
 
         began = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(self.rng.uniform(self.low, self.high) * self.full)
         killed = proc.poll() is None
         if killed:

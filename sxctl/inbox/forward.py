@@ -60,7 +60,7 @@ from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .message import _SXCTL_STEM, _compact_json, check_stem, default_stem
-from .sending import _key_record_path, _read_key_record, key_state
+from .sending import _key_record_path, _read_key_record, _remove_quietly, key_state
 
 INTENTS = ".forwarding"
 MOVES = ".forwarded"
@@ -173,9 +173,9 @@ class _Reservation:
             return False
 
     def release(self) -> None:
-        _unlink(self.helper)
+        _remove_quietly(self.helper)
         if self.ours():
-            _unlink(self.path)
+            _remove_quietly(self.path)
 
 
 def _plain_stem(stem: str) -> bool:
@@ -243,7 +243,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         _undo(intent_path, reservation, None, [])
         raise
     if reservation is None:
-        _unlink(intent_path)
+        _remove_quietly(intent_path)
         moved.outcome = "name_taken"
         return moved
     to_stem = moved.to_stem = intent["to_stem"]
@@ -309,7 +309,7 @@ def _publish_sidecar(sidecar: Path, target: Path, own: set[str], check_free) -> 
         refuse_symlink(target)
         os.replace(temp, target)
     except BaseException:
-        _unlink(temp)
+        _remove_quietly(temp)
         raise
     own.add(str(target))
     return target
@@ -321,19 +321,11 @@ def _undo(intent_path: Path, reservation: _Reservation | None, published: Path |
     the image while the reservation still says nobody else can have published under the stem,
     then the reservation, the intent last."""
     for path in created:
-        _unlink(path)
-    _unlink(published)
+        _remove_quietly(path)
+    _remove_quietly(published)
     if reservation is not None:
         reservation.release()
-    _unlink(intent_path)
-
-
-def _unlink(path: Path | None) -> None:
-    if path is not None:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+    _remove_quietly(intent_path)
 
 
 def _finish(inbox: InboxDir, stem: str, intent: dict[str, Any], intent_path: Path, clock: Clock) -> None:
@@ -342,11 +334,11 @@ def _finish(inbox: InboxDir, stem: str, intent: dict[str, Any], intent_path: Pat
     if inbox.state_of(stem) == "missing":
         sidecar = inbox.sidecar_of(inbox.path, stem)
         if sidecar is not None and _regular(sidecar):
-            _unlink(sidecar)
+            _remove_quietly(sidecar)
     ensure_private_dir(inbox.path / MOVES)
     atomic_write(inbox.path / MOVES / f"{stem}.json",
                  _compact_json({**intent, "moved_ms": clock.now_ms()}))
-    _unlink(intent_path)
+    _remove_quietly(intent_path)
 
 
 # --- recovery of interrupted moves ----------------------------------------------------------------
@@ -422,7 +414,7 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
                 _finish(inbox, stem, intent, intent_path, SYSTEM_CLOCK)
                 continue
             if new_inbox is None or arrived:  # the target is gone, or holds a message we did not move
-                _unlink(intent_path)
+                _remove_quietly(intent_path)
                 continue
             # the move did not happen: the key records it gave the target go; its image and its
             # reservation too, while the reservation proves nobody else could publish there
@@ -432,7 +424,7 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
             _undo(intent_path, reservation if ours else None,
                   new_inbox.sidecar_of(new_inbox.path, to_stem) if ours else None, created)
             if reservation is not None:
-                _unlink(reservation.helper)
+                _remove_quietly(reservation.helper)
     return done
 
 
@@ -446,7 +438,7 @@ def _remove_dead_temps(inbox: InboxDir) -> None:
             continue
         for entry in entries:
             if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
-                _unlink(Path(entry.path))
+                _remove_quietly(Path(entry.path))
 
 
 # --- where a key's message is, across the project -------------------------------------------------

@@ -20,7 +20,7 @@ from sxctl import callbacks as cb
 from sxctl.cron.ledger import scan_ledger
 
 from ..comis_strict import check_store_bytes
-from ..conftest import EXAMPLES
+from ..conftest import EXAMPLES, RandomKiller
 
 pytestmark = pytest.mark.slow
 
@@ -262,24 +262,16 @@ def test_forward_sigkilled_at_random_moments(project, figures):
         subprocess.run(argv, cwd=project.root, env=project.env(), capture_output=True)
         durations.append(time.monotonic() - started)
     full = sorted(durations)[1]
-    kills = mid_move = runs = 0
-    while runs < 12 or (kills < 3 and runs < 40):
+    killer = RandomKiller(rng, full, 0.3, 1.0)
+    mid_move = runs = 0
+    while runs < 12 or (killer.kills < 3 and runs < 40):
         runs += 1
         old, new, texts = _strand(project, png, count=30)
-        proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.3, 1.0) * full)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        else:
-            full *= 0.7
-        proc.wait()
-        if proc.returncode == -signal.SIGKILL:
+        if killer.run(argv, cwd=project.root, env=project.env()):
             mid_move += bool(_pending_texts(old) and _pending_texts(new))
         figures["operations"] += 1
         check_moved(project, old, new, texts, figures)
-    figures["crashes"] += kills
+    figures["crashes"] += killer.kills
     figures["kills_mid_write"] += mid_move
-    print(f"inbox forward: {kills} of {runs} runs killed, {mid_move} of them mid-way through the messages")
-    assert kills >= 3, f"seed {seed}: only {kills} of {runs} runs were killed; the test proved little"
+    print(f"inbox forward: {killer.kills} of {runs} runs killed, {mid_move} of them mid-way through the messages")
+    assert killer.kills >= 3, f"seed {seed}: only {killer.kills} of {runs} runs were killed; the test proved little"
