@@ -1,6 +1,8 @@
 """Generate man pages (man/), shell completions (completions/) and the CLI reference
-(docs/cli.md) from the click command tree. The test suite fails when the checked-in files differ
-from what this script produces, so run it after changing a command, an option or a help text:
+(docs/cli.md) from the click command tree, and the example output in the Markdown files (the
+blocks between `[[[cog` and `[[[end]]]` markers, which run real commands through
+tools/examples.py). The test suite fails when the checked-in files differ from what this script
+produces, so run it after changing a command, an option, a help text or an output:
 
     python tools/gen_docs.py            # rewrite the files
     python tools/gen_docs.py --check    # exit 1 if any file is out of date
@@ -16,9 +18,10 @@ import sys
 from pathlib import Path
 
 import click
+from cogapp import Cog
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "tools")]  # sxctl from this checkout; `import examples` in cog blocks
 
 from sxctl import __version__  # noqa: E402
 from sxctl.cli import cli  # noqa: E402
@@ -134,10 +137,23 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
+# --- example output in the Markdown files ---------------------------------------------------------
+
+def with_examples() -> dict[Path, str]:
+    """Every Markdown file with cog blocks, with their output regenerated."""
+    files = {}
+    for path in sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", *(REPO / "docs").rglob("*.md")]):
+        text = path.read_text() if path.is_file() else ""
+        if "<!-- [[[cog" in text:  # a block, not a mention (CONTRIBUTING.md)
+            files[path] = Cog().process_string(text, fname=str(path.relative_to(REPO)))
+    return files
+
+
 def generated() -> dict[Path, str]:
     files = {REPO / "man" / name: text for name, text in man_pages().items()}
     files.update({REPO / "completions" / filename: completion(shell) for shell, filename in SHELLS.items()})
     files[REPO / "docs" / "cli.md"] = cli_reference()
+    files.update(with_examples())
     return files
 
 

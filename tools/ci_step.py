@@ -1,8 +1,9 @@
-"""Print the shell script of one step of the README's GitHub Actions example, with the `${{ … }}`
-expressions it uses replaced by NAME=VALUE arguments: `.ci/run` runs the steps as written.
+"""Print the shell script of one step of the GitHub Actions example in docs/guides/scripting.md,
+with the `${{ … }}` expressions it uses replaced by NAME=VALUE arguments: `.ci/run` runs the
+steps as written.
 
-    python tools/readme_ci_step.py "Install sxctl"
-    python tools/readme_ci_step.py "Tell the agent about the failure" github.run_id=1 github.ref_name=main
+    python tools/ci_step.py "Install sxctl"
+    python tools/ci_step.py "Tell the agent about the failure" github.run_id=1 github.ref_name=main
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import re
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "scripting.md"
 
 
-def step_script(readme: str, name: str, values: dict[str, str]) -> str:
-    block = re.search(r"```yaml\n(.*?)```", readme, re.S)
+def step_script(guide: str, name: str, values: dict[str, str]) -> str:
+    block = re.search(r"```yaml\n(.*?)```", guide, re.S)
     if block is None:
-        raise SystemExit("README.md has no ```yaml block")
+        raise SystemExit(f"{GUIDE} has no ```yaml block")
     lines = block.group(1).splitlines()
     start = lines.index(f"- name: {name}")
     run = next(i for i in range(start, len(lines)) if lines[i].strip() == "run: |")
@@ -39,4 +40,4 @@ def step_script(readme: str, name: str, values: dict[str, str]) -> str:
 
 if __name__ == "__main__":
     pairs = dict(arg.split("=", 1) for arg in sys.argv[2:])
-    sys.stdout.write(step_script(README.read_text(), sys.argv[1], pairs))
+    sys.stdout.write(step_script(GUIDE.read_text(), sys.argv[1], pairs))

@@ -1,10 +1,10 @@
-"""Every scheduler line of the README, the man pages and `--help` runs the way cron runs it, after
+"""Every scheduler line of the docs, the man pages and `--help` runs the way cron runs it, after
 the README's own install: under `env -i` with only what cron sets (HOME, SHELL=/bin/sh,
 PATH=/usr/bin:/bin, LOGNAME), from the home folder, through /bin/sh -c. Nothing that cron would
 not have is put on PATH, and no PYTHONPATH: the line itself must find sxctl.
 
-The README's lines are what `sxctl cron export` writes for a clone in /home/dev/sxctl (the
-README's first command makes /home/dev/sxctl/.venv) and a project in /home/dev/myapp; the test
+The scheduler guide's lines (docs/guides/scheduler.md) are what `sxctl cron export` writes for a
+clone in /home/dev/sxctl (the README's first command makes /home/dev/sxctl/.venv) and a project in /home/dev/myapp; the test
 replaces those two paths, as a reader would, with a real project and a clone whose `.venv` is the
 virtual environment this suite runs in."""
 
@@ -33,8 +33,11 @@ _NUMBERS, _NAMES = r"[0-9*][0-9*/,-]*", r"[0-9A-Za-z*/,-]+"
 ENTRY = re.compile(rf"^\s*(?:@[a-z]+|(?:{_NUMBERS}[ \t]+){{3}}{_NAMES}[ \t]+{_NAMES})[ \t]+(?P<command>.*\S)")
 
 
+GUIDE = REPO / "docs" / "guides" / "scheduler.md"
+
+
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    return re.findall(rf"```{lang}\n(.*?)```", GUIDE.read_text(), re.S)
 
 
 def _help_texts() -> dict[str, str]:
@@ -63,7 +66,8 @@ def _roff_text(page: str) -> str:
 
 def scheduler_lines() -> dict[str, list[str]]:
     """source -> the scheduler lines it shows: crontab entries that run sxctl, and ExecStart=."""
-    sources = {"README.md": (REPO / "README.md").read_text(), "docs/cli.md": (REPO / "docs" / "cli.md").read_text()}
+    sources = {str(path.relative_to(REPO)): path.read_text()
+               for path in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]}
     sources.update({f"man/{page.name}": _roff_text(page.read_text()) for page in sorted((REPO / "man").glob("*.1"))})
     sources.update({f"{path} --help": text for path, text in _help_texts().items()})
     found: dict[str, list[str]] = {}
@@ -75,7 +79,7 @@ def scheduler_lines() -> dict[str, list[str]]:
     return found
 
 
-# --- the README install, and cron's environment -----------------------------------------------
+# --- the README's install, and cron's environment -----------------------------------------------
 
 @pytest.fixture
 def cron_world(project, tmp_path):
@@ -140,9 +144,9 @@ def _run_exec_start(line: str, world, workdir: str) -> None:
     assert _dispatched(folder) == ["from cron"], line
 
 
-# --- the README's lines ---------------------------------------------------------------------------
+# --- the scheduler guide's lines ---------------------------------------------------------------------------
 
-def test_the_readmes_crontab_entry_runs_under_crons_environment_and_logs(cron_world):
+def test_the_guides_crontab_entry_runs_under_crons_environment_and_logs(cron_world):
     project, folder, clone, env = cron_world
     [entry] = [line for line in _blocks("crontab")[0].splitlines() if ENTRY.match(line)]
     _run_entry(entry, cron_world)
@@ -151,7 +155,7 @@ def test_the_readmes_crontab_entry_runs_under_crons_environment_and_logs(cron_wo
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(scheduled\): dispatched → \S+ \(\w+\)", line)
 
 
-def test_the_readmes_systemd_service_runs_under_a_bare_environment(cron_world, tmp_path):
+def test_the_guides_systemd_service_runs_under_a_bare_environment(cron_world, tmp_path):
     project, folder, clone, env = cron_world
     [service] = [b for b in _blocks("ini") if "[Service]" in b]
     [timer] = [b for b in _blocks("ini") if "[Timer]" in b]
@@ -169,7 +173,7 @@ def test_the_readmes_systemd_service_runs_under_a_bare_environment(cron_world, t
     _run_exec_start(f"ExecStart={settings['ExecStart']}", cron_world, settings["WorkingDirectory"])
 
 
-def test_the_readme_shows_what_cron_export_writes_under_the_names_it_writes():
+def test_the_guide_shows_what_cron_export_writes_under_the_names_it_writes():
     tick = engines.TickCommand(Path(PROJECT), Path(PROJECT), python=f"{CLONE}/.venv/bin/python")
     assert _blocks("crontab") == [engines.crontab_block(tick)]
     units = engines.systemd_units(tick)
@@ -179,21 +183,22 @@ def test_the_readme_shows_what_cron_export_writes_under_the_names_it_writes():
         assert where.startswith("# ~/.config/systemd/user/"), where
         shown[where.rsplit("/", 1)[1]] = text
     assert shown == units
-    readme = " ".join((REPO / "README.md").read_text().split())
+    guide = " ".join(GUIDE.read_text().split())
     default = engines.systemd_unit_dir(False, {"HOME": "/home/dev"})
-    assert engines.command_line(engines.enable_commands(tick, False, default, {"HOME": "/home/dev"})) in readme
-    assert "sxctl-tick.service" not in readme and "sxctl-tick.timer" not in readme
+    assert engines.command_line(engines.enable_commands(tick, False, default, {"HOME": "/home/dev"})) in guide
+    assert "sxctl-tick.service" not in guide and "sxctl-tick.timer" not in guide
 
 
 # --- every scheduler line anywhere ----------------------------------------------------------------
 
-def test_every_scheduler_line_in_the_readme_man_pages_and_help_runs_under_crons_environment(cron_world):
+def test_every_scheduler_line_in_the_docs_man_pages_and_help_runs_under_crons_environment(cron_world):
     """A line that says `python3 -m sxctl` (or a bare `sxctl`) finds no sxctl under cron: the
     README's first command installs into .venv/, which cron's PATH does not have."""
     project, folder, clone, env = cron_world
     found = scheduler_lines()
-    assert [line for line in found["README.md"] if ENTRY.match(line)], "the README shows a crontab entry"
-    assert [line for line in found["README.md"] if line.startswith("ExecStart=")], "and a systemd service"
+    guide = str(GUIDE.relative_to(REPO))
+    assert [line for line in found[guide] if ENTRY.match(line)], "the scheduler guide shows a crontab entry"
+    assert [line for line in found[guide] if line.startswith("ExecStart=")], "and a systemd service"
     for source, lines in found.items():
         for line in lines:
             for message in (folder / "inbox").glob("*.json"):  # each line must dispatch the job itself
