@@ -292,7 +292,7 @@ def _is_module(name: str) -> bool:
     return True
 
 
-# --- § pointers: every one names a file of docs/protocol/ and a numbered heading there ------------
+# --- section pointers: every one names a file of docs/protocol/ and a numbered heading there ------------
 
 SECTION = "\u00a7"  # the section sign, spelled so that this file holds no pointer of its own
 _NUMBER = r"\d+(?:\.\d+)*"
@@ -317,7 +317,7 @@ def _headings(name: str) -> set[str] | None:
 
 
 def _pointer_problems() -> list[str]:
-    """`file:line: problem` for every § pointer that names no file or no heading there."""
+    """`file:line: problem` for every section pointer that names no file or no heading there."""
     problems = []
     for path in _pointer_sources():
         text = path.read_text()
@@ -345,7 +345,7 @@ def _pointer_problems() -> list[str]:
 
 
 def test_every_section_pointer_outside_the_package_resolves():
-    """A `§N` says where the rule is written: a file of docs/protocol/ and a heading there, so a
+    """A section pointer says where the rule is written: a file of docs/protocol/ and a heading there, so a
     clone has everything the code and the tests cite."""
     problems = [p for p in _pointer_problems() if not p.startswith("sxctl/")]
     assert problems == [], "\n".join(problems)

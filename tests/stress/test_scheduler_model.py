@@ -111,7 +111,7 @@ def _epoch_ms(value) -> bool:
 
 
 def _outcome_problems(outcome, start) -> list[str]:
-    """The outcome kinds sxctl writes, field by field, in order (§3)."""
+    """The outcome kinds sxctl writes, field by field, in order (cron-ledger.md §3)."""
     kind = outcome.get("kind") if isinstance(outcome, dict) else None
     if kind not in OUTCOME_FITS:
         return [f"unknown outcome {outcome!r}"]
@@ -145,7 +145,7 @@ class Group:
 
 
 def read_ledger(raw: bytes) -> tuple[dict[str, Group], list[str]]:
-    """The ledger's runs by execution id, and every rule of §1-§3 it breaks (empty: strict)."""
+    """The ledger's runs by execution id, and every rule of cron-ledger.md §1-§3 it breaks (empty: strict)."""
     problems: list[str] = []
     groups: dict[str, Group] = {}
     if raw and not raw.endswith(b"\n"):
