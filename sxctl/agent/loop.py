@@ -19,11 +19,23 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from .. import callbacks as cb
+from ..callbacks.protocol import WriteOptions, write_table
+from ..callbacks.table import (
+    FILE_NAME,
+    CallbackTable,
+    doc_paused,
+    doc_rev,
+    doc_slots,
+    encode_table,
+    is_active,
+    new_table_doc,
+    read_table,
+)
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, SxctlError
 from ..fsio import atomic_write, ensure_private_dir, link_create, open_regular, read_bytes_capped
-from ..inbox import IMAGE_EXTS, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, InboxMessage, image_type_ok, is_message_name
+from ..inbox.folder import is_message_name
+from ..inbox.message import IMAGE_EXTS, MAX_IMAGE_BYTES, MAX_MESSAGE_BYTES, InboxMessage, image_type_ok
 from ..project import LIVE_WINDOW_MS, Session, WorktreeCopies, is_valid_session_id, liveness_of, read_stats
 from ..report import Reporter
 from .parts import AgentOptions, Buffers, Turn, _git_branch, _signal_group, new_session_id
@@ -48,7 +60,7 @@ class ReferenceAgent:
         self.worker: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
         self.stopping = threading.Event()
-        self.table_doc: dict[str, Any] = cb.new_table_doc()
+        self.table_doc: dict[str, Any] = new_table_doc()
         self.table_stamp: tuple | None = None
         self.table_broken = False
         self.deferred_at: dict[int, float] = {}
@@ -99,14 +111,15 @@ class ReferenceAgent:
         self.emit("started", session=sid, session_dir=str(self.dir), pid=os.getpid())
 
     def _load_table(self) -> None:
-        path = self.dir / cb.FILE_NAME
+        path = self.dir / FILE_NAME
         if not path.exists():
             doc = {"rev": 1, "updated_ms": self.clock.now_ms(), "paused": False, "slots": []}
             try:
-                link_create(path, cb.encode_table(doc))
+                link_create(path, encode_table(doc))
             except FileExistsError:
                 pass
-        table = cb.read_table(self.dir)  # an unparseable table is exit 5 and never overwritten
+        table = read_table(self.dir)  # an unparseable table is exit 5 and never overwritten
+        assert table is not None  # created just above; a table is never removed
         self._adopt(table, announce=False)
         if table.paused:  # a pause does not survive a restart
 
@@ -114,7 +127,7 @@ class ReferenceAgent:
                 doc["paused"] = False
 
             self._write(unpause, lambda doc: True)
-            self.emit("callbacks_adopted", rev=cb.doc_rev(self.table_doc))
+            self.emit("callbacks_adopted", rev=doc_rev(self.table_doc))
 
     def child_env(self) -> dict[str, str]:
         return {**os.environ, "SX_SESSION_DIR": str(self.dir), "SX_SESSION_ID": self.session.id,
@@ -124,12 +137,12 @@ class ReferenceAgent:
 
     def _stamp(self) -> tuple | None:
         try:
-            st = os.stat(self.dir / cb.FILE_NAME)
+            st = os.stat(self.dir / FILE_NAME)
         except FileNotFoundError:
             return None
         return (st.st_size, st.st_mtime_ns, st.st_ino)
 
-    def _adopt(self, table: cb.CallbackTable, announce: bool = True) -> None:
+    def _adopt(self, table: CallbackTable, announce: bool = True) -> None:
         self.table_doc = table.doc
         self.table_stamp = self._stamp()
         if announce:
@@ -140,7 +153,7 @@ class ReferenceAgent:
         if stamp == self.table_stamp and not self.table_broken:
             return
         try:
-            table = cb.read_table(self.dir)
+            table = read_table(self.dir)
         except InvalidDataError as error:
             if not self.table_broken:
                 self.emit("warning", message=f"[Callbacks] {error.message}; keeping the last good table")
@@ -150,7 +163,7 @@ class ReferenceAgent:
         self.table_broken = False
         if table is None:
             return
-        if table.rev != cb.doc_rev(self.table_doc):
+        if table.rev != doc_rev(self.table_doc):
             self._adopt(table)
         else:
             self.table_stamp = stamp
@@ -167,8 +180,8 @@ class ReferenceAgent:
             return change(doc, now)
 
         try:
-            result = cb.write_table(self.session, apply, lambda doc, outcome: True,
-                                    cb.WriteOptions(verify_s=None, clock=self.clock, report=Reporter(), mirror=False))
+            result = write_table(self.session, apply, lambda doc, outcome: True,
+                                    WriteOptions(verify_s=None, clock=self.clock, report=Reporter(), mirror=False))
         except (_Stale, ConflictError):
             self.adopt_timers()
             return None
@@ -178,13 +191,13 @@ class ReferenceAgent:
 
     def due_slot(self, now_ms: int) -> int | None:
         """The due active slot with the smallest fire time, then the lowest id."""
-        slots = cb.doc_slots(self.table_doc)
-        due = [(s["fire_at_ms"], i) for i, s in slots.items() if cb.is_active(s) and s["fire_at_ms"] <= now_ms]
+        slots = doc_slots(self.table_doc)
+        due = [(s["fire_at_ms"], i) for i, s in slots.items() if is_active(s) and s["fire_at_ms"] <= now_ms]
         return min(due)[1] if due else None
 
     def fire_timer(self) -> bool:
         """Fire the earliest due slot (idle only); True when a turn started."""
-        if self.table_broken or cb.doc_paused(self.table_doc):
+        if self.table_broken or doc_paused(self.table_doc):
             return False
         now = self.clock.now_ms()
         slot_id = self.due_slot(now)
@@ -192,16 +205,18 @@ class ReferenceAgent:
             return False
         self.adopt_timers()  # just before firing: re-read, and re-decide if rev moved
         slot_id = self.due_slot(now)
-        if slot_id is None or cb.doc_paused(self.table_doc):
+        if slot_id is None or doc_paused(self.table_doc):
             return False
-        expected = cb.doc_slots(self.table_doc)[slot_id]["fire_at_ms"]
+        expected = doc_slots(self.table_doc)[slot_id]["fire_at_ms"]
 
         def still_applies(doc: dict[str, Any]) -> bool:
-            slot = cb.doc_slots(doc).get(slot_id)
-            return bool(slot) and cb.is_active(slot) and slot.get("fire_at_ms") == expected
+            slot = doc_slots(doc).get(slot_id)
+            if not slot:
+                return False
+            return is_active(slot) and slot.get("fire_at_ms") == expected
 
         def fire(doc: dict[str, Any], fire_time: int) -> dict[str, Any]:
-            slot = cb.doc_slots(doc)[slot_id]
+            slot = doc_slots(doc)[slot_id]
             if slot["repeat_count"] == -1:
                 slot["fire_at_ms"] = fire_time + slot["delay_ms"]
             else:
@@ -223,26 +238,26 @@ class ReferenceAgent:
 
     def note_deferrals(self) -> None:
         """While busy: each due slot is announced at most once per 5 s; the hold is in memory."""
-        if cb.doc_paused(self.table_doc):
+        if doc_paused(self.table_doc):
             return
         now = self.clock.now_ms()
-        for i, slot in cb.doc_slots(self.table_doc).items():
-            if cb.is_active(slot) and slot["fire_at_ms"] <= now:
+        for i, slot in doc_slots(self.table_doc).items():
+            if is_active(slot) and slot["fire_at_ms"] <= now:
                 last = self.deferred_at.get(i)
                 if last is None or time.monotonic() - last >= DEFER_NOTE_S:
                     self.deferred_at[i] = time.monotonic()
                     self.emit("callback_deferred", slot=i)
 
     def rebase_after_turn(self, t_end: int) -> None:
-        due = [i for i, slot in cb.doc_slots(self.table_doc).items()
-               if cb.is_active(slot) and slot["fire_at_ms"] <= t_end]
+        due = [i for i, slot in doc_slots(self.table_doc).items()
+               if is_active(slot) and slot["fire_at_ms"] <= t_end]
         if not due or self.table_broken:
             return
 
         def rebase(doc: dict[str, Any], now: int) -> list[int]:
             moved = []
-            for i, slot in cb.doc_slots(doc).items():
-                if cb.is_active(slot) and slot["fire_at_ms"] <= t_end:
+            for i, slot in doc_slots(doc).items():
+                if is_active(slot) and slot["fire_at_ms"] <= t_end:
                     slot["fire_at_ms"] = t_end + slot["delay_ms"]
                     moved.append(i)
             return moved
@@ -458,8 +473,8 @@ class ReferenceAgent:
 
     def write_stats(self, *, stopped: bool = False) -> None:
         now = self.clock.now_ms()
-        slots = cb.doc_slots(self.table_doc)
-        active = [s for s in slots.values() if cb.is_active(s)]
+        slots = doc_slots(self.table_doc)
+        active = [s for s in slots.values() if is_active(s)]
         next_fire = min((s["fire_at_ms"] for s in active), default=0)
         with self.state:
             busy = self.current is not None
@@ -528,7 +543,7 @@ class ReferenceAgent:
                 self.idle_since = time.monotonic()
             return False
         horizon = self.clock.now_ms() + self.options.idle_exit_s * 1000
-        soon = any(cb.is_active(s) and s["fire_at_ms"] <= horizon for s in cb.doc_slots(self.table_doc).values())
+        soon = any(is_active(s) and s["fire_at_ms"] <= horizon for s in doc_slots(self.table_doc).values())
         pending = any(is_message_name(name) for name in os.listdir(self.inbox))
         if soon or pending:
             self.idle_since = time.monotonic()
