@@ -131,10 +131,10 @@ def _stranded(found: Findings, project: Path, clock: Clock) -> None:
 
 
 def _gate(found: Findings, session) -> None:
-    from .inbox import inbox_gate
+    from .inbox.sending import inbox_switch
     from .report import Reporter
 
-    if inbox_gate(session, Reporter()) == "off":
+    if inbox_switch(session, Reporter()) == "off":
         found.add("inbox gate", "fail", "SCORPIOX_INBOX=0: the agent does not read its inbox",
                   "set SCORPIOX_INBOX=1 where the agent starts (or remove the 0), then restart it")
     else:
@@ -144,7 +144,7 @@ def _gate(found: Findings, session) -> None:
 def _permissions(found: Findings, session, ws) -> None:
     """Files the agent cannot read (another owner, and no read bit for it), folders sxctl cannot
     write."""
-    from .inbox import inbox_dirs
+    from .inbox.folder import inbox_dirs
 
     agent_uid = os.stat(session.dir).st_uid
     unreadable = []
@@ -175,7 +175,7 @@ def _permissions(found: Findings, session, ws) -> None:
 
 
 def _timers(found: Findings, session) -> None:
-    from .callbacks import view_table
+    from .callbacks.table import view_table
 
     try:
         view = view_table(session)
@@ -190,7 +190,7 @@ def _timers(found: Findings, session) -> None:
 
 
 def _history(found: Findings, session) -> None:
-    from .inbox import inbox_dirs
+    from .inbox.folder import inbox_dirs
 
     done = 0
     for inbox in inbox_dirs(session):
@@ -209,7 +209,7 @@ def _history(found: Findings, session) -> None:
 
 
 def _temps_and_locks(found: Findings, session, ws, now: int) -> None:
-    from .inbox import inbox_dirs
+    from .inbox.folder import inbox_dirs
 
     folders = [ws.scheduler] + ([inbox.path for inbox in inbox_dirs(session)] if session is not None else [])
     stale = []

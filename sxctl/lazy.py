@@ -1,5 +1,5 @@
-"""Packages whose parts load on first use: `inbox` and `callbacks` offer every name from the
-package itself (`from sxctl.inbox import send`), while a command loads only the parts it needs."""
+"""Packages whose parts load on first use: `api` offers every name from the package itself
+(`from sxctl.api import send_message`), while a command loads only the parts it needs."""
 
 from __future__ import annotations
 

@@ -8,10 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import callbacks as cb
+from .callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
+from .callbacks.verbs import list_preview, preview_fires
 from .clock import SYSTEM_CLOCK, Clock
 from .errors import InvalidDataError, SxctlError, SystemRefusedError
-from .inbox import count_since, deliverable_count, inbox_dirs, list_messages, message_names, rotation_target
+from .inbox.folder import count_since, deliverable_count, inbox_dirs, list_messages, message_names
+from .inbox.wait import rotation_target
 from .project import (
     Session,
     SessionInfo,
@@ -76,7 +78,7 @@ def stranded_sessions(project, clock: Clock = SYSTEM_CLOCK, infos: list[SessionI
             pending = sum(deliverable_count(inbox.path) for inbox in inbox_dirs(session))
         except OSError:  # an inbox this user cannot list (doctor's permissions check names it)
             pending = 0
-        timers = sum(1 for slot in _table_slots(session) if cb.is_active(slot) and slot["message"] not in carried)
+        timers = sum(1 for slot in _table_slots(session) if is_active(slot) and slot["message"] not in carried)
         if pending or timers:
             found.append(Stranded(info.id, info.state, pending, timers, live.id))
     return found
@@ -86,10 +88,10 @@ def _table_slots(session: Session) -> list[dict[str, Any]]:
     """The slots of a session's timer table (both copies in a worktree); none when the file is
     missing or unreadable (`status` and `doctor` report an unreadable table on their own)."""
     try:
-        view = cb.view_table(session)
+        view = view_table(session)
     except (SxctlError, OSError):
         return []
-    return list(cb.doc_slots(view.winner.doc).values()) if view.winner is not None else []
+    return list(doc_slots(view.winner.doc).values()) if view.winner is not None else []
 
 
 def stranded_problem(entry: Stranded) -> dict[str, Any]:
@@ -103,14 +105,14 @@ def stranded_problem(entry: Stranded) -> dict[str, Any]:
 
 def _timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
     try:
-        view = cb.view_table(session)
+        view = view_table(session)
     except InvalidDataError as error:
-        return {"file_exists": True, "active": None, "capacity": cb.CAPACITY, "paused": None, "next_fire_ms": None,
+        return {"file_exists": True, "active": None, "capacity": CAPACITY, "paused": None, "next_fire_ms": None,
                 "invalid": error.reason}, None
     doc = view.winner.doc if view.winner else {}
-    active = [s for s in cb.doc_slots(doc).values() if cb.is_active(s)]
-    return {"file_exists": view.exists, "rev": cb.doc_rev(doc), "active": len(active), "capacity": cb.CAPACITY,
-            "paused": cb.doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+    active = [s for s in doc_slots(doc).values() if is_active(s)]
+    return {"file_exists": view.exists, "rev": doc_rev(doc), "active": len(active), "capacity": CAPACITY,
+            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
             }, doc
 
 
@@ -233,12 +235,12 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
                      "mode": message.message.mode if message.message else None, "preview": message.preview,
                      "pending_since_ms": message.mtime_ms})
     _, doc = _timers(session, now)
-    for fire in cb.preview_fires(doc or {}, now, count):
-        slot = cb.doc_slots(doc)[fire["slot"]]
+    for fire in preview_fires(doc or {}, now, count):
+        slot = doc_slots(doc or {})[fire["slot"]]
         rows.append({"source": "callback", "at_ms": fire["at_ms"], "slot": fire["slot"],
-                     "message": cb.list_preview(slot["message"]), "fire_no": fire["fire_no"],
+                     "message": list_preview(slot["message"]), "fire_no": fire["fire_no"],
                      "remaining_after": fire["remaining_after"], "overdue": fire["overdue"], "idle_only": True,
-                     "paused": cb.doc_paused(doc or {})})
+                     "paused": doc_paused(doc or {})})
     from .cron.policy import read_policy
     from .cron.store import read_store
     from .cron.views import timeline
@@ -281,11 +283,11 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
     snap = Snapshot()
     snap.state = session_info(session.dir, clock).state
     try:
-        view = cb.view_table(session)
+        view = view_table(session)
         if view.winner is not None:
             snap.rev = view.winner.rev
             snap.slots = {i: (s.get("active"), s.get("repeat_count"), s.get("fire_at_ms"))
-                          for i, s in cb.doc_slots(view.winner.doc).items()}
+                          for i, s in doc_slots(view.winner.doc).items()}
     except InvalidDataError:
         snap.rev = -1
     arrived: dict[str, set[str]] = {"consumed": set(), "retracted": set()}

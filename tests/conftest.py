@@ -89,11 +89,12 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
     its working folder and `clock` (default: the real one) as its clock."""
     from click.testing import CliRunner
 
-    from sxctl import faults, inbox, project
+    from sxctl import faults, project
     from sxctl.cli import cli
     from sxctl.cli.output import Settings
+    from sxctl.inbox import sending
 
-    inbox._gates.clear()  # per-process caches: a new process would start without them
+    sending._switch_cache.clear()  # per-process caches: a new process would start without them
     project._exe_dir_on.cache_clear()
     faults.arm(None)
     overrides: dict[str, str | None] = dict.fromkeys(os.environ)

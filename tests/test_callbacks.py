@@ -10,7 +10,8 @@ import stat
 import pytest
 from click.testing import CliRunner
 
-from sxctl.callbacks import WriteOptions, list_preview, preview_fires, set_timer
+from sxctl.callbacks.protocol import WriteOptions
+from sxctl.callbacks.verbs import list_preview, preview_fires, set_timer
 from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock

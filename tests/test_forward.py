@@ -590,7 +590,7 @@ def test_a_cron_run_whose_message_was_forwarded_shows_where_it_was_read(project)
     [row] = project.run("cron", "runs", "ping", "--json").json()["runs"]
     assert row["consumption"]["state"] == "read" and row["consumption"]["forwardedTo"] == {"session": NEW,
                                                                                            "stem": stem}
-    from sxctl.inbox import evidence_for_key  # what `cron runs --evidence` says of an `unknown` run
+    from sxctl.inbox.manage import evidence_for_key  # what `cron runs --evidence` says of an `unknown` run
     from sxctl.project import list_sessions
 
     for sessions in (list_sessions(project.root), list(reversed(list_sessions(project.root)))):

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from sxctl.clock import FakeClock
-from sxctl.inbox import InboxMessage, SendRequest, send
+from sxctl.inbox.message import InboxMessage
+from sxctl.inbox.sending import SendRequest, send
 from sxctl.project import select_session
 
 from .conftest import EXAMPLES, now_ms, tree

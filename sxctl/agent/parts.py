@@ -1,5 +1,6 @@
 """The reference agent's parts that are plain data or plain functions: its options, a turn, the
-buffers of interrupts and queued notes, session names, and process helpers."""
+buffers of interrupts and queued notes, session names, process helpers, and the shape of the
+function every part announces its events with."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConflictError
 
@@ -19,6 +21,11 @@ NOUNS = ("euler", "curie", "newton", "turing", "hopper", "lovelace", "gauss", "n
          "fermi", "bohr", "planck", "galois", "ramanujan", "hypatia")
 INTERRUPT_BUFFER = 4096
 QUEUE_BUFFER = 8192
+
+#: `announce(event, **fields)`: one observable step of the agent (the loop stamps and emits it)
+Announce = Callable[..., None]
+#: where the agent's events go: one dict each, `{"event", "ts_ms", ...}`
+Emit = Callable[[dict[str, Any]], None]
 
 
 @dataclass

@@ -46,7 +46,8 @@ def run_agent(
     """Run the reference agent in a session until it stops (SIGINT/SIGTERM, `idle_exit` seconds
     idle, or `max_turns`); every event goes to `on_event`. With `init`, a folder without a
     project becomes one. `handle_signals` (main thread only) makes SIGINT/SIGTERM a clean stop."""
-    from ..agent.loop import AgentOptions, ReferenceAgent
+    from ..agent.loop import ReferenceAgent
+    from ..agent.parts import AgentOptions
     from ..errors import NotFoundError
     from .scope import find_project
 

@@ -13,8 +13,9 @@ from ..report import Reporter
 from .scope import find_session, milliseconds
 
 if TYPE_CHECKING:
-    from ..inbox import MessageRow, SendResult, WaitOutcome
-    from ..inbox.folder import InboxDir
+    from ..inbox.folder import InboxDir, MessageRow
+    from ..inbox.sending import SendResult
+    from ..inbox.wait import WaitOutcome
     from ..project import Session
 
 
@@ -36,7 +37,8 @@ def send_message(
 ) -> SendResult:
     """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
     it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then)."""
-    from ..inbox import SendRequest, check_key, check_stem, load_image, send
+    from ..inbox.message import check_key, check_stem, load_image
+    from ..inbox.sending import SendRequest, send
 
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
@@ -77,7 +79,7 @@ def list_messages(
 ) -> MessageList:
     """Pending messages, plus consumed and/or retracted ones; at most `limit` rows (the newest
     consumed ones are found from their names, without reading the rest)."""
-    from ..inbox import list_messages as listing
+    from ..inbox.folder import list_messages as listing
 
     states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
     chosen = find_session(session, project=project, clock=clock, report=report)
@@ -99,11 +101,15 @@ class MessageView:
 
 
 def _stem_or_key(stem: str | None, key: str | None, session: Session) -> str:
-    from ..inbox import check_key, stem_argument, stem_for_key
+    from ..inbox.manage import stem_for_key
+    from ..inbox.message import check_key, stem_argument
 
     if (stem is None) == (key is None):
         raise UsageError("give either STEM or --key KEY")
-    return stem_argument(stem) if stem is not None else stem_for_key(session, check_key(key))
+    if stem is not None:
+        return stem_argument(stem)
+    assert key is not None  # exactly one of the two is given
+    return stem_for_key(session, check_key(key))
 
 
 def show_message(
@@ -115,7 +121,8 @@ def show_message(
     report: Reporter | None = None,
 ) -> MessageView:
     """Message `stem` (pending, consumed or retracted): its text, mode, state and path."""
-    from ..inbox import find_message, stem_argument
+    from ..inbox.folder import find_message
+    from ..inbox.message import stem_argument
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     return MessageView(chosen, find_message(chosen, stem_argument(stem)))
@@ -136,7 +143,8 @@ def wait_for_message(
     """Wait until message `stem` (or the one sent with `key`) leaves the inbox; the outcome's
     `state` says where it went (`consumed`, or `pending` at the deadline, `retracted`, `missing`).
     Raises nothing for those: `outcome.raise_unless_consumed()` gives the CLI's exit-code errors."""
-    from ..inbox import inbox_dirs, wait_for
+    from ..inbox.folder import inbox_dirs
+    from ..inbox.wait import wait_for
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     wanted = _stem_or_key(stem, key, chosen)
@@ -172,7 +180,7 @@ def retract_message(
     report: Reporter | None = None,
 ) -> Retraction:
     """Withdraw a message the agent has not read yet (TooLateError, exit 7, if it has)."""
-    from ..inbox import retract
+    from ..inbox.manage import retract
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     done = retract(chosen, _stem_or_key(stem, key, chosen))
@@ -207,7 +215,7 @@ def clean_inbox(
 ) -> Removal:
     """Remove what crashed writers left (stray temps, orphan image sidecars) older than
     `older_than` seconds; only sxctl-pattern names are touched."""
-    from ..inbox import clean
+    from ..inbox.manage import clean
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     return Removal(chosen, clean(chosen, milliseconds(older_than), dry_run=dry_run, clock=clock), dry_run)
@@ -227,7 +235,7 @@ def prune_inbox(
 ) -> Removal:
     """Delete consumed messages consumed more than `older_than` seconds ago (never a pending one,
     never the `keep` newest), with `retracted` and `keys` their folders too."""
-    from ..inbox import prune
+    from ..inbox.manage import prune
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     removed, kept = prune(chosen, milliseconds(older_than), retracted=retracted, keys=keys, keep=keep,
@@ -297,7 +305,7 @@ def forward_messages(
     """Move the pending messages (with their images and keys, in the order the agent reads them)
     of `sources` — by default every session that is not live — into the live session (`to`, or
     a session id). With `dry_run`, only say what would move."""
-    from ..inbox import forward_pending
+    from ..inbox.forward import forward_pending
     from .scope import find_project
 
     if to != "live":

@@ -494,7 +494,7 @@ def _add_evidence(found: list[dict[str, Any]], jobs: dict[str, dict[str, Any]], 
     sent to (`run_target_project`)."""
     from ..cron.ledger import run_evidence
     from ..cron.targets import holds_project, run_target_project
-    from ..inbox import evidence_for_key
+    from ..inbox.manage import evidence_for_key
     from ..project import list_sessions
 
     sessions: dict[Any, list] = {}
@@ -559,7 +559,7 @@ def wake_agent(text: str = "Scheduler wake: check pending scheduled work.", *, t
     """Wake the agent now: a scheduler-wake message (mode auto) into `to` (a session id or
     `live`). Refused next to a comis daemon that owns the workspace."""
     from ..cron.store import refuse_if_daemon_owns, refuse_if_reset_pending
-    from ..inbox import SendRequest, send
+    from ..inbox.sending import SendRequest, send
     from ..project import resolve_target_session
 
     if target == "monitoring":

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def _callbacks_summary(folder: Path) -> tuple[int | None, bool, str | None]:
     """(active timers, file exists, reason when the file is invalid)."""
-    from ..callbacks import read_table
+    from ..callbacks.table import read_table
     from ..errors import SxctlError
 
     try:
@@ -32,7 +32,7 @@ def _callbacks_summary(folder: Path) -> tuple[int | None, bool, str | None]:
 
 def session_row(session: Session) -> dict[str, Any]:
     """One session as `session list` shows it: state, age, model, timers, pending messages."""
-    from ..inbox import inbox_dirs, message_names
+    from ..inbox.folder import inbox_dirs, message_names
 
     active, exists, invalid = _callbacks_summary(session.dir)
     row = {
@@ -110,10 +110,12 @@ def show_session(
     report: Reporter | None = None,
 ) -> SessionDetail:
     """Session `session` (default: the one a command would use) in detail."""
-    from ..inbox import inbox_gate, primary_inbox
+    from ..inbox.folder import primary_inbox
+    from ..inbox.sending import inbox_switch
 
     chosen = find_session(session, project=project, clock=clock, report=report)
-    return SessionDetail(chosen, session_row(chosen), primary_inbox(chosen).path, inbox_gate(chosen, reporter(report)))
+    return SessionDetail(chosen, session_row(chosen), primary_inbox(chosen).path,
+                         inbox_switch(chosen, reporter(report)))
 
 
 @record

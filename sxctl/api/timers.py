@@ -13,7 +13,8 @@ from ..report import Reporter
 from .scope import find_session, milliseconds, reporter
 
 if TYPE_CHECKING:
-    from ..callbacks import TableView, WriteOptions, WriteResult
+    from ..callbacks.protocol import WriteOptions, WriteResult
+    from ..callbacks.table import TableView
     from ..project import Session
 
 
@@ -32,18 +33,18 @@ class TimerTable:
 
     @property
     def rev(self) -> int:
-        from ..callbacks import doc_rev
+        from ..callbacks.table import doc_rev
 
         return doc_rev(self.doc)
 
     @property
     def paused(self) -> bool:
-        from ..callbacks import doc_paused
+        from ..callbacks.table import doc_paused
 
         return doc_paused(self.doc)
 
     def to_json(self) -> dict[str, Any]:
-        from ..callbacks import CAPACITY, active_ids
+        from ..callbacks.table import CAPACITY, active_ids
 
         return {
             "ok": True, **self.session.to_json(), "file": str(self.path), "file_exists": self.exists,
@@ -64,7 +65,7 @@ def _written(session: Session, result: WriteResult, text: str, action: str, **ex
 
 def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Session, TableView, dict[str, Any]]:
     """The session and its table as it stands (a missing file is a warning and an empty table)."""
-    from ..callbacks import MISSING_FILE_WARNING, view_table
+    from ..callbacks.table import MISSING_FILE_WARNING, view_table
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     view = view_table(chosen)
@@ -74,7 +75,7 @@ def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Sess
 
 
 def _options(expect_rev: int | None, verify: float | None, clock: Clock, report: Reporter | None) -> WriteOptions:
-    from ..callbacks import WriteOptions
+    from ..callbacks.protocol import WriteOptions
 
     return WriteOptions(expect_rev, verify, clock, reporter(report))
 
@@ -89,7 +90,8 @@ def list_timers(
 ) -> TimerTable:
     """The active timers (with `include_inactive`, cancelled and retired slots too), as the
     agent's /callbacks lists them; `extra["slots"]` carries each slot with `fires_in_ms`."""
-    from ..callbacks import active_ids, doc_slots, list_text
+    from ..callbacks.table import active_ids, doc_slots
+    from ..callbacks.verbs import list_text
 
     chosen, view, doc = _read(session, project, clock, report)
     now = clock.now_ms()
@@ -121,8 +123,8 @@ def set_timer(
     """Arm one of the agent's 8 timers: `message` every `every` seconds, `repeat` times (-1 =
     forever); `extra["slot"]` is the slot written. `verify` seconds of watching a live agent's
     file for a lost update (None: no watch); `expect_rev` refuses (exit 4) any other revision."""
-    from ..callbacks import scheduled_text
-    from ..callbacks import set_timer as arm
+    from ..callbacks.verbs import scheduled_text
+    from ..callbacks.verbs import set_timer as arm
     from ..errors import UsageError
 
     if replace and slot is None:
@@ -152,8 +154,8 @@ def edit_timer(
 ) -> TimerTable:
     """Change an active timer; a message- or repeat-only edit keeps its next fire time.
     TooLateError (exit 7) if it fired its last time or was cancelled while this wrote."""
-    from ..callbacks import edit_timer as edit
-    from ..callbacks import fires_in
+    from ..callbacks.verbs import edit_timer as edit
+    from ..callbacks.verbs import fires_in
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     result = edit(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
@@ -179,8 +181,9 @@ def cancel_timers(
 ) -> TimerTable:
     """Cancel timer `slot`, or every active timer (None); cancelled slots stay in the file,
     inactive. With nothing active, nothing is written. `extra["cancelled"]` lists the ids."""
-    from ..callbacks import cancel_timers as cancel
-    from ..callbacks import cancelled_text, view_table
+    from ..callbacks.table import view_table
+    from ..callbacks.verbs import cancel_timers as cancel
+    from ..callbacks.verbs import cancelled_text
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     if slot is None:
@@ -205,7 +208,7 @@ def pause_timers(
 ) -> TimerTable:
     """Pause every timer (the agent forgets this when it restarts), or with `paused=False`
     resume them, re-basing overdue ones to now + their period (`extra["rebased"]`)."""
-    from ..callbacks import set_paused
+    from ..callbacks.verbs import set_paused
 
     chosen = find_session(session, project=project, clock=clock, report=report)
     result = set_paused(chosen, paused, options=_options(expect_rev, verify, clock, report))
@@ -224,7 +227,8 @@ def preview_timers(
 ) -> TimerTable:
     """The next `limit` fires (of `slot` only, if given), assuming an idle agent and instant
     turns; nothing is written. `extra["fires"]` lists them."""
-    from ..callbacks import check_slot_id, preview_fires
+    from ..callbacks.table import check_slot_id
+    from ..callbacks.verbs import preview_fires
 
     if slot is not None:
         check_slot_id(slot)
@@ -263,7 +267,7 @@ class TimerMove:
                 + (f"; {there} already there" if there else "") + ".")
 
     def to_json(self) -> dict[str, Any]:
-        from ..callbacks import CAPACITY, active_ids, doc_paused, doc_rev
+        from ..callbacks.table import CAPACITY, active_ids, doc_paused, doc_rev
 
         written = self.plan.written
         return {
@@ -289,9 +293,9 @@ def move_timers(
     the live session's table (`to`, or a session id): added there first, then cancelled at the
     source, each table under the revision protocol. Exit 4 `slots_full`, with nothing written,
     when they do not all fit in its 8 slots. With `dry_run`, only say what would move."""
-    from ..callbacks import has_active_timers
-    from ..callbacks import move_timers as move
-    from ..inbox import forward_target, pick_sources
+    from ..callbacks.move import has_active_timers
+    from ..callbacks.move import move_timers as move
+    from ..inbox.forward import forward_target, pick_sources
     from .scope import find_project
 
     if to != "live":

@@ -77,7 +77,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
     from ..api import set_timer
-    from ..callbacks import fires_in
+    from ..callbacks.verbs import fires_in
 
     if message == "-":
         message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
@@ -223,7 +223,7 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
                          project=kw["project"], clock=kw["clock"], report=kw["report"])
 
     def human() -> None:
-        from ..callbacks import fires_in, list_preview
+        from ..callbacks.verbs import fires_in, list_preview
 
         for row in result.plan.moved:
             timer = row.timer
@@ -249,7 +249,7 @@ def next_(limit, slot_id) -> None:
       sxctl cb next --slot 0 --json
     """
     from ..api import preview_timers
-    from ..callbacks import fires_in
+    from ..callbacks.verbs import fires_in
 
     result = preview_timers(limit=limit, slot=slot_id, **in_session())
     fires = result.extra["fires"]

@@ -81,7 +81,7 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
     """
     from ..api import send_message
-    from ..inbox import apply_tilde
+    from ..inbox.message import apply_tilde
 
     body, from_argument = _read_text(text, text_file, image is not None)
     effective_mode = mode or "auto"

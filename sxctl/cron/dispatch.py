@@ -95,7 +95,7 @@ def resolve_target(job: dict[str, Any], default_project: Path, default_to: str,
 def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str, clock: Clock,
                   report: Reporter, wake_gate: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the message (key = execution id) and return the `inbox_dispatch` outcome."""
-    from ..inbox import SendRequest, send
+    from ..inbox.sending import SendRequest, send
 
     if occurrence.note:
         text = f"{text}\n\n{occurrence.note}"
@@ -110,7 +110,7 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
         raise DispatchFailure("dispatch_rejected", kind, str(error)) from None
     except SxctlError as error:
         raise DispatchFailure("dispatch_rejected", "internal", error.message) from None
-    outcome = {"kind": "inbox_dispatch", "sessionId": session.id, "stem": result.stem, "mode": mode}
+    outcome: dict[str, Any] = {"kind": "inbox_dispatch", "sessionId": session.id, "stem": result.stem, "mode": mode}
     if wake_gate is not None:
         outcome["wakeGate"] = wake_gate
     return outcome
@@ -121,7 +121,7 @@ def turn_text(message: str, context: str | None) -> str:
     if not context:
         return message
     text = f"{message}\n\n[wake-gate context]\n{context}"
-    from ..inbox import MAX_MESSAGE_BYTES, InboxMessage
+    from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
 
     while len(InboxMessage(text, "queue").encode()) > MAX_MESSAGE_BYTES and context:
         context = context[len(context) // 8 + 1:]

@@ -17,7 +17,7 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
     """Where the message `stem` of session `session_id` is now, in the words every view uses:
     `read` (with `readAtMs`, when it was moved to done/), `pending` (with `ageMs`), `retracted`,
     or `lost`."""
-    from ..inbox import inbox_dirs
+    from ..inbox.folder import inbox_dirs
     from ..project import as_session, session_info, sessions_root
 
     folder = sessions_root(project) / session_id
@@ -37,7 +37,7 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
             return consumption(project, session_id, stem, clock)
         if state == "retracted":
             return {"state": "retracted"}
-    from ..inbox import follow  # `inbox forward` moved it into another session: its receipt is there
+    from ..inbox.places import follow  # `inbox forward` moved it into another session: its receipt is there
 
     for inbox in inbox_dirs(session):
         moved, _, moved_stem, state = follow(session, inbox, stem, "missing")
@@ -126,7 +126,7 @@ def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | N
 
 
 def _message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, list] | None) -> Dispatch | None:
-    from ..inbox import evidence_for_key
+    from ..inbox.manage import evidence_for_key
     from ..project import list_sessions
 
     if not holds_project(project):

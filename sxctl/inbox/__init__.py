@@ -1,29 +1,10 @@
-"""The agent's drop-in inbox (spec inbox.md), in parts: `message` (bytes and stems), `folder`
-(an inbox folder, message states, listings), `sending`, `wait`, `manage` (retract, clean,
-prune) and `forward` (moving pending messages between sessions, keys across sessions).
+"""The agent's drop-in inbox (spec inbox.md), one module per idea; import names from the module
+that defines them (`from sxctl.inbox.sending import send`), so a command loads only what it uses:
+`inbox send --no-wait` in a shell loop loads `message`, `folder` and `sending` and nothing else.
 
-Names are imported from here as before (`from sxctl.inbox import send`); each part is loaded
-only when one of its names is first used, so `inbox send --no-wait` in a shell loop loads the
-message, folder and sending parts and nothing else.
+`message` (bytes, stems, publishing under a held stem), `folder` (an inbox folder, message
+states, listings), `sending`, `keyed` (the key step of a keyed send), `keys` (key records),
+`wait`, `manage` (retract, clean, prune), `move` (one message into another session, and recovery),
+`moves` (the records a move leaves), `places` (a key's message across the project) and `forward`
+(the `inbox forward` command).
 """
-
-from __future__ import annotations
-
-from ..lazy import lazy_parts
-
-#: the part that defines each name this package offers
-_PARTS: dict[str, tuple[str, ...]] = {
-    "message": ("MODES", "MAX_MESSAGE_BYTES", "MAX_IMAGE_BYTES", "IMAGE_EXTS", "SOFT_WAIT_S", "POLL_S",
-                "KEY_TEMP_WAIT_S", "PREVIEW_CHARS", "InboxMessage", "Image", "image_type_ok", "load_image",
-                "apply_tilde", "build_message", "check_stem", "stem_argument", "default_stem"),
-    "folder": ("InboxDir", "inbox_dirs", "primary_inbox", "is_message_name", "message_names", "MessageRow",
-               "list_messages", "find_message", "count_since", "deliverable_count"),
-    "sending": ("reserve", "publish", "check_key", "SendResult", "SendRequest", "inbox_gate", "send", "key_state",
-             "_gates"),
-    "wait": ("WaitOutcome", "wait_for", "rotation_target", "rehome"),
-    "manage": ("RetractResult", "stem_for_key", "retract", "clean", "prune", "evidence_for_key"),
-    "forward": ("Moved", "move_message", "forward_lock", "recover", "Recovered", "interrupted", "KeyPlace",
-                "moved_to", "follow", "place_of", "find_key_elsewhere", "forward_target", "pick_sources",
-                "has_pending", "ForwardPlan", "forward_pending", "key_index"),
-}
-__getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -3,7 +3,9 @@ one rule for what a message is, read by every view."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -249,8 +251,6 @@ def _unstamped(names: list[str]) -> list[str]:
     """The names that are not plain sxctl messages (`<10-digit seconds>_<9 digits>.json`, no
     priority prefix), found in one regular-expression pass over all of them. A plain message's
     place in name order is its place in the order the agent read it."""
-    import re
-
     return re.findall(r"^(?![1-9]\d{9}_\d{9}\.json$).+$", "\n".join(names), re.M)
 
 
@@ -276,7 +276,7 @@ def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, 
               if (ctime := _ctime_ns(folder, name)) is not None]
 
     def latest_first() -> Iterator[tuple[int, str]]:
-        import heapq
+        import heapq  # only history listings take the newest names: a send never loads heapq
 
         skip = set(unstamped)
         head = [name for name in heapq.nlargest(4 * READ_ORDER_SLACK + len(skip), names) if name not in skip]
@@ -302,8 +302,6 @@ def _all_moved(folder: Path) -> list[tuple[int, str]]:
 
 def newest_moved(folder: Path, want: int) -> list[tuple[int, str]]:
     """(ctime ns, name) of the `want` messages most recently moved into `folder`, newest first."""
-    import itertools
-
     others, latest, _ = _moved_in(folder)
     candidates = others + list(itertools.islice(latest, want + READ_ORDER_SLACK))
     candidates.sort(reverse=True)
@@ -349,7 +347,7 @@ def find_message(session: Session, stem: str) -> MessageRow:
             row = _read_row(inbox, inbox.folder_of(state), f"{stem}.json", state)
             if row is not None:
                 return row
-    from .forward import moved_to
+    from .moves import moved_to  # a send loads this module: the move records only when a look-up misses
 
     for inbox in inbox_dirs(session):
         hop = moved_to(inbox, stem, moving=False)

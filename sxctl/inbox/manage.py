@@ -25,8 +25,9 @@ from ..project import (
 )
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
-from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json
-from .sending import _key_record_path, _read_key_record, _remove_quietly, key_state
+from .keys import key_record_path, key_state, read_key_record
+from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json, remove_quietly
+from .places import place_of
 
 # --- retract -----------------------------------------------------------------------------------
 
@@ -40,7 +41,7 @@ class RetractResult:
 def stem_for_key(session: Session, key: str) -> str:
     """The stem an idempotency key was recorded with, searching every inbox copy."""
     for inbox in inbox_dirs(session):
-        record = _read_key_record(_key_record_path(inbox, key))
+        record = read_key_record(key_record_path(inbox, key))
         if record is not None:
             return record["stem"]
     raise NotFoundError(f"no message was sent with key {key!r} in session {session.id}", code="stem_not_found")
@@ -129,7 +130,7 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
         inbox.refuse_symlinks(inbox.path, inbox.keys)
         for path in list(_clean_candidates(inbox, cutoff)):
             if not dry_run:
-                _remove_quietly(path)
+                remove_quietly(path)
             removed.append(path)
     return removed
 
@@ -165,7 +166,7 @@ def prune(
                 if not name.endswith(".json"):
                     continue
                 try:
-                    record = _read_key_record(path)
+                    record = read_key_record(path)
                 except SxctlError:
                     record = None
                 if record is not None and os.path.lexists(inbox.pending_file(record["stem"])):
@@ -178,7 +179,7 @@ def prune(
         for inbox in inbox_dirs(session):
             _remember_pruned_keys(inbox, removed_set)
         for path in removed:
-            _remove_quietly(path)
+            remove_quietly(path)
     return removed, kept
 
 
@@ -203,7 +204,7 @@ def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
         if not name.endswith(".json") or path in removed:
             continue
         try:
-            record = _read_key_record(path)
+            record = read_key_record(path)
         except SxctlError:
             continue
         if record is None or record["stem"] not in stems or record.get("pruned"):
@@ -228,15 +229,13 @@ def evidence_for_key(project: Path, sessions: list, key: str) -> dict[str, Any]:
         session = as_session(info, project, "newest")
         for inbox in inbox_dirs(session):
             try:
-                record = _read_key_record(_key_record_path(inbox, key))
+                record = read_key_record(key_record_path(inbox, key))
             except SxctlError:
                 record = None
             if record is None:
                 continue
             state = key_state(inbox, record)
             if state == "missing" or "moved_from" in record:
-                from .forward import place_of
-
                 place = place_of(session, inbox, record)
                 return {"key_record": True, "stem": place.stem, "state": place.state,
                         "session": place.session.id, "copy": place.inbox.copy}

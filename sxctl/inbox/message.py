@@ -1,21 +1,28 @@
-"""Message files and stems: the bytes of a message, image sidecars, and the names a stem may take
-(spec inbox.md §1-3)."""
+"""Message files and stems: the bytes of a message, image sidecars, the names a stem may take, and
+publishing a message under a stem its writer holds (spec inbox.md §1-4).
+
+The message temp `<stem>.json.tmp`, created with O_EXCL, is the stem's mutex: only its holder
+may publish anything under that stem, so concurrent senders never collide or mix sidecars.
+Publishing lives here, beside the stems, so that an unkeyed `inbox send` (run in shell loops)
+loads this module, `folder` and `sending` and nothing else.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..errors import (
-    NotFoundError,
-    UsageError,
-)
-from ..fsio import (
-    read_bytes_capped,
-)
+from .. import faults
+from ..errors import ConflictError, NotFoundError, UsageError
+from ..fsio import PendingFile, atomic_write, read_bytes_capped
 from ..record import record
+
+if TYPE_CHECKING:  # `folder` imports this module
+    from ..clock import Clock
+    from .folder import InboxDir
 
 MODES = ("auto", "interrupt", "queue")
 MAX_MESSAGE_BYTES = 64_000
@@ -34,7 +41,7 @@ _FORBIDDEN_STEM_ENDINGS = (".tmp", ".json", *(f".{ext}" for ext in IMAGE_EXTS))
 # --- message model -----------------------------------------------------------------------------
 
 def _compact_json(obj: dict[str, Any]) -> bytes:
-    import json
+    import json  # only records (keys, moves) are written with it: a plain send need not load json
 
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
@@ -68,7 +75,7 @@ class InboxMessage:
             return None, None, "empty file"
         if len(raw) > MAX_MESSAGE_BYTES:
             return None, None, f"larger than {MAX_MESSAGE_BYTES} bytes"
-        from .. import jsondata
+        from .. import jsondata  # only readers parse messages: a send never loads the JSON reader
 
         try:
             obj = jsondata.loads(raw)
@@ -172,3 +179,107 @@ def default_stem(time_ns: int, priority: int | None = None) -> str:
     return stem if priority is None else f"0{priority}_{stem}"
 
 
+def is_plain_stem(stem: str) -> bool:
+    """A stem sxctl accepts (`--stem`'s rule): the only names `inbox forward` moves and records."""
+    try:
+        check_stem(stem)
+    except UsageError:
+        return False
+    return True
+
+
+def check_key(key: str) -> str:
+    """An idempotency key (`--key`): 1-256 characters, no control characters."""
+    import unicodedata  # only a keyed send checks a key: an unkeyed send in a loop never loads it
+
+    if not 1 <= len(key) <= 256 or any(unicodedata.category(c) == "Cc" for c in key):
+        raise UsageError("invalid --key: 1-256 characters, no control characters")
+    return key
+
+
+def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: Clock,
+               take: Callable[[str], bool]) -> str:
+    """The first candidate stem that `take` accepts: the user's `--stem` only, or the
+    time-based stem bumped by 1 ns up to 100 times (inbox.md §3)."""
+    if stem is not None:
+        if take(stem):
+            return stem
+        raise ConflictError(
+            f"stem {stem} is already taken in {inbox.path}", code="name_taken",
+            file=inbox.pending_file(stem),
+        )
+    time_ns = clock.time_ns()
+    for bump in range(101):
+        candidate = default_stem(time_ns + bump, priority)
+        if take(candidate):
+            return candidate
+    raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
+
+
+# --- publishing ----------------------------------------------------------------------------------
+
+class _StemTaken(Exception):
+    """The stem turned out not to be free; the caller picks another or re-checks."""
+
+
+def reserve(inbox: InboxDir, stem: str) -> PendingFile | None:
+    """Hold `stem` for one writer: its `<stem>.json.tmp`, created with O_EXCL (None if another
+    writer holds it). While held, no other writer can publish under this stem."""
+    folder = str(inbox.path)
+    try:
+        return PendingFile(f"{folder}/{stem}.json", f"{folder}/{stem}.json.tmp")
+    except FileExistsError:
+        return None
+
+
+def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
+            reservation: PendingFile | None = None) -> bool:
+    """Write one message under `stem` (sidecar first, then the message). False if taken.
+
+    Holding `<stem>.json.tmp` (O_EXCL) for the whole write makes the free-stem checks exact;
+    a caller that reserved the stem earlier passes its reservation.
+    """
+    reservation = reservation or reserve(inbox, stem)
+    if reservation is None:
+        return False
+    own = {reservation.temp}
+    sidecar: Path | None = None  # set only once this send has published it
+
+    def check_free() -> None:
+        if not inbox.stem_is_free(stem, frozenset(own)):
+            raise _StemTaken
+
+    try:  # the free-stem check runs right before each rename (sidecar, then message)
+        if image is not None:
+            target = inbox.path / f"{stem}.{image.ext}"
+            sidecar_temp = inbox.path / f"{stem}.{image.ext}.tmp"
+            own.add(sidecar_temp)
+            atomic_write(target, image.data, temp=sidecar_temp, precommit=check_free)
+            sidecar = target
+            own.add(sidecar)
+            faults.hit("after-sidecar")
+        reservation.write_all(data)
+
+        def before_rename() -> None:
+            faults.hit("before-rename")
+            check_free()
+
+        reservation.commit(before_rename)
+    except (_StemTaken, FileExistsError):
+        remove_quietly(sidecar)
+        reservation.discard()
+        return False
+    except BaseException:
+        remove_quietly(sidecar)
+        reservation.discard()
+        raise
+    return True
+
+
+def remove_quietly(path: Path | None) -> None:
+    """Unlink `path` if there is one; a file already gone is what the caller wanted."""
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -3,6 +3,9 @@ rotation (sessions.md §9)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -139,10 +142,6 @@ class _Terminated(KeyboardInterrupt):
 def _sigterm_interrupts():
     """While a command waits, SIGTERM ends the wait as Ctrl-C does — exit 130 with where the
     message is (and its JSON document) — instead of ending the process without a word."""
-    import contextlib
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return contextlib.nullcontext()
 
@@ -171,9 +170,9 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
     while True:
         state = inbox.state_of(stem)
         if state == "missing":
-            from .forward import follow as follow_moves
+            from . import places  # a send's wait loads the key look-ups only when its message moved on
 
-            moved_session, moved_inbox, moved_stem, moved_state = follow_moves(session, inbox, stem, state)
+            moved_session, moved_inbox, moved_stem, moved_state = places.follow(session, inbox, stem, state)
             if moved_inbox.path != inbox.path or moved_stem != stem:
                 emit({"event": "forwarded", "ts_ms": clock.now_ms(), "stem": stem, "to_stem": moved_stem,
                       "from": str(inbox.path), "to": str(moved_inbox.path), "session": moved_session.id})
@@ -232,7 +231,7 @@ def rehome(session: Session, inbox: InboxDir, stem: str, target: Session,
     """Move a pending message (with its sidecar and keys) into `target`'s inbox, the way `inbox
     forward` moves one; None if it was consumed meanwhile, its stem is taken there, or a forward
     out of this session is running (the next look tries again)."""
-    from .forward import forward_lock, move_message
+    from .move import forward_lock, move_message  # a plain send's wait never re-homes: no move machinery
 
     try:
         with forward_lock(session):

@@ -16,7 +16,7 @@ import zlib
 
 import pytest
 
-from sxctl import callbacks as cb
+from sxctl.callbacks.table import parse_table
 from sxctl.cron.ledger import scan_ledger
 
 from ..comis_strict import check_store_bytes
@@ -78,7 +78,7 @@ def _prepare(project):
 def check_files(project, folder, figures) -> None:
     """Everything a crash may leave must still be readable, complete and consistent."""
     # the timer table: the old bytes or a complete newer table
-    table = cb.parse_table(folder / "callbacks.json", (folder / "callbacks.json").read_bytes())
+    table = parse_table(folder / "callbacks.json", (folder / "callbacks.json").read_bytes())
     assert table.rev >= 12
     # inbox: every visible message is complete JSON, and with its sidecar if it had one
     inbox = folder / "inbox"

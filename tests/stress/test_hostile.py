@@ -164,7 +164,7 @@ def test_two_keys_racing_for_one_stem_never_drop_a_message(project, figures):
     import threading
 
     from sxctl.clock import FakeClock
-    from sxctl.inbox import SendRequest, send
+    from sxctl.inbox.sending import SendRequest, send
     from sxctl.project import select_session
 
     folder = project.session(SID, live=False)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from sxctl import callbacks as cb
+from sxctl.callbacks.table import parse_table
 from sxctl.cron.ledger import scan_ledger
 
 from ..comis_strict import check_store_bytes
@@ -116,7 +116,7 @@ def test_mixed_load_then_full_consistency(project, figures):
     interrupts = [e for e in agent.events if e["event"] == "inbox" and e["action"] in ("interrupt", "queued")]
     assert len(turns) == len(set(turns)) and len(turns) + len(interrupts) == len(done)
     # timers: a valid table, nothing lost silently
-    cb.parse_table(folder / "callbacks.json", (folder / "callbacks.json").read_bytes())
+    parse_table(folder / "callbacks.json", (folder / "callbacks.json").read_bytes())
     # cron: a strictly valid store and ledger, no claim left, one start and one terminal per run
     assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
     assert json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["activeClaims"] == []

@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from sxctl import callbacks as cb
+from sxctl.callbacks.table import encode_table, parse_table
 from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.ledger import check_row
 from sxctl.cron.schema import encode_compact, strict_loads, validate_store
-from sxctl.inbox import InboxMessage
+from sxctl.inbox.message import InboxMessage
 
 from ..comis_strict import check_store_bytes
 from ..conftest import EXAMPLES
@@ -60,7 +60,7 @@ slot_strategy = st.fixed_dictionaries({
 def test_callback_tables_round_trip(slots, rev, paused):
     doc = {"rev": rev, "updated_ms": NOW, "paused": paused,
            "slots": [{"id": i, **slot} for i, slot in sorted(slots.items())]}
-    table = cb.parse_table(Path("callbacks.json"), cb.encode_table(doc))
+    table = parse_table(Path("callbacks.json"), encode_table(doc))
     assert table.doc == doc and table.rev == rev and table.paused == paused
 
 
@@ -120,7 +120,7 @@ def test_a_damaged_timer_table_is_used_or_refused_never_rewritten(position, valu
         if code == 5:
             assert after == raw
         else:
-            assert code in (0, 4) and (code == 4 or cb.parse_table(folder / "callbacks.json", after).rev >= 1)
+            assert code in (0, 4) and (code == 4 or parse_table(folder / "callbacks.json", after).rev >= 1)
 
 
 @FAST
@@ -249,7 +249,7 @@ class TimerTable(RuleBasedStateMachine):
         if not self.file.exists():
             assert self.rev == 0
             return
-        table = cb.parse_table(self.file, self.file.read_bytes())
+        table = parse_table(self.file, self.file.read_bytes())
         assert table.rev == self.rev and table.paused == self.paused
         assert {s["id"]: s["message"] for s in table.active_slots()} == self.active
 

@@ -1,0 +1,151 @@
+"""A keyed send (spec inbox.md §6): the key step that makes a send with `--key` idempotent across
+the sessions of one project. `sending.send` loads this module only for a keyed send."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..clock import Clock
+from ..errors import ConflictError, SxctlError
+from ..fsio import PendingFile, ensure_private_dir, link_create
+from ..project import Session
+from .folder import InboxDir
+from .keys import key_record_path, key_state, read_key_record
+from .message import KEY_TEMP_WAIT_S, POLL_S, _compact_json, first_stem, publish, reserve
+from .places import find_key_elsewhere, place_of
+
+if TYPE_CHECKING:  # `sending` loads this module
+    from .sending import SendRequest
+
+
+@contextlib.contextmanager
+def project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
+    """A key names one message across the project's sessions, so two keyed sends into two
+    sessions must not both find no record and both write (each session's create-if-absent record
+    only excludes a sender of the same session): they take turns on one flock beside the
+    session folders (`.scorpiox/sessions/.sxctl-keys.lock`), which a holder that dies releases.
+    Exit 4 `lock_busy` after `wait_s`."""
+    path = os.path.join(os.path.dirname(session.dir), ".sxctl-keys.lock")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data",
+                             file=path) from None
+        raise
+    try:  # an operating-system lock held by another process: waited for in real time
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConflictError(f"another keyed send holds {path}", code="lock_busy", file=path) from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)
+
+
+def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock
+                ) -> tuple[str, str, bool, bool, Any]:
+    """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned, where the
+    message is when that is not this inbox as recorded: a `places.KeyPlace`, else None).
+
+    The first sender of a key reserves its stem *before* it creates the key record, so a record
+    only ever names a stem its own writer holds or has written: a concurrent sender with another
+    key can never publish there (it gets another stem, or `name_taken` with `--stem`).
+
+    A key identifies one message across the project's sessions: a key this session has no record
+    of, whose message still exists in another session (left behind by a restart, or forwarded),
+    is a duplicate of that message."""
+    assert request.key is not None
+    ensure_private_dir(inbox.keys)
+    record_path = key_record_path(inbox, request.key)
+    looked_elsewhere = False
+    for _ in range(100):
+        record = read_key_record(record_path)
+        if record is not None:
+            if record["content_sha256"] != request.content_sha256:
+                raise ConflictError(
+                    "key reused with different content", code="key_conflict", file=record_path
+                )
+            return _settle_recorded(session, inbox, request, record, clock)
+        if not looked_elsewhere:
+            looked_elsewhere = True
+            elsewhere = find_key_elsewhere(session, request.key)
+            if elsewhere is not None:
+                if elsewhere.record["content_sha256"] != request.content_sha256:
+                    raise ConflictError(
+                        f"key reused with different content (its message is in session {elsewhere.session.id})",
+                        code="key_conflict", file=key_record_path(elsewhere.inbox, request.key),
+                    )
+                return elsewhere.stem, elsewhere.state, True, False, elsewhere
+        reservation: PendingFile | None = None
+
+        def take(stem: str) -> bool:
+            nonlocal reservation
+            held = reserve(inbox, stem)
+            if held is not None and not inbox.stem_is_free(stem, frozenset({held.temp})):
+                held.discard()
+                held = None
+            reservation = held
+            return held is not None
+
+        stem = first_stem(inbox, request.stem, request.priority, clock, take)
+        assert reservation is not None
+        body = {
+            "key": request.key, "stem": stem, "content_sha256": request.content_sha256,
+            "created_ms": clock.now_ms(),
+        }
+        try:
+            link_create(record_path, _compact_json(body))
+        except FileExistsError:
+            reservation.discard()  # another sender of this key was first: settle on its record
+            continue
+        except BaseException:
+            reservation.discard()
+            raise
+        if not publish(inbox, stem, request.data, request.image, reservation):
+            raise ConflictError(f"stem {stem} was taken while reserved for key {request.key!r}",
+                                code="lock_busy", file=inbox.pending_file(stem))
+        return stem, "pending", False, False, None
+    raise ConflictError(f"could not settle key record {record_path}", code="lock_busy")
+
+
+def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, record: dict[str, Any],
+                     clock: Clock) -> tuple[str, str, bool, bool, Any]:
+    """A record exists: its message is written (a duplicate, wherever `inbox forward` moved it),
+    being written (wait for its writer), or was never written because its writer crashed (write
+    it now)."""
+    stem = record["stem"]
+    for _ in range(100):
+        state = key_state(inbox, record)
+        if state != "missing" and "moved_from" not in record:
+            return stem, state, True, False, None
+        place = place_of(session, inbox, record)  # a forwarded message, or one whose move has not arrived yet
+        if place.state != "missing":
+            return place.stem, place.state, True, False, place
+        temp = inbox.temp_file(stem)
+        if os.path.lexists(temp):
+            deadline = clock.monotonic() + KEY_TEMP_WAIT_S
+            while os.path.lexists(temp) and clock.monotonic() < deadline:
+                clock.sleep(POLL_S)
+            if os.path.lexists(temp):
+                raise ConflictError(
+                    f"another writer holds {temp} for key {request.key!r}; "
+                    "if it crashed, `sxctl inbox clean` removes it after an hour",
+                    code="lock_busy", file=temp,
+                )
+            continue
+        if publish(inbox, stem, request.data, request.image):
+            return stem, "pending", True, True, None
+    raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code="lock_busy")
+
