@@ -218,6 +218,16 @@ def ensure_private_dir(folder: Path) -> Path:
     return folder
 
 
+def file_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
+    """(inode, size, mtime) of `path`, or None when it cannot be stat'ed: the answer to "did this
+    file change since I read it", so a cache re-reads a file only when its stamp differs."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def open_regular(path: str | os.PathLike) -> int:
     """A read-only descriptor of a regular file, never through a symlink and never blocking:
     a FIFO or device where a data file should be is refused (OSError EINVAL), not waited on."""

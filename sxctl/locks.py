@@ -9,23 +9,21 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .errors import ConflictError, SxctlError
 from .fsio import atomic_write, read_data_file, refuse_symlink
-
-if TYPE_CHECKING:
-    import threading
 
 
 @contextmanager
 def writer_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
     """Hold an exclusive flock on `path` (created 0600), or exit 4 `lock_busy` after the timeout."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # here, not at the top: heavy, and most commands take no lock
 
     lock = FileLock(str(path), timeout=timeout_s, mode=0o600)
     try:
@@ -99,8 +97,6 @@ class MkdirLock:
         self.release()
 
     def acquire(self) -> None:
-        import socket
-
         self._host = socket.gethostname()
         refuse_symlink(self.sentinel)
         refuse_symlink(self.note)
@@ -196,8 +192,6 @@ class MkdirLock:
     def _dead_notes(self) -> Iterator[tuple[dict, bool]]:
         """(note, published) for the owner note and the prepared ones written by a dead process
         on this host."""
-        import socket
-
         host = socket.gethostname()
         candidates = [(self.note, True)] + [
             (Path(entry.path), False) for entry in os.scandir(self.note.parent)
@@ -238,8 +232,6 @@ class MkdirLock:
                     pass
 
     def _start_refresh(self) -> None:
-        import threading
-
         self._stop = stop = threading.Event()
         self._thread = thread = threading.Thread(target=self._refresh_loop, args=(stop,), name="sxctl-lock-refresh",
                                                  daemon=True)

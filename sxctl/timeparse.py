@@ -7,6 +7,7 @@ offset) or a naive wall time read in a zone, with explicit fold choice (cron-sto
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -19,14 +20,14 @@ def local_zone():
     """The zone local times are shown in: the system's IANA zone, so a date across a DST change
     gets that date's offset (not today's); else dateutil's view of the C library's local time;
     UTC when even that cannot be used (`TZ=UTC+99`) — a display choice, never a reason to fail."""
-    from zoneinfo import ZoneInfo
+    from zoneinfo import ZoneInfo  # lazy: `inbox send` loads this module and never a zone
 
     try:
         return ZoneInfo(local_zone_name())
     except (UsageError, ValueError, OSError, KeyError):
         pass
     try:
-        from dateutil import tz
+        from dateutil import tz  # lazy: heavy third-party, only when the system zone has no IANA name
 
         zone = tz.tzlocal()
         datetime.now(zone).utcoffset()
@@ -92,7 +93,7 @@ _NAIVE = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 
 def load_zone(name: str):
     """An IANA zone by name (`local` = the system zone's IANA name); exit 2 when unknown."""
-    from zoneinfo import ZoneInfo
+    from zoneinfo import ZoneInfo  # lazy: `inbox send` loads this module and never a zone
 
     if name == "local":
         name = local_zone_name()
@@ -107,8 +108,8 @@ def load_zone(name: str):
 def zone_hint(name: str) -> str:
     """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
     Europe/Berlin (the error message itself stays comis's)."""
-    import difflib
-    from zoneinfo import available_timezones
+    import difflib  # lazy: only an unknown zone name needs a hint
+    from zoneinfo import available_timezones  # lazy: as above
 
     zones = sorted(available_timezones())
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
@@ -121,12 +122,12 @@ def zone_hint(name: str) -> str:
 def canonical_zone_name(name: str) -> str:
     """The IANA spelling of a zone named in any case (`utc` -> `UTC`, as comis accepts), or
     `name` itself when no zone matches."""
-    from zoneinfo import available_timezones
+    from zoneinfo import available_timezones  # lazy: `inbox send` loads this module and never a zone
 
     if name in ("UTC", "local"):
         return name
     try:
-        from zoneinfo import ZoneInfo
+        from zoneinfo import ZoneInfo  # lazy: as above
 
         ZoneInfo(name)
         return name
@@ -143,8 +144,6 @@ LATEST_SCHEDULABLE_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z
 
 def local_zone_name() -> str:
     """The system zone as an IANA name, from `TZ` or the `/etc/localtime` link."""
-    import os
-
     tz = os.environ.get("TZ", "").lstrip(":")
     if tz and "/" in tz and not tz.startswith("/"):
         return tz

@@ -95,7 +95,7 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
     from sxctl.inbox import sending
 
     sending._switch_cache.clear()  # per-process caches: a new process would start without them
-    project._exe_dir_on.cache_clear()
+    project.cascade._exe_dir_on.cache_clear()
     faults.arm(None)
     overrides: dict[str, str | None] = dict.fromkeys(os.environ)
     overrides.update(env if env is not None else {})

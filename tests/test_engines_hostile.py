@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from sxctl import engines
+from sxctl.errors import SxctlError
 
 from .conftest import Project
 
@@ -230,7 +231,7 @@ def test_the_kubernetes_manifest_reads_back_as_one_cronjob_with_the_intended_val
 def test_a_manifest_that_would_not_read_back_is_never_printed(project, monkeypatch):
     """The read-back is the last line of defence: a manifest the parser reads differently (here
     an emitter that forgets to quote) is refused, not printed."""
-    monkeypatch.setattr(engines, "_yaml_scalar", lambda value: str(value))
+    monkeypatch.setattr(engines.kubernetes, "_yaml_scalar", lambda value: str(value))
     result = project.run("cron", "export", "--target", "kubernetes", "--pvc", "agent-work", "--json")
     assert result.code == 2 and result.json()["error"]["target"] == "kubernetes"
     assert "does not read back as written" in result.json()["error"]["message"]
@@ -353,7 +354,7 @@ def test_a_device_as_the_crontab_file_is_refused_on_reading_not_read_without_end
                           cwd=project.root, env=project.env(), capture_output=True, text=True, timeout=60,
                           preexec_fn=limit)
     assert done.returncode in (0, 9) and "internal error" not in done.stderr, done.stderr
-    with pytest.raises(engines.SxctlError) as refused:
+    with pytest.raises(SxctlError) as refused:
         engines.read_outside_file(Path("/dev/zero"))
     assert refused.value.exit_code == 5 and "not a regular file" in refused.value.message
 
@@ -363,7 +364,7 @@ def test_a_fifo_that_appears_before_the_rename_is_not_replaced(tmp_path):
     be replaced stays (exit 5), checked again right before the rename."""
     fifo = tmp_path / "unit.service"
     os.mkfifo(fifo)
-    with pytest.raises(engines.SxctlError) as refused:
+    with pytest.raises(SxctlError) as refused:
         engines.replace_outside_file(fifo, b"[Unit]\n", mode=0o644)
     assert refused.value.exit_code == 5 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert os.listdir(tmp_path) == ["unit.service"]  # no temp left
@@ -592,7 +593,7 @@ def test_a_crontab_lock_folder_others_may_enter_is_refused(project, tmp_path, mo
     folder = tmp_path / "sxctl-lock"
     folder.mkdir(mode=0o777)
     os.chmod(folder, 0o777)
-    monkeypatch.setattr(engines, "Path", lambda text: folder if text.startswith("/tmp/sxctl-") else Path(text))
+    monkeypatch.setattr(engines.crontab, "Path", lambda text: folder if text.startswith("/tmp/sxctl-") else Path(text))
     result = project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file",
                          str(tmp_path / "crontab"), "--json")
     assert result.code == 5 and "crontab lock" in result.json()["error"]["message"], result.out

@@ -136,9 +136,9 @@ def test_watch_keeps_a_mark_of_the_history_not_its_names(project, history, monke
 
 
 def test_status_and_doctor_say_when_the_history_is_large(project, history, monkeypatch):
-    import sxctl.observe
+    import sxctl.observe.summary
 
-    monkeypatch.setattr(sxctl.observe, "LARGE_HISTORY", 150)
+    monkeypatch.setattr(sxctl.observe.summary, "LARGE_HISTORY", 150)
     doc = project.run("status", "--json").json()
     assert doc["inbox"]["consumed_kept"] == 200
     [problem] = [p for p in doc["problems"] if p["code"] == "inbox_history_large"]

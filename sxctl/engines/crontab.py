@@ -1,0 +1,299 @@
+"""The crontab engine: sxctl's marked block (one entry a minute running `cron tick`), read back
+the way cron and sh will read it, and installed or removed under a per-user lock."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, SystemRefusedError, UsageError
+from ..fsio import refuse_symlink
+from ..locks import writer_lock
+from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_non_regular, replace_outside_file
+from .values import MARKER, ReadBackError, TickCommand, refuse_value
+
+#: the longest command cron keeps (Debian's cron cuts a longer one silently: MAX_COMMAND 1000)
+CRON_COMMAND_MAX = 999
+CRONTAB_LOCK_WAIT_S = 30.0
+_LOG_DIR = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
+#: the command that sets `--env` variables in a crontab entry: a word of its own for each, which
+#: env(1) reads as NAME=VALUE whatever sh's quoting (sh's own `NAME=value` prefix is an
+#: assignment only while NAME stays unquoted, which a read-back by words cannot see)
+_ENV_COMMAND = "/usr/bin/env"
+
+
+def _cron_word(word: str) -> str:
+    """One shell word of a crontab command: shell-quoted, every `%` outside the quotes and
+    escaped for cron (`\\%`), so no backslash of the word can ever stand right before it (cron
+    reads `\\\\%` as an escaped backslash and an unescaped `%`, which cuts the line)."""
+    if "%" not in word:
+        return shlex.quote(word)
+    return "\\%".join(shlex.quote(piece) if piece else "" for piece in word.split("%"))
+
+
+def crontab_log(tick: TickCommand) -> str:
+    """The crontab entry's `--log` file, as sh sees it before expanding it: under
+    `$XDG_STATE_HOME/sxctl` (default `~/.local/state/sxctl`), one per project."""
+    return f"{_LOG_DIR}/tick-{tick.slug}.log"
+
+
+def _crontab_words(tick: TickCommand) -> list[str]:
+    """The words sh must see in the crontab's command (what `check_crontab_block` compares)."""
+    env = [_ENV_COMMAND, *(f"{name}={value}" for name, value in tick.env)] if tick.env else []
+    return ["cd", str(tick.project), "&&", *env, *tick.argv(), "--log", crontab_log(tick)]
+
+
+def _begin_line(tick: TickCommand) -> str:
+    return f"# BEGIN sxctl cron tick for {tick.project} ({MARKER}; remove with --uninstall)"
+
+
+def _end_line(tick: TickCommand) -> str:
+    return f"# END sxctl cron tick for {tick.project}"
+
+
+_CRONTAB_NOTE = ("# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl "
+                 "(default ~/.local/state), moved to .1 at 1 MiB")
+
+
+def crontab_block(tick: TickCommand) -> str:
+    """sxctl's block for this project (exit 2 when a value cannot be written into a crontab),
+    read back the way cron and sh will before it is returned. The pass writes its own log
+    (`cron tick --log`, bounded by `TickLog`): the entry redirects nothing, so it never appends
+    without end."""
+    tick.check("crontab")
+    words = _crontab_words(tick)[3:-2]  # the command after `cd PROJECT &&`, before `--log FILE`
+    command = (f"cd {_cron_word(str(tick.project))} && {' '.join(_cron_word(word) for word in words)} "
+               f'--log "{crontab_log(tick)}"')
+    size = len(command.encode())
+    if size > CRON_COMMAND_MAX:
+        why = f"the command would be {size} bytes long, and cron keeps at most {CRON_COMMAND_MAX}"
+        if tick.env:
+            raise UsageError(f"the crontab entry with these --env values would be {size} bytes long, and cron "
+                             f"keeps at most {CRON_COMMAND_MAX} (it drops the rest without a word); shorten them, "
+                             "or use --target systemd; nothing was written", target="crontab")
+        raise refuse_value("the project path", str(tick.project), "crontab", why)
+    block = f"{_begin_line(tick)}\n{_CRONTAB_NOTE}\n* * * * * {command}\n{_end_line(tick)}\n"
+    check_crontab_block(block, tick)
+    return block
+
+
+def cron_command(field: str) -> tuple[str, str | None]:
+    """What cron runs for an entry's command field, as Vixie cron and cronie read it: `\\%` is a
+    `%`, any other backslash stays; the first unescaped `%` ends the command and starts its
+    standard input. (command, stdin or None)."""
+    out: list[str] = []
+    escaped = False
+    for index, ch in enumerate(field):
+        if escaped:
+            if ch == "%":
+                out[-1] = "%"
+            else:
+                out.append(ch)
+            escaped = False
+            continue
+        if ch == "%":
+            return "".join(out), field[index + 1:]
+        out.append(ch)
+        escaped = ch == "\\"
+    return "".join(out), None
+
+
+def check_crontab_block(block: str, tick: TickCommand) -> None:
+    """The block must be its four lines, one of them an entry whose command cron runs whole and
+    sh splits into exactly the intended words."""
+    lines = block.split("\n")
+    if lines[-1] != "" or lines[:-1][0:2] != [_begin_line(tick), _CRONTAB_NOTE] or len(lines) != 5 \
+            or lines[3] != _end_line(tick):
+        raise ReadBackError("crontab", "the block is not its four lines")
+    if not lines[2].startswith("* * * * * "):
+        raise ReadBackError("crontab", "the entry is not one every minute")
+    command, stdin = cron_command(lines[2][len("* * * * * "):])
+    if stdin is not None:
+        raise ReadBackError("crontab", "cron would cut the command at a '%'")
+    try:
+        words = shlex.split(command)
+    except ValueError as error:
+        raise ReadBackError("crontab", f"sh could not read the command: {error}") from None
+    if words != _crontab_words(tick):
+        raise ReadBackError("crontab", "sh would run other words than intended")
+
+
+def _block_spans(text: str, tick: TickCommand) -> list[tuple[int, int]]:
+    """Where sxctl's blocks for exactly this project are: whole lines equal to its begin and
+    end markers (a block for `app (copy)` is not one for `app`)."""
+    begin, end = _begin_line(tick), _end_line(tick)
+    spans = []
+    lines = text.split("\n")  # cron's lines: only a newline ends one
+    offsets = [0]
+    for line in lines:
+        offsets.append(min(offsets[-1] + len(line) + 1, len(text)))
+    index = 0
+    while index < len(lines):
+        if lines[index] == begin:
+            for stop in range(index + 1, len(lines)):
+                if lines[stop] == end:
+                    spans.append((offsets[index], offsets[stop + 1]))
+                    index = stop
+                    break
+            else:
+                raise SxctlError(f"the crontab has the start of sxctl's block for {tick.project} but not its end; "
+                                 "fix it with `crontab -e`", code="invalid_data")
+        index += 1
+    return spans
+
+
+def blocks_in(text: str, tick: TickCommand) -> list[str]:
+    """sxctl's blocks for this project in a crontab's text (normally none or one)."""
+    return [text[start:stop] for start, stop in _block_spans(text, tick)]
+
+
+def has_block(text: str, tick: TickCommand) -> bool:
+    """Whether a crontab's text holds sxctl's block for this project."""
+    try:
+        return bool(_block_spans(text, tick))
+    except SxctlError:
+        return True  # its start is there (doctor says installed; `--install` says what is wrong)
+
+
+def _decode(raw: bytes) -> str:
+    """A crontab's bytes as text, every byte kept (one not UTF-8 comes back on writing)."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+class Crontab:
+    """The user's crontab through crontab(1), or a crontab file given instead (a file for
+    /etc/cron.d-style setups, or a test). Its text keeps every byte, UTF-8 or not."""
+
+    def __init__(self, file: Path | None = None) -> None:
+        self.file = file
+
+    def __str__(self) -> str:
+        return str(self.file) if self.file is not None else "your crontab"
+
+    def read(self) -> str:
+        if self.file is not None:
+            return _decode(read_outside_file(self.file) or b"")
+        done = self._crontab("-l")
+        if done.returncode != 0:
+            err = done.stderr.decode("utf-8", "replace").strip()
+            if "no crontab" in err:
+                return ""
+            raise SxctlError(f"crontab -l failed: {err}", code="internal")
+        if len(done.stdout) > OUTSIDE_FILE_CAP:
+            raise InvalidDataError("crontab -l", f"larger than {OUTSIDE_FILE_CAP} bytes")
+        return _decode(done.stdout)
+
+    def write(self, text: str) -> None:
+        if self.file is not None:
+            replace_outside_file(self.file, _encode(text))
+            return
+        done = self._crontab("-", _encode(text))
+        if done.returncode != 0:
+            raise SxctlError(f"crontab - failed: {done.stderr.decode('utf-8', 'replace').strip()}", code="internal")
+
+    @staticmethod
+    def _crontab(arg: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        """crontab(1) found on PATH the way a shell finds it: a PATH folder that cannot be searched
+        (or a `crontab` there that cannot be run) is passed over, not reported as the crontab's
+        failure."""
+        program = shutil.which("crontab")
+        if program is None:
+            raise NotFoundError("crontab(1) is not installed here; install cron, or use --target systemd "
+                                "(or --crontab-file FILE)", code="file_not_found")
+        try:
+            return subprocess.run([program, arg], input=stdin if stdin is not None else b"", capture_output=True,
+                                  timeout=30)
+        except subprocess.TimeoutExpired:
+            raise SxctlError(f"crontab {arg} did not finish within 30 s", code="timeout") from None
+        except OSError as error:
+            raise SystemRefusedError.from_os_error(error, "cannot run crontab(1)") from None
+
+
+def crontab_lock_folder() -> Path:
+    """`/tmp/sxctl-<uid>`: one folder per user id, whatever HOME or XDG_STATE_HOME say. A crontab
+    belongs to the user id, so every sxctl that edits it — another shell with another HOME, `sudo`
+    without `-H` — must meet at the same lock. Made 0700; refused (exit 5) unless it is a real
+    folder of this user that nobody else may enter (as tmux does with /tmp/tmux-<uid>)."""
+    folder = Path(f"/tmp/sxctl-{os.getuid()}")
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise SystemRefusedError.from_os_error(error, "cannot create the folder of the crontab lock") from None
+    st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise SxctlError(f"refusing to use {folder} for the crontab lock: it must be a folder of user "
+                         f"{os.getuid()} with mode 0700 (remove it and run the command again)",
+                         code="invalid_data", file=folder)
+    return folder
+
+
+def crontab_lock():
+    """The lock every sxctl process of this user takes around its crontab edit (read, write,
+    read back): `/tmp/sxctl-<uid>/crontab.lock`, held up to 30 s (exit 4)."""
+    path = crontab_lock_folder() / "crontab.lock"
+    refuse_symlink(path)
+    refuse_non_regular(path)
+    return writer_lock(path, CRONTAB_LOCK_WAIT_S, "the crontab")
+
+
+def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str], wanted: list[str]) -> bool:
+    """Apply `edit` to the crontab under the lock; read it back: sxctl's blocks for this project
+    must then be exactly `wanted`, or exit 4 (another program changed the crontab meanwhile).
+    False when nothing had to change."""
+    with crontab_lock():
+        text = crontab.read()
+        new = edit(text)
+        if new == text:
+            return False
+        crontab.write(new)
+        try:
+            found = blocks_in(crontab.read(), tick)
+        except SxctlError as error:
+            found = [error.message]
+        if found != wanted:
+            state = "is not there as written" if wanted else "is still there"
+            raise ConflictError(f"{crontab} was written, but sxctl's block for {tick.project} {state} when read back "
+                                "(another program changed it at the same time); run the command again",
+                                code="lost_update")
+    return True
+
+
+def install_crontab(tick: TickCommand, crontab: Crontab) -> bool:
+    """Put sxctl's block in the crontab (replacing an older one, and any copy of it); False when
+    it was there as is."""
+    block = crontab_block(tick)
+
+    def edit(text: str) -> str:
+        spans = _block_spans(text, tick)
+        if not spans:
+            return text + ("\n" if text and not text.endswith("\n") else "") + block
+        new = text[:spans[0][0]] + block
+        for (_, stop), (start, _) in zip(spans, spans[1:], strict=False):
+            new += text[stop:start]
+        return new + text[spans[-1][1]:]
+
+    return _edit_crontab(tick, crontab, edit, [block])
+
+
+def uninstall_crontab(tick: TickCommand, crontab: Crontab) -> bool:
+    """Remove every sxctl block for this project; False when there was none."""
+
+    def edit(text: str) -> str:
+        kept, last = "", 0
+        for start, stop in _block_spans(text, tick):
+            kept += text[last:start]
+            last = stop
+        return kept + text[last:]
+
+    return _edit_crontab(tick, crontab, edit, [])

@@ -1,0 +1,220 @@
+"""`doctor`'s checks of the workspace's scheduler: the cron files, whether a pass runs, the jobs'
+target projects and the ledger."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Any
+
+from ..cron.heartbeat import FILE_NAME, read_heartbeat
+from ..cron.jobs import is_overdue
+from ..cron.ledger import project_run
+from ..cron.store import daemon_locks
+from ..cron.targets import target_problems
+from ..cron.views import check_files
+from ..engines import TickCommand, has_block, systemd_unit_dir
+from ..errors import SxctlError
+from .findings import CLOCK_SKEW_MS, Findings
+
+#: a workspace with jobs and no pass for this long has no working scheduler
+NO_PASS_FAIL_MS = 3 * 60_000
+#: passes that found the store lock busy for this long (no pass ran) are a failed check
+BUSY_FAIL_MS = 15 * 60_000
+LEDGER_WARN_SHARE = 0.8
+
+
+def check_cron_files(found: Findings, ws, max_log_bytes: int) -> tuple[dict[str, Any], Any] | None:
+    """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
+    reads them (a pass stops on any of them): the store and the ledger, or None when one is invalid."""
+    store, ledger, problems = check_files(ws, max_log_bytes)
+    if problems:
+        names = ", ".join(dict.fromkeys(os.path.basename(p.file) for p in problems))
+        stops = "every scheduler pass stops on it" if os.path.lexists(ws.store) else "cron commands stop on it"
+        found.add("cron files", "fail", f"{problems[0].message}; {stops}",
+                  f"sxctl cron validate   # names each problem in {names}; sxctl never rewrites an invalid file: "
+                  "fix it by hand or move it aside")
+        return None
+    found.add("cron files", "ok", "store, policy file and ledger are valid" if store is not None
+              else "no cron store")
+    return store or {"jobs": []}, ledger
+
+
+def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, environ, crontab_text, project) -> None:
+    """Is a scheduler pass running? Judged from the heartbeat, which every pass writes, and only
+    from a heartbeat that is a record a pass writes and whose time this clock can believe."""
+    jobs = [job for job in store["jobs"] if job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed")]
+    beat = read_heartbeat(ws)
+    path = ws.scheduler / FILE_NAME
+    engine = _installed_engine(ws, project, environ, crontab_text)
+    replace = f"mv {path} {path}.bad && sxctl cron tick   # a pass writes a new one"
+    if not jobs:
+        if beat is not None and "invalid" in beat:
+            found.add("scheduler", "warn", f"no scheduled jobs; the heartbeat {path} cannot be trusted: "
+                      f"{beat['invalid']}", replace)
+        else:
+            found.add("scheduler", "ok", "no scheduled jobs" + (f"; {engine}" if engine else ""))
+        return
+    install = "sxctl cron export --target crontab --install   # or --target systemd"
+    if beat is None:
+        found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass has ever run here",
+                  install if not engine else "check the installed entry: " + engine)
+    elif "invalid" in beat:
+        found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat {path} cannot be trusted: "
+                  f"{beat['invalid']}; nothing shows that a pass runs", replace)
+    else:
+        age = now - beat["lastPassMs"]
+        where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
+        if age < -CLOCK_SKEW_MS:
+            found.add("scheduler", "fail", f"the heartbeat {path} is {-age // 1000}s ahead of this clock (written "
+                      f"on {beat['host']}): the clocks disagree, so no pass can be shown to run",
+                      f"timedatectl status   # here and on {beat['host']}: synchronise both clocks (NTP); "
+                      "the next pass rewrites the heartbeat")
+        elif age > NO_PASS_FAIL_MS:
+            found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass for "
+                      f"{age // 60_000} minute(s); {where}",
+                      ("check the installed entry: " + engine) if engine else install)
+        elif beat["outcome"] == "failed":
+            found.add("scheduler", "fail", f"the last pass failed: {beat['detail']}",
+                      "sxctl cron tick   # run one pass by hand to see the error")
+        elif beat["outcome"] == "no_store":
+            found.add("scheduler", "fail", f"the last pass found no store, but {ws.store} holds {len(jobs)} "
+                      f"scheduled job(s): the installed pass looks at another workspace; {where}",
+                      "sxctl cron export --target crontab --install   # again, from this project")
+        elif beat["outcome"] == "busy" and now - (beat.get("busySinceMs") or now) > BUSY_FAIL_MS:
+            found.add("scheduler", "fail", f"every pass for {(now - beat['busySinceMs']) // 60_000} minute(s) "
+                      f"found the store lock busy: a pass hangs, or a lock is left behind; {where}",
+                      f"ls -la --time-style=full-iso {ws.scheduler}   # see the locks check; "
+                      "stop a hung `sxctl cron tick`, or rmdir a lock no process holds")
+        else:
+            found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
+    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled" and is_overdue(job, now)]
+    if overdue:
+        found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
+                  "sxctl status   # waiting for the agent, or no pass running?")
+
+
+def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
+    """Does every job's target project resolve in this workspace, and will it still after a copy,
+    a move or a container mount? (`cron.targets.target_problems`, resolved as dispatch resolves
+    them.) A target that resolves to no project fails, and so does one that sends into the
+    project this workspace was copied from, when the job would run an agent turn or a heartbeat
+    now; the rest warn, each with the `cron update` that fixes it."""
+    problems = target_problems(store, ws.root)
+    total = sum(1 for job in store["jobs"] if "deliveryTarget" in job
+                and job["lifecycle"]["status"] != "one_shot_terminal")
+    if not problems:
+        found.add("job targets", "ok", f"{total} job target(s) resolve in this workspace" if total
+                  else "no job has a target of its own")
+        return
+
+    def update(name: str, folder: str) -> str:  # a name that starts with '-' goes after `--`
+        if name.startswith("-"):
+            return f"sxctl cron update --to-project {folder} -- {shlex.quote(name)}"
+        return f"sxctl cron update {shlex.quote(name)} --to-project {folder}"
+
+    def fix(problem) -> str:
+        return update(problem.job["name"],
+                      shlex.quote(str(problem.suggestion)) if problem.suggestion is not None else "DIR")
+
+    def fixes(group) -> str:
+        shown = "; ".join(fix(p) for p in group[:3])
+        more = f"   # and the same for the other {len(group) - 3}" if len(group) > 3 else ""
+        unknown = "   # DIR: the folder that holds the project's .scorpiox/ now" \
+            if any(p.suggestion is None for p in group[:3]) else ""
+        return shown + (more or unknown)
+
+    def names(group) -> str:
+        listed = ", ".join(p.job["name"] for p in group[:5])
+        return listed + (f" and {len(group) - 5} more" if len(group) > 5 else "")
+
+    def blocking(problem) -> bool:  # it would dispatch into the wrong place, or fail, at its next run
+        return problem.job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed") \
+            and problem.job["payload"]["kind"] in ("agent_turn", "heartbeat_event")
+
+    for kind in ("linked", "missing", "copied", "absolute", "outside"):
+        group = [p for p in problems if p.kind == kind]
+        if not group:
+            continue
+        first = group[0]
+        where = f"{first.resolved}" + ("" if first.stored == str(first.resolved) else f" (stored as {first.stored!r})")
+        jobs = f"job {first.job['name']} sends" if len(group) == 1 else f"{len(group)} jobs ({names(group)}) send"
+        also = "" if len(group) == 1 else " (the first)"
+        status = "fail" if kind in ("linked", "missing", "copied") and any(blocking(p) for p in group) else "warn"
+        if kind == "linked":
+            found.add("job targets", status, f"{jobs} to {where}{also}, through a symbolic link below this "
+                      f"workspace ({ws.root}): a relative target must be a folder of the workspace, and a run "
+                      "is refused (`precondition`) rather than sent where the link points", fixes(group))
+        elif kind == "missing":
+            found.add("job targets", status, f"{jobs} to a project that is not there: {where}{also} holds no "
+                      ".scorpiox/ folder, so every run fails `precondition`", fixes(group))
+        elif kind == "copied":
+            found.add("job targets", status, f"{jobs} into {where}, the project this workspace ({ws.root}) was "
+                      "copied from (its store has the same seed): the runs go to that project's agent, not to "
+                      "this one's", fixes(group))
+        elif kind == "absolute":
+            found.add("job targets", status, f"{jobs} to {where}{also}, stored as an absolute path (by an older "
+                      "sxctl): a copied, moved or mounted workspace would still send there; the update stores it "
+                      "relative to the workspace", fixes(group))
+        else:
+            found.add("job targets", status, f"{jobs} to {where}{also}, a project outside this workspace "
+                      f"({ws.root}): a copied, moved or mounted workspace still sends there",
+                      f"nothing while {first.resolved} stays where it is; for a project moved under the workspace: "
+                      + update(first.job["name"], "DIR"))
+
+
+def _installed_engine(ws, project, environ, crontab_text) -> str | None:
+    """Which engine sxctl installed for this project: a crontab block or a systemd timer."""
+    if project is None:
+        return None
+    tick = TickCommand(project, ws.root)
+    text = crontab_text()
+    if text is not None and has_block(text, tick):
+        return "crontab block installed"
+    timer = f"{tick.unit_name}.timer"
+    for system in (False, True):
+        try:
+            folder = systemd_unit_dir(system, environ)
+        except SxctlError:  # no home folder to look in
+            continue
+        if (folder / timer).exists():
+            enabled = (folder / "timers.target.wants" / timer).exists()
+            return f"systemd timer {timer} installed" + ("" if enabled else " but not enabled")
+    return None
+
+
+def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, max_log_bytes: int, environ) -> None:
+    """The ledger's size against its ceiling; with the files read (`files`: the store and the
+    scanned ledger), its unknown runs and the rows a comis daemon rejects."""
+    try:
+        size = os.stat(ws.ledger).st_size
+    except FileNotFoundError:
+        size = 0
+    if size >= max_log_bytes:
+        found.add("ledger", "fail", f"the ledger is {size} bytes, at its ceiling of {max_log_bytes}",
+                  "sxctl cron tick --retain-executions 200   # keeps fewer finished runs")
+    elif size >= LEDGER_WARN_SHARE * max_log_bytes:
+        found.add("ledger", "warn", f"the ledger is {size} bytes, {size * 100 // max_log_bytes}% of its ceiling",
+                  "sxctl cron tick --retain-executions 500")
+    else:
+        found.add("ledger", "ok", f"{size} of {max_log_bytes} bytes")
+    store, ledger = files if files is not None else ({"jobs": []}, None)
+    names = {job["id"]: job["name"] for job in store["jobs"]}
+    groups = sorted((g for g in ledger.groups.values() if g.start is not None), key=lambda g: g.sort_key,
+                    reverse=True) if ledger is not None else []
+    runs = [project_run(group) for group in groups]
+    unknown = [run for run in runs if run["status"] == "unknown"]
+    if unknown:
+        name = names.get(unknown[0]["jobId"])
+        found.add("unknown runs", "warn", f"{len(unknown)} run(s) ended unknown (never replayed); decide each",
+                  f"sxctl cron runs {name} --evidence" if name else "sxctl cron runs --all-jobs --evidence")
+    daemons = [d for d in daemon_locks(ws, environ) if d.owns_workspace]
+    if daemons:
+        dispatched = [run for run in runs if (run.get("outcome") or {}).get("kind") == "inbox_dispatch"]
+        if dispatched:
+            found.add("comis daemon", "fail", f"a comis daemon (pid {daemons[0].pid}) owns this workspace and the "
+                      f"ledger holds {len(dispatched)} inbox_dispatch row(s) it rejects",
+                      "sxctl cron handoff   # moves sxctl's ledger aside so the daemon starts clean")
+        else:
+            found.add("comis daemon", "warn", f"a comis daemon (pid {daemons[0].pid}) owns this workspace; "
+                      "`sxctl cron tick` stays out of its way", None)

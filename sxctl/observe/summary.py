@@ -1,0 +1,180 @@
+"""`status`: liveness, timers, inbox, cron and the problems found, for one session and its
+workspace. Read-only: nothing here takes a lock or writes."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
+from ..clock import SYSTEM_CLOCK, Clock
+from ..cron.gating import hold_state
+from ..cron.jobs import is_overdue
+from ..cron.ledger import recent_runs
+from ..cron.policy import read_policy
+from ..cron.receipts import run_consumption
+from ..cron.store import read_store
+from ..cron.views import job_state
+from ..errors import InvalidDataError, SystemRefusedError
+from ..inbox.folder import count_since, list_messages
+from ..project import Session, list_sessions, live_sessions, several_live_warning
+from .stranded import stranded_problem, stranded_sessions
+
+#: consumed messages kept in done/ beyond which `status` (and `doctor`) suggest pruning
+LARGE_HISTORY = 10_000
+
+
+def read_timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    try:
+        view = view_table(session)
+    except InvalidDataError as error:
+        return {"file_exists": True, "active": None, "capacity": CAPACITY, "paused": None, "next_fire_ms": None,
+                "invalid": error.reason}, None
+    doc = view.winner.doc if view.winner else {}
+    active = [s for s in doc_slots(doc).values() if is_active(s)]
+    return {"file_exists": view.exists, "rev": doc_rev(doc), "active": len(active), "capacity": CAPACITY,
+            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+            }, doc
+
+
+def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
+    pending = list_messages(session, ("pending",))
+    last_hour, kept = count_since(session, "consumed", now_ms - 3_600_000)  # no file in done/ is read
+    return {
+        "pending": len(pending),
+        "oldest_pending_age_ms": max((now_ms - r.mtime_ms for r in pending), default=None),
+        "consumed_last_hour": last_hour, "consumed_kept": kept,
+    }
+
+
+def is_waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
+    """Whether the pass holds this due job now (the pass's own rule, `gating.hold_state`): a job
+    past its --hold-max is not waiting any more, it is given up at the next pass."""
+    held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
+    return held is not None and held["status"] == "waiting"
+
+
+def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
+    store = read_store(ws)
+    if store is None:
+        return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
+                "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": []}
+    policy = read_policy(ws)["jobs"]
+    jobs = {job["id"]: job for job in store["jobs"]}
+    by_state: dict[str, int] = {}
+    for job in store["jobs"]:
+        state = job_state(job, policy.get(job["id"]))
+        by_state[state] = by_state.get(state, 0) + 1
+    runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
+    brief = [{"name": jobs[r["jobId"]]["name"] if r["jobId"] in jobs else None, "jobId": r["jobId"],
+              "executionId": r["executionId"], "status": r["status"], "startedAtMs": r["startedAtMs"],
+              "trigger": r["trigger"]} for r in runs]
+    for row, run in zip(brief[:5], runs, strict=False):
+        row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
+    scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
+    waiting = [job["name"] for job in scheduled
+               if job["lifecycle"]["nextRunAtMs"] <= now_ms
+               and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
+    return {
+        "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
+        "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
+        "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
+        "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting],
+        "waiting": waiting,
+        "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
+                            if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
+    }
+
+
+def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
+           max_log_bytes: int = 2_000_000) -> dict[str, Any]:
+    """Liveness, timers, inbox, cron and the problems found, for one session (None: the project
+    has no session folder yet, and the cron part still counts) and workspace."""
+    now = clock.now_ms()
+    if session is None:
+        return _status_without_session(ws, now, max_log_bytes, clock)
+    timers, _ = read_timers(session, now)
+    inbox = _inbox(session, now)
+    cron = _cron_status(ws, now, max_log_bytes, session.project, clock)
+    infos = list_sessions(session.project, clock)
+    stranded = stranded_sessions(session.project, clock, infos)
+    problems = []
+    several = several_live_warning(infos)
+    if several is not None:
+        problems.append({"code": "several_live_sessions", "message": several,
+                         "sessions": [info.id for info in live_sessions(infos)]})
+    problems += [stranded_problem(entry) for entry in stranded]
+    if session.state == "stopped" and inbox["pending"] and session.id not in {e.id for e in stranded}:
+        problems.append({"code": "stopped_session_with_pending",
+                         "message": f"session {session.id} is stopped: no agent is running, and {inbox['pending']} "
+                                    "message(s) wait in it"})
+    elif session.state != "live" and inbox["pending"] and session.id not in {e.id for e in stranded}:
+        problems.append({"code": "stale_session_with_pending",
+                         "message": f"session {session.id} is {session.state} and {inbox['pending']} message(s) "
+                                    "are waiting; the agent may have rotated to a new folder"})
+    if (inbox["consumed_kept"] or 0) > LARGE_HISTORY:
+        problems.append({"code": "inbox_history_large",
+                         "message": f"{inbox['consumed_kept']} consumed messages are kept in inbox/done/; "
+                                    "`sxctl inbox prune --older-than 30d --keep 1000` trims them"})
+    if "invalid" in timers:
+        problems.append({"code": "timer_table_unreadable",
+                         "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
+                                    "good table and stops firing"})
+    problems += _cron_problems(cron)
+    return {
+        "ok": True, **session.to_json(), "now_ms": now,
+        "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,
+                     "stats_age_ms": session.liveness.age_ms},
+        "timers": timers, "inbox": inbox, "cron": cron, "stranded": [entry.to_json() for entry in stranded],
+        "problems": problems,
+    }
+
+
+def _cron_status(ws, now: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
+    """The cron part of `status`; when the store, the policy file or the ledger cannot be read
+    or is invalid, which file it is (`invalid_file`) and why, instead."""
+    try:
+        return _cron(ws, now, max_log_bytes, project, clock)
+    except (InvalidDataError, SystemRefusedError) as error:
+        return {"store_exists": None, "invalid": error.message, "invalid_file": error.file,
+                "refused": isinstance(error, SystemRefusedError)}
+
+
+#: the name of each cron file in the codes of its problems
+_CRON_FILES = {"cron-jobs.json": "store", "cron-executions.jsonl": "ledger", "sxctl-policy.json": "policy"}
+
+
+def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
+    problems = []
+    if "invalid" in cron:
+        part = _CRON_FILES.get(os.path.basename(cron["invalid_file"] or ""), "store")
+        problems.append({"code": f"cron_{part}_{'unreadable' if cron['refused'] else 'invalid'}",
+                         "message": cron["invalid"], "file": cron["invalid_file"]})
+    for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
+        problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
+                                                            "is `sxctl cron tick` in your crontab?"})
+    for name in cron.get("waiting", []):
+        problems.append({"code": "cron_waiting_for_agent",
+                         "message": f"cron job {name} is due and waits for a live agent (see its --hold-max)"})
+    for paused in cron.get("paused_by_sxctl", []):
+        code = "cron_expired" if paused["reason"] == "expired" else "cron_paused_by_limit"
+        problems.append({"code": code, "message": f"cron job {paused['name']}: {paused['message']}"})
+    for run in cron.get("unknown_runs", []):
+        if run["name"] is not None:
+            what, check = f"of {run['name']}", f"sxctl cron runs {run['name']} --evidence"
+        else:  # its job was removed since
+            what, check = f"of removed job {run['jobId']}", "sxctl cron runs --all-jobs --evidence"
+        problems.append({"code": "cron_unknown_run",
+                         "message": f"run {run['executionId']} {what} ended unknown; check it with `{check}`"})
+    return problems
+
+
+def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> dict[str, Any]:
+    cron = _cron_status(ws, now, max_log_bytes, ws.root, clock)
+    problems = [{"code": "no_session", "message": "no session folder yet: is the agent running in this project?"}]
+    return {
+        "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,
+        "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
+        "timers": None, "inbox": None, "cron": cron, "stranded": [], "problems": problems + _cron_problems(cron),
+    }

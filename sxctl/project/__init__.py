@@ -1,0 +1,46 @@
+"""Where the agent's files live (spec sessions.md), in parts: `layout` (the project root and the
+paths inside `.scorpiox/`), `sessions` (liveness and which session a command acts on),
+`worktrees` (a session's copies in a git worktree) and `cascade` (the configuration the agent
+would see). Every name is offered from here: `from sxctl.project import select_session`."""
+
+from __future__ import annotations
+
+from .cascade import BUILT_IN_CONFIG, ConfigValue, parse_env_file, resolve_config
+from .layout import (
+    SCORPIOX_DIR,
+    ProjectLayout,
+    check_session_id,
+    find_project,
+    is_valid_session_id,
+    sessions_root,
+)
+from .sessions import (
+    LIVE_WINDOW_MS,
+    Liveness,
+    Session,
+    SessionInfo,
+    as_session,
+    check_rotation_after_write,
+    date_prefix,
+    freshest_live,
+    list_sessions,
+    live_sessions,
+    liveness_of,
+    read_stats,
+    resolve_target_session,
+    select_session,
+    session_info,
+    several_live_warning,
+    stopped_cleanly,
+    warn_if_not_live,
+)
+from .worktrees import WorktreeCopies, main_checkout_of, worktree_copies
+
+__all__ = [
+    "BUILT_IN_CONFIG", "LIVE_WINDOW_MS", "SCORPIOX_DIR", "ConfigValue", "Liveness", "ProjectLayout", "Session",
+    "SessionInfo", "WorktreeCopies", "as_session", "check_rotation_after_write", "check_session_id", "date_prefix",
+    "find_project", "freshest_live", "is_valid_session_id", "list_sessions", "live_sessions", "liveness_of",
+    "main_checkout_of", "parse_env_file", "read_stats", "resolve_config", "resolve_target_session", "select_session",
+    "session_info", "sessions_root", "several_live_warning", "stopped_cleanly", "warn_if_not_live",
+    "worktree_copies",
+]

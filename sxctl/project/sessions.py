@@ -1,0 +1,307 @@
+"""The session folders of a project and which one a command acts on (sessions.md §3, §5): each
+folder's liveness from its `stats.json`, and the rules that pick "the" session."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError, UsageError
+from ..fsio import open_regular
+from ..record import Factory, record
+from ..report import Reporter
+from ..timeparse import format_duration_ms
+from .layout import ProjectLayout, check_session_id, is_valid_session_id
+from .worktrees import WorktreeCopies, worktree_copies
+
+LIVE_WINDOW_MS = 10_000
+_DATE_PREFIX = re.compile(r"(\d{4})_(\d{2})_(\d{2})(?:_|$)")
+_STATS_CAP = 4 * 1024 * 1024
+
+
+# --- liveness ----------------------------------------------------------------------------------
+
+def read_stats(session_dir: Path) -> dict[str, Any] | None:
+    """`stats.json` as an object, or None when missing or unreadable (state `unknown`)."""
+    try:
+        fd = open_regular(session_dir / "stats.json")
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(_STATS_CAP)
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    updated = data.get("updated_ms")
+    if not isinstance(updated, int) or isinstance(updated, bool):
+        return None
+    return data
+
+
+@record
+class Liveness:
+    state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: README "Session states")
+    updated_ms: int | None
+    age_ms: int | None
+
+    @property
+    def skewed(self) -> bool:
+        return self.age_ms is not None and self.age_ms < -LIVE_WINDOW_MS
+
+    def describe(self) -> str:
+        """`stats 0.8s old`, `stats 3h12m old`, `no stats.json`."""
+        if self.age_ms is None:
+            return "no readable stats.json"
+        if self.skewed:
+            return f"stats {format_duration_ms(self.age_ms)} in the future; clock skew?"
+        return f"stats {format_duration_ms(self.age_ms)} old"
+
+
+def stopped_cleanly(stats: dict[str, Any]) -> bool:
+    """Whether the agent said, in its last `stats.json`, that it stopped cleanly: the reference
+    agent's shutdown write carries `"sxctl": {"stopped": true}` (reference-agent.md §7)."""
+    block = stats.get("sxctl")
+    return isinstance(block, dict) and block.get("stopped") is True
+
+
+def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
+    """`live` (stats at most 10 s old either way), `stopped` (the agent's last write says it
+    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated) or `unknown`."""
+    if stats is None:
+        return Liveness("unknown", None, None)
+    updated = stats["updated_ms"]
+    age = now_ms - updated
+    if stopped_cleanly(stats):
+        return Liveness("stopped", updated, age)
+    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS else "stale", updated, age)
+
+
+# --- sessions ----------------------------------------------------------------------------------
+
+@record
+class SessionInfo:
+    """One session folder as seen now."""
+
+    id: str
+    dir: Path
+    stats: dict[str, Any] | None
+    liveness: Liveness
+
+    @property
+    def state(self) -> str:
+        return self.liveness.state
+
+
+@record
+class Session(SessionInfo):
+    """The session a command acts on, and how it was chosen."""
+
+    project: Path = Path(".")
+    source: str = "flag"
+    copies: WorktreeCopies | None = None
+    #: what the choice left to say (two live agents: which one is used and why)
+    warnings: list[str] = Factory(list)  # type: ignore[assignment]
+
+    def worktree_copies(self) -> WorktreeCopies:
+        if self.copies is None:
+            self.copies = worktree_copies(self.project, self.id, self.dir, self.stats)
+        return self.copies
+
+    def to_json(self) -> dict[str, Any]:
+        """The keys every session-scoped JSON document carries (sessions.md §3)."""
+        return {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
+
+
+def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
+    """The one rule for "the live session": the live folder whose stats.json is newest."""
+    live = live_sessions(infos)
+    return live[0] if live else None
+
+
+def live_sessions(infos: list[SessionInfo]) -> list[SessionInfo]:
+    """The live folders, the freshest stats.json first (the first is "the live session")."""
+    live = [info for info in infos if info.state == "live"]
+    return sorted(live, key=lambda info: info.liveness.updated_ms or 0, reverse=True)  # live has a time
+
+
+def several_live_warning(infos: list[SessionInfo]) -> str | None:
+    """Two or more agents live in one project: which session is used and why, or None. Each
+    writes its own folder, so a message goes to one of them; the choice may change between
+    commands as their stats.json writes overtake each other."""
+    live = live_sessions(infos)
+    if len(live) < 2:
+        return None
+    chosen, others = live[0], live[1:]
+    return (f"{len(live)} agents are live in this project: using {chosen.id} (the freshest: "
+            f"{chosen.liveness.describe()}); also live: "
+            + ", ".join(f"{other.id} ({other.liveness.describe()})" for other in others)
+            + "; pin one with --session ID")
+
+
+def as_session(info: SessionInfo, project: Path, source: str) -> Session:
+    """A listed session folder as the session a command acts on."""
+    return Session(info.id, info.dir, info.stats, info.liveness, project=project, source=source)
+
+
+def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
+    stats = read_stats(session_dir)
+    return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms()))
+
+
+def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK) -> list[SessionInfo]:
+    """Every valid session folder (real directories only), newest first (§3 rule 5 order)."""
+    root = ProjectLayout(project).sessions
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return []
+    infos = [
+        session_info(Path(entry.path), clock)
+        for entry in entries
+        if is_valid_session_id(entry.name) and entry.is_dir(follow_symlinks=False)
+    ]
+    infos.sort(key=_newest_key, reverse=True)
+    return infos
+
+
+def date_prefix(session_id: str) -> str | None:
+    """`YYYY_MM_DD` when the id starts with one (the agent's naming), else None."""
+    match = _DATE_PREFIX.match(session_id)
+    return session_id[:10] if match else None
+
+
+def _newest_key(info: SessionInfo) -> tuple:
+    prefix = date_prefix(info.id)
+    try:
+        mtime = os.stat(info.dir).st_mtime_ns
+    except OSError:
+        mtime = 0
+    return (prefix is not None, prefix or "", info.liveness.updated_ms or 0, mtime, info.id.encode())
+
+
+def _explicit_session(
+    project: Path, session_id: str, source: str, clock: Clock
+) -> Session:
+    check_session_id(session_id)
+    folder = ProjectLayout(project).session(session_id)
+    if os.path.islink(folder) or not folder.is_dir():
+        raise NotFoundError(
+            f"session {session_id} not found in {ProjectLayout(project).sessions}", code="session_not_found"
+        )
+    return as_session(session_info(folder, clock), project, source)
+
+
+def select_session(
+    project: Path,
+    session_id: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    project_explicit: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> Session:
+    """The session a command acts on, by the first rule that applies (sessions.md §3)."""
+    report = report or Reporter()
+    if session_id:
+        return _explicit_session(project, session_id, "flag", clock)
+    if environ.get("SXCTL_SESSION"):
+        return _explicit_session(project, environ["SXCTL_SESSION"], "env:SXCTL_SESSION", clock)
+    env_dir = environ.get("SX_SESSION_DIR")
+    if env_dir:
+        chosen = _session_from_env_dir(project, env_dir, project_explicit, clock, report)
+        if chosen is not None:
+            return chosen
+    infos = list_sessions(project, clock)
+    if not infos:
+        raise NotFoundError(
+            f"no sessions in {ProjectLayout(project).sessions}", code="session_not_found"
+        )
+    best = freshest_live(infos)
+    if best is not None:
+        report.note(f"using session {best.id} (live, {best.liveness.describe()})")
+        chosen = as_session(best, project, "live")
+        several = several_live_warning(infos)
+        if several is not None:
+            report.warn(several)
+            chosen.warnings.append(several)
+        return chosen
+    report.note(f"using session {infos[0].id} (newest folder; no live session)")
+    return as_session(infos[0], project, "newest")
+
+
+def _session_from_env_dir(
+    project: Path, env_dir: str, project_explicit: bool, clock: Clock, report: Reporter
+) -> Session | None:
+    folder = Path(os.path.realpath(env_dir))
+    layout = ProjectLayout.of_session_dir(folder)
+    implied = layout.root if layout is not None else None
+    if project_explicit and implied != project:
+        report.detail(f"SX_SESSION_DIR={env_dir} belongs to another project; ignored")
+        return None
+    check_session_id(folder.name)
+    if not ProjectLayout.is_session_dir(folder):
+        # only ever a folder of <project>/.scorpiox/sessions/: the variable must not redirect writes
+        raise UsageError(f"SX_SESSION_DIR={env_dir} is not a folder of <project>/.scorpiox/sessions/")
+    if not folder.is_dir():
+        raise NotFoundError(
+            f"session folder {folder} (from SX_SESSION_DIR) not found", code="session_not_found"
+        )
+    info = session_info(folder, clock)
+    if info.state != "live":
+        others = [
+            other.id
+            for other in list_sessions(implied or project, clock)
+            if other.state == "live" and other.id != info.id
+        ]
+        if others:
+            why = "the agent stopped; another runs there" if info.state == "stopped" \
+                else "the agent may have rotated"
+            report.warn(
+                f"session {info.id} (from SX_SESSION_DIR) is {info.state} "
+                f"({info.liveness.describe()}) but {others[0]} is live; {why}"
+            )
+    return Session(
+        info.id, info.dir, info.stats, info.liveness,
+        project=implied or project, source="env:SX_SESSION_DIR",
+    )
+
+
+def warn_if_not_live(session: Session, report: Reporter) -> None:
+    """Writes to a session nobody seems to read still happen, with a warning (sessions.md §3)."""
+    if session.state == "stale":
+        report.warn(
+            f"session {session.id} is stale ({session.liveness.describe()}); "
+            "the agent may have rotated to a new folder"
+        )
+    elif session.state == "stopped":  # said so by the agent itself: not a rotation
+        report.warn(f"session {session.id} is stopped ({session.liveness.describe()}): no agent is running")
+    elif session.state == "unknown":
+        report.warn(f"session {session.id} has no readable stats.json; no agent may be reading it")
+
+
+def check_rotation_after_write(session: Session, clock: Clock, report: Reporter) -> None:
+    """After writing to a live session, warn when another folder became the freshest live one."""
+    if session.state != "live":
+        return
+    freshest = freshest_live(list_sessions(session.project, clock))
+    if freshest is not None and freshest.id != session.id:
+        report.warn(
+            f"possible rotation during write: {freshest.id} is now the live session, "
+            f"not {session.id}"
+        )
+
+
+def resolve_target_session(project: Path, conversation: str, *, clock: Clock = SYSTEM_CLOCK) -> Session:
+    """A scheduler target resolved at dispatch time: `live` = the freshest live session now,
+    anything else = that session id (sessions.md §9: never cache a session across runs)."""
+    if conversation != "live":
+        return _explicit_session(project, conversation, "flag", clock)
+    best = freshest_live(list_sessions(project, clock))
+    if best is None:
+        raise NotFoundError(f"no live session in {ProjectLayout(project).sessions}", code="session_not_found")
+    return as_session(best, project, "live")
