@@ -504,7 +504,8 @@ def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_co
     every rule a changed job or a claim can break still refused."""
     import copy
 
-    from sxctl.cron.schema import SchemaError, canonical_store, encode_compact, validate_store
+    from sxctl.cron.schema import canonical_store, encode_compact, validate_store
+    from sxctl.cron.schema_kit import SchemaError
     from sxctl.cron.store import _encode_reusing
 
     store = canonical_store(json.loads((EXAMPLES / "cron-jobs.json").read_text()))

@@ -14,7 +14,8 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
-from .schema import EPOCH_MS, MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
+from .schema import EPOCH_MS
+from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
 from .store import Workspace
 
 FILE_NAME = "sxctl-tick.json"

@@ -18,23 +18,8 @@ from .. import faults
 from ..errors import InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
-from .schema import (
-    EPOCH_MS,
-    MAX_SAFE_INT,
-    Arr,
-    Check,
-    Const,
-    Enum,
-    Int,
-    Node,
-    Obj,
-    SchemaError,
-    Str,
-    encode_compact,
-    opt,
-    req,
-    strict_loads,
-)
+from .schema import EPOCH_MS, encode_compact, strict_loads
+from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Const, Enum, Int, Node, Obj, SchemaError, Str, opt, req
 from .store import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
@@ -55,12 +40,6 @@ def _clock_rule(value: str) -> str | None:
     except UsageError as error:
         return error.message
     return None
-
-
-class Bool(Node):
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, bool):
-            raise SchemaError(path, "must be true or false")
 
 
 class Map(Node):

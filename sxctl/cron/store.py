@@ -17,7 +17,8 @@ from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError,
 from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file, refuse_symlinks_below
 from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
-from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
+from .schema import canonical_store, encode_compact, strict_loads, validate_store
+from .schema_kit import SchemaError
 
 STORE_CAP = 32 * 1024 * 1024
 TERMINAL_RETENTION_MS = 7 * 86_400_000

@@ -19,7 +19,7 @@ from sxctl import callbacks as cb
 from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
-from sxctl.cron.ledger import check_row
+from sxctl.cron.ledger_rows import check_row
 from sxctl.cron.schema import encode_compact, strict_loads, validate_store
 from sxctl.inbox import InboxMessage
 
