@@ -16,7 +16,7 @@ from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
-from .store import Workspace
+from .workspace import Workspace
 
 FILE_NAME = "sxctl-tick.json"
 FILE_CAP = 64 * 1024

@@ -20,7 +20,7 @@ from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
 from .schema import EPOCH_MS, encode_compact, strict_loads
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Const, Enum, Int, Node, Obj, SchemaError, Str, opt, req
-from .store import Workspace
+from .workspace import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
 READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
@@ -223,7 +223,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("maxRunsPerDay", options.max_runs_per_day or None)
     if options.max_runs is not None:
         put("maxRuns", options.max_runs or None)  # the runs already spent still count: only a resume
-        #                                            starts a new budget (api.jobs._policy_change)
+        #                                            starts a new budget (transaction.job_change)
     if options.until is not None:
         try:
             put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))

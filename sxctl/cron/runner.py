@@ -35,7 +35,7 @@ from .policy import read_policy, write_policy
 from .schedule import CronPattern, load_cron_zone, next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import (
-    Workspace,
+    find_job,
     read_store,
     refuse_if_daemon_owns,
     refuse_if_reset_pending,
@@ -44,6 +44,7 @@ from .store import (
 )
 from .targets import INBOX_CHANNEL, run_target_project
 from .views import cross_check, schedule_computable
+from .workspace import Workspace
 
 SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
@@ -208,8 +209,6 @@ class SchedulerPass:
             self._write_store()
 
     def _force(self, name: str) -> None:
-        from .store import find_job
-
         self._reconcile()
         job = find_job(self.store, name)
         if job["source"] == "built_in":

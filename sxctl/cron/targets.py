@@ -18,6 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..errors import SxctlError
+from .store import read_store
+from .workspace import Workspace
+
 #: the channel type of sxctl's own endpoints: a SCORPIOX session inbox of a project folder
 INBOX_CHANNEL = "scorpiox-inbox"
 
@@ -159,9 +163,6 @@ def _relocated(stored: str, workspace: Path) -> Path | None:
 def _store_seed(project: Path) -> str | None:
     """The `agentSchedulerSeed` of the store in `project`'s own `.scheduler/`, if it has a valid
     one: a copied workspace carries its origin's seed."""
-    from ..errors import SxctlError
-    from .store import Workspace, read_store
-
     try:
         found = read_store(Workspace(project))
     except (SxctlError, OSError):

@@ -17,7 +17,8 @@ from ..fsio import read_data_file
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .schedule import CronPattern, next_run
-from .store import STORE_CAP, Workspace, daemon_locks, read_store
+from .store import STORE_CAP, daemon_locks, read_store
+from .workspace import Workspace
 
 STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
 
