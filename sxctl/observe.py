@@ -127,7 +127,7 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
 def _waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
     """Whether the pass holds this due job now (the pass's own rule, `gating.hold_state`): a job
     past its --hold-max is not waiting any more, it is given up at the next pass."""
-    from .cron.gating import hold_state
+    from .cron.admission import hold_state
 
     held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
     return held is not None and held["status"] == "waiting"

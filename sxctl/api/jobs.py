@@ -269,8 +269,8 @@ def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], defau
     before the next pass settles it, and a job with --max-runs or --max-runs-per-day shows what
     the ledger proves when the policy file says less. An invalid ledger (`cron validate` names
     it; the pass refuses it) leaves the counts of the policy file."""
-    from ..cron.gating import job_history, limit_usage
     from ..cron.ledger import scan_ledger
+    from ..cron.limits import job_history, limit_usage
     from ..errors import InvalidDataError
 
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
@@ -363,7 +363,7 @@ def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]]
     overdue = [fire for fire in fires if fire["overdue"]]
     if not overdue:
         return
-    from ..cron.gating import hold_state
+    from ..cron.admission import hold_state
     from ..cron.policy import read_policy
 
     policy = read_policy(ws)

@@ -73,7 +73,7 @@ ENTRY = Obj([
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
-    opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (gating.count_dispatch)
+    opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
     opt("limitsFromMs", EPOCH_MS),
     opt("day", Obj([req("date", Str(10, 10)), req("runs", Int(0, MAX_SAFE_INT))])),
     opt("paused", Obj([req("reason", Enum(PAUSE_REASONS)), req("atMs", EPOCH_MS), req("message", Str(1, 1024))])),

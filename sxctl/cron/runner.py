@@ -20,6 +20,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
+from .admission import Admission, AdmissionReport
 from .dispatch import (
     DispatchFailure,
     Occurrence,
@@ -29,10 +30,9 @@ from .dispatch import (
     send_to_inbox,
     turn_text,
 )
-from .gating import GateReport, Gates, job_zone
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
-from .schedule import CronPattern, load_cron_zone, next_run
+from .schedule import CronPattern, job_zone, load_cron_zone, next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import (
     find_job,
@@ -82,7 +82,7 @@ class PassReport:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     skipped: str | None = None
     no_future: list[str] = field(default_factory=list)
-    gates: GateReport = field(default_factory=GateReport)
+    gates: AdmissionReport = field(default_factory=AdmissionReport)  # named `gates` where api/cli read it
 
     def to_json(self, warnings: list[str]) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -129,7 +129,7 @@ class SchedulerPass:
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
         self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
         self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
-        self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
+        self.admission = Admission(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
                            report=self.report, workspace=ws.root)
 
     # --- the pass ----------------------------------------------------------------------------------
@@ -190,9 +190,9 @@ class SchedulerPass:
         self.orphans = [g for eid, g in self.ledger.groups.items()
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
         self.policy = read_policy(self.ws)
-        self.gates = Gates(self.policy, self.ledger, project=self.options.project, to=self.options.to,
+        self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
                            clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
-        self.result.gates = self.gates.done
+        self.result.gates = self.admission.done
 
     def _tick(self) -> None:
         self._terminalize_orphans()
@@ -202,10 +202,10 @@ class SchedulerPass:
             if ran >= self.options.max_runs:
                 self.result.deferred.append({"jobId": job["id"], "name": job["name"],
                                              "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
-            elif self.gates.admit(job):
+            elif self.admission.admit(job):
                 self._run_occurrence(job, manual=False)
                 ran += 1
-        if self.gates.store_changed or self.gates.policy_changed:
+        if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
 
     def _force(self, name: str) -> None:
@@ -238,11 +238,11 @@ class SchedulerPass:
         if self.options.dry_run:
             return
         assert self.lock is not None  # a pass writes only while it holds the store lock
-        if self.gates.policy_changed:
+        if self.admission.policy_changed:
             write_policy(self.ws, self.policy, self.store, self.lock)
-            self.gates.policy_changed = False
-        write_store(self.ws, self.store, self.lock, touched=self.gates.touched, cache=self.store_cache)
-        self.gates.store_changed = False
+            self.admission.policy_changed = False
+        write_store(self.ws, self.store, self.lock, touched=self.admission.touched, cache=self.store_cache)
+        self.admission.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:
         if self.options.dry_run:
@@ -286,7 +286,7 @@ class SchedulerPass:
             if opened is not None:  # the dead pass's run counts against its job's limits if it dispatched
                 #                     (in the policy file, written before the store write that drops the claim)
                 job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
-                self.gates.count(job, opened, terminal["outcome"])
+                self.admission.count(job, opened, terminal["outcome"])
             self._settle(claim, terminal)
             self.result.reconciled[counter] += 1
             self.result.reconciled["executionIds"].append(claim["executionId"])
@@ -306,21 +306,21 @@ class SchedulerPass:
         a pass of 50 runs over a big store writes it 51 times instead of 100."""
         self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
         job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
-        self.gates.touched.add(job["id"])
+        self.admission.touched.add(job["id"])
         if claim["trigger"] != "manual" and job["schedule"]["kind"] == "at":
             job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
                                 "terminalAtMs": terminal["terminalAtMs"]}
         elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
             _apply_dependency_rule(job, terminal["outcome"])
         if deferred:
-            self.gates.store_changed = True
+            self.admission.store_changed = True
         else:
             self._write_store()
 
     # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
 
     def _run_occurrence(self, job: dict[str, Any], *, manual: bool) -> None:
-        self.gates.touched.add(job["id"])
+        self.admission.touched.add(job["id"])
         now = self.clock.now_ms()
         scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
         if not manual and (job["lifecycle"]["status"] != "scheduled"
@@ -366,7 +366,7 @@ class SchedulerPass:
         self._append(terminal)
         faults.hit("after-terminal")
         if not manual:
-            self.gates.after_run(job, start, outcome)
+            self.admission.after_run(job, start, outcome)
         self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)

@@ -6,7 +6,7 @@ workspace that holds the store — `.` for the workspace's own project, `sub/app
 below it — so a store keeps working when the workspace is copied, moved or mounted elsewhere (a
 container). A project outside the workspace cannot be named relative to it: it is stored as an
 absolute path, as every target was before this rule; such targets (older stores hold them) are
-read and honoured as they are. Every reader — dispatch, the gates, the receipts, the views and
+read and honoured as they are. Every reader — dispatch, admission, the receipts, the views and
 `doctor` — resolves a target through `run_target_project`, against the workspace, at use.
 """
 
