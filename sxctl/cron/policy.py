@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import faults
-from ..errors import InvalidDataError, UsageError
+from ..errors import ConflictError, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
+from ..timeparse import parse_time_in_zone_ms
 from .schema import EPOCH_MS, encode_compact, strict_loads
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Const, Enum, Int, Node, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace
@@ -156,8 +157,6 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
 
     low, high = 0, RECENT_SKIPS  # the most records per job that fit lies in [low, high] once `low` fits
     if len(keeping(0)) > FILE_CAP:
-        from ..errors import ConflictError
-
         for record, recent in zip(skips, full, strict=True):
             record["recent"] = recent  # nothing written: the caller's policy as it was
         raise ConflictError(f"{path} would be larger than its cap of {FILE_CAP} bytes even without skip history; "
@@ -197,8 +196,6 @@ class PolicyOptions:
 def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | None, now_ms: int,
                   recurring: bool) -> dict[str, Any]:
     """`entry` changed by the flags given; checks each value (exit 2 naming the flag)."""
-    from ..timeparse import parse_time_in_zone_ms
-
     entry = dict(entry)
 
     def put(key: str, value: Any) -> None:
