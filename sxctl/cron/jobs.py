@@ -1,5 +1,5 @@
 """Authoring jobs: the comis cron tool's add / update / pause / resume / remove rules, as edits of
-a validated store (spec cron-store.md §3, §8). The store module does the locking and writing."""
+a validated store (spec cron-store.md §3, §8). cron/transaction.py does the locking and writing."""
 
 from __future__ import annotations
 

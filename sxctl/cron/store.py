@@ -170,7 +170,7 @@ def refuse_if_reset_pending(ws: Workspace) -> None:
         )
 
 
-# --- init and mutation ---------------------------------------------------------------------------
+# --- init and writing ----------------------------------------------------------------------------
 
 def _touch_sentinel(path: Path) -> bool:
     try:
