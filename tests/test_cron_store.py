@@ -372,7 +372,8 @@ def test_a_dead_holders_note_never_matches_a_directory_made_later(project, ws):
 
 
 def test_lost_lock_aborts_before_the_rename(project, ws):
-    from sxctl.cron.store import Workspace, store_lock, write_store
+    from sxctl.cron.store import store_lock, write_store
+    from sxctl.cron.workspace import Workspace
     from sxctl.errors import ConflictError
 
     workspace = Workspace(project.root)
@@ -460,7 +461,8 @@ def test_wake_drops_an_auto_message_into_the_live_session(project, ws):
 
 def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
     from sxctl import locks
-    from sxctl.cron.store import Workspace, store_lock
+    from sxctl.cron.store import store_lock
+    from sxctl.cron.workspace import Workspace
 
     monkeypatch.setattr(locks, "REFRESH_EVERY_S", 0.05)
     with store_lock(Workspace(project.root), "sxctl-test") as lock:
@@ -504,7 +506,8 @@ def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_co
     every rule a changed job or a claim can break still refused."""
     import copy
 
-    from sxctl.cron.schema import SchemaError, canonical_store, encode_compact, validate_store
+    from sxctl.cron.schema import canonical_store, encode_compact, validate_store
+    from sxctl.cron.schema_kit import SchemaError
     from sxctl.cron.store import _encode_reusing
 
     store = canonical_store(json.loads((EXAMPLES / "cron-jobs.json").read_text()))

@@ -307,7 +307,7 @@ def test_the_policy_file_survives_a_pass_killed_at_every_fault_point(sched, proj
     runs a limited job, killed at each point: the policy file is the old one or a whole new
     one, and the strict reader takes it; the next pass recovers."""
     from sxctl.cron.policy import read_policy
-    from sxctl.cron.store import Workspace
+    from sxctl.cron.workspace import Workspace
 
     from .conftest import now_ms
 

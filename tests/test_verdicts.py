@@ -145,7 +145,7 @@ def test_the_heartbeat_a_pass_writes_is_trusted(project):
 def test_a_pass_keeps_its_heartbeat_within_its_size(project, monkeypatch):
     """A failed pass records its error; a long one is cut, so the heartbeat stays readable."""
     from sxctl.cron import heartbeat
-    from sxctl.cron.store import Workspace
+    from sxctl.cron.workspace import Workspace
 
     (project.root / ".scheduler").mkdir()
     ws = Workspace(project.root)

@@ -17,8 +17,8 @@ from .scope import find_workspace, reporter, target_project
 if TYPE_CHECKING:
     from ..cron.jobs import JobSpec
     from ..cron.policy import PolicyOptions
-    from ..cron.store import Workspace
     from ..cron.views import Problem
+    from ..cron.workspace import Workspace
 
 def ledger_ceiling(max_log_bytes: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
     """The ledger's byte ceiling: `max_log_bytes`, then SXCTL_MAX_LOG_BYTES, then 2,000,000."""
@@ -52,41 +52,6 @@ def _store(ws: Workspace) -> dict[str, Any]:
 
 
 # --- init / add / update / pause / remove ------------------------------------------------------
-
-def _policy_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[str] | None = None):
-    """The policy edit of a job change: its policy flags applied (checked against the job as
-    written), on a resume a fresh start for the limits that paused it, and on a new schedule
-    what no longer applies dropped (a one-shot has no --max-runs or --until; a job no longer
-    paused keeps no pause reason)."""
-    from ..cron.policy import LIFETIME_KEYS, PolicyOptions, apply_options
-    from ..cron.store import find_job
-
-    options = spec.policy
-    if not resumed and not (options and options.given) and not spec.schedule.given:
-        return None
-
-    def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
-        job = find_job(store, spec.new_name or name)
-        before = policy["jobs"].get(job["id"], {})
-        if not before and not (options and options.given) and not resumed:
-            return  # nothing to keep for a job without settings
-        recurring = job["schedule"]["kind"] != "at"
-        entry = apply_options(dict(before), options or PolicyOptions(),
-                              tz=spec.schedule.tz or job["schedule"].get("tz"), now_ms=now, recurring=recurring)
-        dropped = [key for key in LIFETIME_KEYS if key in before and key not in entry]
-        if dropped and notes is not None:
-            flags = {"maxRuns": "--max-runs", "untilMs": "--until"}
-            notes.append(f"dropped {' and '.join(flags[k] for k in dropped)}: a one-shot runs once")
-        if job["lifecycle"]["status"] != "paused":
-            entry.pop("paused", None)  # sxctl's reason lives only while the job is paused
-        if resumed and job["lifecycle"]["status"] == "scheduled":
-            entry["limitsFromMs"] = now  # unread messages from before the resume no longer count
-            if entry.get("maxRuns") is not None and entry.get("runs", 0) >= entry["maxRuns"]:
-                entry.pop("runs")  # resumed after --max-runs: a new budget
-        policy["jobs"][job["id"]] = entry
-
-    return change
-
 
 @record
 class WorkspaceInit:
@@ -154,7 +119,8 @@ def add_job(
     from ..cron.jobs import JobSpec
     from ..cron.jobs import add_job as add
     from ..cron.schedule import ScheduleInput
-    from ..cron.store import default_agent_id, mutate_store
+    from ..cron.store import default_agent_id
+    from ..cron.transaction import job_change, mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
     spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), payload=payload,
@@ -171,7 +137,7 @@ def add_job(
                    warnings=warnings)
 
     result = mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait,
-                          policy_change=_policy_change(name, spec)).outcome
+                          policy_change=job_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
     for warning in warnings:
@@ -193,7 +159,7 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     from ..cron.jobs import JobSpec
     from ..cron.jobs import update_job as update
     from ..cron.schedule import ScheduleInput
-    from ..cron.store import mutate_store
+    from ..cron.transaction import job_change, mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
     spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), text=text)
@@ -206,7 +172,7 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
         ws, lambda store, now: update(store, name, spec, default_project=default_project, now_ms=now,
                                       report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings),
         clock=clock, report=report, lock_wait_s=lock_wait,
-        policy_change=_policy_change(name, spec, resumed=spec.resumed, notes=notes),
+        policy_change=job_change(name, spec, resumed=spec.resumed, notes=notes),
     ).outcome
     for note in notes:
         reporter(report).note(note)
@@ -220,14 +186,14 @@ def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, s
     """Pause job `name` (its next run time and error counter are kept), or resume it
     (`paused=False`; a passed run time is due at the next pass, under the job's policy)."""
     from ..cron.jobs import set_job_paused
-    from ..cron.store import mutate_store
+    from ..cron.transaction import job_change, mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
     from ..cron.jobs import JobSpec
 
     result = mutate_store(ws, lambda store, now: set_job_paused(store, name, paused),
                           clock=clock, report=report, lock_wait_s=lock_wait,
-                          policy_change=None if paused else _policy_change(name, JobSpec(), resumed=True)).outcome
+                          policy_change=None if paused else job_change(name, JobSpec(), resumed=True)).outcome
     return JobChange(ws, result)
 
 
@@ -235,7 +201,7 @@ def remove_job(name: str, *, workspace=None, project=None, session: str | None =
                clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
     """Remove job `name` from the store (its runs stay in the ledger)."""
     from ..cron.jobs import remove_job as remove
-    from ..cron.store import mutate_store
+    from ..cron.transaction import mutate_store
 
     ws = find_workspace(workspace, project=project, session=session)
     result = mutate_store(ws, lambda store, now: remove(store, name),
@@ -299,12 +265,12 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
              clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """The policy as the views show it: each job's runs as the pass counts them
-    (`sxctl.cron.gating.limit_usage`) — a claim left by a killed pass that dispatched counts
+    (`sxctl.cron.limits.limit_usage`) — a claim left by a killed pass that dispatched counts
     before the next pass settles it, and a job with --max-runs or --max-runs-per-day shows what
     the ledger proves when the policy file says less. An invalid ledger (`cron validate` names
     it; the pass refuses it) leaves the counts of the policy file."""
-    from ..cron.gating import job_history, limit_usage
     from ..cron.ledger import scan_ledger
+    from ..cron.limits import job_history, limit_usage
     from ..errors import InvalidDataError
 
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
@@ -390,14 +356,14 @@ def next_fires(
 def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]], default_project,
                clock: Clock) -> None:
     """Each fire of a store job says whether the pass holds it for want of a live agent
-    (`waiting`: the pass's own rule, `sxctl.cron.gating.hold_state`, with the pass's default
+    (`waiting`: the pass's own rule, `sxctl.cron.admission.hold_state`, with the pass's default
     `--to live`), so `cron next` never promises a run the pass will not make."""
     for fire in fires:
         fire["waiting"] = None
     overdue = [fire for fire in fires if fire["overdue"]]
     if not overdue:
         return
-    from ..cron.gating import hold_state
+    from ..cron.admission import hold_state
     from ..cron.policy import read_policy
 
     policy = read_policy(ws)

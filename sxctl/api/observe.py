@@ -12,7 +12,7 @@ from ..report import Reporter
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
-    from ..cron.store import Workspace
+    from ..cron.workspace import Workspace
     from ..observe import Snapshot, Stranded
     from ..project import Session
 

@@ -16,7 +16,7 @@ from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
     from ..cron.runner import PassReport, SchedulerPass
-    from ..cron.store import Workspace
+    from ..cron.workspace import Workspace
 
 
 @record

@@ -12,7 +12,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..report import Reporter
 
 if TYPE_CHECKING:  # importing these eagerly would slow `import sxctl`
-    from ..cron.store import Workspace
+    from ..cron.workspace import Workspace
     from ..project import Session
 
 def find_project(project: str | os.PathLike | None = None, *, session: object = None,
@@ -45,13 +45,12 @@ def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,
                    project: str | os.PathLike | None = None, session: object = None,
                    environ: Mapping[str, str] = os.environ) -> Workspace:
     """`workspace`, then SXCTL_WORKSPACE, then the project root (cron-store.md §1)."""
-    from ..cron.store import Workspace
-    from ..cron.store import find_workspace as locate
+    from ..cron.workspace import Workspace, locate_workspace
 
     if isinstance(workspace, Workspace):
         return workspace
-    return locate(str(workspace) if workspace is not None else None, environ,
-                  lambda: find_project(project, session=session, environ=environ))
+    return locate_workspace(str(workspace) if workspace is not None else None, environ,
+                            lambda: find_project(project, session=session, environ=environ))
 
 
 def target_project(workspace: Workspace, project: str | os.PathLike | None = None, *, session: object = None) -> Path:

@@ -21,6 +21,8 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import NotFoundError, SxctlError, UsageError
+from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
+from ..inbox.sending import SendRequest, send
 from ..project import Session, check_session_id, resolve_target_session
 from ..report import Reporter
 from .targets import INBOX_CHANNEL, holds_project, linked_through, run_target_project
@@ -95,8 +97,6 @@ def resolve_target(job: dict[str, Any], default_project: Path, default_to: str,
 def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str, clock: Clock,
                   report: Reporter, wake_gate: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the message (key = execution id) and return the `inbox_dispatch` outcome."""
-    from ..inbox.sending import SendRequest, send
-
     if occurrence.note:
         text = f"{text}\n\n{occurrence.note}"
     try:
@@ -121,8 +121,6 @@ def turn_text(message: str, context: str | None) -> str:
     if not context:
         return message
     text = f"{message}\n\n[wake-gate context]\n{context}"
-    from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
-
     while len(InboxMessage(text, "queue").encode()) > MAX_MESSAGE_BYTES and context:
         context = context[len(context) // 8 + 1:]
         text = f"{message}\n\n[wake-gate context]\n{context}" if context else message
@@ -260,3 +258,80 @@ def _run_capped(argv: list[str], cwd: str, env: dict[str, str], timeout_s: int,
         return "resource", out[:GATE_OUTPUT_CAP].decode("utf-8", "replace")
     text = out.decode("utf-8", "replace")
     return ("internal" if proc.returncode != 0 else None), text
+
+
+# --- one occurrence, by its payload kind -----------------------------------------------------------
+
+@dataclass
+class Dispatcher:
+    """How a pass dispatches: where a job without a target sends (`project`, `to`), the workspace
+    targets are relative to, and the pass's turn mode, delivery timeout and `--no-gates`."""
+
+    project: Path
+    to: str
+    workspace: Path
+    turn_mode: str
+    deliver_timeout: float
+    no_gates: bool
+    environ: Mapping[str, str]
+    clock: Clock
+    report: Reporter
+
+    def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
+        """The occurrence's terminal outcome, by the job's payload kind; a failure before anything
+        was delivered is its `pre_dispatch_failure` outcome (and a warning)."""
+        try:
+            kind = job["payload"]["kind"]
+            if kind == "delivery":
+                target = job["deliveryTarget"]["destinationEndpoint"]
+                delivery = run_delivery(job["payload"]["text"], occurrence,
+                                        {"project": self._target_project(job),
+                                         "conversation": target["conversationId"], "session": ""},
+                                        environ=self.environ, timeout_s=self.deliver_timeout,
+                                        clock=self.clock)
+                return {"kind": "delivery_only", "delivery": delivery}
+            session = resolve_target(job, self.project, self.to, self.clock, self.report,
+                                     workspace=self.workspace)
+            if kind == "heartbeat_event":
+                mode = "auto" if job["payload"]["wakeMode"] == "now" else "queue"
+                return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
+            return self._agent_turn(job, occurrence, session)
+        except DispatchFailure as failure:
+            self.report.warn(f"{job['name']}: not dispatched: {failure}")
+            return failure.outcome
+
+    def _target_project(self, job: dict[str, Any]) -> str:
+        """SXCTL_TARGET_PROJECT for a delivery: the job's target resolved against the workspace (an
+        absolute path, wherever the workspace is now; for another channel, its instance id)."""
+        endpoint = job["deliveryTarget"]["destinationEndpoint"]
+        if endpoint["channelType"] != INBOX_CHANNEL:
+            return str(endpoint["channelInstanceId"])
+        return str(run_target_project(job, self.project, workspace=self.workspace))
+
+    def _agent_turn(self, job: dict[str, Any], occurrence: Occurrence, session) -> dict[str, Any]:
+        gate = job.get("wakeGate")
+        if gate is None:
+            return send_to_inbox(session, occurrence, job["payload"]["message"], self.turn_mode, self.clock,
+                                 self.report)
+        result = run_wake_gate(gate, occurrence, environ=self.environ, disabled=self.no_gates,
+                               report=self.report)
+        if result.wake:
+            return send_to_inbox(session, occurrence, turn_text(job["payload"]["message"], result.context),
+                                 self.turn_mode, self.clock, self.report, wake_gate=result.outcome)
+        mode = job.get("continuationMode", "none")
+        continuation = ({"mode": "none", "status": "not_requested"} if mode == "none"
+                        else {"mode": mode, "status": "skipped", "reason": "execution_not_completed"})
+        delivery: dict[str, Any] = {"status": "not_requested"}
+        if result.deliver is not None:
+            if self.environ.get("SXCTL_DELIVER_CMD"):
+                endpoint = (job.get("deliveryTarget") or {}).get("destinationEndpoint", {})
+                delivery = run_delivery(result.deliver, occurrence,
+                                        {"project": self._target_project(job) if endpoint else "",
+                                         "conversation": endpoint.get("conversationId", ""), "session": session.id},
+                                        environ=self.environ, timeout_s=self.deliver_timeout,
+                                        clock=self.clock)
+            else:
+                delivery = {"status": "pre_send_failed", "reason": "target_precondition", "errorKind": "precondition"}
+        return {"kind": "wake_gate_skip", "rootRunId": f"root-cron-{occurrence.execution_id}",
+                "gateDurationMs": result.duration_ms, "gateToolCalls": 0, "delivery": delivery,
+                "continuation": continuation}

@@ -11,11 +11,14 @@ import socket
 import uuid
 from typing import Any
 
+from .. import __version__
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
-from .schema import EPOCH_MS, MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
-from .store import Workspace
+from ..jsondata import loads
+from .schema import EPOCH_MS
+from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
+from .workspace import Workspace
 
 FILE_NAME = "sxctl-tick.json"
 FILE_CAP = 64 * 1024
@@ -33,8 +36,6 @@ RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("
 def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None) -> None:
     """Write the heartbeat (atomic, 0600) where a `.scheduler/` folder exists; a pass never
     creates one just to say it ran. A failure to write it never fails the pass."""
-    from .. import __version__
-
     folder = ws.scheduler
     if not folder.is_dir() or folder.is_symlink():
         return
@@ -59,8 +60,6 @@ def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
     """The last pass's record, None when no pass has written one, `{"invalid": why}` when what
     is there cannot be read or is not a record a pass writes (empty, cut short, a folder, a FIFO,
     a field missing or of the wrong type): a verdict is never drawn from it."""
-    from ..jsondata import loads
-
     try:
         raw = read_data_file(ws.scheduler / FILE_NAME, FILE_CAP)
     except InvalidDataError as error:

@@ -1,5 +1,5 @@
 """Authoring jobs: the comis cron tool's add / update / pause / resume / remove rules, as edits of
-a validated store (spec cron-store.md §3, §8). The store module does the locking and writing."""
+a validated store (spec cron-store.md §3, §8). cron/transaction.py does the locking and writing."""
 
 from __future__ import annotations
 
@@ -7,17 +7,16 @@ import os
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConflictError, UsageError
+from ..project import check_session_id
 from ..report import Reporter
+from .policy import PolicyOptions
 from .schedule import ScheduleInput, next_run, resolve_schedule
 from .schema import KIB, scorpiox_target
 from .store import find_job
 from .targets import INBOX_CHANNEL, holds_project, resolve_project, stored_project
-
-if TYPE_CHECKING:
-    from .policy import PolicyOptions
 
 PAYLOAD_KINDS = {"agent-turn": "agent_turn", "agent_turn": "agent_turn", "delivery": "delivery",
                  "heartbeat-event": "heartbeat_event", "heartbeat_event": "heartbeat_event"}
@@ -140,8 +139,6 @@ def _delivery_target(spec: JobSpec, agent_id: str, default_project: str, workspa
                      previous: dict[str, Any] | None = None, warnings: list[str] | None = None) -> dict[str, Any]:
     """The job's `deliveryTarget`: `spec.target` over the `previous` target (fields not given are
     kept) over the defaults. The project is stored relative to the workspace (`targets.stored_project`)."""
-    from ..project import check_session_id
-
     target = spec.target or Target()
     endpoint = previous["destinationEndpoint"] if previous else None
     keep = endpoint is not None and endpoint["channelType"] == INBOX_CHANNEL

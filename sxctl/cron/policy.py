@@ -15,27 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import faults
-from ..errors import InvalidDataError, UsageError
+from ..errors import ConflictError, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
-from .schema import (
-    EPOCH_MS,
-    MAX_SAFE_INT,
-    Arr,
-    Check,
-    Const,
-    Enum,
-    Int,
-    Node,
-    Obj,
-    SchemaError,
-    Str,
-    encode_compact,
-    opt,
-    req,
-    strict_loads,
-)
-from .store import Workspace
+from ..timeparse import parse_time_in_zone_ms
+from .schema import EPOCH_MS, encode_compact, strict_loads
+from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Const, Enum, Int, Node, Obj, SchemaError, Str, opt, req
+from .workspace import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
 READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
@@ -55,12 +41,6 @@ def _clock_rule(value: str) -> str | None:
     except UsageError as error:
         return error.message
     return None
-
-
-class Bool(Node):
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, bool):
-            raise SchemaError(path, "must be true or false")
 
 
 class Map(Node):
@@ -94,7 +74,7 @@ ENTRY = Obj([
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
-    opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (gating.count_dispatch)
+    opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
     opt("limitsFromMs", EPOCH_MS),
     opt("day", Obj([req("date", Str(10, 10)), req("runs", Int(0, MAX_SAFE_INT))])),
     opt("paused", Obj([req("reason", Enum(PAUSE_REASONS)), req("atMs", EPOCH_MS), req("message", Str(1, 1024))])),
@@ -177,8 +157,6 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
 
     low, high = 0, RECENT_SKIPS  # the most records per job that fit lies in [low, high] once `low` fits
     if len(keeping(0)) > FILE_CAP:
-        from ..errors import ConflictError
-
         for record, recent in zip(skips, full, strict=True):
             record["recent"] = recent  # nothing written: the caller's policy as it was
         raise ConflictError(f"{path} would be larger than its cap of {FILE_CAP} bytes even without skip history; "
@@ -218,8 +196,6 @@ class PolicyOptions:
 def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | None, now_ms: int,
                   recurring: bool) -> dict[str, Any]:
     """`entry` changed by the flags given; checks each value (exit 2 naming the flag)."""
-    from ..timeparse import parse_time_in_zone_ms
-
     entry = dict(entry)
 
     def put(key: str, value: Any) -> None:
@@ -244,7 +220,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("maxRunsPerDay", options.max_runs_per_day or None)
     if options.max_runs is not None:
         put("maxRuns", options.max_runs or None)  # the runs already spent still count: only a resume
-        #                                            starts a new budget (api.jobs._policy_change)
+        #                                            starts a new budget (transaction.job_change)
     if options.until is not None:
         try:
             put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))

@@ -10,6 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..inbox.folder import inbox_dirs
+from ..inbox.manage import evidence_for_key
+from ..inbox.places import follow
+from ..project import as_session, is_valid_session_id, list_sessions, session_info, sessions_root
+from ..timeparse import format_duration_ms, format_ms
 from .targets import holds_project, run_target_project
 
 
@@ -17,9 +22,6 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
     """Where the message `stem` of session `session_id` is now, in the words every view uses:
     `read` (with `readAtMs`, when it was moved to done/), `pending` (with `ageMs`), `retracted`,
     or `lost`."""
-    from ..inbox.folder import inbox_dirs
-    from ..project import as_session, session_info, sessions_root
-
     folder = sessions_root(project) / session_id
     if not os.path.isdir(folder) or os.path.islink(folder):
         return {"state": "lost", "reason": "session_gone"}
@@ -37,8 +39,7 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
             return consumption(project, session_id, stem, clock)
         if state == "retracted":
             return {"state": "retracted"}
-    from ..inbox.places import follow  # `inbox forward` moved it into another session: its receipt is there
-
+    # `inbox forward` moved it into another session: its receipt is there
     for inbox in inbox_dirs(session):
         moved, _, moved_stem, state = follow(session, inbox, stem, "missing")
         if state != "missing":
@@ -55,8 +56,6 @@ def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_pro
     session_id, stem = outcome.get("sessionId"), outcome.get("stem")
     if outcome.get("kind") != "inbox_dispatch" or not isinstance(session_id, str) or not isinstance(stem, str):
         return None
-    from ..project import is_valid_session_id
-
     if not is_valid_session_id(session_id) or "/" in stem or stem.startswith("."):
         return {"state": "lost", "reason": "not_a_message_of_this_project"}
     return consumption(run_target_project(job, default_project, workspace=workspace), session_id, stem, clock)
@@ -64,8 +63,6 @@ def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_pro
 
 def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
     """One cell: `read 14:02`, `pending 3m`, `retracted`, `lost`."""
-    from ..timeparse import format_duration_ms, format_ms
-
     if receipt is None:
         return None
     state = receipt["state"]
@@ -126,9 +123,6 @@ def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | N
 
 
 def _message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, list] | None) -> Dispatch | None:
-    from ..inbox.manage import evidence_for_key
-    from ..project import list_sessions
-
     if not holds_project(project):
         return None
     cache = sessions if sessions is not None else {}

@@ -20,33 +20,24 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
-from .dispatch import (
-    DispatchFailure,
-    Occurrence,
-    resolve_target,
-    run_delivery,
-    run_wake_gate,
-    send_to_inbox,
-    turn_text,
-)
-from .gating import GateReport, Gates, job_zone
+from .admission import Admission, AdmissionReport
+from .catchup import count_skipped, missed_note, skipped_count
+from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
-from .schedule import CronPattern, load_cron_zone, next_run
+from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import (
-    Workspace,
+    find_job,
     read_store,
     refuse_if_daemon_owns,
     refuse_if_reset_pending,
     store_lock,
     write_store,
 )
-from .targets import INBOX_CHANNEL, run_target_project
 from .views import cross_check, schedule_computable
+from .workspace import Workspace
 
-SKIP_COUNT_CAP = 10_000
-SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock
 #                             without an owner note can only belong to a dead pass or to a brief comis write
 
@@ -81,7 +72,7 @@ class PassReport:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     skipped: str | None = None
     no_future: list[str] = field(default_factory=list)
-    gates: GateReport = field(default_factory=GateReport)
+    gates: AdmissionReport = field(default_factory=AdmissionReport)  # named `gates` where api/cli read it
 
     def to_json(self, warnings: list[str]) -> dict[str, Any]:
         doc: dict[str, Any] = {
@@ -89,7 +80,7 @@ class PassReport:
             "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
             "deferred": self.deferred, "waiting": self.gates.waiting,
             "skippedOccurrences": self.gates.skipped, "paused": self.gates.paused,
-            "skipped_missed_total": sum(_skipped_count(r) for r in self.runs),
+            "skipped_missed_total": sum(skipped_count(r) for r in self.runs),
             "warnings": warnings,
         }
         if self.skipped:
@@ -128,8 +119,10 @@ class SchedulerPass:
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
         self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
         self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
-        self.gates = Gates(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
-                           report=self.report, workspace=ws.root)
+        self.admission = Admission(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
+                                   report=self.report, workspace=ws.root)
+        self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
+                                     options.no_gates, environ, clock, self.report)
 
     # --- the pass ----------------------------------------------------------------------------------
 
@@ -189,9 +182,9 @@ class SchedulerPass:
         self.orphans = [g for eid, g in self.ledger.groups.items()
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
         self.policy = read_policy(self.ws)
-        self.gates = Gates(self.policy, self.ledger, project=self.options.project, to=self.options.to,
-                           clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
-        self.result.gates = self.gates.done
+        self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
+                                   clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
+        self.result.gates = self.admission.done
 
     def _tick(self) -> None:
         self._terminalize_orphans()
@@ -201,15 +194,13 @@ class SchedulerPass:
             if ran >= self.options.max_runs:
                 self.result.deferred.append({"jobId": job["id"], "name": job["name"],
                                              "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
-            elif self.gates.admit(job):
+            elif self.admission.admit(job):
                 self._run_occurrence(job, manual=False)
                 ran += 1
-        if self.gates.store_changed or self.gates.policy_changed:
+        if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
 
     def _force(self, name: str) -> None:
-        from .store import find_job
-
         self._reconcile()
         job = find_job(self.store, name)
         if job["source"] == "built_in":
@@ -239,11 +230,11 @@ class SchedulerPass:
         if self.options.dry_run:
             return
         assert self.lock is not None  # a pass writes only while it holds the store lock
-        if self.gates.policy_changed:
+        if self.admission.policy_changed:
             write_policy(self.ws, self.policy, self.store, self.lock)
-            self.gates.policy_changed = False
-        write_store(self.ws, self.store, self.lock, touched=self.gates.touched, cache=self.store_cache)
-        self.gates.store_changed = False
+            self.admission.policy_changed = False
+        write_store(self.ws, self.store, self.lock, touched=self.admission.touched, cache=self.store_cache)
+        self.admission.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:
         if self.options.dry_run:
@@ -287,7 +278,7 @@ class SchedulerPass:
             if opened is not None:  # the dead pass's run counts against its job's limits if it dispatched
                 #                     (in the policy file, written before the store write that drops the claim)
                 job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
-                self.gates.count(job, opened, terminal["outcome"])
+                self.admission.count(job, opened, terminal["outcome"])
             self._settle(claim, terminal)
             self.result.reconciled[counter] += 1
             self.result.reconciled["executionIds"].append(claim["executionId"])
@@ -307,21 +298,21 @@ class SchedulerPass:
         a pass of 50 runs over a big store writes it 51 times instead of 100."""
         self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
         job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
-        self.gates.touched.add(job["id"])
+        self.admission.touched.add(job["id"])
         if claim["trigger"] != "manual" and job["schedule"]["kind"] == "at":
             job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
                                 "terminalAtMs": terminal["terminalAtMs"]}
         elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
             _apply_dependency_rule(job, terminal["outcome"])
         if deferred:
-            self.gates.store_changed = True
+            self.admission.store_changed = True
         else:
             self._write_store()
 
     # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
 
     def _run_occurrence(self, job: dict[str, Any], *, manual: bool) -> None:
-        self.gates.touched.add(job["id"])
+        self.admission.touched.add(job["id"])
         now = self.clock.now_ms()
         scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
         if not manual and (job["lifecycle"]["status"] != "scheduled"
@@ -339,7 +330,7 @@ class SchedulerPass:
                                  "trigger": trigger, "scheduledForMs": scheduled_for}
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
-                self._count_skipped(job, scheduled_for, now, entry)
+                count_skipped(job, scheduled_for, now, entry, self.report)
             self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
             return
         if not manual:
@@ -353,21 +344,21 @@ class SchedulerPass:
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                self._count_skipped(job, scheduled_for, now, entry)
+                count_skipped(job, scheduled_for, now, entry, self.report)
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")
         start = _start_row(claim, started_at=self.clock.now_ms())
         self._append(start)
         faults.hit("after-start")
-        note = self._missed_note(job, entry) if trigger == "catchup" else None
-        outcome = self._dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
         self._append(terminal)
         faults.hit("after-terminal")
         if not manual:
-            self.gates.after_run(job, start, outcome)
+            self.admission.after_run(job, start, outcome)
         self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
@@ -375,105 +366,6 @@ class SchedulerPass:
             entry["errorKind"] = projected["errorKind"]
         self.result.runs.append(entry)
 
-    def _count_skipped(self, job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
-        """Occurrences strictly after the one we run and at or before the claim: never run."""
-        schedule = job["schedule"]
-        if schedule["kind"] == "every":
-            every = schedule["everyMs"]
-            count = (claimed_at - scheduled_for) // every
-            first, last = scheduled_for + every, scheduled_for + count * every
-        elif schedule["kind"] == "at":
-            return  # a one-shot has one occurrence: it misses nothing
-        else:
-            pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
-            count = pattern.count_between(scheduled_for, claimed_at, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
-            found = next_run(schedule, scheduled_for) if count else None
-            first = found[0] if found else None
-            last = pattern.last_at_or_before(claimed_at, zone) if count else None
-        if count <= 0:
-            return
-        shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
-        entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
-        span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
-        # the run's own trigger word, as the ledger records it (one vocabulary)
-        self.report.warn(f"{job['name']}: ran 1 {entry['trigger']} occurrence, skipped {shown} ({span})")
-
-    def _missed_note(self, job: dict[str, Any], entry: dict[str, Any]) -> str | None:
-        """The last line of a catch-up run's message: how many occurrences it stands for and
-        their span in the job's zone (off with the job's `--no-missed-note`)."""
-        from ..timeparse import format_ms
-
-        if self.policy["jobs"].get(job["id"], {}).get("missedNote") is False:
-            return None
-        zone = job_zone(job)
-        zone_name = job["schedule"].get("tz") or "UTC" if job["schedule"]["kind"] == "cron" else "UTC"
-        first = entry["scheduledForMs"]
-        skipped = entry.get("skipped_occurrences", 0)
-        last = entry.get("skipped_last_ms") or first
-        if not skipped:
-            return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
-                    f"({zone_name})]")
-        count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
-        return (f"[sxctl: a catch-up run for {count} missed occurrences, "
-                f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
-                f"({zone_name})]")
-
-    def _dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
-        try:
-            kind = job["payload"]["kind"]
-            if kind == "delivery":
-                target = job["deliveryTarget"]["destinationEndpoint"]
-                delivery = run_delivery(job["payload"]["text"], occurrence,
-                                        {"project": self._target_project(job),
-                                         "conversation": target["conversationId"], "session": ""},
-                                        environ=self.environ, timeout_s=self.options.deliver_timeout,
-                                        clock=self.clock)
-                return {"kind": "delivery_only", "delivery": delivery}
-            session = resolve_target(job, self.options.project, self.options.to, self.clock, self.report,
-                                     workspace=self.ws.root)
-            if kind == "heartbeat_event":
-                mode = "auto" if job["payload"]["wakeMode"] == "now" else "queue"
-                return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
-            return self._agent_turn(job, occurrence, session)
-        except DispatchFailure as failure:
-            self.report.warn(f"{job['name']}: not dispatched: {failure}")
-            return failure.outcome
-
-    def _target_project(self, job: dict[str, Any]) -> str:
-        """SXCTL_TARGET_PROJECT for a delivery: the job's target resolved against the workspace (an
-        absolute path, wherever the workspace is now; for another channel, its instance id)."""
-        endpoint = job["deliveryTarget"]["destinationEndpoint"]
-        if endpoint["channelType"] != INBOX_CHANNEL:
-            return str(endpoint["channelInstanceId"])
-        return str(run_target_project(job, self.options.project, workspace=self.ws.root))
-
-    def _agent_turn(self, job: dict[str, Any], occurrence: Occurrence, session) -> dict[str, Any]:
-        gate = job.get("wakeGate")
-        if gate is None:
-            return send_to_inbox(session, occurrence, job["payload"]["message"], self.options.turn_mode, self.clock,
-                                 self.report)
-        result = run_wake_gate(gate, occurrence, environ=self.environ, disabled=self.options.no_gates,
-                               report=self.report)
-        if result.wake:
-            return send_to_inbox(session, occurrence, turn_text(job["payload"]["message"], result.context),
-                                 self.options.turn_mode, self.clock, self.report, wake_gate=result.outcome)
-        mode = job.get("continuationMode", "none")
-        continuation = ({"mode": "none", "status": "not_requested"} if mode == "none"
-                        else {"mode": mode, "status": "skipped", "reason": "execution_not_completed"})
-        delivery: dict[str, Any] = {"status": "not_requested"}
-        if result.deliver is not None:
-            if self.environ.get("SXCTL_DELIVER_CMD"):
-                endpoint = (job.get("deliveryTarget") or {}).get("destinationEndpoint", {})
-                delivery = run_delivery(result.deliver, occurrence,
-                                        {"project": self._target_project(job) if endpoint else "",
-                                         "conversation": endpoint.get("conversationId", ""), "session": session.id},
-                                        environ=self.environ, timeout_s=self.options.deliver_timeout,
-                                        clock=self.clock)
-            else:
-                delivery = {"status": "pre_send_failed", "reason": "target_precondition", "errorKind": "precondition"}
-        return {"kind": "wake_gate_skip", "rootRunId": f"root-cron-{occurrence.execution_id}",
-                "gateDurationMs": result.duration_ms, "gateToolCalls": 0, "delivery": delivery,
-                "continuation": continuation}
 
 
 def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
@@ -501,15 +393,3 @@ def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None
         limit = job.get("maxConsecutiveDependencyErrors")
         if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
             job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}
-
-
-def _skipped_count(run: dict[str, Any]) -> int:
-    """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
-    value = run.get("skipped_occurrences", 0)
-    return value if isinstance(value, int) else SKIP_COUNT_CAP
-
-
-def _hhmm(ms: int | None) -> str:
-    from ..timeparse import format_ms
-
-    return "?" if ms is None else format_ms(ms, "%H:%M")

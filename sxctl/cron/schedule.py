@@ -11,6 +11,7 @@ croniter is imported only when a cron expression is actually evaluated.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,15 +20,18 @@ from ..errors import SxctlError, UsageError
 from ..timeparse import (
     LATEST_SCHEDULABLE_MS,
     canonical_zone_name,
+    datetime_of_ms,
     epoch_ms,
+    format_duration_ms,
+    format_ms,
     load_zone,
     local_zone_name,
     parse_duration_ms,
     parse_time_ms,
     wall_time_kind,
 )
+from .schema_kit import MAX_SAFE_INT
 
-MAX_SAFE_INT = 2**53 - 1
 NICKNAMES = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
@@ -49,7 +53,7 @@ _FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("mon
 
 def _field_hint(fields: tuple[str, ...]) -> str | None:
     """Which field of an expression croniter refuses, and the range it takes."""
-    from croniter import croniter
+    from croniter import croniter  # heavy: only when a cron expression is evaluated
 
     names = (("second", "0-59"), *_FIELDS) if len(fields) == 6 else _FIELDS
     for index, (name, allowed) in enumerate(names):
@@ -79,7 +83,7 @@ class CronPattern:
             raise _invalid_expression()
         if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
             raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
-        from croniter import croniter
+        from croniter import croniter  # heavy: only when a cron expression is evaluated
 
         if not croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6):
             raise _invalid_expression(hint=_field_hint(fields))
@@ -93,9 +97,7 @@ class CronPattern:
 
     def next_after(self, bound_ms: int, zone) -> tuple[int, bool] | None:
         """(first instant strictly after `bound_ms`, whether DST shaped it), or None."""
-        from croniter import CroniterBadDateError, croniter
-
-        from ..timeparse import datetime_of_ms
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
 
         bound_local = datetime_of_ms(bound_ms, zone)
         if bound_local is None or bound_local.year >= 9999:
@@ -125,7 +127,7 @@ class CronPattern:
         """The next occurrence straight from the walker, when no offset change lies within 3 h of
         the bound or of that occurrence (then wall time and instants run in step); None means
         "use the full search"."""
-        from croniter import CroniterBadDateError, croniter
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
 
         walker = croniter(" ".join(self.fields), bound_local.replace(tzinfo=None), ret_type=datetime,
                           second_at_beginning=self.seconds_first)
@@ -150,11 +152,7 @@ class CronPattern:
         """How many occurrences fall in (after_ms, until_ms], walking wall times once (each maps
         to its instants under the DST policy); stops at `cap` or after `budget_s` of work, so a
         caller holding a lock never holds it long. Returns `cap` when it stopped early."""
-        import time
-
-        from croniter import CroniterBadDateError, croniter
-
-        from ..timeparse import datetime_of_ms
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
 
         start = datetime_of_ms(after_ms, zone)
         if start is None:
@@ -180,9 +178,7 @@ class CronPattern:
 
     def last_at_or_before(self, until_ms: int, zone) -> int | None:
         """The latest occurrence at or before `until_ms`, walking wall times backwards."""
-        from croniter import CroniterBadDateError, croniter
-
-        from ..timeparse import datetime_of_ms
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
 
         until = datetime_of_ms(until_ms, zone)
         if until is None:
@@ -232,6 +228,17 @@ def load_cron_zone(name: str):
         return load_zone(name or "UTC")
     except UsageError as error:
         raise UsageError("Invalid cron timezone", hint=error.extra.get("hint")) from None
+
+
+def job_zone(job: dict[str, Any]):
+    """The zone a job's days and hours are counted in: its cron zone, else UTC."""
+    return load_cron_zone(job["schedule"].get("tz") or "UTC") if job["schedule"]["kind"] == "cron" \
+        else load_cron_zone("UTC")
+
+
+def local_time(ms: int, zone):
+    """The wall time in `zone` of an instant (a datetime)."""
+    return datetime_of_ms(ms, zone)
 
 
 # --- authoring (§6) ------------------------------------------------------------------------------
@@ -309,16 +316,12 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
 
 def describe_schedule(schedule: dict[str, Any]) -> str:
     """`cron 0 9 * * * America/New_York`, `every 30m`, `at 2026-09-21 06:02 UTC`."""
-    from ..timeparse import format_duration_ms
-
     kind = schedule["kind"]
     if kind == "cron":
         return f"cron {schedule['expr']} {schedule['tz']}"
     if kind == "every":
         every = schedule["everyMs"]
         return f"every {format_every(every) if every % 1000 == 0 else format_duration_ms(every)}"
-    from ..timeparse import format_ms
-
     return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M')} UTC"
 
 

@@ -1,9 +1,7 @@
-"""The comis strict v1 formats, as data: exact key sets in schema order, value ranges, variants.
-
-A few combinators (`Obj`, `Union`, `Str`, `Int`, …) describe every object of `cron-jobs.json`
-and of the ledger rows. `check` raises `SchemaError(path, rule)` at the first violation;
-`canonical` re-orders keys into schema order for encoding. Whole-store rules that span objects
-(uniqueness, claims, conversationRef) are in `validate_store`. Nothing is ever repaired.
+"""The comis strict v1 store format (`cron-jobs.json`), as data in the schema kit
+(cron/schema_kit.py): every job variant, claim and the root, in schema order. Whole-store rules
+that span objects (uniqueness, claims, conversationRef) are in `validate_store`; the store's
+canonical encoding is `encode_compact`. Nothing is ever repaired.
 """
 
 from __future__ import annotations
@@ -11,202 +9,30 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from .. import jsondata
+from .schema_kit import (
+    MAX_SAFE_INT,
+    Arr,
+    Check,
+    Const,
+    Enum,
+    Field,
+    Int,
+    Node,
+    Nullable,
+    Obj,
+    SchemaError,
+    Str,
+    Union,
+    opt,
+    req,
+)
 
-MAX_SAFE_INT = 2**53 - 1
 KIB = 1024
-
-
-class SchemaError(Exception):
-    def __init__(self, path: Any, rule: str) -> None:
-        spelled = spell(path)
-        super().__init__(f"{spelled}: {rule}")
-        self.path = spelled
-        self.rule = rule
-
-
-def spell(path: Any) -> str:
-    """A JSON path as text. Checks pass a path on as `(parent, ".key")` or `(parent, index)` and
-    spell it only for an error: formatting a path for every value of a 10,000-job store is most
-    of the cost of checking it."""
-    parts: list[str] = []
-    while isinstance(path, tuple):
-        path, step = path
-        parts.append(f"[{step}]" if isinstance(step, int) else step)
-    return str(path) + "".join(reversed(parts))
-
-
-class Node:
-    """Any JSON value (items of an array that is checked element by element elsewhere)."""
-
-    def check(self, value: Any, path: Any) -> None:
-        return None
-
-    def canonical(self, value: Any) -> Any:
-        return value
-
-
-@dataclass
-class Str(Node):
-    """A string bounded in UTF-8 bytes (and optionally UTF-16 code units, as JavaScript counts)."""
-
-    min_bytes: int = 1
-    max_bytes: int = 256
-    max_utf16: int | None = None
-
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, str):
-            raise SchemaError(path, "must be a string")
-        ascii_only = value.isascii()  # the common case: bytes = code units = characters
-        size = len(value) if ascii_only else len(value.encode("utf-8", "surrogatepass"))
-        if not self.min_bytes <= size <= self.max_bytes:
-            raise SchemaError(path, f"must be {self.min_bytes}-{self.max_bytes} UTF-8 bytes (is {size})")
-        if self.max_utf16 is not None:
-            units = size if ascii_only else len(value.encode("utf-16-le", "surrogatepass")) // 2
-            if units > self.max_utf16:
-                raise SchemaError(path, f"must be at most {self.max_utf16} UTF-16 code units")
-
-
-@dataclass
-class Int(Node):
-    lo: int = 0
-    hi: int = MAX_SAFE_INT
-
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise SchemaError(path, "must be an integer")
-        if not self.lo <= value <= self.hi:
-            raise SchemaError(path, f"must be between {self.lo} and {self.hi}")
-
-
-@dataclass
-class Enum(Node):
-    values: tuple[Any, ...]
-
-    def check(self, value: Any, path: Any) -> None:
-        if isinstance(value, bool) or value not in self.values:
-            shown = ", ".join(json.dumps(v) for v in self.values)
-            raise SchemaError(path, f"must be one of {shown}")
-
-
-def Const(value: Any) -> Enum:  # noqa: N802 - reads like a type in schema tables
-    return Enum((value,))
-
-
-@dataclass
-class Nullable(Node):
-    inner: Node
-
-    def check(self, value: Any, path: Any) -> None:
-        if value is not None:
-            self.inner.check(value, path)
-
-    def canonical(self, value: Any) -> Any:
-        return None if value is None else self.inner.canonical(value)
-
-
-@dataclass
-class Arr(Node):
-    item: Node
-    max_items: int = MAX_SAFE_INT
-
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, list):
-            raise SchemaError(path, "must be an array")
-        if len(value) > self.max_items:
-            raise SchemaError(path, f"must have at most {self.max_items} items")
-        for index, item in enumerate(value):
-            self.item.check(item, (path, index))
-
-    def canonical(self, value: Any) -> Any:
-        return [self.item.canonical(item) for item in value]
-
-
-@dataclass
-class Field:
-    name: str
-    node: Node
-    required: bool = True
-
-    def __post_init__(self) -> None:
-        self.step = "." + self.name  # this field's step in a JSON path
-
-
-def req(name: str, node: Node) -> Field:
-    return Field(name, node, True)
-
-
-def opt(name: str, node: Node) -> Field:
-    return Field(name, node, False)
-
-
-@dataclass
-class Obj(Node):
-    """An object with exactly these keys (optional ones may be absent), in this order."""
-
-    fields: Sequence[Field]
-
-    def __post_init__(self) -> None:
-        self.known = frozenset(f.name for f in self.fields)
-
-    def check(self, value: Any, path: Any) -> None:
-        if not isinstance(value, dict):
-            raise SchemaError(path, "must be an object")
-        if not self.known.issuperset(value):
-            unknown = next(key for key in value if key not in self.known)
-            raise SchemaError((path, f".{unknown}"), "unknown key")
-        for field in self.fields:
-            if field.name in value:
-                field.node.check(value[field.name], (path, field.step))
-            elif field.required:
-                raise SchemaError((path, field.step), "missing")
-
-    def canonical(self, value: Any) -> Any:
-        return {f.name: f.node.canonical(value[f.name]) for f in self.fields if f.name in value}
-
-
-@dataclass
-class Union(Node):
-    """Objects discriminated by one key (`kind`, `status`, `strategy`, `recordType`, …)."""
-
-    key: str
-    variants: dict[str, Node]
-
-    def pick(self, value: Any, path: Any) -> Node:
-        if not isinstance(value, dict):
-            raise SchemaError(path, "must be an object")
-        tag = value.get(self.key)
-        if not isinstance(tag, str) or tag not in self.variants:
-            raise SchemaError((path, f".{self.key}"), f"must be one of {', '.join(self.variants)}")
-        return self.variants[tag]
-
-    def check(self, value: Any, path: Any) -> None:
-        self.pick(value, path).check(value, path)
-
-    def canonical(self, value: Any) -> Any:
-        return self.pick(value, "$").canonical(value)
-
-
-@dataclass
-class Check(Node):
-    """A node plus an extra rule on the value (the rule returns a message, or None when fine)."""
-
-    inner: Node
-    rule: Callable[[Any], str | None]
-
-    def check(self, value: Any, path: Any) -> None:
-        self.inner.check(value, path)
-        problem = self.rule(value)
-        if problem:
-            raise SchemaError(path, problem)
-
-    def canonical(self, value: Any) -> Any:
-        return self.inner.canonical(value)
-
 
 # --- shared pieces -------------------------------------------------------------------------------
 
@@ -220,8 +46,6 @@ WORK_KINDS = ("agent_turn", "heartbeat_event", "internal_action", "delivery_only
 
 
 def _zone_rule(value: str) -> str | None:
-    from zoneinfo import ZoneInfo
-
     try:
         if value.startswith("/") or ".." in value:
             raise ValueError

@@ -1,12 +1,12 @@
-"""Locked, strictly validated reads and mutations of `<workspace>/.scheduler/cron-jobs.json`
-(spec cron-store.md), and the refusal to touch a workspace a live comis daemon owns."""
+"""Locked, strictly validated reads and writes of `<workspace>/.scheduler/cron-jobs.json`
+(spec cron-store.md), and the refusal to touch a workspace a live comis daemon owns. An edit
+that also changes sxctl's policy file goes through cron/transaction.py."""
 
 from __future__ import annotations
 
-import copy
 import os
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,70 +14,17 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, UsageError
-from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file, refuse_symlinks_below
+from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file
 from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
-from .schema import SchemaError, canonical_store, encode_compact, strict_loads, validate_store
+from ..timeparse import format_ms
+from .schema import canonical_store, encode_compact, strict_loads, validate_store
+from .schema_kit import SchemaError
+from .workspace import Workspace
 
 STORE_CAP = 32 * 1024 * 1024
 TERMINAL_RETENTION_MS = 7 * 86_400_000
 LOCK_WAIT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """A comis agent workspace: the folder that holds `.scheduler/`."""
-
-    root: Path
-
-    @property
-    def scheduler(self) -> Path:
-        return self.root / ".scheduler"
-
-    @property
-    def store(self) -> Path:
-        return self.scheduler / "cron-jobs.json"
-
-    @property
-    def store_sentinel(self) -> Path:
-        return self.scheduler / "cron-jobs.lock"
-
-    @property
-    def ledger(self) -> Path:
-        return self.scheduler / "cron-executions.jsonl"
-
-    @property
-    def ledger_sentinel(self) -> Path:
-        return self.scheduler / "cron-executions.lock"
-
-    @property
-    def policy(self) -> Path:
-        """sxctl's per-job settings beside the comis store (cron/policy.py)."""
-        return self.scheduler / "sxctl-policy.json"
-
-    @property
-    def reset_intent(self) -> Path:
-        return self.scheduler / "cron-reset-intent.json"
-
-    def refuse_symlinks(self) -> None:
-        """Before any write: `.scheduler/`, its sentinels, owner notes, store and ledger must be
-        real (exit 5 naming the link), or the store would be created wherever a link points."""
-        refuse_symlinks_below(self.root, self.scheduler)
-        for path in (self.store, self.ledger, self.policy, self.store_sentinel, self.ledger_sentinel,
-                     Path(f"{self.store_sentinel}.owner"), Path(f"{self.ledger_sentinel}.owner")):
-            if os.path.islink(path):
-                raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data", file=path)
-
-
-def find_workspace(explicit: str | None, environ: Mapping[str, str], project_finder: Callable[[], Path]) -> Workspace:
-    """`--workspace`, then `SXCTL_WORKSPACE`, then the project root (cron-store.md §1)."""
-    given = explicit or environ.get("SXCTL_WORKSPACE")
-    if given:
-        root = Path(os.path.realpath(given))
-        if not root.is_dir():
-            raise NotFoundError(f"workspace {root} is not a folder", code="file_not_found", file=root)
-        return Workspace(root)
-    return Workspace(project_finder())
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -223,7 +170,7 @@ def refuse_if_reset_pending(ws: Workspace) -> None:
         )
 
 
-# --- init and mutation ---------------------------------------------------------------------------
+# --- init and writing ----------------------------------------------------------------------------
 
 def _touch_sentinel(path: Path) -> bool:
     try:
@@ -316,83 +263,10 @@ def prune_terminal_one_shots(store: dict[str, Any], now_ms: int) -> list[str]:
     return dropped
 
 
-@dataclass
-class Mutation:
-    store: dict[str, Any]
-    outcome: Any
-
-
-def mutate_store(
-    ws: Workspace,
-    change: Callable[[dict[str, Any], int], Any],
-    *,
-    environ: Mapping[str, str] = os.environ,
-    lock_wait_s: float = LOCK_WAIT_S,
-    clock: Clock = SYSTEM_CLOCK,
-    report: Reporter | None = None,
-    create: bool = False,
-    policy_change: Callable[[dict[str, Any], dict[str, Any], int], None] | None = None,
-) -> Mutation:
-    """The mutation procedure of cron-store.md §9: lock, strict re-read, prune, change, validate,
-    write. `change(store, now_ms)` edits the store in place and returns the command's outcome;
-    `policy_change(policy, store, now_ms)` edits sxctl's policy file, written (first) under the
-    same lock."""
-    from .policy import read_policy, write_policy
-
-    report = report or Reporter()
-    refuse_if_daemon_owns(ws, environ, report)
-    refuse_if_reset_pending(ws)
-    ws.refuse_symlinks()
-    if create:
-        init_workspace(ws)
-    if not ws.scheduler.is_dir() or not os.path.lexists(ws.store):
-        raise NotFoundError(f"no cron store at {ws.store}; run `sxctl cron init`", code="file_not_found",
-                            file=ws.store)
-    with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s) as lock:
-        store = read_store(ws)
-        if store is None:
-            raise NotFoundError(f"no cron store at {ws.store}", code="file_not_found", file=ws.store)
-        now = clock.now_ms()
-        refuse_clock_behind(ws, store, now)
-        working = copy.deepcopy(store)
-        pruned = prune_terminal_one_shots(working, now)
-        if pruned:
-            report.note(f"pruned finished one-shot job(s) older than 7 days: {', '.join(pruned)}")
-        policy = read_policy(ws)  # an invalid policy file stops the command before anything is written
-        outcome = change(working, now)
-        if policy_change is not None:
-            policy_change(policy, working, now)
-            write_policy(ws, policy, working, lock)
-        write_store(ws, working, lock)
-    return Mutation(working, outcome)
-
-
-def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> None:
-    """An edit, like a pass, stops (exit 5 `clock_behind`) while this clock is before a claim or
-    the newest run in the ledger: a schedule recomputed from such a "now" re-arms an occurrence
-    that already ran, and the next pass would run it twice. Only the ledger's tail is read; a
-    ledger that cannot be read is left to the pass and `cron validate` to name."""
-    from ..timeparse import format_ms
-    from .ledger import recent_runs
-
-    latest = max((claim["claimedAtMs"] for claim in store["activeClaims"]), default=0)
-    try:
-        latest = max([latest] + [run["startedAtMs"] for run in recent_runs(ws.ledger, 20)
-                                 if run.get("startedAtMs") is not None])
-    except SxctlError:
-        pass
-    if latest > now_ms:
-        raise SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
-                         f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
-                         "fix the clock, or wait until then", code="clock_behind", file=ws.ledger)
-
-
 def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float = LOCK_WAIT_S) -> Path | None:
     """Move the ledger aside (`cron-executions.jsonl.sxctl-<UTC time>`, never deleted) under the
     store and ledger locks, refused while a claim is active; the moved path, or None when there
     was no ledger."""
-    from ..timeparse import format_ms
-
     ws.refuse_symlinks()
     with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s):
         store = read_store(ws)

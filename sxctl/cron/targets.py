@@ -6,7 +6,7 @@ workspace that holds the store — `.` for the workspace's own project, `sub/app
 below it — so a store keeps working when the workspace is copied, moved or mounted elsewhere (a
 container). A project outside the workspace cannot be named relative to it: it is stored as an
 absolute path, as every target was before this rule; such targets (older stores hold them) are
-read and honoured as they are. Every reader — dispatch, the gates, the receipts, the views and
+read and honoured as they are. Every reader — dispatch, admission, the receipts, the views and
 `doctor` — resolves a target through `run_target_project`, against the workspace, at use.
 """
 
@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from ..errors import SxctlError
+from .store import read_store
+from .workspace import Workspace
 
 #: the channel type of sxctl's own endpoints: a SCORPIOX session inbox of a project folder
 INBOX_CHANNEL = "scorpiox-inbox"
@@ -159,9 +163,6 @@ def _relocated(stored: str, workspace: Path) -> Path | None:
 def _store_seed(project: Path) -> str | None:
     """The `agentSchedulerSeed` of the store in `project`'s own `.scheduler/`, if it has a valid
     one: a copied workspace carries its origin's seed."""
-    from ..errors import SxctlError
-    from .store import Workspace, read_store
-
     try:
         found = read_store(Workspace(project))
     except (SxctlError, OSError):

@@ -14,10 +14,14 @@ from typing import Any
 
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import read_data_file
+from ..timeparse import format_ms
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from .policy import FILE_CAP, describe, read_policy
 from .schedule import CronPattern, next_run
-from .store import STORE_CAP, Workspace, daemon_locks, read_store
+from .store import STORE_CAP, daemon_locks, read_store
+from .targets import INBOX_CHANNEL, run_target_project
+from .workspace import Workspace
 
 STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
 
@@ -41,8 +45,6 @@ def job_kind_label(job: dict[str, Any]) -> str:
 def job_target(job: dict[str, Any], workspace: Path) -> dict[str, Any] | None:
     """`{project, conversation}` of a job with a target of its own: the project as the pass
     resolves it (`targets.run_target_project`, an absolute path however it is stored)."""
-    from .targets import INBOX_CHANNEL, run_target_project
-
     target = job.get("deliveryTarget")
     if target is None:
         return None
@@ -67,8 +69,6 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     project resolved against `workspace`) and policy (`policy` is the policy file's document). A
     job with no policy entry has `"policy": null` in a listing (every default; 10,000 jobs need
     not repeat them); `full` fills them in."""
-    from .policy import describe
-
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
     return {"job": job, "state": job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
@@ -88,8 +88,6 @@ def schedule_computable(schedule: dict[str, Any]) -> bool:
 # --- next ----------------------------------------------------------------------------------------
 
 def local_iso(ms: int, zone) -> str:
-    from ..timeparse import format_ms
-
     return format_ms(ms, zone=zone)
 
 
@@ -189,8 +187,6 @@ def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, fu
     reads them (a pass stops on any one of them; `full` adds the ledger's nested outcome checks):
     the store and the ledger (None when missing or invalid) and one problem naming each invalid
     file. A file the system refuses to read is exit 8 (SystemRefusedError), not a problem."""
-    from .policy import read_policy
-
     problems: list[Problem] = []
     store = ledger = None
     try:
@@ -241,8 +237,6 @@ def _lock_age_ms(lockdir) -> int | None:
 
 def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
     """Offline evidence about a workspace, read without locking (cron-store.md §8 status)."""
-    from .policy import FILE_CAP as POLICY_CAP
-
     store, ledger, found = check_files(ws, max_log_bytes)
     invalid = {problem.file for problem in found}
     if store is not None and ledger is not None:
@@ -284,7 +278,7 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     return {
         "ok": True, "workspace": str(ws.root),
         "store": _evidence(ws.store, STORE_CAP), "ledger": _evidence(ws.ledger, max_log_bytes),
-        "policy": _evidence(ws.policy, POLICY_CAP), "intent": intent,
+        "policy": _evidence(ws.policy, FILE_CAP), "intent": intent,
         "strictAuthoritiesValid": not invalid & {str(ws.store), str(ws.ledger)},
         "policyValid": str(ws.policy) not in invalid, "jobCount": len(jobs),
         "activeClaimCount": len(store["activeClaims"]) if store else 0,

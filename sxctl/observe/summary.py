@@ -8,7 +8,7 @@ from typing import Any
 
 from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.gating import hold_state
+from ..cron.admission import hold_state
 from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.policy import read_policy

@@ -16,9 +16,8 @@ from ..cron.store import read_store
 from ..cron.views import job_state
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import file_stamp
-from ..inbox.folder import inbox_dirs, message_names
+from ..inbox.folder import _unstamped, inbox_dirs, is_message_name, message_names
 from ..inbox.wait import rotation_target
-from ..inbox.folder import _unstamped, is_message_name
 from ..project import Session, session_info
 from .stranded import Stranded, stranded_sessions
 from .waiter import ChangeWaiter

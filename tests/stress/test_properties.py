@@ -19,7 +19,7 @@ from sxctl.callbacks.table import encode_table, parse_table
 from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
-from sxctl.cron.ledger import check_row
+from sxctl.cron.ledger_rows import check_row
 from sxctl.cron.schema import encode_compact, strict_loads, validate_store
 from sxctl.inbox.message import InboxMessage
 

@@ -61,8 +61,8 @@ from hypothesis.stateful import (
 
 from sxctl.clock import FakeClock
 from sxctl.cron.policy import read_policy
-from sxctl.cron.store import Workspace
 from sxctl.cron.views import validate_workspace
+from sxctl.cron.workspace import Workspace
 
 from ..comis_strict import check_store_bytes
 from ..conftest import REPO, clean_env, invoke
@@ -417,7 +417,7 @@ from sxctl.cli import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.policy import read_policy
-from sxctl.cron.store import Workspace
+from sxctl.cron.workspace import Workspace
 from sxctl.cron.views import validate_workspace
 # what a pass imports lazily, imported once here rather than in every fork
 import sxctl.cli.cron, sxctl.cli.cron_tick, sxctl.api.jobs, sxctl.api.scheduler, sxctl.api.scope

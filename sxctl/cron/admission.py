@@ -1,6 +1,7 @@
-"""What a scheduler pass does with a due job before it claims it, by the job's sxctl policy
-(cron/policy.py): expire it (lifetime), skip occurrences (stale catch-up, inactive hours, the
-daily limit), hold it while no agent is live, or pause it when nobody reads what it sends."""
+"""Admission: what a scheduler pass does with a due job before it claims it, by the job's sxctl
+policy (cron/policy.py): expire it (lifetime), skip occurrences (stale catch-up, inactive hours,
+the daily limit), hold it while no agent is live, or pause it when nobody reads what it sends.
+(A *wake gate* is something else: comis's per-job script, run at dispatch.)"""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
+from ..project import freshest_live, list_sessions
 from ..report import Reporter
+from ..timeparse import format_ms
 from .ledger import Group, Ledger
+from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 from .policy import DEFAULT_HOLD_MAX_MS, is_active_time, record_skip
-from .receipts import consumption, execution_dispatch
-from .schedule import next_run
+from .schedule import job_zone, local_time, next_run
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
@@ -22,33 +25,17 @@ OCCURRENCE_BUDGET = 10_000
 
 
 @dataclass
-class GateReport:
-    """What the gates did in one pass, for the pass's JSON report."""
+class AdmissionReport:
+    """What admission did in one pass (held, skipped, paused), for the pass's JSON report."""
 
     waiting: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
 
 
-def job_zone(job: dict[str, Any]):
-    """The zone a job's days and hours are counted in: its cron zone, else UTC."""
-    from .schedule import load_cron_zone
-
-    return load_cron_zone(job["schedule"].get("tz") or "UTC") if job["schedule"]["kind"] == "cron" \
-        else load_cron_zone("UTC")
-
-
-def local_time(ms: int, zone):
-    from ..timeparse import datetime_of_ms
-
-    return datetime_of_ms(ms, zone)
-
-
 def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
     """The one rule for a job that waits: it sends to the `live` session of a project (its own
     target resolved against `workspace`, else `project` with `to`) in which no session is live now."""
-    from ..project import freshest_live, list_sessions
-
     if job["payload"]["kind"] not in ("agent_turn", "heartbeat_event"):
         return False
     target = job.get("deliveryTarget")
@@ -77,162 +64,10 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
             "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
 
 
-# --- counting runs against the limits ---------------------------------------------------------------
+class Admission:
+    """A pass's admission of due jobs: `admit` decides, `count`/`after_run` spend the limits; what
+    changed (`policy_changed`, `store_changed`, `touched`) the pass writes."""
 
-@dataclass
-class LimitUsage:
-    """How much of its limits a job has used: `runs` toward --max-runs, `day` (`{date, runs}`,
-    the newest day the policy file counted, in the job's zone) and `days` (runs per date the
-    ledger proves) toward --max-runs-per-day, and `unread` (its newest messages all still
-    unread, up to its --max-unconsumed; None without that limit). `proven` is the ledger's
-    share of `runs` (None when the ledger was not asked)."""
-
-    runs: int
-    day: dict[str, Any] | None
-    unread: int | None = None
-    days: dict[str, int] = field(default_factory=dict)
-    proven: int | None = None
-
-    def runs_on(self, date: str) -> int:
-        counted = self.day["runs"] if self.day is not None and self.day["date"] == date else 0
-        return max(counted, self.days.get(date, 0))
-
-
-#: the policy keys of the limits counted from the ledger (gating.job_history indexes just their jobs)
-LEDGER_LIMITS = ("maxRuns", "maxRunsPerDay", "maxUnconsumed")
-
-
-def job_history(ledger: Ledger, job_ids: set[str] | None = None) -> dict[str, list[Group]]:
-    """The ledger's executions (those with a start row) by job, in file order — of `job_ids`
-    only, when given: one walk over the ledger for every job a pass or a view counts."""
-    index: dict[str, list[Group]] = {}
-    for group in ledger.groups.values():
-        start = group.start
-        if start is not None and (job_ids is None or start["jobId"] in job_ids):
-            index.setdefault(start["jobId"], []).append(group)
-    return index
-
-
-def limited_jobs(policy: dict[str, Any]) -> set[str]:
-    """Ids of the jobs whose policy entry sets a limit counted from the ledger."""
-    return {job_id for job_id, entry in policy["jobs"].items() if any(entry.get(key) for key in LEDGER_LIMITS)}
-
-
-def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock,
-                workspace: Path, sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
-    """What the ledger proves a job spent, whatever the policy file says: its scheduled (not
-    manual) executions that dispatched (`execution_dispatch`) started since its limits were
-    last reset (`limitsFromMs`: `cron resume`) toward --max-runs, and per date of their
-    occurrence in the job's zone toward --max-runs-per-day (only with that limit)."""
-    since = entry.get("limitsFromMs", 0)
-    zone = job_zone(job) if entry.get("maxRunsPerDay") else None
-    runs, days = 0, dict[str, int]()
-    for group in groups:
-        start = group.start
-        if start is None or start["trigger"] == "manual":
-            continue
-        outcome = group.terminal["outcome"] if group.terminal is not None else None
-        if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
-            continue
-        if start["startedAtMs"] >= since:
-            runs += 1
-        if zone is not None:
-            date = local_time(start["scheduledForMs"], zone).date().isoformat()
-            days[date] = days.get(date, 0) + 1
-    return runs, days
-
-
-def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None,
-                   *, project: Path, clock: Clock, workspace: Path, sessions: dict[Path, list] | None = None) -> bool:
-    """Fold one scheduled execution into the entry's counts when it dispatched
-    (`execution_dispatch`); True when it was counted now. `countedId` remembers the last one
-    counted, so an execution is counted once: a pass counts its run in the policy file, written
-    before the store write that drops the run's claim, and a pass killed before that leaves the
-    claim, which the next pass settles and counts (or finds counted). Manual runs spend no limit."""
-    if start["trigger"] == "manual" or entry.get("countedId") == start["executionId"]:
-        return False
-    if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
-        return False
-    entry["runs"] = entry.get("runs", 0) + 1
-    date = local_time(start["scheduledForMs"], job_zone(job)).date().isoformat()
-    day = entry.get("day")
-    if day is None or day["date"] < date:
-        entry["day"] = {"date": date, "runs": 1}
-    elif day["date"] == date:
-        entry["day"] = {"date": date, "runs": day["runs"] + 1}
-    entry["countedId"] = start["executionId"]
-    return True
-
-
-def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict[str, Any]], ledger: Ledger | None,
-                project: Path, clock: Clock, workspace: Path, unread: bool = True,
-                sessions: dict[Path, list] | None = None, history: dict[str, list[Group]] | None = None) -> LimitUsage:
-    """THE counting rule of every run limit, from durable facts only — used by the pass before it
-    admits a job and by the views (`cron list/show`):
-
-    - runs and runs per day: the LARGER of two counts. One is the counts folded into the policy
-      file (`count_dispatch`), plus each of the job's claims not yet folded — a pass killed
-      after it dispatched — whose execution dispatched by the ledger and the inbox
-      (`execution_dispatch`: a claim without a start row sent nothing; an unsettled one, whose
-      message is in the inbox, did). The other is what the ledger proves (`proven_runs`), so a
-      policy file edited down, or a day stamped by a clock that ran ahead, never lets a job
-      past a limit the ledger can show; the policy count stays for the runs retention dropped
-      from the ledger.
-    - unread: the job's newest dispatched inbox messages since its limits were last reset, an
-      `unknown` run whose message is in the inbox included, counted while they are still pending.
-    A run that dispatched nothing (failed before sending, a held occurrence given up past
-    --hold-max) spends nothing. `history` (`job_history`) is the ledger indexed by job, built
-    once for many jobs; without it this job's executions are picked from the ledger."""
-    counted: dict[str, Any] = {key: entry[key] for key in ("runs", "day", "countedId") if key in entry}
-    for claim in claims:
-        if claim["jobId"] != job["id"]:
-            continue
-        group = ledger.groups.get(claim["executionId"]) if ledger is not None else None
-        start = group.start if group is not None else None
-        outcome = group.terminal["outcome"] if group is not None and group.terminal is not None else None
-        if start is not None:  # a claim without its start row dispatched nothing
-            count_dispatch(counted, job, start, outcome, project=project, clock=clock, workspace=workspace,
-                           sessions=sessions)
-    usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
-    spent = entry.get("maxRuns") or entry.get("maxRunsPerDay")
-    limit = entry.get("maxUnconsumed") if unread else None
-    if ledger is None or not (spent or limit):
-        return usage
-    if history is None:
-        history = job_history(ledger, {job["id"]})
-    groups = history.get(job["id"], [])
-    if spent:
-        usage.proven, usage.days = proven_runs(job, entry, groups, project=project, clock=clock, workspace=workspace,
-                                               sessions=sessions)
-        usage.runs = max(usage.runs, usage.proven)
-    if limit:
-        usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions, workspace=workspace)
-    return usage
-
-
-def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, history: list[Group], project: Path,
-                   clock: Clock, sessions: dict[Path, list] | None, *, workspace: Path) -> int:
-    """How many of the job's newest inbox messages (since its limits were last reset), up to
-    `limit`, are still unread (`history`: the job's executions in the ledger)."""
-    since = entry.get("limitsFromMs", 0)
-    groups = [g for g in history if g.start is not None and g.start["startedAtMs"] >= since]
-    groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
-    where = run_target_project(job, project, workspace=workspace)
-    streak = 0
-    for group in groups:
-        outcome = group.terminal["outcome"] if group.terminal is not None else None
-        dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions, workspace=workspace)
-        if dispatch is None or dispatch.stem is None or dispatch.session_id is None:
-            continue  # sent no message: neither read nor unread
-        if consumption(where, dispatch.session_id, dispatch.stem, clock)["state"] != "pending":
-            break
-        streak += 1
-        if streak >= limit:
-            break
-    return streak
-
-
-class Gates:
     def __init__(self, policy: dict[str, Any], ledger: Ledger, *, project: Path, to: str, clock: Clock,
                  report: Reporter, workspace: Path, store: dict[str, Any] | None = None) -> None:
         self.policy = policy
@@ -243,7 +78,7 @@ class Gates:
         self.to = to
         self.clock = clock
         self.report = report
-        self.done = GateReport()
+        self.done = AdmissionReport()
         self.policy_changed = False
         self.store_changed = False
         self.touched: set[str] = set()  # ids of the jobs this pass changed (the store checks just those)
@@ -264,7 +99,7 @@ class Gates:
                            history=self._history)
 
     def admit(self, job: dict[str, Any]) -> bool:
-        """True: claim and run the job's due occurrence now. False: the gates dealt with it (the
+        """True: claim and run the job's due occurrence now. False: admission dealt with it (the
         job and the policy in memory say how; the pass writes them)."""
         entry = self.policy["jobs"].get(job["id"], {})
         now = self.clock.now_ms()
@@ -330,7 +165,7 @@ class Gates:
         if {key: entry.get(key) for key in ("runs", "day")} != before:
             self.policy_changed = True
 
-    # --- the gates ------------------------------------------------------------------------------
+    # --- the rules ------------------------------------------------------------------------------
 
     def _expired(self, job: dict[str, Any], entry: dict[str, Any], next_at: int, usage: LimitUsage) -> bool:
         until, most = entry.get("untilMs"), entry.get("maxRuns")
@@ -405,6 +240,4 @@ class Gates:
 
 
 def _clock_text(ms: int) -> str:
-    from ..timeparse import format_ms
-
     return format_ms(ms, "%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,68 @@
+"""What a late run stands for: the occurrences it skipped (counted under the store lock within a
+budget) and the note a catch-up run's message ends with (spec runner.md §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..report import Reporter
+from ..timeparse import format_ms
+from .schedule import CronPattern, job_zone, load_cron_zone, next_run
+
+SKIP_COUNT_CAP = 10_000
+SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
+
+
+def count_skipped(job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any],
+                  report: Reporter) -> None:
+    """Occurrences strictly after the one we run and at or before the claim: never run. Recorded
+    in the run's report `entry` and warned about."""
+    schedule = job["schedule"]
+    if schedule["kind"] == "every":
+        every = schedule["everyMs"]
+        count = (claimed_at - scheduled_for) // every
+        first, last = scheduled_for + every, scheduled_for + count * every
+    elif schedule["kind"] == "at":
+        return  # a one-shot has one occurrence: it misses nothing
+    else:
+        pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
+        count = pattern.count_between(scheduled_for, claimed_at, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
+        found = next_run(schedule, scheduled_for) if count else None
+        first = found[0] if found else None
+        last = pattern.last_at_or_before(claimed_at, zone) if count else None
+    if count <= 0:
+        return
+    shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
+    entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+    span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
+    # the run's own trigger word, as the ledger records it (one vocabulary)
+    report.warn(f"{job['name']}: ran 1 {entry['trigger']} occurrence, skipped {shown} ({span})")
+
+
+def missed_note(job: dict[str, Any], entry: dict[str, Any], policy: dict[str, Any]) -> str | None:
+    """The last line of a catch-up run's message: how many occurrences it stands for and
+    their span in the job's zone (off with the job's `--no-missed-note`)."""
+    if policy["jobs"].get(job["id"], {}).get("missedNote") is False:
+        return None
+    zone = job_zone(job)
+    zone_name = job["schedule"].get("tz") or "UTC" if job["schedule"]["kind"] == "cron" else "UTC"
+    first = entry["scheduledForMs"]
+    skipped = entry.get("skipped_occurrences", 0)
+    last = entry.get("skipped_last_ms") or first
+    if not skipped:
+        return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
+                f"({zone_name})]")
+    count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
+    return (f"[sxctl: a catch-up run for {count} missed occurrences, "
+            f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
+            f"({zone_name})]")
+
+
+def skipped_count(run: dict[str, Any]) -> int:
+    """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
+    value = run.get("skipped_occurrences", 0)
+    return value if isinstance(value, int) else SKIP_COUNT_CAP
+
+
+def _hhmm(ms: int | None) -> str:
+    return "?" if ms is None else format_ms(ms, "%H:%M")
