@@ -1,7 +1,7 @@
 """The one way sxctl puts bytes on disk: exclusive same-folder temp, fsync, atomic publish.
 
 A crash at any point leaves the old file or the new one, never a torn one; at worst a stray temp
-file remains, which only the clean-up rule of that file may remove (spec README).
+file remains, which only the clean-up rule of that file may remove (docs/protocol/README.md §1).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _process_umask() -> int:
 
 
 def default_temp_path(target: str | os.PathLike) -> str:
-    """`<name>.sxctl-<32 hex>.tmp` beside the target (spec README, step 1)."""
+    """`<name>.sxctl-<32 hex>.tmp` beside the target (docs/protocol/README.md §1, step 1)."""
     return f"{os.fspath(target)}.sxctl-{os.urandom(16).hex()}.tmp"
 
 

@@ -352,7 +352,6 @@ def test_every_section_pointer_outside_the_package_resolves():
     assert _headings("cron-store.md") >= {str(n) for n in range(1, 11)}
 
 
-@pytest.mark.xfail(strict=False, reason="lead rewrites sxctl pointers after merge")
 def test_every_section_pointer_in_the_package_resolves():
     problems = [p for p in _pointer_problems() if p.startswith("sxctl/")]
     assert problems == [], "\n".join(problems)

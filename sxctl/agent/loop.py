@@ -14,7 +14,15 @@ from datetime import date
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, SxctlError
 from ..fsio import ensure_private_dir
-from ..project import LIVE_WINDOW_MS, Session, WorktreeCopies, is_valid_session_id, liveness_of, read_stats
+from ..project import (
+    LIVE_WINDOW_MS,
+    ProjectLayout,
+    Session,
+    WorktreeCopies,
+    is_valid_session_id,
+    liveness_of,
+    read_stats,
+)
 from .intake import Intake
 from .parts import AgentOptions, Emit, new_session_id
 from .timers import Timers
@@ -50,10 +58,10 @@ class ReferenceAgent:
     def turns(self) -> int:
         return self.runner.turns
 
-    # --- start-up (§1) ----------------------------------------------------------------------------
+    # --- start-up (reference-agent.md §1) ----------------------------------------------------------
 
     def start(self) -> None:
-        sessions = self.options.project / ".scorpiox" / "sessions"
+        sessions = ProjectLayout(self.options.project).sessions
         ensure_private_dir(sessions.parent)
         ensure_private_dir(sessions)
         if self.options.session_id:
@@ -93,7 +101,7 @@ class ReferenceAgent:
     def write_stats(self, *, stopped: bool = False) -> None:
         self.runner.write_stats(self.timers.active_slots(), stopped=stopped)
 
-    # --- the loop (§2) ------------------------------------------------------------------------------
+    # --- the loop (reference-agent.md §2) ------------------------------------------------------------
 
     def run(self, capture_output: bool = False) -> int:
         runner = self.runner

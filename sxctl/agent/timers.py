@@ -4,7 +4,6 @@ after a turn — every write under the revision protocol other writers use."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +22,7 @@ from ..callbacks.table import (
 )
 from ..clock import Clock
 from ..errors import ConflictError, InvalidDataError
-from ..fsio import link_create
+from ..fsio import file_stamp, link_create
 from ..project import Session
 from ..report import Reporter
 from .parts import Announce
@@ -66,22 +65,15 @@ class Timers:
             self._write(unpause, lambda doc: True)
             self.emit("callbacks_adopted", rev=doc_rev(self.doc))
 
-    def _stamp(self) -> tuple | None:
-        try:
-            st = os.stat(self.dir / FILE_NAME)
-        except FileNotFoundError:
-            return None
-        return (st.st_size, st.st_mtime_ns, st.st_ino)
-
     def _adopt(self, table: CallbackTable, announce: bool = True) -> None:
         self.doc = table.doc
-        self.stamp = self._stamp()
+        self.stamp = file_stamp(self.dir / FILE_NAME)
         if announce:
             self.emit("callbacks_adopted", rev=table.rev)
 
     def adopt(self) -> None:
         """Re-read the table when its file changed; a broken file keeps the last good table."""
-        stamp = self._stamp()
+        stamp = file_stamp(self.dir / FILE_NAME)
         if stamp == self.stamp and not self.broken:
             return
         try:
@@ -116,7 +108,7 @@ class Timers:
             self.adopt()
             return None
         self.doc = result.doc
-        self.stamp = self._stamp()
+        self.stamp = file_stamp(self.dir / FILE_NAME)
         return result
 
     def active_slots(self) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""The reference agent's turns (spec reference-agent.md §3) and its stats (§6): a turn runs on a
-worker thread — sleeping `--turn-seconds`, or running `--exec` with the turn's text on stdin — so
+"""The reference agent's turns (reference-agent.md §3) and its stats (reference-agent.md §6): a turn
+runs on a worker thread — sleeping `--turn-seconds`, or running `--exec` with the turn's text on stdin — so
 that the main loop keeps consuming; interrupts reach it at each boundary, queued notes follow it.
 Everything shared with the worker is guarded by one lock."""
 
@@ -200,7 +200,8 @@ class TurnRunner:
         return dropped
 
     def write_stats(self, active_slots: list[dict[str, Any]], *, stopped: bool = False) -> None:
-        """`stats.json` (§6): the heartbeat that makes the session live, with the timers' summary."""
+        """`stats.json` (reference-agent.md §6): the heartbeat that makes the session live, with the
+        timers' summary."""
         now = self.clock.now_ms()
         next_fire = min((s["fire_at_ms"] for s in active_slots), default=0)
         with self.state:

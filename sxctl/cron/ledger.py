@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import faults, jsondata
 from ..errors import ConflictError, InvalidDataError, SxctlError
-from ..fsio import PendingFile, open_regular, read_refusal
+from ..fsio import PendingFile, file_stamp, open_regular, read_refusal
 from ..locks import MkdirLock
 from .ledger_rows import IDENTITY_KEYS, check_row
 from .schema import encode_compact
@@ -322,14 +322,6 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
     return dropped
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 def append_rows(
     path: Path,
     rows: list[dict[str, Any]],
@@ -344,7 +336,7 @@ def append_rows(
     `locks` (the store lock, then the ledger lock) are held by the caller and re-checked right
     before the rename. `cache` (a pass's own dict) keeps the ledger as last written: while the
     file is still that one (same inode, size and mtime), it is not scanned again."""
-    stamp = _stamp(path)
+    stamp = file_stamp(path)
     if cache is not None and cache.get("stamp") == stamp and stamp is not None:
         ledger = cache.pop("ledger")
     else:
@@ -378,4 +370,4 @@ def append_rows(
         ledger.raw = data
         for eid in dropped:
             ledger.groups.pop(eid, None)
-        cache.update(ledger=ledger, stamp=_stamp(path))
+        cache.update(ledger=ledger, stamp=file_stamp(path))

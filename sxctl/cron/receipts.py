@@ -13,7 +13,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..inbox.folder import inbox_dirs
 from ..inbox.manage import evidence_for_key
 from ..inbox.places import follow
-from ..project import as_session, is_valid_session_id, list_sessions, session_info, sessions_root
+from ..project import ProjectLayout, as_session, is_valid_session_id, list_sessions, session_info
 from ..timeparse import format_duration_ms, format_ms
 from .targets import holds_project, run_target_project
 
@@ -22,7 +22,7 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
     """Where the message `stem` of session `session_id` is now, in the words every view uses:
     `read` (with `readAtMs`, when it was moved to done/), `pending` (with `ageMs`), `retracted`,
     or `lost`."""
-    folder = sessions_root(project) / session_id
+    folder = ProjectLayout(project).sessions / session_id
     if not os.path.isdir(folder) or os.path.islink(folder):
         return {"state": "lost", "reason": "session_gone"}
     session = as_session(session_info(folder, clock), project, "flag")

@@ -211,7 +211,7 @@ class CronPattern:
 
 
 def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:
-    """`next(schedule, bound)`: the first occurrence strictly after `bound_ms` (§7)."""
+    """`next(schedule, bound)`: the first occurrence strictly after `bound_ms` (cron-store.md §7)."""
     kind = schedule["kind"]
     if kind == "every":
         anchor, every = schedule["anchorMs"], schedule["everyMs"]
@@ -241,7 +241,7 @@ def local_time(ms: int, zone):
     return datetime_of_ms(ms, zone)
 
 
-# --- authoring (§6) ------------------------------------------------------------------------------
+# --- authoring (cron-store.md §6) -----------------------------------------------------------------
 
 @dataclass
 class ScheduleInput:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SxctlError
+from ..project.layout import SCORPIOX_DIR
 from .store import read_store
 from .workspace import Workspace
 
@@ -71,7 +72,7 @@ def run_target_project(job: dict[str, Any] | None, default_project: Path, *, wor
 def holds_project(folder: Path) -> bool:
     """Whether `folder` is a project (holds `.scorpiox/`): the condition dispatch needs. False for
     a path no file system can hold (a NUL, a name too long) as for a missing one."""
-    return os.path.isdir(os.path.join(folder, ".scorpiox"))
+    return os.path.isdir(os.path.join(folder, SCORPIOX_DIR))
 
 
 def linked_through(stored: str, resolved: Path, workspace: Path) -> Path | None:

@@ -218,8 +218,9 @@ def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: C
 
 # --- publishing ----------------------------------------------------------------------------------
 
-class _StemTaken(Exception):
-    """The stem turned out not to be free; the caller picks another or re-checks."""
+class StemTaken(Exception):
+    """The stem turned out not to be free (taken after it was reserved); the caller picks another
+    or re-checks."""
 
 
 def reserve(inbox: InboxDir, stem: str) -> PendingFile | None:
@@ -247,7 +248,7 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
 
     def check_free() -> None:
         if not inbox.stem_is_free(stem, frozenset(own)):
-            raise _StemTaken
+            raise StemTaken
 
     try:  # the free-stem check runs right before each rename (sidecar, then message)
         if image is not None:
@@ -265,7 +266,7 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
             check_free()
 
         reservation.commit(before_rename)
-    except (_StemTaken, FileExistsError):
+    except (StemTaken, FileExistsError):
         remove_quietly(sidecar)
         reservation.discard()
         return False

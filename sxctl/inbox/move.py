@@ -40,19 +40,15 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError
 from ..fsio import atomic_write, ensure_private_dir, fsync_dir, link_create, read_bytes_capped, refuse_symlink
 from ..locks import writer_lock
-from ..project import Session, as_session, session_info, sessions_root
+from ..project import ProjectLayout, Session, as_session, session_info
 from ..record import Factory, record
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
-from .message import _SXCTL_STEM, _compact_json, default_stem, is_plain_stem, remove_quietly
+from .message import _SXCTL_STEM, StemTaken, _compact_json, default_stem, is_plain_stem, remove_quietly
 from .moves import INTENTS, MOVES, read_intent
 
 LOCK_NAME = ".sxctl-forward.lock"
 LOCK_WAIT_S = 5.0
-
-
-class _StemTaken(Exception):
-    """The target stem stopped being free after it was reserved."""
 
 
 # --- one message ----------------------------------------------------------------------------------
@@ -200,7 +196,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
 
     def check_free() -> None:
         if not new_inbox.stem_is_free(to_stem, frozenset(own)):
-            raise _StemTaken
+            raise StemTaken
 
     try:
         for path, body in keys:
@@ -218,9 +214,9 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         check_free()
         refuse_symlink(new_inbox.pending_file(to_stem))
         os.rename(message, new_inbox.pending_file(to_stem))  # the commit point
-    except (_StemTaken, OSError) as error:
+    except (StemTaken, OSError) as error:
         _undo(intent_path, reservation, published, created)
-        if isinstance(error, (_StemTaken, FileExistsError)):
+        if isinstance(error, (StemTaken, FileExistsError)):
             moved.outcome = "name_taken"  # another writer took the stem after it was checked
         elif isinstance(error, FileNotFoundError):
             moved.outcome = inbox.state_of(stem)  # the old agent took it, or it was retracted
@@ -323,7 +319,7 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
             intent = read_intent(intent_path)
             if intent is None or intent["stem"] != stem:
                 continue  # not ours to act on; `inbox list` never shows it
-            target_dir = sessions_root(source.project) / intent["to_session"]
+            target_dir = ProjectLayout(source.project).sessions / intent["to_session"]
             target = as_session(session_info(target_dir), source.project, "flag") if target_dir.is_dir() else None
             new_inbox = primary_inbox(target) if target is not None else None
             if new_inbox is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SxctlError
-from ..project import Session, as_session, is_valid_session_id, session_info, sessions_root
+from ..project import ProjectLayout, Session, as_session, is_valid_session_id, session_info
 from ..record import record
 from .folder import InboxDir, inbox_dirs, primary_inbox
 from .keys import key_record_path, key_state, read_key_record
@@ -32,7 +32,7 @@ class KeyPlace:
 
 def _session_named(project: Path, session_id: str, source: str = "key") -> Session | None:
     """The session a record names, when its folder is a real one."""
-    folder = sessions_root(project) / session_id
+    folder = ProjectLayout(project).sessions / session_id
     if not is_valid_session_id(session_id) or os.path.islink(folder) or not folder.is_dir():
         return None
     return as_session(session_info(folder), project, source)
@@ -90,7 +90,7 @@ def place_of(session: Session, inbox: InboxDir, body: dict[str, Any]) -> KeyPlac
 def find_key_elsewhere(session: Session, key: str) -> KeyPlace | None:
     """The message a key was sent with in another session of the project (newest folder first),
     when it still exists: a key identifies one message across the project's sessions."""
-    root = sessions_root(session.project)
+    root = ProjectLayout(session.project).sessions
     try:
         names = [entry.name for entry in os.scandir(root)
                  if entry.name != session.id and is_valid_session_id(entry.name)

@@ -12,7 +12,6 @@ from .layout import (
     check_session_id,
     find_project,
     is_valid_session_id,
-    sessions_root,
 )
 from .sessions import (
     LIVE_WINDOW_MS,
@@ -41,6 +40,6 @@ __all__ = [
     "SessionInfo", "WorktreeCopies", "as_session", "check_rotation_after_write", "check_session_id", "date_prefix",
     "find_project", "freshest_live", "is_valid_session_id", "list_sessions", "live_sessions", "liveness_of",
     "main_checkout_of", "parse_env_file", "read_stats", "resolve_config", "resolve_target_session", "select_session",
-    "session_info", "sessions_root", "several_live_warning", "stopped_cleanly", "warn_if_not_live",
+    "session_info", "several_live_warning", "stopped_cleanly", "warn_if_not_live",
     "worktree_copies",
 ]

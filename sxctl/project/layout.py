@@ -63,11 +63,6 @@ class ProjectLayout:
         return folder.parent.name == "sessions" and folder.parent.parent.name == SCORPIOX_DIR
 
 
-def sessions_root(project: Path) -> Path:
-    """`ProjectLayout(project).sessions`, under the name inbox forwarding and cron receipts use."""
-    return ProjectLayout(project).sessions
-
-
 def is_valid_session_id(session_id: str) -> bool:
     return bool(_SESSION_ID.fullmatch(session_id)) and ".." not in session_id and session_id != "."
 

@@ -45,7 +45,7 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
 
 @record
 class Liveness:
-    state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: README "Session states")
+    state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: docs/guides/observe.md)
     updated_ms: int | None
     age_ms: int | None
 
@@ -154,7 +154,7 @@ def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
 
 
 def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK) -> list[SessionInfo]:
-    """Every valid session folder (real directories only), newest first (§3 rule 5 order)."""
+    """Every valid session folder (real directories only), newest first (sessions.md §3 rule 5 order)."""
     root = ProjectLayout(project).sessions
     try:
         entries = list(os.scandir(root))

@@ -51,7 +51,7 @@ def _read_gitdir_file(dot_git: Path) -> Path | None:
 
 
 def main_checkout_of(project: Path) -> Path | None:
-    """The main checkout when `project` is a linked git worktree, else None (§7 rules 1–3)."""
+    """The main checkout when `project` is a linked git worktree, else None (sessions.md §7 rules 1–3)."""
     dot_git = project / ".git"
     if dot_git.is_dir() or not dot_git.exists():
         return None
