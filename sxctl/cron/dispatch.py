@@ -22,7 +22,8 @@ from typing import Any
 from ..clock import Clock
 from ..errors import NotFoundError, SxctlError, UsageError
 from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
-from ..inbox.sending import SendRequest, send
+from ..inbox.request import SendRequest
+from ..inbox.sending import send
 from ..project import Session, check_session_id, resolve_target_session
 from ..report import Reporter
 from .targets import INBOX_CHANNEL, holds_project, linked_through, run_target_project

@@ -350,7 +350,7 @@ def find_message(session: Session, stem: str) -> MessageRow:
     from .moves import moved_to  # a send loads this module: the move records only when a look-up misses
 
     for inbox in inbox_dirs(session):
-        hop = moved_to(inbox, stem, moving=False)
+        hop = moved_to(inbox.path, stem, moving=False)
         if hop is not None:
             raise NotFoundError(f"no message {stem} in session {session.id}: `inbox forward` moved it to session "
                                 f"{hop[0]} as {hop[1]}", code="stem_not_found", moved_to={"session": hop[0],

@@ -18,7 +18,9 @@ from ..fsio import (
     atomic_write,
     ensure_private_dir,
     fsync_dir,
+    remove_quietly,
 )
+from ..jsondata import compact_json
 from ..project import (
     Session,
     as_session,
@@ -26,7 +28,7 @@ from ..project import (
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record
-from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json, remove_quietly
+from .message import IMAGE_EXTS, SXCTL_STEM
 from .places import place_of
 
 # --- retract -----------------------------------------------------------------------------------
@@ -108,11 +110,11 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
     for path, name in _older_files(inbox.path, cutoff_ms, use_ctime=False):
         if name.endswith(temp_suffixes):
             stem = name.rsplit(".", 2)[0]
-            if _SXCTL_STEM.fullmatch(stem):
+            if SXCTL_STEM.fullmatch(stem):
                 yield path
             continue
         stem, _, ext = name.rpartition(".")
-        if ext in IMAGE_EXTS and _SXCTL_STEM.fullmatch(stem) and not any(
+        if ext in IMAGE_EXTS and SXCTL_STEM.fullmatch(stem) and not any(
             os.path.lexists(folder / f"{stem}.json")
             for folder in (inbox.path, inbox.done, inbox.retracted)
         ):
@@ -210,7 +212,7 @@ def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
         if record is None or record["stem"] not in stems or record.get("pruned"):
             continue
         st = os.lstat(path)
-        atomic_write(path, _compact_json({**record, "pruned": stems[record["stem"]]}))
+        atomic_write(path, compact_json({**record, "pruned": stems[record["stem"]]}))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # `prune --keys` ages records by mtime
 
 
