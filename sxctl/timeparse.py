@@ -7,6 +7,7 @@ offset) or a naive wall time read in a zone, with explicit fold choice (cron-sto
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from datetime import UTC, datetime, timedelta
@@ -108,8 +109,7 @@ def load_zone(name: str):
 def zone_hint(name: str) -> str:
     """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
     Europe/Berlin (the error message itself stays comis's)."""
-    import difflib  # lazy: only an unknown zone name needs a hint
-    from zoneinfo import available_timezones  # lazy: as above
+    from zoneinfo import available_timezones  # lazy: `inbox send` loads this module and never a zone
 
     zones = sorted(available_timezones())
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]

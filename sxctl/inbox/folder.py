@@ -3,29 +3,20 @@ one rule for what a message is, read by every view."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import (
-    NotFoundError,
-    SystemRefusedError,
-)
-from ..fsio import (
-    read_bytes_capped,
-    refuse_symlinks_below,
-)
-from ..project import (
-    Session,
-)
+from ..errors import NotFoundError, SystemRefusedError
+from ..fsio import read_bytes_capped, refuse_symlinks_below
+from ..project import Session
 from ..record import record
 from .message import IMAGE_EXTS, MAX_MESSAGE_BYTES, PREVIEW_CHARS, InboxMessage
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 # --- inbox folders and message states ----------------------------------------------------------
 
@@ -276,8 +267,6 @@ def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, 
               if (ctime := _ctime_ns(folder, name)) is not None]
 
     def latest_first() -> Iterator[tuple[int, str]]:
-        import heapq  # only history listings take the newest names: a send never loads heapq
-
         skip = set(unstamped)
         head = [name for name in heapq.nlargest(4 * READ_ORDER_SLACK + len(skip), names) if name not in skip]
         yield from _stamped(folder, head)

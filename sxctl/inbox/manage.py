@@ -8,23 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
-    ConflictError,
-    NotFoundError,
-    SxctlError,
-    TooLateError,
-)
-from ..fsio import (
-    atomic_write,
-    ensure_private_dir,
-    fsync_dir,
-    remove_quietly,
-)
+from ..errors import ConflictError, NotFoundError, SxctlError, TooLateError
+from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly
 from ..jsondata import compact_json
-from ..project import (
-    Session,
-    as_session,
-)
+from ..project import Session, as_session
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record

@@ -10,20 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
-    ConflictError,
-    NotFoundError,
-    SxctlError,
-    WaitTimeoutError,
-)
-from ..project import (
-    Session,
-    as_session,
-    date_prefix,
-    freshest_live,
-    list_sessions,
-    session_info,
-)
+from ..errors import ConflictError, NotFoundError, SxctlError, WaitTimeoutError
+from ..project import Session, as_session, date_prefix, freshest_live, list_sessions, session_info
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
