@@ -30,6 +30,8 @@ Emit = Callable[[dict[str, Any]], None]
 
 @dataclass
 class AgentOptions:
+    """How `agent run` runs the reference agent: which session, the turn command, timing and limits."""
+
     project: Path
     session_id: str | None = None
     exec_cmd: str | None = None
@@ -43,6 +45,8 @@ class AgentOptions:
 
 @dataclass
 class Turn:
+    """One turn of the reference agent: what started it (`source`, `ref`) and the text it is given."""
+
     number: int
     source: str  # inbox | callback | queue | interrupt
     ref: str

@@ -183,6 +183,9 @@ def _terminate_group(proc: subprocess.Popen) -> None:
 
 @dataclass
 class GateResult:
+    """What one run of a job's wake gate decided: wake or not, comis's `wakeGate` outcome, and the
+    context or delivery text its verdict carried."""
+
     wake: bool
     outcome: dict[str, Any]  # the wakeGate outcome shape
     context: str | None = None

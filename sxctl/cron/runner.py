@@ -37,6 +37,8 @@ LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is o
 
 @dataclass
 class TickOptions:
+    """The options of one scheduler pass (`cron tick`, `cron run`), durations in seconds."""
+
     project: Path
     max_runs: int = 3
     to: str = "live"
@@ -55,6 +57,8 @@ class TickOptions:
 
 @dataclass
 class PassReport:
+    """What one scheduler pass did; `to_json()` is the document `cron tick --json` prints."""
+
     boot_id: str
     now_ms: int
     workspace: Path

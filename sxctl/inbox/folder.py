@@ -112,6 +112,8 @@ def primary_inbox(session: Session) -> InboxDir:
 
 @record
 class MessageRow:
+    """One message as the listings show it: where it is, its state, its file's times and what it says."""
+
     stem: str
     state: str
     path: Path

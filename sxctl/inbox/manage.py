@@ -15,13 +15,15 @@ from ..project import Session, as_session
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record
-from .message import IMAGE_EXTS, SXCTL_STEM
+from .message import IMAGE_EXTS, TIME_STEM
 from .places import place_of
 
 # --- retract -----------------------------------------------------------------------------------
 
 @record
 class RetractResult:
+    """What `inbox retract` did: the message's inbox and stem, and whether it was retracted already."""
+
     inbox: InboxDir
     stem: str
     already: bool
@@ -97,11 +99,11 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
     for path, name in _older_files(inbox.path, cutoff_ms, use_ctime=False):
         if name.endswith(temp_suffixes):
             stem = name.rsplit(".", 2)[0]
-            if SXCTL_STEM.fullmatch(stem):
+            if TIME_STEM.fullmatch(stem):
                 yield path
             continue
         stem, _, ext = name.rpartition(".")
-        if ext in IMAGE_EXTS and SXCTL_STEM.fullmatch(stem) and not any(
+        if ext in IMAGE_EXTS and TIME_STEM.fullmatch(stem) and not any(
             os.path.lexists(folder / f"{stem}.json")
             for folder in (inbox.path, inbox.done, inbox.retracted)
         ):

@@ -30,7 +30,7 @@ PREVIEW_CHARS = 60
 
 _USER_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 #: a stem sxctl makes (`default_stem`), with or without its priority prefix
-SXCTL_STEM = re.compile(r"(0[0-9]_)?[0-9]{10,}_[0-9]{9}")
+TIME_STEM = re.compile(r"(0[0-9]_)?[0-9]{10,}_[0-9]{9}")
 _FORBIDDEN_STEM_ENDINGS = (".tmp", ".json", *(f".{ext}" for ext in IMAGE_EXTS))
 
 
@@ -78,6 +78,8 @@ class InboxMessage:
 
 @record
 class Image:
+    """An image sidecar to send beside a message: its extension and its bytes."""
+
     ext: str
     data: bytes
 

@@ -53,7 +53,7 @@ from ..project import ProjectLayout, Session, as_session, session_info
 from ..record import Factory, record
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
-from .message import SXCTL_STEM, default_stem, is_plain_stem
+from .message import TIME_STEM, default_stem, is_plain_stem
 from .moves import INTENTS, MOVES, read_intent
 from .publishing import StemTaken
 
@@ -97,7 +97,7 @@ def forward_lock(session: Session):
 def candidates(stem: str, bump: bool) -> list[str]:
     """`stem`, then (for sxctl's time-based stems) the same stem 1 ns later, up to 100 times, as
     `inbox send` does for a taken stem: the priority prefix and the place in time order stay."""
-    if not bump or not SXCTL_STEM.fullmatch(stem):
+    if not bump or not TIME_STEM.fullmatch(stem):
         return [stem]
     prefixed = stem[2] == "_"  # `0P_…`: an unprefixed stem starts with 10 digits
     seconds, nanos = (stem[3:] if prefixed else stem).split("_")

@@ -29,6 +29,8 @@ def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> st
 
 @record
 class WaitOutcome:
+    """How a wait for a message ended: where the message is now, its state and how long it took."""
+
     session: Session
     inbox: InboxDir
     stem: str
