@@ -91,14 +91,14 @@ def new_session_id(today: date, taken: Callable[[str], bool]) -> str:
     raise ConflictError("no free session name left for today", code="name_taken")
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
 
 
-def _git_branch(project: Path) -> str:
+def git_branch(project: Path) -> str:
     try:
         head = (project / ".git" / "HEAD").read_text().strip()
     except OSError:

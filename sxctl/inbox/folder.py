@@ -240,7 +240,7 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
 READ_ORDER_SLACK = 64
 
 
-def _unstamped(names: list[str]) -> list[str]:
+def unstamped_names(names: list[str]) -> list[str]:
     """The names that are not plain sxctl messages (`<10-digit seconds>_<9 digits>.json`, no
     priority prefix), found in one regular-expression pass over all of them. A plain message's
     place in name order is its place in the order the agent read it."""
@@ -264,7 +264,7 @@ def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, 
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    unstamped = _unstamped(names)  # other messages, image sidecars, temps: usually few
+    unstamped = unstamped_names(names)  # other messages, image sidecars, temps: usually few
     others = [(ctime, name) for name in unstamped if is_message_name(name)
               if (ctime := _ctime_ns(folder, name)) is not None]
 

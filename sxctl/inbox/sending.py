@@ -147,7 +147,7 @@ def send(
     session, inbox = result.session, result.inbox
     if request.no_wait and request.wait_s is None:
         return result
-    from .wait import WaitOutcome, _poll_state, wait_for  # a --no-wait send in a loop never loads it
+    from .wait import WaitOutcome, poll_state, wait_for  # a --no-wait send in a loop never loads it
 
     if state != "pending" and request.wait_s is not None:
         # a keyed duplicate: waiting for a message that was retracted must not report success
@@ -169,7 +169,7 @@ def send(
             outcome.raise_unless_consumed(result.to_json())
         elif not request.no_wait and session.state == "live":
             started = clock.monotonic()
-            result.state = _poll_state(inbox, stem, clock, started + SOFT_WAIT_S)
+            result.state = poll_state(inbox, stem, clock, started + SOFT_WAIT_S)
             result.waited_ms = round((clock.monotonic() - started) * 1000)
     return result
 

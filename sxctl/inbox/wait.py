@@ -19,7 +19,7 @@ from .message import POLL_S
 
 # --- waiting -----------------------------------------------------------------------------------
 
-def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> str:
+def poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> str:
     while True:
         state = inbox.state_of(stem)
         if state != "pending" or clock.monotonic() >= deadline:
