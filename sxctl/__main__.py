@@ -1,3 +1,5 @@
+"""`python -m sxctl`: the command line, as the `sxctl` script runs it."""
+
 from .cli import main
 
 if __name__ == "__main__":

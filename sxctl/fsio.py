@@ -285,3 +285,11 @@ def read_refusal(path: str | os.PathLike[str], exc: OSError) -> SxctlError:
         return InvalidDataError(path, f"cannot read it ({exc.strerror})")
     return SystemRefusedError(f"cannot read {path}: {exc.strerror or exc.__class__.__name__}", file=path)
 
+
+def remove_quietly(path: Path | None) -> None:
+    """Unlink `path` if there is one; a file already gone is what the caller wanted."""
+    if path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -5,6 +5,8 @@ escape (`"\\ud800"`) through into a string no UTF-8 writer can encode, and raise
 on deep nesting. Each of those would later crash a write or put non-JSON on stdout; here they are
 one `JSONDataError` (a ValueError) whose message says what is wrong, for the caller to report as
 invalid data naming the file.
+
+sxctl's own small records (key records, move intents) are written with `compact_json`.
 """
 
 from __future__ import annotations
@@ -66,3 +68,8 @@ def _has_lone_surrogate(obj: Any) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def compact_json(obj: dict[str, Any]) -> bytes:
+    """One of sxctl's own records as compact UTF-8 JSON with a trailing newline."""
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()

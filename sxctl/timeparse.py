@@ -7,23 +7,36 @@ offset) or a naive wall time read in a zone, with explicit fold choice (cron-sto
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from .errors import UsageError
 
 OUT_OF_RANGE = "(out of range)"
 
 
+def _zone_info(name: str) -> tzinfo:
+    """The IANA zone `name` (ValueError, OSError or KeyError when there is none)."""
+    from zoneinfo import ZoneInfo  # lazy: measurable at start-up, and `inbox send` loads this module, never a zone
+
+    return ZoneInfo(name)
+
+
+def _zone_names() -> set[str]:
+    """Every IANA zone name the system knows."""
+    from zoneinfo import available_timezones  # lazy: as `_zone_info`
+
+    return available_timezones()
+
+
 def local_zone():
     """The zone local times are shown in: the system's IANA zone, so a date across a DST change
     gets that date's offset (not today's); else dateutil's view of the C library's local time;
     UTC when even that cannot be used (`TZ=UTC+99`) — a display choice, never a reason to fail."""
-    from zoneinfo import ZoneInfo  # lazy: `inbox send` loads this module and never a zone
-
     try:
-        return ZoneInfo(local_zone_name())
+        return _zone_info(local_zone_name())
     except (UsageError, ValueError, OSError, KeyError):
         pass
     try:
@@ -93,14 +106,12 @@ _NAIVE = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?"
 
 def load_zone(name: str):
     """An IANA zone by name (`local` = the system zone's IANA name); exit 2 when unknown."""
-    from zoneinfo import ZoneInfo  # lazy: `inbox send` loads this module and never a zone
-
     if name == "local":
         name = local_zone_name()
     if not name or name.startswith("/") or ".." in name:
         raise UsageError("Invalid wall-clock timezone", hint=zone_hint(name))
     try:
-        return ZoneInfo(canonical_zone_name(name))
+        return _zone_info(canonical_zone_name(name))
     except (ValueError, OSError, KeyError):
         raise UsageError("Invalid wall-clock timezone", hint=zone_hint(name)) from None
 
@@ -108,10 +119,7 @@ def load_zone(name: str):
 def zone_hint(name: str) -> str:
     """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
     Europe/Berlin (the error message itself stays comis's)."""
-    import difflib  # lazy: only an unknown zone name needs a hint
-    from zoneinfo import available_timezones  # lazy: as above
-
-    zones = sorted(available_timezones())
+    zones = sorted(_zone_names())
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
     close = by_city or difflib.get_close_matches(name, zones, n=3, cutoff=0.75)
     if close:
@@ -122,18 +130,14 @@ def zone_hint(name: str) -> str:
 def canonical_zone_name(name: str) -> str:
     """The IANA spelling of a zone named in any case (`utc` -> `UTC`, as comis accepts), or
     `name` itself when no zone matches."""
-    from zoneinfo import available_timezones  # lazy: `inbox send` loads this module and never a zone
-
     if name in ("UTC", "local"):
         return name
     try:
-        from zoneinfo import ZoneInfo  # lazy: as above
-
-        ZoneInfo(name)
+        _zone_info(name)
         return name
     except (ValueError, OSError, KeyError):
         pass
-    by_lower = {zone.lower(): zone for zone in available_timezones()}
+    by_lower = {zone.lower(): zone for zone in _zone_names()}
     return by_lower.get(name.lower(), name)
 
 

@@ -30,6 +30,8 @@ Emit = Callable[[dict[str, Any]], None]
 
 @dataclass
 class AgentOptions:
+    """How `agent run` runs the reference agent: which session, the turn command, timing and limits."""
+
     project: Path
     session_id: str | None = None
     exec_cmd: str | None = None
@@ -43,6 +45,8 @@ class AgentOptions:
 
 @dataclass
 class Turn:
+    """One turn of the reference agent: what started it (`source`, `ref`) and the text it is given."""
+
     number: int
     source: str  # inbox | callback | queue | interrupt
     ref: str
@@ -87,14 +91,14 @@ def new_session_id(today: date, taken: Callable[[str], bool]) -> str:
     raise ConflictError("no free session name left for today", code="name_taken")
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
     try:
         os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
 
 
-def _git_branch(project: Path) -> str:
+def git_branch(project: Path) -> str:
     try:
         head = (project / ".git" / "HEAD").read_text().strip()
     except OSError:

@@ -17,7 +17,7 @@ from typing import Any
 from ..clock import Clock
 from ..fsio import atomic_write
 from ..project import Session
-from .parts import AgentOptions, Announce, Buffers, Turn, _git_branch, _signal_group
+from .parts import AgentOptions, Announce, Buffers, Turn, git_branch, signal_group
 
 BOUNDARY_S = 0.5
 
@@ -140,9 +140,9 @@ class TurnRunner:
                 if stop_sent is None:
                     stop_sent = time.monotonic()
                     self.interrupted = True
-                    _signal_group(self.proc, signal.SIGTERM)
+                    signal_group(self.proc, signal.SIGTERM)
                 elif time.monotonic() - stop_sent > 5:
-                    _signal_group(self.proc, signal.SIGKILL)
+                    signal_group(self.proc, signal.SIGKILL)
         for reader in readers:
             reader.join()
         try:
@@ -209,7 +209,7 @@ class TurnRunner:
             queued, interrupts = len(self.buffers.queue), len(self.buffers.interrupts)
         stats = {
             "updated_ms": now, "model": self.options.model, "cwd": str(self.options.project),
-            "branch": _git_branch(self.options.project), "context_max": 0,
+            "branch": git_branch(self.options.project), "context_max": 0,
             "callbacks": {"active_count": len(active_slots), "next_fire_ms": next_fire,
                           "remaining_s": max(0, -(-(next_fire - now) // 1000)) if next_fire else 0},
             "bash": {"running": self.proc is not None,

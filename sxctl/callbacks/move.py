@@ -25,6 +25,8 @@ from .table import CAPACITY, doc_slots, is_active, is_free, new_table_doc, put_s
 
 @record
 class MovedTimer:
+    """One timer `callbacks move` moved (or found already there): its slot before and after."""
+
     source: str
     slot: int
     to_slot: int | None
@@ -39,6 +41,8 @@ class MovedTimer:
 
 @record
 class TimerMovePlan:
+    """What `callbacks move` does: the timers taken from `sources` into `target`, and what was written."""
+
     target: Session
     sources: list[Session]
     moved: list[MovedTimer]

@@ -22,13 +22,14 @@ from typing import Any
 from ..clock import Clock
 from ..errors import NotFoundError, SxctlError, UsageError
 from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
-from ..inbox.sending import SendRequest, send
+from ..inbox.request import SendRequest
+from ..inbox.sending import send
 from ..project import Session, check_session_id, resolve_target_session
 from ..report import Reporter
 from .targets import INBOX_CHANNEL, holds_project, linked_through, run_target_project
 
-GATE_OUTPUT_CAP = 1024 * 1024
-GATE_CONTEXT_CHARS = 4000
+WAKE_GATE_OUTPUT_CAP = 1024 * 1024
+WAKE_GATE_CONTEXT_CHARS = 4000
 
 
 def pre_dispatch_failure(stage: str, error_kind: str) -> dict[str, Any]:
@@ -181,7 +182,10 @@ def _terminate_group(proc: subprocess.Popen) -> None:
 # --- wake gates ------------------------------------------------------------------------------------
 
 @dataclass
-class GateResult:
+class WakeGateResult:
+    """What one run of a job's wake gate decided: wake or not, comis's `wakeGate` outcome, and the
+    context or delivery text its verdict carried."""
+
     wake: bool
     outcome: dict[str, Any]  # the wakeGate outcome shape
     context: str | None = None
@@ -190,7 +194,7 @@ class GateResult:
 
 
 def _tail(text: str) -> str:
-    return text[-GATE_CONTEXT_CHARS:]
+    return text[-WAKE_GATE_CONTEXT_CHARS:]
 
 
 def verdict(stdout: str) -> tuple[bool, str | None, str | None]:
@@ -215,14 +219,14 @@ def verdict(stdout: str) -> tuple[bool, str | None, str | None]:
 
 
 def run_wake_gate(gate: dict[str, Any], occurrence: Occurrence, *, environ: Mapping[str, str],
-                  disabled: bool, report: Reporter) -> GateResult:
+                  disabled: bool, report: Reporter) -> WakeGateResult:
     """Run the gate with node in a fresh 0700 folder; any failure wakes (fails open)."""
     if disabled:
-        return GateResult(True, {"status": "failed_open", "durationMs": 0, "toolCalls": 0, "errorKind": "config"})
+        return WakeGateResult(True, {"status": "failed_open", "durationMs": 0, "toolCalls": 0, "errorKind": "config"})
     node = shutil.which("node", path=environ.get("PATH"))
     if node is None:
         report.warn(f"{occurrence.job['name']}: node is not installed; the wake gate fails open")
-        return GateResult(True, {"status": "failed_open", "durationMs": 0, "toolCalls": 0,
+        return WakeGateResult(True, {"status": "failed_open", "durationMs": 0, "toolCalls": 0,
                                  "errorKind": "precondition"})
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="sxctl-gate-") as folder:
@@ -236,9 +240,9 @@ def run_wake_gate(gate: dict[str, Any], occurrence: Occurrence, *, environ: Mapp
     duration = round((time.monotonic() - started) * 1000)
     if failure is not None:
         outcome = {"status": "failed_open", "durationMs": duration, "toolCalls": 0, "errorKind": failure}
-        return GateResult(True, outcome, _tail(stdout) or None, duration_ms=duration)
+        return WakeGateResult(True, outcome, _tail(stdout) or None, duration_ms=duration)
     wake, context, deliver = verdict(stdout)
-    return GateResult(wake, {"status": "woke", "durationMs": duration, "toolCalls": 0}, context, deliver, duration)
+    return WakeGateResult(wake, {"status": "woke", "durationMs": duration, "toolCalls": 0}, context, deliver, duration)
 
 
 def _run_capped(argv: list[str], cwd: str, env: dict[str, str], timeout_s: int,
@@ -251,11 +255,11 @@ def _run_capped(argv: list[str], cwd: str, env: dict[str, str], timeout_s: int,
     except subprocess.TimeoutExpired:
         _terminate_group(proc)
         out, err = proc.communicate()
-        return "timeout", out[:GATE_OUTPUT_CAP].decode("utf-8", "replace")
+        return "timeout", out[:WAKE_GATE_OUTPUT_CAP].decode("utf-8", "replace")
     if err:
         report.detail(f"wake gate stderr: {err.decode('utf-8', 'replace').strip()[:2000]}")
-    if len(out) > GATE_OUTPUT_CAP:
-        return "resource", out[:GATE_OUTPUT_CAP].decode("utf-8", "replace")
+    if len(out) > WAKE_GATE_OUTPUT_CAP:
+        return "resource", out[:WAKE_GATE_OUTPUT_CAP].decode("utf-8", "replace")
     text = out.decode("utf-8", "replace")
     return ("internal" if proc.returncode != 0 else None), text
 

@@ -28,6 +28,8 @@ WAKE_GATE_LIMIT = 256 * KIB
 
 @dataclass
 class WakeGate:
+    """A job's wake gate from `--wake-gate FILE`: the script comis runs before an agent turn."""
+
     script: str
     language: str
     timeout_seconds: int

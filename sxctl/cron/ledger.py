@@ -105,6 +105,8 @@ def project_run(group: Group) -> dict[str, Any]:
 # --- reading -------------------------------------------------------------------------------------
 
 class LedgerError(Exception):
+    """The ledger cannot be read as comis writes it; `line` is the row at fault, when there is one."""
+
     def __init__(self, message: str, line: int | None) -> None:
         super().__init__(message)
         self.message = message

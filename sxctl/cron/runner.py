@@ -27,14 +27,7 @@ from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_r
 from .policy import read_policy, write_policy
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
-from .store import (
-    find_job,
-    read_store,
-    refuse_if_daemon_owns,
-    refuse_if_reset_pending,
-    store_lock,
-    write_store,
-)
+from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
 from .views import cross_check, schedule_computable
 from .workspace import Workspace
 
@@ -44,6 +37,8 @@ LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is o
 
 @dataclass
 class TickOptions:
+    """The options of one scheduler pass (`cron tick`, `cron run`), durations in seconds."""
+
     project: Path
     max_runs: int = 3
     to: str = "live"
@@ -62,6 +57,8 @@ class TickOptions:
 
 @dataclass
 class PassReport:
+    """What one scheduler pass did; `to_json()` is the document `cron tick --json` prints."""
+
     boot_id: str
     now_ms: int
     workspace: Path
@@ -72,20 +69,26 @@ class PassReport:
     deferred: list[dict[str, Any]] = field(default_factory=list)
     skipped: str | None = None
     no_future: list[str] = field(default_factory=list)
-    gates: AdmissionReport = field(default_factory=AdmissionReport)  # named `gates` where api/cli read it
+    admission: AdmissionReport = field(default_factory=AdmissionReport)
 
     def to_json(self, warnings: list[str]) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "ok": True, "bootId": self.boot_id, "now_ms": self.now_ms, "workspace": str(self.workspace),
             "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
-            "deferred": self.deferred, "waiting": self.gates.waiting,
-            "skippedOccurrences": self.gates.skipped, "paused": self.gates.paused,
+            "deferred": self.deferred, "waiting": self.admission.waiting,
+            "skippedOccurrences": self.admission.skipped, "paused": self.admission.paused,
             "skipped_missed_total": sum(skipped_count(r) for r in self.runs),
             "warnings": warnings,
         }
         if self.skipped:
             doc["skipped"] = self.skipped
         return doc
+
+    @property
+    def gates(self) -> AdmissionReport:
+        """The old name of `admission`, still read by api/scheduler.py and cli/cron_tick.py; to be
+        removed once they read `admission` ("gate" means a wake gate only)."""
+        return self.admission
 
 
 def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
@@ -184,7 +187,7 @@ class SchedulerPass:
         self.policy = read_policy(self.ws)
         self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
                                    clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
-        self.result.gates = self.admission.done
+        self.result.admission = self.admission.done
 
     def _tick(self) -> None:
         self._terminalize_orphans()

@@ -11,7 +11,9 @@ croniter is imported only when a cron expression is actually evaluated.
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -51,15 +53,20 @@ _FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("mon
            ("day of week", "0-7 or sun-sat"))
 
 
-def _field_hint(fields: tuple[str, ...]) -> str | None:
-    """Which field of an expression croniter refuses, and the range it takes."""
+def _croniter_accepts(fields: tuple[str, ...] | list[str]) -> bool:
+    """Whether croniter reads these 5 or 6 (seconds first) fields."""
     from croniter import croniter  # heavy: only when a cron expression is evaluated
 
+    return bool(croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6))
+
+
+def _field_hint(fields: tuple[str, ...]) -> str | None:
+    """Which field of an expression croniter refuses, and the range it takes."""
     names = (("second", "0-59"), *_FIELDS) if len(fields) == 6 else _FIELDS
     for index, (name, allowed) in enumerate(names):
         probe = ["*"] * len(fields)
         probe[index] = fields[index]
-        if not croniter.is_valid(" ".join(probe), second_at_beginning=len(fields) == 6):
+        if not _croniter_accepts(probe):
             return f"field {index + 1} ({name}) is {fields[index]!r}; it takes {allowed}, lists, ranges and steps"
     return None
 
@@ -83,11 +90,22 @@ class CronPattern:
             raise _invalid_expression()
         if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
             raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
-        from croniter import croniter  # heavy: only when a cron expression is evaluated
-
-        if not croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6):
+        if not _croniter_accepts(fields):
             raise _invalid_expression(hint=_field_hint(fields))
         return cls(expr, fields, len(fields) == 6)
+
+    def _walls(self, start: datetime, *, backwards: bool = False) -> Iterator[datetime]:
+        """The naive wall times that match, after (or before) the naive `start`, nearest first,
+        until croniter runs out of calendar."""
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
+
+        walker = croniter(" ".join(self.fields), start, ret_type=datetime, second_at_beginning=self.seconds_first)
+        step = walker.get_prev if backwards else walker.get_next
+        while True:
+            try:
+                yield step(datetime)
+            except CroniterBadDateError:
+                return
 
     @property
     def hour_follows_elapsed_time(self) -> bool:
@@ -97,8 +115,6 @@ class CronPattern:
 
     def next_after(self, bound_ms: int, zone) -> tuple[int, bool] | None:
         """(first instant strictly after `bound_ms`, whether DST shaped it), or None."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
-
         bound_local = datetime_of_ms(bound_ms, zone)
         if bound_local is None or bound_local.year >= 9999:
             return None  # nothing a calendar can hold comes after this bound
@@ -106,15 +122,9 @@ class CronPattern:
         if quick is not None:
             return quick
         start = bound_local.replace(tzinfo=None) - _SEARCH_WINDOW
-        walker = croniter(" ".join(self.fields), start, ret_type=datetime,
-                          second_at_beginning=self.seconds_first)
         best: tuple[int, bool] | None = None
         stop_after: datetime | None = None
-        for _ in range(_MAX_CANDIDATES):
-            try:
-                wall = walker.get_next(datetime)
-            except CroniterBadDateError:
-                break
+        for wall in itertools.islice(self._walls(start), _MAX_CANDIDATES):
             if stop_after is not None and wall > stop_after:
                 break
             for instant, dst in self._instants(wall, zone):
@@ -127,13 +137,8 @@ class CronPattern:
         """The next occurrence straight from the walker, when no offset change lies within 3 h of
         the bound or of that occurrence (then wall time and instants run in step); None means
         "use the full search"."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
-
-        walker = croniter(" ".join(self.fields), bound_local.replace(tzinfo=None), ret_type=datetime,
-                          second_at_beginning=self.seconds_first)
-        try:
-            wall = walker.get_next(datetime)
-        except CroniterBadDateError:
+        wall = next(self._walls(bound_local.replace(tzinfo=None)), None)
+        if wall is None:
             return None
         if wall - bound_local.replace(tzinfo=None) > timedelta(hours=1):
             return None  # far apart: the full search is cheap, and may cross a change
@@ -152,24 +157,18 @@ class CronPattern:
         """How many occurrences fall in (after_ms, until_ms], walking wall times once (each maps
         to its instants under the DST policy); stops at `cap` or after `budget_s` of work, so a
         caller holding a lock never holds it long. Returns `cap` when it stopped early."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
-
         start = datetime_of_ms(after_ms, zone)
         if start is None:
             return 0
-        walker = croniter(" ".join(self.fields), start.replace(tzinfo=None) - _SEARCH_WINDOW, ret_type=datetime,
-                          second_at_beginning=self.seconds_first)
+        walls = self._walls(start.replace(tzinfo=None) - _SEARCH_WINDOW)
         stop_wall = (datetime_of_ms(until_ms, zone) or start).replace(tzinfo=None) + _SEARCH_WINDOW
         deadline = time.monotonic() + budget_s
         count = 0
         for step in range(10**9):
             if step % 256 == 0 and time.monotonic() > deadline:
                 return cap
-            try:
-                wall = walker.get_next(datetime)
-            except CroniterBadDateError:
-                break
-            if wall > stop_wall:
+            wall = next(walls, None)
+            if wall is None or wall > stop_wall:
                 break
             count += sum(1 for instant, _ in self._instants(wall, zone) if after_ms < instant <= until_ms)
             if count >= cap:
@@ -178,19 +177,12 @@ class CronPattern:
 
     def last_at_or_before(self, until_ms: int, zone) -> int | None:
         """The latest occurrence at or before `until_ms`, walking wall times backwards."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
-
         until = datetime_of_ms(until_ms, zone)
         if until is None:
             return None
-        walker = croniter(" ".join(self.fields), until.replace(tzinfo=None) + _SEARCH_WINDOW, ret_type=datetime,
-                          second_at_beginning=self.seconds_first)
         best = None
-        for _ in range(_MAX_CANDIDATES):
-            try:
-                wall = walker.get_prev(datetime)
-            except CroniterBadDateError:
-                break
+        for wall in itertools.islice(self._walls(until.replace(tzinfo=None) + _SEARCH_WINDOW, backwards=True),
+                                     _MAX_CANDIDATES):
             for instant, _dst in self._instants(wall, zone):
                 if instant <= until_ms and (best is None or instant > best):
                     best = instant

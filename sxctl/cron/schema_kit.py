@@ -17,6 +17,8 @@ MAX_SAFE_INT = 2**53 - 1  # JavaScript's largest exact integer: comis reads thes
 
 
 class SchemaError(Exception):
+    """A value breaks a rule of the schema; `path` is the JSON path spelled for the message."""
+
     def __init__(self, path: Any, rule: str) -> None:
         spelled = spell(path)
         super().__init__(f"{spelled}: {rule}")
@@ -68,6 +70,8 @@ class Str(Node):
 
 @dataclass
 class Int(Node):
+    """An integer (never a bool) between `lo` and `hi`."""
+
     lo: int = 0
     hi: int = MAX_SAFE_INT
 
@@ -80,6 +84,8 @@ class Int(Node):
 
 @dataclass
 class Enum(Node):
+    """One of a fixed set of values."""
+
     values: tuple[Any, ...]
 
     def check(self, value: Any, path: Any) -> None:
@@ -94,6 +100,8 @@ def Const(value: Any) -> Enum:  # noqa: N802 - reads like a type in schema table
 
 @dataclass
 class Nullable(Node):
+    """`null` or a value of `inner`."""
+
     inner: Node
 
     def check(self, value: Any, path: Any) -> None:
@@ -106,6 +114,8 @@ class Nullable(Node):
 
 @dataclass
 class Arr(Node):
+    """An array of at most `max_items` values of `item`."""
+
     item: Node
     max_items: int = MAX_SAFE_INT
 
@@ -123,6 +133,8 @@ class Arr(Node):
 
 @dataclass
 class Field:
+    """One key of an object node: its name, its node and whether it must be there."""
+
     name: str
     node: Node
     required: bool = True
@@ -204,6 +216,8 @@ class Check(Node):
 
 
 class Bool(Node):
+    """`true` or `false`."""
+
     def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, bool):
             raise SchemaError(path, "must be true or false")

@@ -88,6 +88,8 @@ def default_agent_id(store: dict[str, Any] | None, explicit: str | None, environ
 
 @dataclass
 class DaemonLock:
+    """comis's daemon lock of a workspace: whose it is and whether that process still runs."""
+
     lock_file: Path
     pid: int | None
     alive: bool

@@ -146,6 +146,8 @@ def adhoc_timeline(schedule: dict[str, Any], bound_ms: int, count: int, zone, no
 
 @dataclass
 class Problem:
+    """One thing wrong in a scheduler file, with the file and line to look at (`cron check`)."""
+
     file: str
     line: int | None
     code: str

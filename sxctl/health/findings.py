@@ -14,6 +14,9 @@ CLOCK_SKEW_MS = 60_000
 
 
 class Findings:
+    """The checks `doctor` ran and how each went, collected so that one failing probe never
+    stops the others."""
+
     def __init__(self) -> None:
         self.checks: list[dict[str, Any]] = []
 

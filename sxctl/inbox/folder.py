@@ -3,29 +3,20 @@ one rule for what a message is, read by every view."""
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..errors import (
-    NotFoundError,
-    SystemRefusedError,
-)
-from ..fsio import (
-    read_bytes_capped,
-    refuse_symlinks_below,
-)
-from ..project import (
-    Session,
-)
+from ..errors import NotFoundError, SystemRefusedError
+from ..fsio import read_bytes_capped, refuse_symlinks_below
+from ..project import Session
 from ..record import record
 from .message import IMAGE_EXTS, MAX_MESSAGE_BYTES, PREVIEW_CHARS, InboxMessage
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 # --- inbox folders and message states ----------------------------------------------------------
 
@@ -121,6 +112,8 @@ def primary_inbox(session: Session) -> InboxDir:
 
 @record
 class MessageRow:
+    """One message as the listings show it: where it is, its state, its file's times and what it says."""
+
     stem: str
     state: str
     path: Path
@@ -247,7 +240,7 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
 READ_ORDER_SLACK = 64
 
 
-def _unstamped(names: list[str]) -> list[str]:
+def unstamped_names(names: list[str]) -> list[str]:
     """The names that are not plain sxctl messages (`<10-digit seconds>_<9 digits>.json`, no
     priority prefix), found in one regular-expression pass over all of them. A plain message's
     place in name order is its place in the order the agent read it."""
@@ -271,13 +264,11 @@ def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, 
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    unstamped = _unstamped(names)  # other messages, image sidecars, temps: usually few
+    unstamped = unstamped_names(names)  # other messages, image sidecars, temps: usually few
     others = [(ctime, name) for name in unstamped if is_message_name(name)
               if (ctime := _ctime_ns(folder, name)) is not None]
 
     def latest_first() -> Iterator[tuple[int, str]]:
-        import heapq  # only history listings take the newest names: a send never loads heapq
-
         skip = set(unstamped)
         head = [name for name in heapq.nlargest(4 * READ_ORDER_SLACK + len(skip), names) if name not in skip]
         yield from _stamped(folder, head)
@@ -350,7 +341,7 @@ def find_message(session: Session, stem: str) -> MessageRow:
     from .moves import moved_to  # a send loads this module: the move records only when a look-up misses
 
     for inbox in inbox_dirs(session):
-        hop = moved_to(inbox, stem, moving=False)
+        hop = moved_to(inbox.path, stem, moving=False)
         if hop is not None:
             raise NotFoundError(f"no message {stem} in session {session.id}: `inbox forward` moved it to session "
                                 f"{hop[0]} as {hop[1]}", code="stem_not_found", moved_to={"session": hop[0],

@@ -9,19 +9,19 @@ import fcntl
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..clock import Clock
 from ..errors import ConflictError, SxctlError
 from ..fsio import PendingFile, ensure_private_dir, link_create
+from ..jsondata import compact_json
 from ..project import Session
 from .folder import InboxDir
 from .keys import key_record_path, key_state, read_key_record
-from .message import KEY_TEMP_WAIT_S, POLL_S, _compact_json, first_stem, publish, reserve
+from .message import KEY_TEMP_WAIT_S, POLL_S
 from .places import find_key_elsewhere, place_of
-
-if TYPE_CHECKING:  # `sending` loads this module
-    from .sending import SendRequest
+from .publishing import first_stem, publish, reserve
+from .request import SendRequest
 
 
 @contextlib.contextmanager
@@ -106,7 +106,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
             "created_ms": clock.now_ms(),
         }
         try:
-            link_create(record_path, _compact_json(body))
+            link_create(record_path, compact_json(body))
         except FileExistsError:
             reservation.discard()  # another sender of this key was first: settle on its record
             continue

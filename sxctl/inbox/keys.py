@@ -6,15 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import jsondata
 from ..errors import InvalidDataError, SxctlError, UsageError
 from ..fsio import read_bytes_capped
+from .folder import InboxDir
 from .message import check_stem
-
-if TYPE_CHECKING:  # `folder` is only named in annotations here
-    from .folder import InboxDir
 
 
 def key_record_path(inbox: InboxDir, key: str) -> Path:

@@ -8,31 +8,22 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
-    ConflictError,
-    NotFoundError,
-    SxctlError,
-    TooLateError,
-)
-from ..fsio import (
-    atomic_write,
-    ensure_private_dir,
-    fsync_dir,
-)
-from ..project import (
-    Session,
-    as_session,
-)
+from ..errors import ConflictError, NotFoundError, SxctlError, TooLateError
+from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly
+from ..jsondata import compact_json
+from ..project import Session, as_session
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record
-from .message import _SXCTL_STEM, IMAGE_EXTS, _compact_json, remove_quietly
+from .message import IMAGE_EXTS, TIME_STEM
 from .places import place_of
 
 # --- retract -----------------------------------------------------------------------------------
 
 @record
 class RetractResult:
+    """What `inbox retract` did: the message's inbox and stem, and whether it was retracted already."""
+
     inbox: InboxDir
     stem: str
     already: bool
@@ -108,11 +99,11 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
     for path, name in _older_files(inbox.path, cutoff_ms, use_ctime=False):
         if name.endswith(temp_suffixes):
             stem = name.rsplit(".", 2)[0]
-            if _SXCTL_STEM.fullmatch(stem):
+            if TIME_STEM.fullmatch(stem):
                 yield path
             continue
         stem, _, ext = name.rpartition(".")
-        if ext in IMAGE_EXTS and _SXCTL_STEM.fullmatch(stem) and not any(
+        if ext in IMAGE_EXTS and TIME_STEM.fullmatch(stem) and not any(
             os.path.lexists(folder / f"{stem}.json")
             for folder in (inbox.path, inbox.done, inbox.retracted)
         ):
@@ -210,7 +201,7 @@ def _remember_pruned_keys(inbox: InboxDir, removed: set[Path]) -> None:
         if record is None or record["stem"] not in stems or record.get("pruned"):
             continue
         st = os.lstat(path)
-        atomic_write(path, _compact_json({**record, "pruned": stems[record["stem"]]}))
+        atomic_write(path, compact_json({**record, "pruned": stems[record["stem"]]}))
         os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # `prune --keys` ages records by mtime
 
 

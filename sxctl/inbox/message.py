@@ -1,28 +1,23 @@
-"""Message files and stems: the bytes of a message, image sidecars, the names a stem may take, and
-publishing a message under a stem its writer holds (spec inbox.md §1-4).
-
-The message temp `<stem>.json.tmp`, created with O_EXCL, is the stem's mutex: only its holder
-may publish anything under that stem, so concurrent senders never collide or mix sidecars.
-Publishing lives here, beside the stems, so that an unkeyed `inbox send` (run in shell loops)
-loads this module, `folder` and `sending` and nothing else.
+"""Message files and stems (spec inbox.md §1-3): the bytes of a message, image sidecars, the
+names a stem may take and idempotency keys. The leaf of the inbox package: it knows no folder
+(`folder`) and publishes nothing (`publishing`), so every other inbox module can import it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import faults
-from ..errors import ConflictError, NotFoundError, UsageError
-from ..fsio import PendingFile, atomic_write, read_bytes_capped
+from ..errors import NotFoundError, UsageError
+from ..fsio import read_bytes_capped
 from ..record import record
 
-if TYPE_CHECKING:  # `folder` imports this module
-    from ..clock import Clock
-    from .folder import InboxDir
+try:  # the C encoder `json` itself uses, without loading the json package: a send writes one string
+    from _json import encode_basestring
+except ImportError:  # not CPython
+    from json.encoder import py_encode_basestring as encode_basestring
 
 MODES = ("auto", "interrupt", "queue")
 MAX_MESSAGE_BYTES = 64_000
@@ -34,25 +29,16 @@ KEY_TEMP_WAIT_S = 5.0
 PREVIEW_CHARS = 60
 
 _USER_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-_SXCTL_STEM = re.compile(r"(0[0-9]_)?[0-9]{10,}_[0-9]{9}")
+#: a stem sxctl makes (`default_stem`), with or without its priority prefix
+TIME_STEM = re.compile(r"(0[0-9]_)?[0-9]{10,}_[0-9]{9}")
 _FORBIDDEN_STEM_ENDINGS = (".tmp", ".json", *(f".{ext}" for ext in IMAGE_EXTS))
 
 
 # --- message model -----------------------------------------------------------------------------
 
-def _compact_json(obj: dict[str, Any]) -> bytes:
-    import json  # only records (keys, moves) are written with it: a plain send need not load json
-
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
-
 def _json_string(text: str) -> str:
     """One JSON string exactly as `json.dumps(text, ensure_ascii=False)` writes it, without
     importing the json package (a send need not pay for it at start-up)."""
-    try:
-        from _json import encode_basestring
-    except ImportError:  # not CPython
-        from json.encoder import py_encode_basestring as encode_basestring
     return encode_basestring(text)
 
 
@@ -92,6 +78,8 @@ class InboxMessage:
 
 @record
 class Image:
+    """An image sidecar to send beside a message: its extension and its bytes."""
+
     ext: str
     data: bytes
 
@@ -195,92 +183,3 @@ def check_key(key: str) -> str:
     if not 1 <= len(key) <= 256 or any(unicodedata.category(c) == "Cc" for c in key):
         raise UsageError("invalid --key: 1-256 characters, no control characters")
     return key
-
-
-def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: Clock,
-               take: Callable[[str], bool]) -> str:
-    """The first candidate stem that `take` accepts: the user's `--stem` only, or the
-    time-based stem bumped by 1 ns up to 100 times (inbox.md §3)."""
-    if stem is not None:
-        if take(stem):
-            return stem
-        raise ConflictError(
-            f"stem {stem} is already taken in {inbox.path}", code="name_taken",
-            file=inbox.pending_file(stem),
-        )
-    time_ns = clock.time_ns()
-    for bump in range(101):
-        candidate = default_stem(time_ns + bump, priority)
-        if take(candidate):
-            return candidate
-    raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
-
-
-# --- publishing ----------------------------------------------------------------------------------
-
-class StemTaken(Exception):
-    """The stem turned out not to be free (taken after it was reserved); the caller picks another
-    or re-checks."""
-
-
-def reserve(inbox: InboxDir, stem: str) -> PendingFile | None:
-    """Hold `stem` for one writer: its `<stem>.json.tmp`, created with O_EXCL (None if another
-    writer holds it). While held, no other writer can publish under this stem."""
-    folder = str(inbox.path)
-    try:
-        return PendingFile(f"{folder}/{stem}.json", f"{folder}/{stem}.json.tmp")
-    except FileExistsError:
-        return None
-
-
-def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
-            reservation: PendingFile | None = None) -> bool:
-    """Write one message under `stem` (sidecar first, then the message). False if taken.
-
-    Holding `<stem>.json.tmp` (O_EXCL) for the whole write makes the free-stem checks exact;
-    a caller that reserved the stem earlier passes its reservation.
-    """
-    reservation = reservation or reserve(inbox, stem)
-    if reservation is None:
-        return False
-    own = {reservation.temp}
-    sidecar: Path | None = None  # set only once this send has published it
-
-    def check_free() -> None:
-        if not inbox.stem_is_free(stem, frozenset(own)):
-            raise StemTaken
-
-    try:  # the free-stem check runs right before each rename (sidecar, then message)
-        if image is not None:
-            target = inbox.path / f"{stem}.{image.ext}"
-            sidecar_temp = inbox.path / f"{stem}.{image.ext}.tmp"
-            own.add(sidecar_temp)
-            atomic_write(target, image.data, temp=sidecar_temp, precommit=check_free)
-            sidecar = target
-            own.add(sidecar)
-            faults.hit("after-sidecar")
-        reservation.write_all(data)
-
-        def before_rename() -> None:
-            faults.hit("before-rename")
-            check_free()
-
-        reservation.commit(before_rename)
-    except (StemTaken, FileExistsError):
-        remove_quietly(sidecar)
-        reservation.discard()
-        return False
-    except BaseException:
-        remove_quietly(sidecar)
-        reservation.discard()
-        raise
-    return True
-
-
-def remove_quietly(path: Path | None) -> None:
-    """Unlink `path` if there is one; a file already gone is what the caller wanted."""
-    if path is not None:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass

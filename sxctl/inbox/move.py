@@ -38,14 +38,24 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError
-from ..fsio import atomic_write, ensure_private_dir, fsync_dir, link_create, read_bytes_capped, refuse_symlink
+from ..fsio import (
+    atomic_write,
+    ensure_private_dir,
+    fsync_dir,
+    link_create,
+    read_bytes_capped,
+    refuse_symlink,
+    remove_quietly,
+)
+from ..jsondata import compact_json
 from ..locks import writer_lock
 from ..project import ProjectLayout, Session, as_session, session_info
 from ..record import Factory, record
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
-from .message import _SXCTL_STEM, StemTaken, _compact_json, default_stem, is_plain_stem, remove_quietly
+from .message import TIME_STEM, default_stem, is_plain_stem
 from .moves import INTENTS, MOVES, read_intent
+from .publishing import StemTaken
 
 LOCK_NAME = ".sxctl-forward.lock"
 LOCK_WAIT_S = 5.0
@@ -87,7 +97,7 @@ def forward_lock(session: Session):
 def candidates(stem: str, bump: bool) -> list[str]:
     """`stem`, then (for sxctl's time-based stems) the same stem 1 ns later, up to 100 times, as
     `inbox send` does for a taken stem: the priority prefix and the place in time order stay."""
-    if not bump or not _SXCTL_STEM.fullmatch(stem):
+    if not bump or not TIME_STEM.fullmatch(stem):
         return [stem]
     prefixed = stem[2] == "_"  # `0P_…`: an unprefixed stem starts with 10 digits
     seconds, nanos = (stem[3:] if prefixed else stem).split("_")
@@ -176,7 +186,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
                 continue
             intent = {"stem": stem, "to_session": target.id, "to_stem": candidate, "token": token,
                       "image": moved.image, "created_ms": clock.now_ms()}
-            atomic_write(intent_path, _compact_json(intent))
+            atomic_write(intent_path, compact_json(intent))
             reservation = _Reservation(new_inbox, candidate, token)
             if reservation.take() and new_inbox.stem_is_free(candidate, frozenset({reservation.path})):
                 break
@@ -202,7 +212,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         for path, body in keys:
             kept = {k: v for k, v in body.items() if k not in ("stem", "moved_from", "pruned")}
             try:
-                link_create(new_inbox.keys / path.name, _compact_json(
+                link_create(new_inbox.keys / path.name, compact_json(
                     {**kept, "stem": to_stem, "moved_from": {"session": source.id, "stem": stem}}))
             except FileExistsError:
                 continue  # the target knows this key already: its own record stays
@@ -280,7 +290,7 @@ def _finish(inbox: InboxDir, stem: str, intent: dict[str, Any], intent_path: Pat
             remove_quietly(sidecar)
     ensure_private_dir(inbox.path / MOVES)
     atomic_write(inbox.path / MOVES / f"{stem}.json",
-                 _compact_json({**intent, "moved_ms": clock.now_ms()}))
+                 compact_json({**intent, "moved_ms": clock.now_ms()}))
     remove_quietly(intent_path)
 
 

@@ -5,16 +5,13 @@ was interrupted (`.forwarding/<stem>.json`) and the record of a move that happen
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import jsondata
 from ..errors import SxctlError
 from ..fsio import read_data_file
 from ..project import is_valid_session_id
 from .message import is_plain_stem
-
-if TYPE_CHECKING:  # `folder` loads this module on first use: InboxDir only in annotations
-    from .folder import InboxDir
 
 INTENTS = ".forwarding"
 MOVES = ".forwarded"
@@ -38,11 +35,13 @@ def read_intent(path: Path) -> dict[str, Any] | None:
     return body if is_plain_stem(body["to_stem"]) else None
 
 
-def moved_to(inbox: InboxDir, stem: str, *, moving: bool = True) -> tuple[str, str] | None:
-    """(session id, stem) a message of `inbox` was forwarded to (with `moving`, also one it is
-    being forwarded to, or whose move was interrupted), from its record."""
+def moved_to(inbox_path: Path, stem: str, *, moving: bool = True) -> tuple[str, str] | None:
+    """(session id, stem) a message of the inbox folder `inbox_path` was forwarded to (with
+    `moving`, also one it is being forwarded to, or whose move was interrupted), from its record.
+    It takes the folder's path, not an `InboxDir`: `folder` reads these records, so this module
+    does not import it."""
     for folder in (MOVES, INTENTS) if moving else (MOVES,):
-        body = read_intent(inbox.path / folder / f"{stem}.json")
+        body = read_intent(inbox_path / folder / f"{stem}.json")
         if body is not None and body["stem"] == stem:
             return body["to_session"], body["to_stem"]
     return None

@@ -48,7 +48,7 @@ def follow(session: Session, inbox: InboxDir, stem: str, state: str | None = Non
     for _ in range(MAX_HOPS):
         if state != "missing":
             break
-        hop = moved_to(inbox, stem)
+        hop = moved_to(inbox.path, stem)
         if hop is None:
             break
         nxt = _session_named(session.project, hop[0])
@@ -63,7 +63,7 @@ def follow(session: Session, inbox: InboxDir, stem: str, state: str | None = Non
                 body = None
             if body is not None and body["stem"] == hop[1]:
                 next_state = key_state(next_inbox, body)
-        if next_state == "missing" and not moved_to(next_inbox, hop[1]):
+        if next_state == "missing" and not moved_to(next_inbox.path, hop[1]):
             break  # an interrupted move that has not arrived: the message is where it was
         session, inbox, stem, state = nxt, next_inbox, hop[1], next_state
     return session, inbox, stem, state

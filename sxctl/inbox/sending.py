@@ -1,6 +1,7 @@
 """Sending (spec inbox.md §4-6): one message published into a session's inbox under a fresh stem
 (the keyed path is `keyed`), the configuration's inbox switch, and the soft or hard wait that
-follows. Publishing under a held stem is `message.publish`.
+follows. What is sent is a `request.SendRequest`; publishing under a held stem is
+`publishing.publish`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError, SxctlError
 from ..fsio import ensure_private_dir
 from ..project import Session, check_rotation_after_write, resolve_config, warn_if_not_live
-from ..record import NoInit, record
+from ..record import record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
-from .message import SOFT_WAIT_S, Image, build_message, first_stem, publish
+from .message import SOFT_WAIT_S
+from .publishing import first_stem, publish
+from .request import SendRequest
 
 
 @record
@@ -69,33 +72,6 @@ class SendResult:
         if self.forwarded_from is not None:
             doc["forwarded_from"] = self.forwarded_from
         return doc
-
-
-@record
-class SendRequest:
-    """Everything `inbox send` needs besides the session."""
-
-    text: str | None
-    mode: str = "auto"
-    image: Image | None = None
-    stem: str | None = None
-    priority: int | None = None
-    key: str | None = None
-    wait_s: float | None = None  # hard wait; None = soft wait (or none with no_wait)
-    no_wait: bool = False
-    follow: bool = False
-    data: bytes = NoInit()  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        """Build and check the message bytes at once, before any session is looked up."""
-        self.data = build_message(self.text, self.mode, self.image)
-
-    @property
-    def content_sha256(self) -> str:
-        """What a key record remembers."""
-        import hashlib  # only keyed sends hash: an unkeyed send in a loop never loads hashlib
-
-        return hashlib.sha256(self.data + (self.image.data if self.image else b"")).hexdigest()
 
 
 _SWITCH_TTL_S = 1.0
@@ -171,7 +147,7 @@ def send(
     session, inbox = result.session, result.inbox
     if request.no_wait and request.wait_s is None:
         return result
-    from .wait import WaitOutcome, _poll_state, wait_for  # a --no-wait send in a loop never loads it
+    from .wait import WaitOutcome, poll_state, wait_for  # a --no-wait send in a loop never loads it
 
     if state != "pending" and request.wait_s is not None:
         # a keyed duplicate: waiting for a message that was retracted must not report success
@@ -193,7 +169,7 @@ def send(
             outcome.raise_unless_consumed(result.to_json())
         elif not request.no_wait and session.state == "live":
             started = clock.monotonic()
-            result.state = _poll_state(inbox, stem, clock, started + SOFT_WAIT_S)
+            result.state = poll_state(inbox, stem, clock, started + SOFT_WAIT_S)
             result.waited_ms = round((clock.monotonic() - started) * 1000)
     return result
 

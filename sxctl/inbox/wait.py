@@ -10,20 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import (
-    ConflictError,
-    NotFoundError,
-    SxctlError,
-    WaitTimeoutError,
-)
-from ..project import (
-    Session,
-    as_session,
-    date_prefix,
-    freshest_live,
-    list_sessions,
-    session_info,
-)
+from ..errors import ConflictError, NotFoundError, SxctlError, WaitTimeoutError
+from ..project import Session, as_session, date_prefix, freshest_live, list_sessions, session_info
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
@@ -31,7 +19,7 @@ from .message import POLL_S
 
 # --- waiting -----------------------------------------------------------------------------------
 
-def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> str:
+def poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> str:
     while True:
         state = inbox.state_of(stem)
         if state != "pending" or clock.monotonic() >= deadline:
@@ -41,6 +29,8 @@ def _poll_state(inbox: InboxDir, stem: str, clock: Clock, deadline: float) -> st
 
 @record
 class WaitOutcome:
+    """How a wait for a message ended: where the message is now, its state and how long it took."""
+
     session: Session
     inbox: InboxDir
     stem: str

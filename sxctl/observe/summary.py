@@ -48,7 +48,7 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
 
 
 def is_waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
-    """Whether the pass holds this due job now (the pass's own rule, `gating.hold_state`): a job
+    """Whether the pass holds this due job now (the pass's own rule, `cron.admission.hold_state`): a job
     past its --hold-max is not waiting any more, it is given up at the next pass."""
     held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
     return held is not None and held["status"] == "waiting"

@@ -16,7 +16,7 @@ from ..cron.store import read_store
 from ..cron.views import job_state
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import file_stamp
-from ..inbox.folder import _unstamped, inbox_dirs, is_message_name, message_names
+from ..inbox.folder import inbox_dirs, is_message_name, message_names, unstamped_names
 from ..inbox.wait import rotation_target
 from ..project import Session, session_info
 from .stranded import Stranded, stranded_sessions
@@ -121,7 +121,7 @@ def _look_moved(folder, before: MovedMark | None) -> tuple[MovedMark, set[str]]:
         names = os.listdir(folder)
     except OSError:
         names = []
-    unstamped = _unstamped(names)
+    unstamped = unstamped_names(names)
     others = frozenset(name for name in unstamped if is_message_name(name))
     stamped = set(names).difference(unstamped)
     mark = MovedMark(mtime, max(stamped, default=""), others)

@@ -6,13 +6,7 @@ would see). Every name is offered from here: `from sxctl.project import select_s
 from __future__ import annotations
 
 from .cascade import BUILT_IN_CONFIG, ConfigValue, parse_env_file, resolve_config
-from .layout import (
-    SCORPIOX_DIR,
-    ProjectLayout,
-    check_session_id,
-    find_project,
-    is_valid_session_id,
-)
+from .layout import SCORPIOX_DIR, ProjectLayout, check_session_id, find_project, is_valid_session_id
 from .sessions import (
     LIVE_WINDOW_MS,
     Liveness,

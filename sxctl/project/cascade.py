@@ -61,6 +61,8 @@ def _parse_env_text(path: Path, text: str) -> tuple[dict[str, str], list[str]]:
 
 @record
 class ConfigValue:
+    """A configuration key's resolved value, where it came from and the chain of places looked at."""
+
     key: str
     value: str | None
     source: str

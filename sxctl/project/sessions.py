@@ -45,6 +45,8 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
 
 @record
 class Liveness:
+    """Whether an agent is live in a session, judged from the age of its `stats.json`."""
+
     state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: docs/guides/observe.md)
     updated_ms: int | None
     age_ms: int | None

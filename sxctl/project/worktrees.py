@@ -15,6 +15,9 @@ from .layout import ProjectLayout
 
 @record
 class WorktreeCopies:
+    """The copies of one session folder in a git worktree project: the worktree's own (where the
+    agent runs) and the main checkout's mirror (`role` says which one was asked about)."""
+
     role: str  # worktree | mirror | none
     worktree_dir: Path | None
     mirror_dir: Path | None
