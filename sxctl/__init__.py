@@ -7,8 +7,7 @@ The public API (`from sxctl import send_message, …`) is imported lazily, on fi
 from __future__ import annotations
 
 from .api import _PARTS
-
-__version__ = "0.1.0"
+from .version import __version__
 _API = tuple(name for names in _PARTS.values() for name in names if name[0].islower())
 _ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
            "TooLateError")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from io import RawIOBase
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..engines.ticklog import TickLog
 from ..errors import UsageError
 from ..record import record
 from ..report import Reporter
@@ -50,6 +53,14 @@ class ManualRun:
             doc["executionIds"] = [r["executionId"] for r in runs]
         doc["report"] = self.outcome.to_json()
         return doc
+
+
+def tick_log(path: str | os.PathLike, max_bytes: int, *, clock: Clock = SYSTEM_CLOCK,
+             fallback: Any = None) -> RawIOBase:
+    """The bounded log file of `cron tick --log`: a raw stream that stamps each line with its UTC
+    time and moves `path` to `path.1` before it would pass `max_bytes` (`fallback`: where a
+    line goes when the file cannot be written)."""
+    return TickLog(Path(path), max_bytes, clock.now_ms, fallback=fallback)
 
 
 def _scheduler(workspace, project, session, clock: Clock, report: Reporter | None, options: dict[str, Any]

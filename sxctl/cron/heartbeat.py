@@ -11,7 +11,7 @@ import socket
 import uuid
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file

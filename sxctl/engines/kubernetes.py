@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..errors import UsageError
 from ..project import ProjectLayout
 from .values import ReadBackError, TickCommand, check_env, check_value, refuse_value, shown
