@@ -316,3 +316,12 @@ def forward_messages(
     plan = forward_pending(root, sources=list(sources) if sources else None, to=to, dry_run=dry_run, clock=clock,
                    report=report)
     return Forwarding(root, plan)
+
+
+def pending_stems(*, session: str | None = None, project: str | os.PathLike | None = None) -> list[str]:
+    """The stems of the session's pending messages, for shell completion (the session chosen as
+    every inbox command chooses it; its notes are dropped)."""
+    from ..inbox import folder  # the core's listing; `list_messages` here is the use case
+
+    chosen = find_session(session, project=project, report=Reporter())
+    return [row.stem for row in folder.list_messages(chosen, ("pending",))]

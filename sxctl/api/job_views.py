@@ -170,3 +170,10 @@ def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]]
                                      clock=clock, workspace=ws.root)
 
 
+
+
+def job_names(*, workspace=None, project=None, session: str | None = None) -> list[str]:
+    """The names of the store's jobs, for shell completion (the workspace found as every cron
+    command finds it)."""
+    jobs = store_or_empty(find_workspace(workspace, project=project, session=session))["jobs"]
+    return [job["name"] for job in jobs if isinstance(job, dict) and isinstance(job.get("name"), str)]

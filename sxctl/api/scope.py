@@ -1,5 +1,7 @@
 """Where a use case acts: the project, session and workspace found the way the CLI finds them
-(explicit arguments, then the SXCTL_* / SX_SESSION_DIR environment, then the working folder)."""
+(explicit arguments, then the SXCTL_* / SX_SESSION_DIR environment, then the working folder),
+and what every use case takes besides: a `Clock` (`SYSTEM_CLOCK`), a `Reporter` for its notes,
+and the `--fault-inject` test hook."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..report import Reporter
 
@@ -71,3 +74,13 @@ def reporter(report: Reporter | None) -> Reporter:
 def milliseconds(seconds: float) -> int:
     """The core counts milliseconds; the API takes seconds, as Python's own time functions do."""
     return round(seconds * 1000)
+
+
+#: the points of the hidden `--fault-inject POINT` test hook (see `arm_fault`)
+FAULT_POINTS = faults.POINTS
+
+
+def arm_fault(point: str | None) -> None:
+    """The test hook behind `--fault-inject POINT`: this process exits 99 at the named point of a
+    write (None disarms it)."""
+    faults.arm(point)

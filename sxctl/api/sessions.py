@@ -153,3 +153,11 @@ def get_config(key: str, *, project: str | os.PathLike | None = None, session: s
     if resolved.value is None:  # a lookup that finds nothing: exit 3, as for a stem or a job
         raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
     return resolved
+
+
+def session_names(*, project: str | os.PathLike | None = None) -> list[str]:
+    """The ids of the project's sessions, for shell completion (no notes, nothing validated beyond
+    what `session list` lists)."""
+    from ..project import sessions  # the core's folders; `list_sessions` here is the use case
+
+    return [info.id for info in sessions.list_sessions(find_project(project))]

@@ -310,3 +310,11 @@ def move_timers(
     chosen = pick_sources(root, target, list(sources) if sources else None, clock, has_active_timers)
     plan = move(target, chosen, dry_run=dry_run, options=_options(None, verify, clock, report))
     return TimerMove(root, plan, clock.now_ms())
+
+
+def active_slot_ids(*, session: str | None = None, project: str | os.PathLike | None = None) -> list[int]:
+    """The ids of the slots `callbacks list` shows as active (a legacy slot without `active` counts
+    while it has fires left), for shell completion; notes and warnings are dropped."""
+    from ..callbacks.table import active_ids
+
+    return active_ids(_read(session, project, SYSTEM_CLOCK, Reporter())[2])

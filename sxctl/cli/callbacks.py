@@ -94,7 +94,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
 
 
 @callbacks.command("edit", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("slots"))
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_s", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
@@ -126,7 +126,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
 
 
 @callbacks.command("cancel", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("slots"))
 @_verify_option
 def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     """Cancel one timer (it stays in the file, inactive).

@@ -141,7 +141,7 @@ def list_(done, retracted, all_, limit) -> None:
 
 
 @inbox.command("show")
-@click.argument("stem", shell_complete=completing("pending_stems"))
+@click.argument("stem", shell_complete=completing("stems"))
 def show(stem: str) -> None:
     """Show one message: its text, mode, state and path.
 
@@ -171,7 +171,7 @@ def show(stem: str) -> None:
 
 
 @inbox.command("wait")
-@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
+@click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
 @click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="SECONDS",
               help="Give up after this long (exit 6); 0 waits forever.")
@@ -198,7 +198,7 @@ def wait(stem, key, timeout_s, follow) -> None:
 
 
 @inbox.command("retract", mutating=True)
-@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
+@click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Retract the message sent with this idempotency key.")
 def retract(stem, key) -> None:
     """Withdraw a message that the agent has not read yet (exit 7 if it already has).

@@ -60,7 +60,7 @@ def add(name, max_jobs, lock_wait_s, **kw) -> None:
 
 
 @click.command("update", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("job_names"))
+@click.argument("name", shell_complete=completing("jobs"))
 @click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
 @schedule_options
 @job_options
@@ -92,7 +92,7 @@ def _pause(name: str, paused: bool, lock_wait_s: float) -> None:
 
 
 @click.command("pause", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("job_names"))
+@click.argument("name", shell_complete=completing("jobs"))
 @lock_wait_option
 def pause(name, lock_wait_s) -> None:
     """Pause a job; its next run time and error counter are kept.
@@ -105,7 +105,7 @@ def pause(name, lock_wait_s) -> None:
 
 
 @click.command("resume", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("job_names"))
+@click.argument("name", shell_complete=completing("jobs"))
 @lock_wait_option
 def resume(name, lock_wait_s) -> None:
     """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
@@ -118,7 +118,7 @@ def resume(name, lock_wait_s) -> None:
 
 
 @click.command("remove", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("job_names"))
+@click.argument("name", shell_complete=completing("jobs"))
 @click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
 @lock_wait_option
 def remove(name, yes, lock_wait_s) -> None:

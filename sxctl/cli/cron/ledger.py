@@ -44,7 +44,7 @@ def status(max_log_bytes) -> None:
 
 
 @click.command("runs", cls=Command)
-@click.argument("name", required=False, shell_complete=completing("job_names"))
+@click.argument("name", required=False, shell_complete=completing("jobs"))
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option("--all-jobs", is_flag=True, help="Runs of every job.")
 @click.option("--exact", is_flag=True, help="Scan the whole ledger instead of its tail.")

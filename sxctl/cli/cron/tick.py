@@ -98,7 +98,7 @@ def tick(log, log_max, **kw) -> None:
 
 
 @click.command("run", cls=Command, mutating=True)
-@click.argument("name", required=False, shell_complete=completing("job_names"))
+@click.argument("name", required=False, shell_complete=completing("jobs"))
 @click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
               help="force: run NAME once now (manual); due: one full pass, like tick.")
 @_pass_options

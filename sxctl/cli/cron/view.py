@@ -44,7 +44,7 @@ def list_(tz) -> None:
 
 
 @click.command("show", cls=Command)
-@click.argument("name", shell_complete=completing("job_names"))
+@click.argument("name", shell_complete=completing("jobs"))
 def show(name) -> None:
     """Show one job in full.
 
@@ -65,7 +65,7 @@ def show(name) -> None:
 
 
 @click.command("next", cls=Command)
-@click.argument("name", required=False, shell_complete=completing("job_names"))
+@click.argument("name", required=False, shell_complete=completing("jobs"))
 @click.option("-n", "count", type=click.IntRange(1, 1000), default=5, show_default=True)
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
               help="Display zone (and the zone of an ad-hoc --cron).")
