@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .api import _PARTS
 from .version import __version__
+
 _API = tuple(name for names in _PARTS.values() for name in names if name[0].islower())
 _ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
            "TooLateError")

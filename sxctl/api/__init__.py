@@ -13,6 +13,7 @@ use, so `import sxctl` stays cheap.
 from __future__ import annotations
 
 from ..lazy import lazy_parts
+from ..version import __version__  # noqa: F401 - the CLI's `--version`
 
 #: the part that defines each function (and result type) this package offers
 _PARTS: dict[str, tuple[str, ...]] = {

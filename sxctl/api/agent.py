@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError
 from ..record import record
 
 if TYPE_CHECKING:
@@ -48,7 +49,6 @@ def run_agent(
     project becomes one. `handle_signals` (main thread only) makes SIGINT/SIGTERM a clean stop."""
     from ..agent.loop import ReferenceAgent
     from ..agent.parts import AgentOptions
-    from ..errors import NotFoundError
     from .scope import find_project
 
     try:

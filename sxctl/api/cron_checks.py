@@ -15,7 +15,7 @@ from ..cron.policy import read_policy
 from ..cron.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.store import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
 from ..cron.targets import holds_project, run_target_project
-from ..errors import InvalidDataError, UsageError
+from ..errors import ErrorCode, InvalidDataError, UsageError
 from ..inbox.manage import evidence_for_key
 from ..inbox.sending import SendRequest, send
 from ..project import list_sessions, resolve_target_session
@@ -162,7 +162,8 @@ def wake_agent(text: str = "Scheduler wake: check pending scheduled work.", *, t
     """Wake the agent now: a scheduler-wake message (mode auto) into `to` (a session id or
     `live`). Refused next to a comis daemon that owns the workspace."""
     if target == "monitoring":
-        raise UsageError("--target monitoring has no file protocol; only the agent can be woken", code="unsupported")
+        raise UsageError("--target monitoring has no file protocol; only the agent can be woken",
+                         code=ErrorCode.UNSUPPORTED)
     ws = find_workspace(workspace, project=project, session=session)
     refuse_if_daemon_owns(ws, environ, reporter(report))
     refuse_if_reset_pending(ws)

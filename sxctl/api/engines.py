@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..errors import ErrorCode, NotFoundError, SxctlError, SystemRefusedError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_workspace, target_project
@@ -142,8 +142,6 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
 def _run(commands: list[list[str]], environ: Mapping[str, str], then: str) -> list[str] | None:
     """engines.run_systemctl, its failure saying what state it left (`then`)."""
     from .. import engines
-    from ..errors import SystemRefusedError
-
     try:
         return engines.run_systemctl(commands, environ)
     except SystemRefusedError as error:
@@ -178,11 +176,9 @@ class DoctorReport:
 
     def raise_if_failed(self) -> None:
         """DoctorFailed (exit 9) naming the failing checks."""
-        from ..errors import SxctlError
-
         if self.failed:
             names = list(dict.fromkeys(c["check"] for c in self.failed))  # a check may fail on several lines
-            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code="doctor_failed",
+            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code=ErrorCode.DOCTOR_FAILED,
                              details=self.to_json())
 
 
@@ -192,7 +188,6 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
     """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
     installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
     from .. import engines
-    from ..errors import NotFoundError, SxctlError
     from ..health import diagnose
     from .jobs import ledger_ceiling
     from .scope import find_project, find_session

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..errors import ConflictError, ErrorCode, UsageError
 from ..record import record
 from ..report import Reporter
 from .scope import find_session, milliseconds
@@ -24,7 +24,7 @@ def send_message(
     *,
     session: str | Session | None = None,
     project: str | os.PathLike | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     image: str | os.PathLike | None = None,
     priority: int | None = None,
     stem: str | None = None,
@@ -36,8 +36,10 @@ def send_message(
     report: Reporter | None = None,
 ) -> SendResult:
     """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
-    it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then)."""
-    from ..inbox.message import check_key, check_stem, load_image
+    it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then). `mode` is
+    `auto`, `interrupt` or `queue`; without one, a text that starts with `~` is queued (the `~`
+    and the spaces after it removed), any other is `auto` — as `sxctl inbox send TEXT` does."""
+    from ..inbox.message import apply_tilde, check_key, check_stem, load_image
     from ..inbox.sending import SendRequest, send
 
     if priority is not None and stem is not None:
@@ -46,6 +48,11 @@ def send_message(
         raise UsageError("--wait and --no-wait cannot be combined")
     if follow and wait is None:
         raise UsageError("--follow needs --wait SECONDS")
+    if mode is None:
+        queued = False
+        if text is not None:
+            text, queued = apply_tilde(text)
+        mode = "queue" if queued else "auto"
     request = SendRequest(
         text=text, mode=mode, image=load_image(Path(image)) if image is not None else None,
         stem=check_stem(stem) if stem is not None else None, priority=priority,
@@ -281,15 +288,13 @@ class Forwarding:
     def raise_if_incomplete(self) -> None:
         """Exit 4 (`name_taken`) when a message had to stay behind; the error carries this
         document, so a script sees what did move."""
-        from ..errors import ConflictError
-
         if not self.failed:
             return
         what = ", ".join(f"{m.stem} from {m.source} ({m.outcome.replace('_', ' ')})" for m in self.failed)
         verb = "would be forwarded (dry run: nothing moved)" if self.plan.dry_run else "forwarded"
         raise ConflictError(f"{len(self.forwarded)} message(s) {verb} to {self.target.id}; "
                             f"{len(self.failed)} {'would stay' if self.plan.dry_run else 'stayed'} behind: {what}",
-                            code="name_taken",
+                            code=ErrorCode.NAME_TAKEN,
                             details={**self.to_json(), "ok": False})
 
 

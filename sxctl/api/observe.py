@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError
 from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_session, find_workspace
@@ -21,8 +22,6 @@ def _scope(session, project, workspace, clock: Clock, report: Reporter | None, *
            ) -> tuple[Session | None, Workspace]:
     """The session and workspace a view looks at (neither is ever created); with
     `session_optional`, a project without a session folder yet gives None."""
-    from ..errors import NotFoundError
-
     try:
         chosen: Session | None = find_session(session, project=project, clock=clock, report=report)
     except NotFoundError as error:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..engines.ticklog import TickLog
-from ..errors import UsageError
+from ..errors import SxctlError, UsageError
 from ..record import record
 from ..report import Reporter
 from .jobs import ledger_ceiling
@@ -81,8 +81,6 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
     """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
     or `failed` with the error (and re-raise it)."""
     from ..cron.heartbeat import record_pass
-    from ..errors import SxctlError
-
     if scheduler.options.dry_run:
         return run()
     try:

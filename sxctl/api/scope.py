@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError
 from ..report import Reporter
 
 if TYPE_CHECKING:  # importing these eagerly would slow `import sxctl`
@@ -59,8 +60,6 @@ def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,
 def target_project(workspace: Workspace, project: str | os.PathLike | None = None, *, session: object = None) -> Path:
     """The project that jobs without an explicit target send to: the project found, else the
     workspace folder itself."""
-    from ..errors import NotFoundError
-
     try:
         return find_project(project, session=session)
     except NotFoundError:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_project, find_session, reporter
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 def _callbacks_summary(folder: Path) -> tuple[int | None, bool, str | None]:
     """(active timers, file exists, reason when the file is invalid)."""
     from ..callbacks.table import read_table
-    from ..errors import SxctlError
-
     try:
         found = read_table(folder)
     except SxctlError as error:
@@ -144,14 +143,13 @@ def get_config(key: str, *, project: str | os.PathLike | None = None, session: s
                report: Reporter | None = None) -> ConfigValue:
     """The value of `key` through the agent's configuration cascade, and where each tier set it
     (approximate: the agent's own environment is invisible). NotFoundError (exit 3) if unset."""
-    from ..errors import NotFoundError
     from ..project import resolve_config
 
     resolved = resolve_config(key, find_project(project, session=session), report=report)
     for link in resolved.chain:
         reporter(report).detail(f"{key}={link['value']} from {link['source']}")
     if resolved.value is None:  # a lookup that finds nothing: exit 3, as for a stem or a job
-        raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
+        raise NotFoundError(f"{key} is not set in any tier", code=ErrorCode.KEY_NOT_SET)
     return resolved
 
 

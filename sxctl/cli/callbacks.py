@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from ..api.timers import fires_in, list_preview
+from ..api.times import format_ms
 from ..errors import UsageError
 from .output import DURATION, Group, completing, emit, in_session, read_text_input, say, table
 
@@ -53,8 +55,6 @@ def _write(expect_rev, verify_s, no_verify) -> dict:
 
 
 def _when(ms: int) -> str:
-    from ..timeparse import format_ms
-
     return format_ms(ms, "%H:%M:%S", None)
 
 
@@ -77,8 +77,6 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
     from ..api import set_timer
-    from ..callbacks.verbs import fires_in
-
     if message == "-":
         message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
     result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
@@ -223,8 +221,6 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
                          project=kw["project"], clock=kw["clock"], report=kw["report"])
 
     def human() -> None:
-        from ..callbacks.verbs import fires_in, list_preview
-
         for row in result.plan.moved:
             timer = row.timer
             left = "infinite" if timer.get("repeat_count") == -1 else f"{timer.get('repeat_count')} left"
@@ -249,8 +245,6 @@ def next_(limit, slot_id) -> None:
       sxctl cb next --slot 0 --json
     """
     from ..api import preview_timers
-    from ..callbacks.verbs import fires_in
-
     result = preview_timers(limit=limit, slot=slot_id, **in_session())
     fires = result.extra["fires"]
 

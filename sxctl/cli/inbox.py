@@ -81,16 +81,11 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
     """
     from ..api import send_message
-    from ..inbox.message import apply_tilde
 
     body, from_argument = _read_text(text, text_file, image is not None)
-    effective_mode = mode or "auto"
-    if from_argument and mode is None and body is not None:
-        body, queued = apply_tilde(body)
-        if queued:
-            effective_mode = "queue"
-    result = send_message(body, mode=effective_mode, image=image, priority=priority, stem=stem, key=key,
-                          wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
+    # the `~` rule (applied by the API when no mode is given) is for text typed as an argument
+    result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
+                          stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
 
     def human() -> None:
         status = "consumed" if result.consumed else "written, not yet consumed"

@@ -8,6 +8,8 @@ import time
 
 import click
 
+from ..api.cron_checks import describe_consumption
+from ..api.times import format_duration_ms, format_ms, format_relative_ms
 from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
 
 
@@ -17,8 +19,6 @@ def _where() -> dict:
 
 
 def _when(ms: int | None) -> str:
-    from ..timeparse import format_relative_ms
-
     return "-" if ms is None else format_relative_ms(ms, settings().clock.now_ms())
 
 
@@ -33,8 +33,6 @@ def status() -> None:
       sxctl status --json | jq '.problems[].message'
     """
     from ..api import project_status
-    from ..timeparse import format_duration_ms
-
     result = project_status(**_where())
     doc = result.to_json()
 
@@ -70,8 +68,6 @@ def _cron_lines(doc: dict) -> None:
     if cron.get("store_exists"):
         states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
         say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
-        from ..cron.receipts import describe_consumption
-
         for run in cron["last_runs"]:
             read = describe_consumption(run.get("consumption"))
             say(f"         {run['name'] or run['executionId'][:8]}: {run['status']}{', ' + read if read else ''} "
@@ -101,8 +97,6 @@ def next_(count: int, tz: str | None) -> None:
     """
 
     from ..api import upcoming
-    from ..timeparse import format_ms
-
     result = upcoming(count=count, tz=tz, **_where())
     rows, zone, now = result.rows, result.zone, result.now_ms
 
@@ -225,8 +219,6 @@ def _live(watching, deadline) -> None:
 
 
 def _event_line(event: dict) -> str:
-
-    from ..timeparse import format_ms
 
     when = format_ms(event["ts_ms"], "%H:%M:%S", None)
     details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "ts_ms"))
