@@ -32,7 +32,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
                     "Validation", "Wake"),
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
     "observe": ("project_status", "upcoming", "watch", "StatusView", "Upcoming", "Watch"),
-    "agent": ("run_agent", "run_demo", "AgentRun", "DemoSummary"),
+    "agent": ("run_agent", "AgentRun"),
     "engines": ("export_scheduler", "doctor", "hand_off", "SchedulerExport", "DoctorReport", "Handoff"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)
