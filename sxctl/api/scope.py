@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError
+from ..project import Session, layout, select_session
 from ..report import Reporter
 
-if TYPE_CHECKING:  # importing these eagerly would slow `import sxctl`
+if TYPE_CHECKING:  # every command loads this module; only the cron commands need a workspace
     from ..cron.workspace import Workspace
-    from ..project import Session
+
 
 def find_project(project: str | os.PathLike | None = None, *, session: object = None,
                  environ: Mapping[str, str] = os.environ) -> Path:
     """The project root: `project`, then SXCTL_PROJECT / SX_SESSION_DIR, then the working folder."""
-    from ..project import find_project as locate
-
-    return locate(str(project) if project is not None else None, environ=environ, session_given=bool(session))
+    return layout.find_project(str(project) if project is not None else None, environ=environ,
+                               session_given=bool(session))
 
 
 def find_session(
@@ -36,8 +36,6 @@ def find_session(
     report: Reporter | None = None,
 ) -> Session:
     """The session a command would act on (sessions.md §2-§3)."""
-    from ..project import Session, select_session
-
     if isinstance(session, Session):
         return session
     root = find_project(project, session=session, environ=environ)
@@ -49,7 +47,7 @@ def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,
                    project: str | os.PathLike | None = None, session: object = None,
                    environ: Mapping[str, str] = os.environ) -> Workspace:
     """`workspace`, then SXCTL_WORKSPACE, then the project root (cron-store.md §1)."""
-    from ..cron.workspace import Workspace, locate_workspace
+    from ..cron.workspace import Workspace, locate_workspace  # see TYPE_CHECKING above
 
     if isinstance(workspace, Workspace):
         return workspace

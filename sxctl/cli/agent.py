@@ -9,14 +9,14 @@ import threading
 
 import click
 
-from ..api import run_agent
-from ..api.agent import INBOX, TRANSCRIPT, AgentHandle
 from ..errors import ExitStatus
 from .output import Group, emit_json, say, settings
 
 
 def renderer(as_json: bool):
     """A thread-safe event printer (turns run on a worker thread): JSON Lines or the transcript."""
+    from ..api.agent import INBOX, TRANSCRIPT
+
     lock = threading.Lock()
 
     def render(event: dict) -> None:
@@ -69,6 +69,8 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
       sxctl agent run --init --json
       sxctl --session 2026_09_21_quiet_euler agent run --exec 'cat >> turns.log' --idle-exit 30
     """
+    from ..api import run_agent
+
     s = settings()
     run_agent(renderer(s.json), init=init, exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
               idle_exit=idle_exit, max_turns=max_turns, model=model, force=force,
@@ -76,7 +78,7 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
               capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock)
 
 
-def _stop_on_signals(agent: AgentHandle) -> None:
+def _stop_on_signals(agent) -> None:
     """SIGINT and SIGTERM finish the current turn and stop the agent; a second Ctrl-C while it
     stops ends the process at once (exit 130)."""
 

@@ -14,10 +14,6 @@ from zoneinfo import available_timezones
 
 import click
 
-from ..api.inbox import pending_stems
-from ..api.job_views import job_names
-from ..api.sessions import session_names
-from ..api.timers import active_slot_ids
 from .settings import settings
 from .text import printable
 
@@ -40,23 +36,31 @@ def _quietly(produce: Callable[[click.Context, str], list[str]]):
 
 @_quietly
 def sessions(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.sessions import session_names  # on a keypress: only the API part this completion asks
+
     return _matching(session_names(project=settings(ctx).project), incomplete)
 
 
 @_quietly
 def stems(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.inbox import pending_stems  # on a keypress: only the API part this completion asks
+
     given = settings(ctx)
     return _matching(pending_stems(session=given.session, project=given.project), incomplete)
 
 
 @_quietly
 def slots(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.timers import active_slot_ids  # on a keypress: only the API part this completion asks
+
     given = settings(ctx)
     return _matching((str(i) for i in active_slot_ids(session=given.session, project=given.project)), incomplete)
 
 
 @_quietly
 def jobs(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.job_views import job_names  # on a keypress: only the API part this completion asks
+
     given = settings(ctx)
     return _matching(job_names(workspace=given.workspace, project=given.project, session=given.session),
                      incomplete)

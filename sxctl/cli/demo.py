@@ -10,7 +10,6 @@ import shutil
 import click
 
 from ..errors import ExitStatus
-from .demo_script import Demo
 from .output import Command, emit, emit_json, say, settings
 
 
@@ -28,6 +27,8 @@ def demo(keep: bool, fast: bool) -> None:
       sxctl demo
       sxctl demo --fast --json | jq -c 'select(.ok == false)'
     """
+    from .demo_script import Demo  # the tour (and the agent's transcript lines) load when it runs
+
     s = settings()
     tour = Demo(fast, s.json, lambda text: say(text, lines=True), emit_json)
     if not s.json:

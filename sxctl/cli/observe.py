@@ -8,7 +8,6 @@ import time
 
 import click
 
-from ..api.cron_checks import describe_consumption
 from ..api.times import format_duration_ms, format_ms, format_relative_ms
 from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
 
@@ -63,6 +62,8 @@ def status() -> None:
 
 
 def _cron_lines(doc: dict) -> None:
+    from ..api.cron_checks import describe_consumption  # the cron part of the API loads with a cron section
+
     """The cron part of `status` and its problems."""
     cron = doc["cron"]
     if cron.get("store_exists"):

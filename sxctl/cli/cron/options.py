@@ -1,6 +1,5 @@
 """The options the cron commands share (`--lock-wait`, `--max-log-bytes`, the schedule, job and
-policy options of `cron add` and `cron update`), the one place that turns the latter into the
-API's job spec, and how a cron command shows a time."""
+policy options of `cron add` and `cron update`), and how a cron command shows a time."""
 
 from __future__ import annotations
 
@@ -8,10 +7,8 @@ from pathlib import Path
 
 import click
 
-from ...api import job_spec
 from ...api.times import format_ms, format_relative_ms, local_zone
-from ...errors import UsageError
-from ..output import DURATION, completing, read_text_input, settings
+from ..output import DURATION, completing, settings
 
 
 def schedule_options(command):
@@ -82,32 +79,6 @@ def policy_options(command):
     for option in reversed(options):
         command = option(command)
     return command
-
-
-def spec_from_options(kw: dict):
-    """The API's job spec from the options of `cron add` / `cron update` (their names as click
-    gives them); the text of --text-file is read here, the rest is checked by the API."""
-    text = kw.get("text")
-    if kw.get("text_file") is not None:
-        if text is not None:
-            raise UsageError("give the text either with --text or with --text-file, not both")
-        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
-        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
-    return job_spec(
-        cron=kw.get("cron_expr"), every=kw.get("every"), at=kw.get("at_time"), in_=kw.get("in_time"), tz=kw.get("tz"),
-        fold=kw.get("fold"), anchor=kw.get("anchor"), payload=kw.get("payload"), text=text,
-        wake_mode=kw.get("wake_mode"), session_strategy=kw.get("session_strategy"),
-        max_history_turns=kw.get("max_history_turns"), continuation=kw.get("continuation"), model=kw.get("model"),
-        timeout_seconds=kw.get("timeout_seconds"), wake_gate=kw.get("wake_gate"),
-        wake_gate_language=kw.get("wake_gate_language"), wake_gate_timeout=kw.get("wake_gate_timeout"),
-        no_wake_gate=kw.get("no_wake_gate", False), to=kw.get("to"), to_project=kw.get("to_project"),
-        tenant=kw.get("tenant"), max_dependency_errors=kw.get("max_dependency_errors"),
-        paused=kw.get("paused", False), resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
-        hold_max=kw.get("hold_max"), catch_up=kw.get("catch_up"), stale_after=kw.get("stale_after"),
-        missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
-        max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
-        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"),
-    )
 
 
 def max_log_option(command):
