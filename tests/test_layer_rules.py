@@ -142,3 +142,29 @@ def test_the_rules_see_function_level_and_relative_imports():
     assert "sxctl.api.scope" in GRAPH["sxctl.cli.output"]
     assert "sxctl.faults" in GRAPH["sxctl.api.scope"]  # `from .. import faults`
     assert "sxctl.cli.complete" in GRAPH["sxctl.cli.output"]  # imported inside `completing`
+
+
+def test_no_literal_exit_status_outside_the_error_module():
+    """`sys.exit`, `os._exit` and click's `Exit` take an `ExitStatus`, never a bare number (the test
+    fault hook, sxctl/faults.py, keeps its own 99)."""
+    literal = []
+    for name, path in MODULES.items():
+        if name in ("sxctl.errors", "sxctl.faults"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, int):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in ("exit", "_exit", "Exit"):
+                    literal.append((name, node.lineno))
+    assert literal == []
+
+
+def test_every_error_code_knows_its_exit_status():
+    from sxctl.errors import EXIT_BY_CODE, EXIT_MEANINGS, ErrorCode, ExitStatus, SxctlError
+
+    assert {code.value: int(code.status) for code in ErrorCode} == EXIT_BY_CODE
+    assert set(EXIT_MEANINGS) <= set(ExitStatus) and ExitStatus.BROKEN_PIPE == 141
+    assert SxctlError("x", code=ErrorCode.TOO_LATE).exit_code == ExitStatus.TOO_LATE == 7
+    assert SxctlError("x", code="too_late").code is ErrorCode.TOO_LATE  # transitional: a plain string

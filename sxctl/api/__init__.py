@@ -7,7 +7,8 @@ typed result it returns (each has `to_json()`, the command's `--json` document).
 the project, session and workspace the way the CLI does (explicit arguments, then the SXCTL_* /
 SX_SESSION_DIR environment, then discovery from the working folder), take times in seconds, and
 raise an `SxctlError` subclass carrying the CLI's exit code on failure. Each part loads on first
-use, so `import sxctl` stays cheap.
+use, so `import sxctl` stays cheap: importing every part costs about 2.5 times the inbox part
+alone (measured with `-X importtime`), and `sxctl inbox send` runs in shell loops.
 """
 
 from __future__ import annotations
