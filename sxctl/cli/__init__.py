@@ -1,12 +1,16 @@
 """The `sxctl` command: a root group, the global options, and explicitly registered groups.
 
 The groups are listed by name and imported only when used, so that `sxctl inbox send` (run in
-shell loops) loads the inbox code and nothing else. `main()` is the only place that turns
-failures into exit codes and error output.
+shell loops) loads the inbox code and nothing else; for the same reason each command imports
+the API function it calls where it runs (`sxctl --help` and shell completion load every group).
+`main()` is the only place that turns failures into exit codes and error output.
 """
 
 from __future__ import annotations
 
+import importlib
+import io
+import os
 import sys
 
 import click
@@ -67,7 +71,7 @@ class SxctlGroup(Group):
             code = _fail(SystemRefusedError.from_os_error(error), args)
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
             if _wants(args, "-v", "--verbose"):
-                import traceback
+                import traceback  # only for a crash shown with -v (about 3 ms on every start-up otherwise)
 
                 traceback.print_exc()
             code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
@@ -89,8 +93,6 @@ class SxctlGroup(Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        import importlib
-
         module, attribute = COMMANDS[name].split(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
 
@@ -115,8 +117,6 @@ def _whole_writes() -> None:
     a word: `--json | head -c 10` exited 0 while the same cut in human output exited 141. Through
     a line-buffered writer every byte is written or BrokenPipeError is raised, whatever the
     output and the buffering: one rule for both."""
-    import io
-
     stream = sys.stdout
     raw = getattr(stream, "buffer", None)
     if isinstance(stream, io.TextIOWrapper) and isinstance(raw, io.RawIOBase):
@@ -148,8 +148,6 @@ def _refuse_undecodable(args: list[str]) -> None:
 def _broken_pipe() -> ExitStatus:
     """The reader of stdout went away (`sxctl cron list | head -1`): no message, no traceback,
     the status a shell reports for a process that SIGPIPE ended."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again

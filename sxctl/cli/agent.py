@@ -15,7 +15,7 @@ from .output import Group, emit_json, say, settings
 
 def renderer(as_json: bool):
     """A thread-safe event printer (turns run on a worker thread): JSON Lines or the transcript."""
-    from ..api.agent import INBOX, TRANSCRIPT
+    from ..api.agent import INBOX, TRANSCRIPT  # the agent part loads when the agent runs (not for --help)
 
     lock = threading.Lock()
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
+import termios
 import time
+import tty
 
 import click
 
@@ -176,12 +180,8 @@ def _live(watching, deadline) -> None:
     Ctrl-C is held back (blocked) while the view sets the terminal up and while it restores it,
     and taken only inside the loop: an interrupt that lands in the middle of either would leave
     the terminal in the alternate screen, or the view running."""
-    import select
-    import signal
-    import termios
-    import tty
 
-    from rich.live import Live
+    from rich.live import Live  # rich loads only to draw a live terminal view
 
     interrupt = {signal.SIGINT}
     log: list[str] = []
@@ -227,7 +227,7 @@ def _event_line(event: dict) -> str:
 
 
 def _render(watching, log: list[str]):
-    from rich.console import Group
+    from rich.console import Group  # rich: see _live
     from rich.panel import Panel
     from rich.table import Table
 

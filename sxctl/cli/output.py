@@ -7,6 +7,7 @@ Global options are accepted before the group and on every leaf: `sxctl --json in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -35,7 +36,7 @@ def completing(kind: str) -> Callable[[click.Context, click.Parameter, str], lis
     """A `shell_complete` callback that loads `sxctl.cli.complete` only when a shell asks."""
 
     def complete_lazily(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-        from . import complete
+        from . import complete  # only when a shell asks: it loads the API parts it completes from
 
         return getattr(complete, kind)(ctx, param, incomplete)
 
@@ -168,8 +169,6 @@ def json_line(doc: dict[str, Any]) -> str:
     raw control character either way (json escapes C0; DEL and the C1 controls, which a terminal
     may obey, are escaped here as `\\u009b`: the same JSON value), and always valid UTF-8 (a name
     that is not UTF-8 shows its bytes as `\\udce9`, as Python's own ASCII JSON does)."""
-    import json
-
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
     return _JSON_RAW.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
@@ -191,7 +190,7 @@ def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:
 def markup(text: str) -> str:
     """A value for rich markup (a table cell, a line of a panel): `printable`, and its `[…]`
     escaped so that no value is read as a style."""
-    from rich.markup import escape
+    from rich.markup import escape  # rich loads only when styling a TTY
 
     return escape(printable(text))
 
@@ -200,7 +199,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """A plain aligned table, or a rich one when styling a TTY; every cell printable."""
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
-        from rich.console import Console
+        from rich.console import Console  # rich loads only when styling a TTY
         from rich.table import Table
 
         rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
