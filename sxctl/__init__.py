@@ -7,8 +7,8 @@ The public API (`from sxctl import send_message, …`) is imported lazily, on fi
 from __future__ import annotations
 
 from .api import _PARTS
+from .version import __version__
 
-__version__ = "0.1.0"
 _API = tuple(name for names in _PARTS.values() for name in names if name[0].islower())
 _ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
            "TooLateError")

@@ -7,57 +7,100 @@ exit code of the spec's table, so no command needs its own error handling.
 from __future__ import annotations
 
 import os
+from enum import IntEnum, StrEnum
 from typing import Any
 
-#: spec README "Error codes": every `error.code` string and the exit status it maps to.
-EXIT_BY_CODE: dict[str, int] = {
-    "internal": 1,
-    **dict.fromkeys(("usage", "invalid_value", "unsupported"), 2),
-    **dict.fromkeys(
-        (
-            "project_not_found",
-            "session_not_found",
-            "slot_not_active",
-            "job_not_found",
-            "stem_not_found",
-            "file_not_found",
-            "key_not_set",
-        ),
-        3,
-    ),
-    **dict.fromkeys(
-        (
-            "rev_moved",
-            "lock_busy",
-            "lock_lost",
-            "daemon_owns_workspace",
-            "built_in_present",
-            "agent_owns_session",
-            "slots_full",
-            "slot_active",
-            "key_conflict",
-            "active_claim",
-            "config_owned",
-            "name_taken",
-            "capacity",
-            "reset_intent",
-            "one_shot_final",
-            "retracted",
-            "lost_update",
-        ),
-        4,
-    ),
-    **dict.fromkeys(("invalid_data", "orphan_start", "identity_mismatch", "clock_behind"), 5),
-    "timeout": 6,
-    "too_late": 7,
-    "os_refused": 8,
-    "doctor_failed": 9,
-    "interrupted": 130,
+
+class ExitStatus(IntEnum):
+    """Every exit status of sxctl (docs/reference/json-and-exit-codes.md "Exit codes")."""
+
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2
+    NOT_FOUND = 3
+    CONFLICT = 4
+    INVALID_DATA = 5
+    TIMEOUT = 6
+    TOO_LATE = 7
+    OS_REFUSED = 8
+    DOCTOR_FAILED = 9
+    INTERRUPTED = 130  # Ctrl-C, SIGTERM while waiting: 128 + SIGINT
+    BROKEN_PIPE = 141  # the reader of stdout went away: what a shell reports for SIGPIPE (128 + 13)
+
+
+class ErrorCode(StrEnum):
+    """Every `error.code` string of a failure document; each knows its exit status (`.status`)."""
+
+    INTERNAL = "internal"
+    USAGE = "usage"
+    INVALID_VALUE = "invalid_value"
+    UNSUPPORTED = "unsupported"
+    PROJECT_NOT_FOUND = "project_not_found"
+    SESSION_NOT_FOUND = "session_not_found"
+    SLOT_NOT_ACTIVE = "slot_not_active"
+    JOB_NOT_FOUND = "job_not_found"
+    STEM_NOT_FOUND = "stem_not_found"
+    FILE_NOT_FOUND = "file_not_found"
+    KEY_NOT_SET = "key_not_set"
+    REV_MOVED = "rev_moved"
+    LOCK_BUSY = "lock_busy"
+    LOCK_LOST = "lock_lost"
+    DAEMON_OWNS_WORKSPACE = "daemon_owns_workspace"
+    BUILT_IN_PRESENT = "built_in_present"
+    AGENT_OWNS_SESSION = "agent_owns_session"
+    SLOTS_FULL = "slots_full"
+    SLOT_ACTIVE = "slot_active"
+    KEY_CONFLICT = "key_conflict"
+    ACTIVE_CLAIM = "active_claim"
+    CONFIG_OWNED = "config_owned"
+    NAME_TAKEN = "name_taken"
+    CAPACITY = "capacity"
+    RESET_INTENT = "reset_intent"
+    ONE_SHOT_FINAL = "one_shot_final"
+    RETRACTED = "retracted"
+    LOST_UPDATE = "lost_update"
+    INVALID_DATA = "invalid_data"
+    ORPHAN_START = "orphan_start"
+    IDENTITY_MISMATCH = "identity_mismatch"
+    CLOCK_BEHIND = "clock_behind"
+    TIMEOUT = "timeout"
+    TOO_LATE = "too_late"
+    OS_REFUSED = "os_refused"
+    DOCTOR_FAILED = "doctor_failed"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def status(self) -> ExitStatus:
+        return _STATUS_BY_CODE[self]
+
+
+_STATUS_BY_CODE: dict[ErrorCode, ExitStatus] = {
+    ErrorCode.INTERNAL: ExitStatus.INTERNAL,
+    **dict.fromkeys((ErrorCode.USAGE, ErrorCode.INVALID_VALUE, ErrorCode.UNSUPPORTED), ExitStatus.USAGE),
+    **dict.fromkeys((ErrorCode.PROJECT_NOT_FOUND, ErrorCode.SESSION_NOT_FOUND, ErrorCode.SLOT_NOT_ACTIVE,
+                     ErrorCode.JOB_NOT_FOUND, ErrorCode.STEM_NOT_FOUND, ErrorCode.FILE_NOT_FOUND,
+                     ErrorCode.KEY_NOT_SET), ExitStatus.NOT_FOUND),
+    **dict.fromkeys((ErrorCode.REV_MOVED, ErrorCode.LOCK_BUSY, ErrorCode.LOCK_LOST, ErrorCode.DAEMON_OWNS_WORKSPACE,
+                     ErrorCode.BUILT_IN_PRESENT, ErrorCode.AGENT_OWNS_SESSION, ErrorCode.SLOTS_FULL,
+                     ErrorCode.SLOT_ACTIVE, ErrorCode.KEY_CONFLICT, ErrorCode.ACTIVE_CLAIM, ErrorCode.CONFIG_OWNED,
+                     ErrorCode.NAME_TAKEN, ErrorCode.CAPACITY, ErrorCode.RESET_INTENT, ErrorCode.ONE_SHOT_FINAL,
+                     ErrorCode.RETRACTED, ErrorCode.LOST_UPDATE), ExitStatus.CONFLICT),
+    **dict.fromkeys((ErrorCode.INVALID_DATA, ErrorCode.ORPHAN_START, ErrorCode.IDENTITY_MISMATCH,
+                     ErrorCode.CLOCK_BEHIND), ExitStatus.INVALID_DATA),
+    ErrorCode.TIMEOUT: ExitStatus.TIMEOUT,
+    ErrorCode.TOO_LATE: ExitStatus.TOO_LATE,
+    ErrorCode.OS_REFUSED: ExitStatus.OS_REFUSED,
+    ErrorCode.DOCTOR_FAILED: ExitStatus.DOCTOR_FAILED,
+    ErrorCode.INTERRUPTED: ExitStatus.INTERRUPTED,
 }
 
+#: every `error.code` string and the exit status it maps to, as plain values (for the generated
+#: tables of the docs)
+EXIT_BY_CODE: dict[str, int] = {code.value: int(code.status) for code in ErrorCode}
 
-#: what each exit status means: the README's table, the man pages' EXIT STATUS (generated) and
-#: `EXIT_BY_CODE` above say the same, and a test holds them together
+
+#: what each exit status means: the table of docs/reference/json-and-exit-codes.md, the man pages'
+#: EXIT STATUS (generated) and `ErrorCode` above say the same, and a test holds them together
 EXIT_MEANINGS: dict[int, str] = {
     0: "ok (also: written but not yet consumed, without `--wait`)",
     1: "internal error (`-v` shows the traceback)",
@@ -78,13 +121,13 @@ EXIT_MEANINGS: dict[int, str] = {
 class SxctlError(Exception):
     """A failure a user can act on. `code` picks the exit status from the spec's table."""
 
-    default_code = "internal"
+    default_code: ErrorCode = ErrorCode.INTERNAL
 
     def __init__(
         self,
         message: str,
         *,
-        code: str | None = None,
+        code: ErrorCode | str | None = None,
         file: str | os.PathLike[str] | None = None,
         details: dict[str, Any] | None = None,
         verbatim: bool = False,
@@ -92,9 +135,9 @@ class SxctlError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.code = code or self.default_code
-        if self.code not in EXIT_BY_CODE:
-            raise ValueError(f"unknown sxctl error code {self.code!r}")
+        # transitional: a plain string is still taken (and checked here, a ValueError when it is not a
+        # code) until every raise site names an ErrorCode member
+        self.code: ErrorCode = ErrorCode(code) if code else self.default_code
         self.file = str(file) if file is not None else None
         self.extra = extra
         #: top-level keys of the failure document besides `ok` and `error` (e.g. the stem
@@ -105,8 +148,8 @@ class SxctlError(Exception):
         self.verbatim = verbatim
 
     @property
-    def exit_code(self) -> int:
-        return EXIT_BY_CODE[self.code]
+    def exit_code(self) -> ExitStatus:
+        return self.code.status
 
     def to_json(self) -> dict[str, Any]:
         """The `error` object of a failed command's JSON document."""
@@ -124,25 +167,25 @@ class SxctlError(Exception):
 class UsageError(SxctlError):
     """Exit 2: a bad flag or value given by the user."""
 
-    default_code = "invalid_value"
+    default_code = ErrorCode.INVALID_VALUE
 
 
 class NotFoundError(SxctlError):
     """Exit 3: the project, session, stem, … does not exist."""
 
-    default_code = "file_not_found"
+    default_code = ErrorCode.FILE_NOT_FOUND
 
 
 class ConflictError(SxctlError):
     """Exit 4: someone else holds or changed what we wanted to change."""
 
-    default_code = "lock_busy"
+    default_code = ErrorCode.LOCK_BUSY
 
 
 class InvalidDataError(SxctlError):
     """Exit 5: a file on disk cannot be parsed or validated; it is never rewritten."""
 
-    default_code = "invalid_data"
+    default_code = ErrorCode.INVALID_DATA
 
     def __init__(self, file: str | os.PathLike[str], reason: str, **extra: Any) -> None:
         super().__init__(f"invalid data in {file}: {reason}", file=file, **extra)
@@ -152,20 +195,20 @@ class InvalidDataError(SxctlError):
 class WaitTimeoutError(SxctlError):
     """Exit 6: a deadline passed while the awaited thing was still pending."""
 
-    default_code = "timeout"
+    default_code = ErrorCode.TIMEOUT
 
 
 class TooLateError(SxctlError):
     """Exit 7: the thing already happened (consumed, fired)."""
 
-    default_code = "too_late"
+    default_code = ErrorCode.TOO_LATE
 
 
 class SystemRefusedError(SxctlError):
     """Exit 8: the operating system refused (permission denied, read-only or full file system,
     a closed standard output): nothing sxctl or the data did wrong, and nothing to retry blindly."""
 
-    default_code = "os_refused"
+    default_code = ErrorCode.OS_REFUSED
 
     @classmethod
     def from_os_error(cls, error: OSError, doing: str | None = None) -> SystemRefusedError:

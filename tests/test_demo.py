@@ -53,7 +53,7 @@ def test_demo_passes_within_a_minute_as_json_and_keeps_the_project_when_asked(pr
 def test_the_tour_does_not_take_a_fired_timer_for_an_idle_agent():
     """The agent reports `callback_fired` just before the timer's `turn_start`; a tour step sent
     in between met a busy agent (the `busy` check failed on a loaded machine)."""
-    from sxctl.demo import AgentWatch
+    from sxctl.cli.demo_script import AgentWatch
 
     watch = AgentWatch.__new__(AgentWatch)
     watch.events = [{"event": "turn_start", "source": "inbox"}, {"event": "turn_end"},

@@ -6,13 +6,32 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# INBOX and TRANSCRIPT: the transcript lines of the agent's events (offered for the CLI's rendering)
+from ..agent.loop import ReferenceAgent
+from ..agent.parts import AgentOptions
+from ..agent.transcript import INBOX, TRANSCRIPT  # noqa: F401
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError
 from ..record import record
+from .scope import find_project
 
-if TYPE_CHECKING:
-    from ..agent.loop import ReferenceAgent
+
+class AgentHandle:
+    """A running reference agent, as `run_agent`'s `on_ready` gets it: ask it to stop."""
+
+    def __init__(self, reference: ReferenceAgent) -> None:
+        self._reference = reference
+
+    @property
+    def stopping(self) -> bool:
+        """Whether a stop was asked for already."""
+        return self._reference.stopping.is_set()
+
+    def stop(self, reason: str) -> None:
+        """Finish the current turn and stop (`reason`, e.g. a signal's name, is in the `stopping` event)."""
+        self._reference.request_stop(reason)
 
 
 @record
@@ -40,74 +59,25 @@ def run_agent(
     session: str | None = None,
     project: str | os.PathLike | None = None,
     capture_output: bool = False,
-    handle_signals: bool = True,
+    on_ready: Callable[[AgentHandle], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> AgentRun:
-    """Run the reference agent in a session until it stops (SIGINT/SIGTERM, `idle_exit` seconds
-    idle, or `max_turns`); every event goes to `on_event`. With `init`, a folder without a
-    project becomes one. `handle_signals` (main thread only) makes SIGINT/SIGTERM a clean stop."""
-    from ..agent.loop import ReferenceAgent
-    from ..agent.parts import AgentOptions
-    from ..errors import NotFoundError
-    from .scope import find_project
-
+    """Run the reference agent in a session until it stops (`idle_exit` seconds idle, `max_turns`,
+    or asked to through its handle); every event goes to `on_event`. With `init`, a folder
+    without a project becomes one. `on_ready` gets the agent's `AgentHandle` before the agent
+    announces that it started (the CLI makes SIGINT/SIGTERM a clean stop through it)."""
     try:
         root = find_project(project, session=session)
     except NotFoundError:
         if not init:
             raise
         root = Path(os.path.realpath(project or os.getcwd()))
-    options = AgentOptions(project=root, session_id=session or os.environ.get("SXCTL_SESSION") or None,
+    options = AgentOptions(project=root, session_id=session or None,
                            exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
                            idle_exit_s=idle_exit, max_turns=max_turns, model=model, force=force)
     reference = ReferenceAgent(options, on_event, clock=clock)
-    if handle_signals:  # before `started` is announced: a stop asked for right after it must be clean
-        _stop_on_signals(reference)
+    if on_ready is not None:  # before `started` is announced: a stop asked for right after it must be clean
+        on_ready(AgentHandle(reference))
     reference.start()
     reference.run(capture_output=capture_output)
     return AgentRun(reference.session.id, reference.turns)
-
-
-def _stop_on_signals(reference: ReferenceAgent) -> None:
-    import signal
-
-    def on_signal(signum, frame) -> None:
-        if reference.stopping.is_set() and signum == signal.SIGINT:
-            os._exit(130)
-        reference.request_stop(signal.Signals(signum).name)
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-
-
-@record
-class DemoSummary:
-    """How the demo tour went: checks passed and failed, and the project if it was kept."""
-
-    passed: int
-    failed: int
-    steps: int
-    project: Path | None
-    ts_ms: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"event": "summary", "ts_ms": self.ts_ms, "ok": self.failed == 0, "passed": self.passed,
-                "failed": self.failed, "steps": self.steps, "project": str(self.project) if self.project else None}
-
-
-def run_demo(show: Callable[[str], None], emit: Callable[[dict[str, Any]], None], *, as_json: bool = False,
-             fast: bool = False, keep: bool = False, clock: Clock = SYSTEM_CLOCK) -> DemoSummary:
-    """The whole protocol, live, against the reference agent in a throw-away project: every
-    step a real `sxctl` command, checked. Transcript lines go to `show`, or with `as_json` one
-    event per step to `emit`."""
-    import shutil
-
-    from ..demo import Demo
-
-    tour = Demo(fast, as_json, show, emit)
-    if not as_json:
-        show(f"sxctl demo in {tour.project}\n")
-    passed, failed = tour.run()
-    if not keep:
-        shutil.rmtree(tour.project, ignore_errors=True)
-    return DemoSummary(passed, failed, len(tour.steps), tour.project if keep else None, clock.now_ms())

@@ -4,15 +4,21 @@ proving it is alive (`doctor`), and handing a workspace over to a comis daemon (
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..cron import store
+from ..errors import ErrorCode, NotFoundError, SxctlError, SystemRefusedError, UsageError
+from ..health import diagnose
 from ..record import Factory, record
 from ..report import Reporter
-from .scope import find_workspace, target_project
+from ..version import __version__
+from .jobs import ledger_ceiling
+from .scope import find_project, find_session, find_workspace, target_project
 
 
 @record
@@ -64,8 +70,6 @@ def export_scheduler(
     variables (NAME -> VALUE); with `install` (crontab, systemd) put in place idempotently, with
     `uninstall` removed exactly (systemd: with the links `systemctl enable` made); with `now`
     (systemd) also enabled, or disabled first, by systemctl when there is one."""
-    from .. import __version__, engines
-
     if target not in engines.TARGETS:
         raise UsageError(f"unknown --target {target!r}: one of {', '.join(engines.TARGETS)}")
     if install and uninstall:
@@ -104,8 +108,6 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
                     unit_dir: str | os.PathLike | None, environ: Mapping[str, str]) -> SchedulerExport:
     """The systemd half of `export_scheduler`: the units, the command that enables them where
     they are written, and `--install`/`--uninstall` (with `--now`, systemctl run)."""
-    from .. import engines
-
     if user is not None and not user:
         raise UsageError("--user '' names no user: give a user name, or leave --user out for the project's owner")
     owner = user or (_owner_name(tick.project) if system else None)
@@ -141,9 +143,6 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
 
 def _run(commands: list[list[str]], environ: Mapping[str, str], then: str) -> list[str] | None:
     """engines.run_systemctl, its failure saying what state it left (`then`)."""
-    from .. import engines
-    from ..errors import SystemRefusedError
-
     try:
         return engines.run_systemctl(commands, environ)
     except SystemRefusedError as error:
@@ -151,10 +150,6 @@ def _run(commands: list[list[str]], environ: Mapping[str, str], then: str) -> li
 
 
 def _owner_name(project: Path) -> str:
-    import pwd
-
-    from .. import engines
-
     uid, _ = engines.project_owner(project)
     try:
         return pwd.getpwuid(uid).pw_name
@@ -178,11 +173,9 @@ class DoctorReport:
 
     def raise_if_failed(self) -> None:
         """DoctorFailed (exit 9) naming the failing checks."""
-        from ..errors import SxctlError
-
         if self.failed:
             names = list(dict.fromkeys(c["check"] for c in self.failed))  # a check may fail on several lines
-            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code="doctor_failed",
+            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code=ErrorCode.DOCTOR_FAILED,
                              details=self.to_json())
 
 
@@ -191,12 +184,6 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
            clock: Clock = SYSTEM_CLOCK) -> DoctorReport:
     """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
     installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
-    from .. import engines
-    from ..errors import NotFoundError, SxctlError
-    from ..health import diagnose
-    from .jobs import ledger_ceiling
-    from .scope import find_project, find_session
-
     root = chosen = ws = None
     try:
         root = find_project(project, session=session)
@@ -227,18 +214,17 @@ class Handoff:
     """`cron handoff`: the ledger moved aside for a comis daemon (never deleted)."""
 
     workspace: Path
+    ledger: Path
     moved_to: Path | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "workspace": str(self.workspace), "ledger": str(self.workspace / ".scheduler" /
-                "cron-executions.jsonl"), "moved_to": str(self.moved_to) if self.moved_to else None}
+        return {"ok": True, "workspace": str(self.workspace), "ledger": str(self.ledger),
+                "moved_to": str(self.moved_to) if self.moved_to else None}
 
 
 def hand_off(*, workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
              clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Handoff:
     """Hand the workspace to a comis daemon: refused while a claim is active; the ledger (whose
     `inbox_dispatch` rows comis rejects) moves aside under a dated name, so the daemon starts clean."""
-    from ..cron.store import hand_off as move_aside
-
     ws = find_workspace(workspace, project=project, session=session)
-    return Handoff(ws.root, move_aside(ws, clock=clock, lock_wait_s=lock_wait))
+    return Handoff(ws.root, ws.ledger, store.hand_off(ws, clock=clock, lock_wait_s=lock_wait))

@@ -1,4 +1,7 @@
-"""Inbox use cases: send, list, show, wait, retract, clean, prune (spec inbox.md)."""
+"""Inbox use cases: send, list, show, wait, retract, clean, prune (spec inbox.md).
+
+`inbox send` runs in shell loops: the parts of the other verbs (waiting, retracting, cleaning,
+forwarding) are imported where they are used, so that a send loads only the sending code."""
 
 from __future__ import annotations
 
@@ -7,10 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..errors import ConflictError, ErrorCode, UsageError
+from ..inbox import folder
+from ..inbox.folder import find_message, inbox_dirs
+from ..inbox.message import apply_tilde, check_key, check_stem, load_image, stem_argument
+from ..inbox.sending import SendRequest, send
 from ..record import record
 from ..report import Reporter
-from .scope import find_session, milliseconds
+from .scope import find_project, find_session, milliseconds
 
 if TYPE_CHECKING:
     from ..inbox.folder import InboxDir, MessageRow
@@ -24,7 +31,7 @@ def send_message(
     *,
     session: str | Session | None = None,
     project: str | os.PathLike | None = None,
-    mode: str = "auto",
+    mode: str | None = None,
     image: str | os.PathLike | None = None,
     priority: int | None = None,
     stem: str | None = None,
@@ -36,16 +43,20 @@ def send_message(
     report: Reporter | None = None,
 ) -> SendResult:
     """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
-    it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then)."""
-    from ..inbox.message import check_key, check_stem, load_image
-    from ..inbox.sending import SendRequest, send
-
+    it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then). `mode` is
+    `auto`, `interrupt` or `queue`; without one, a text that starts with `~` is queued (the `~`
+    and the spaces after it removed), any other is `auto` — as `sxctl inbox send TEXT` does."""
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
     if wait is not None and not soft_wait:
         raise UsageError("--wait and --no-wait cannot be combined")
     if follow and wait is None:
         raise UsageError("--follow needs --wait SECONDS")
+    if mode is None:
+        queued = False
+        if text is not None:
+            text, queued = apply_tilde(text)
+        mode = "queue" if queued else "auto"
     request = SendRequest(
         text=text, mode=mode, image=load_image(Path(image)) if image is not None else None,
         stem=check_stem(stem) if stem is not None else None, priority=priority,
@@ -79,11 +90,9 @@ def list_messages(
 ) -> MessageList:
     """Pending messages, plus consumed and/or retracted ones; at most `limit` rows (the newest
     consumed ones are found from their names, without reading the rest)."""
-    from ..inbox.folder import list_messages as listing
-
     states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
     chosen = find_session(session, project=project, clock=clock, report=report)
-    return MessageList(chosen, states, listing(chosen, states, limit))
+    return MessageList(chosen, states, folder.list_messages(chosen, states, limit))
 
 
 @record
@@ -101,14 +110,13 @@ class MessageView:
 
 
 def _stem_or_key(stem: str | None, key: str | None, session: Session) -> str:
-    from ..inbox.manage import stem_for_key
-    from ..inbox.message import check_key, stem_argument
-
     if (stem is None) == (key is None):
         raise UsageError("give either STEM or --key KEY")
     if stem is not None:
         return stem_argument(stem)
     assert key is not None  # exactly one of the two is given
+    from ..inbox.manage import stem_for_key  # not on the path of a send
+
     return stem_for_key(session, check_key(key))
 
 
@@ -121,9 +129,6 @@ def show_message(
     report: Reporter | None = None,
 ) -> MessageView:
     """Message `stem` (pending, consumed or retracted): its text, mode, state and path."""
-    from ..inbox.folder import find_message
-    from ..inbox.message import stem_argument
-
     chosen = find_session(session, project=project, clock=clock, report=report)
     return MessageView(chosen, find_message(chosen, stem_argument(stem)))
 
@@ -143,9 +148,7 @@ def wait_for_message(
     """Wait until message `stem` (or the one sent with `key`) leaves the inbox; the outcome's
     `state` says where it went (`consumed`, or `pending` at the deadline, `retracted`, `missing`).
     Raises nothing for those: `outcome.raise_unless_consumed()` gives the CLI's exit-code errors."""
-    from ..inbox.folder import inbox_dirs
-    from ..inbox.wait import wait_for
-
+    from ..inbox.wait import wait_for  # not on the path of a send
     chosen = find_session(session, project=project, clock=clock, report=report)
     wanted = _stem_or_key(stem, key, chosen)
     dirs = inbox_dirs(chosen)
@@ -180,8 +183,7 @@ def retract_message(
     report: Reporter | None = None,
 ) -> Retraction:
     """Withdraw a message the agent has not read yet (TooLateError, exit 7, if it has)."""
-    from ..inbox.manage import retract
-
+    from ..inbox.manage import retract  # not on the path of a send
     chosen = find_session(session, project=project, clock=clock, report=report)
     done = retract(chosen, _stem_or_key(stem, key, chosen))
     return Retraction(chosen, done.inbox, done.stem, done.already)
@@ -215,8 +217,7 @@ def clean_inbox(
 ) -> Removal:
     """Remove what crashed writers left (stray temps, orphan image sidecars) older than
     `older_than` seconds; only sxctl-pattern names are touched."""
-    from ..inbox.manage import clean
-
+    from ..inbox.manage import clean  # not on the path of a send
     chosen = find_session(session, project=project, clock=clock, report=report)
     return Removal(chosen, clean(chosen, milliseconds(older_than), dry_run=dry_run, clock=clock), dry_run)
 
@@ -235,8 +236,7 @@ def prune_inbox(
 ) -> Removal:
     """Delete consumed messages consumed more than `older_than` seconds ago (never a pending one,
     never the `keep` newest), with `retracted` and `keys` their folders too."""
-    from ..inbox.manage import prune
-
+    from ..inbox.manage import prune  # not on the path of a send
     chosen = find_session(session, project=project, clock=clock, report=report)
     removed, kept = prune(chosen, milliseconds(older_than), retracted=retracted, keys=keys, keep=keep,
                           dry_run=dry_run, clock=clock)
@@ -281,15 +281,13 @@ class Forwarding:
     def raise_if_incomplete(self) -> None:
         """Exit 4 (`name_taken`) when a message had to stay behind; the error carries this
         document, so a script sees what did move."""
-        from ..errors import ConflictError
-
         if not self.failed:
             return
         what = ", ".join(f"{m.stem} from {m.source} ({m.outcome.replace('_', ' ')})" for m in self.failed)
         verb = "would be forwarded (dry run: nothing moved)" if self.plan.dry_run else "forwarded"
         raise ConflictError(f"{len(self.forwarded)} message(s) {verb} to {self.target.id}; "
                             f"{len(self.failed)} {'would stay' if self.plan.dry_run else 'stayed'} behind: {what}",
-                            code="name_taken",
+                            code=ErrorCode.NAME_TAKEN,
                             details={**self.to_json(), "ok": False})
 
 
@@ -305,14 +303,18 @@ def forward_messages(
     """Move the pending messages (with their images and keys, in the order the agent reads them)
     of `sources` — by default every session that is not live — into the live session (`to`, or
     a session id). With `dry_run`, only say what would move."""
-    from ..inbox.forward import forward_pending
-    from .scope import find_project
-
+    from ..inbox.forward import forward_pending  # not on the path of a send
+    from ..project import check_session_id
     if to != "live":
-        from ..project import check_session_id
-
         check_session_id(to)
     root = find_project(project)
     plan = forward_pending(root, sources=list(sources) if sources else None, to=to, dry_run=dry_run, clock=clock,
                    report=report)
     return Forwarding(root, plan)
+
+
+def pending_stems(*, session: str | None = None, project: str | os.PathLike | None = None) -> list[str]:
+    """The stems of the session's pending messages, for shell completion (the session chosen as
+    every inbox command chooses it; its notes are dropped)."""
+    chosen = find_session(session, project=project, report=Reporter())
+    return [row.stem for row in folder.list_messages(chosen, ("pending",))]

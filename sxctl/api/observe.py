@@ -7,8 +7,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import NotFoundError
+from ..observe import diff, merged_next, snapshot, status, stranded_sessions, watch_events
 from ..record import Factory, record
 from ..report import Reporter
+from .jobs import display_zone
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
@@ -21,8 +24,6 @@ def _scope(session, project, workspace, clock: Clock, report: Reporter | None, *
            ) -> tuple[Session | None, Workspace]:
     """The session and workspace a view looks at (neither is ever created); with
     `session_optional`, a project without a session folder yet gives None."""
-    from ..errors import NotFoundError
-
     try:
         chosen: Session | None = find_session(session, project=project, clock=clock, report=report)
     except NotFoundError as error:
@@ -48,8 +49,6 @@ def project_status(*, session=None, project=None, workspace=None, clock: Clock =
                    report: Reporter | None = None) -> StatusView:
     """Everything the agent will do and what looks wrong, in one document; no file in a
     session's inbox/done/ is opened, however long its history."""
-    from ..observe import status
-
     chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
     return StatusView(chosen, ws, status(chosen, ws, clock=clock))
 
@@ -73,9 +72,6 @@ class Upcoming:
 def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=None, workspace=None,
              clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Upcoming:
     """The next `count` things that will happen; timer fires assume an idle agent."""
-    from ..observe import merged_next, stranded_sessions
-    from .jobs import display_zone
-
     chosen, ws = _scope(session, project, workspace, clock, report)
     assert chosen is not None  # a session is required here
     zone = display_zone(tz)
@@ -98,29 +94,18 @@ class Watch:
     def events(self) -> Iterator[list[dict[str, Any]]]:
         """The events of each look at the files, forever (an empty list when nothing changed,
         so that the caller keeps its own deadline); follows the agent to a new session."""
-        from ..observe import watch_events
-
         return watch_events(self.session, self.workspace, clock=self.clock)
 
     def look(self, previous: Snapshot | None = None) -> Snapshot:
-        from ..observe import snapshot
-
         return snapshot(self.session, self.workspace, self.clock, previous)
 
     def changes(self, before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
-        from ..observe import diff
-
         return diff(before, after, self.clock.now_ms())
 
     def status(self) -> dict[str, Any]:
-        from ..observe import status
-
         return status(self.session, self.workspace, clock=self.clock)
 
     def upcoming(self, count: int) -> list[dict[str, Any]]:
-        from ..observe import merged_next
-        from .jobs import display_zone
-
         return merged_next(self.session, self.workspace, count, display_zone(None), clock=self.clock)
 
 

@@ -3,12 +3,19 @@ settle) and `cron run` (one job now, or one pass), spec runner.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
+from io import RawIOBase
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..cron.heartbeat import record_pass
+from ..cron.runner import SchedulerPass, TickOptions
+from ..cron.store import default_agent_id, read_store
+from ..engines.ticklog import TickLog
+from ..errors import SxctlError, UsageError
 from ..record import record
 from ..report import Reporter
 from .jobs import ledger_ceiling
@@ -52,14 +59,18 @@ class ManualRun:
         return doc
 
 
+def tick_log(path: str | os.PathLike, max_bytes: int, *, clock: Clock = SYSTEM_CLOCK,
+             fallback: Any = None) -> RawIOBase:
+    """The bounded log file of `cron tick --log`: a raw stream that stamps each line with its UTC
+    time and moves `path` to `path.1` before it would pass `max_bytes` (`fallback`: where a
+    line goes when the file cannot be written)."""
+    return TickLog(Path(path), max_bytes, clock.now_ms, fallback=fallback)
+
+
 def _scheduler(workspace, project, session, clock: Clock, report: Reporter | None, options: dict[str, Any]
                ) -> SchedulerPass:
     """A pass with `options`: the fields of `sxctl.cron.runner.TickOptions` (the flags of
     `cron tick`; durations in seconds) other than the project."""
-    import dataclasses
-
-    from ..cron.runner import SchedulerPass, TickOptions
-
     ws = find_workspace(workspace, project=project, session=session)
     tick_options = TickOptions(project=target_project(ws, project, session=session), **options)
     tick_options = dataclasses.replace(tick_options, max_log_bytes=ledger_ceiling(options.get("max_log_bytes")))
@@ -69,9 +80,6 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
 def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> PassOutcome:
     """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
     or `failed` with the error (and re-raise it)."""
-    from ..cron.heartbeat import record_pass
-    from ..errors import SxctlError
-
     if scheduler.options.dry_run:
         return run()
     try:
@@ -110,8 +118,6 @@ def run_job(name: str | None = None, *, mode: str = "force", agent: str | None =
             **options: Any) -> ManualRun:
     """Run job `name` now (`mode="force"`, trigger manual), or one full pass (`mode="due"`);
     `options` are `TickOptions` fields, as for `tick`."""
-    from ..cron.store import default_agent_id, read_store
-
     if mode == "force" and name is None:
         raise UsageError("cron run --mode force needs a job NAME")
     scheduler = _scheduler(workspace, project, session, clock, report, options)

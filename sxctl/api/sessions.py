@@ -7,7 +7,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..callbacks.table import read_table
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import ErrorCode, NotFoundError, SxctlError
+from ..inbox.folder import inbox_dirs, message_names, primary_inbox
+from ..inbox.sending import inbox_switch
+from ..project import as_session, resolve_config, sessions, several_live_warning
 from ..record import Factory, record
 from ..report import Reporter
 from .scope import find_project, find_session, reporter
@@ -18,9 +23,6 @@ if TYPE_CHECKING:
 
 def _callbacks_summary(folder: Path) -> tuple[int | None, bool, str | None]:
     """(active timers, file exists, reason when the file is invalid)."""
-    from ..callbacks.table import read_table
-    from ..errors import SxctlError
-
     try:
         found = read_table(folder)
     except SxctlError as error:
@@ -32,8 +34,6 @@ def _callbacks_summary(folder: Path) -> tuple[int | None, bool, str | None]:
 
 def session_row(session: Session) -> dict[str, Any]:
     """One session as `session list` shows it: state, age, model, timers, pending messages."""
-    from ..inbox.folder import inbox_dirs, message_names
-
     active, exists, invalid = _callbacks_summary(session.dir)
     row = {
         "id": session.id, "dir": str(session.dir), "state": session.state,
@@ -64,11 +64,8 @@ def list_sessions(*, project: str | os.PathLike | None = None, session: str | No
                   clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> SessionList:
     """Every session folder with its state (live, stale, stopped, unknown), timers and pending
     messages, newest first."""
-    from ..project import as_session, several_live_warning
-    from ..project import list_sessions as folders
-
     root = find_project(project, session=session)
-    infos = folders(root, clock)
+    infos = sessions.list_sessions(root, clock)
     several = several_live_warning(infos)
     if several is not None:
         reporter(report).warn(several)
@@ -110,9 +107,6 @@ def show_session(
     report: Reporter | None = None,
 ) -> SessionDetail:
     """Session `session` (default: the one a command would use) in detail."""
-    from ..inbox.folder import primary_inbox
-    from ..inbox.sending import inbox_switch
-
     chosen = find_session(session, project=project, clock=clock, report=report)
     return SessionDetail(chosen, session_row(chosen), primary_inbox(chosen).path,
                          inbox_switch(chosen, reporter(report)))
@@ -144,12 +138,15 @@ def get_config(key: str, *, project: str | os.PathLike | None = None, session: s
                report: Reporter | None = None) -> ConfigValue:
     """The value of `key` through the agent's configuration cascade, and where each tier set it
     (approximate: the agent's own environment is invisible). NotFoundError (exit 3) if unset."""
-    from ..errors import NotFoundError
-    from ..project import resolve_config
-
     resolved = resolve_config(key, find_project(project, session=session), report=report)
     for link in resolved.chain:
         reporter(report).detail(f"{key}={link['value']} from {link['source']}")
     if resolved.value is None:  # a lookup that finds nothing: exit 3, as for a stem or a job
-        raise NotFoundError(f"{key} is not set in any tier", code="key_not_set")
+        raise NotFoundError(f"{key} is not set in any tier", code=ErrorCode.KEY_NOT_SET)
     return resolved
+
+
+def session_names(*, project: str | os.PathLike | None = None) -> list[str]:
+    """The ids of the project's sessions, for shell completion (no notes, nothing validated beyond
+    what `session list` lists)."""
+    return [info.id for info in sessions.list_sessions(find_project(project))]

@@ -7,13 +7,42 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..callbacks import move, verbs
+from ..callbacks.move import has_active_timers
+from ..callbacks.protocol import WriteOptions
+from ..callbacks.table import (
+    CAPACITY,
+    MISSING_FILE_WARNING,
+    active_ids,
+    check_slot_id,
+    doc_paused,
+    doc_rev,
+    doc_slots,
+    view_table,
+)
+
+# fires_in and list_preview: how the CLI shows a slot (offered here for it)
+from ..callbacks.verbs import (  # noqa: F401
+    NO_ACTIVE_CALLBACKS,
+    cancelled_text,
+    fires_in,
+    list_preview,
+    list_text,
+    preview_fires,
+    scheduled_text,
+    set_paused,
+    updated_text,
+)
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
+from ..inbox.forward import forward_target, pick_sources
+from ..project import check_session_id
 from ..record import record
 from ..report import Reporter
-from .scope import find_session, milliseconds, reporter
+from .scope import find_project, find_session, milliseconds, reporter
 
 if TYPE_CHECKING:
-    from ..callbacks.protocol import WriteOptions, WriteResult
+    from ..callbacks.protocol import WriteResult
     from ..callbacks.table import TableView
     from ..project import Session
 
@@ -33,19 +62,13 @@ class TimerTable:
 
     @property
     def rev(self) -> int:
-        from ..callbacks.table import doc_rev
-
         return doc_rev(self.doc)
 
     @property
     def paused(self) -> bool:
-        from ..callbacks.table import doc_paused
-
         return doc_paused(self.doc)
 
     def to_json(self) -> dict[str, Any]:
-        from ..callbacks.table import CAPACITY, active_ids
-
         return {
             "ok": True, **self.session.to_json(), "file": str(self.path), "file_exists": self.exists,
             "rev": self.rev, "paused": self.paused, "capacity": CAPACITY,
@@ -65,8 +88,6 @@ def _written(session: Session, result: WriteResult, text: str, action: str, **ex
 
 def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Session, TableView, dict[str, Any]]:
     """The session and its table as it stands (a missing file is a warning and an empty table)."""
-    from ..callbacks.table import MISSING_FILE_WARNING, view_table
-
     chosen = find_session(session, project=project, clock=clock, report=report)
     view = view_table(chosen)
     if not view.exists:
@@ -75,8 +96,6 @@ def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Sess
 
 
 def _options(expect_rev: int | None, verify: float | None, clock: Clock, report: Reporter | None) -> WriteOptions:
-    from ..callbacks.protocol import WriteOptions
-
     return WriteOptions(expect_rev, verify, clock, reporter(report))
 
 
@@ -90,9 +109,6 @@ def list_timers(
 ) -> TimerTable:
     """The active timers (with `include_inactive`, cancelled and retired slots too), as the
     agent's /callbacks lists them; `extra["slots"]` carries each slot with `fires_in_ms`."""
-    from ..callbacks.table import active_ids, doc_slots
-    from ..callbacks.verbs import list_text
-
     chosen, view, doc = _read(session, project, clock, report)
     now = clock.now_ms()
     stats_count = ((chosen.stats or {}).get("callbacks") or {}).get("active_count")
@@ -123,14 +139,10 @@ def set_timer(
     """Arm one of the agent's 8 timers: `message` every `every` seconds, `repeat` times (-1 =
     forever); `extra["slot"]` is the slot written. `verify` seconds of watching a live agent's
     file for a lost update (None: no watch); `expect_rev` refuses (exit 4) any other revision."""
-    from ..callbacks.verbs import scheduled_text
-    from ..callbacks.verbs import set_timer as arm
-    from ..errors import UsageError
-
     if replace and slot is None:
         raise UsageError("--replace needs --slot N")
     chosen = find_session(session, project=project, clock=clock, report=report)
-    result = arm(chosen, message, milliseconds(every), repeat=repeat, slot_id=slot, replace=replace,
+    result = verbs.set_timer(chosen, message, milliseconds(every), repeat=repeat, slot_id=slot, replace=replace,
                  first_in_ms=None if first_in is None else milliseconds(first_in),
                  options=_options(expect_rev, verify, clock, report))
     written = result.outcome
@@ -154,19 +166,13 @@ def edit_timer(
 ) -> TimerTable:
     """Change an active timer; a message- or repeat-only edit keeps its next fire time.
     TooLateError (exit 7) if it fired its last time or was cancelled while this wrote."""
-    from ..callbacks.verbs import edit_timer as edit
-    from ..callbacks.verbs import fires_in
-
     chosen = find_session(session, project=project, clock=clock, report=report)
-    result = edit(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
+    result = verbs.edit_timer(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
                   repeat=repeat, first_in_ms=None if first_in is None else milliseconds(first_in),
                   options=_options(expect_rev, verify, clock, report))
     before, after = result.outcome
     now = result.doc["updated_ms"]
-    left = "infinite" if after["repeat_count"] == -1 else f"{after['repeat_count']} left"
-    text = (f"Updated callback slot {slot}: fires every {after['delay_ms'] // 1000}s, next in "
-            f"{fires_in(after['fire_at_ms'], now)} ({left}).")
-    return _written(chosen, result, text, "edit", slot=_slot_json(after, now), before=before)
+    return _written(chosen, result, updated_text(slot, after, now), "edit", slot=_slot_json(after, now), before=before)
 
 
 def cancel_timers(
@@ -181,17 +187,13 @@ def cancel_timers(
 ) -> TimerTable:
     """Cancel timer `slot`, or every active timer (None); cancelled slots stay in the file,
     inactive. With nothing active, nothing is written. `extra["cancelled"]` lists the ids."""
-    from ..callbacks.table import view_table
-    from ..callbacks.verbs import cancel_timers as cancel
-    from ..callbacks.verbs import cancelled_text
-
     chosen = find_session(session, project=project, clock=clock, report=report)
     if slot is None:
         view = view_table(chosen)
         if not (view.winner and view.winner.active_slots()):
             return TimerTable(chosen, view.winner.doc if view.winner else {}, view.primary_path, view.exists,
-                              "No active callbacks.", clock.now_ms(), {"action": "cancel-all", "cancelled": []})
-    result = cancel(chosen, slot, options=_options(expect_rev, verify, clock, report))
+                              NO_ACTIVE_CALLBACKS, clock.now_ms(), {"action": "cancel-all", "cancelled": []})
+    result = verbs.cancel_timers(chosen, slot, options=_options(expect_rev, verify, clock, report))
     return _written(chosen, result, cancelled_text(result.outcome, single=slot is not None),
                     "cancel" if slot is not None else "cancel-all", cancelled=[i for i, _ in result.outcome])
 
@@ -208,8 +210,6 @@ def pause_timers(
 ) -> TimerTable:
     """Pause every timer (the agent forgets this when it restarts), or with `paused=False`
     resume them, re-basing overdue ones to now + their period (`extra["rebased"]`)."""
-    from ..callbacks.verbs import set_paused
-
     chosen = find_session(session, project=project, clock=clock, report=report)
     result = set_paused(chosen, paused, options=_options(expect_rev, verify, clock, report))
     return _written(chosen, result, "Callbacks paused." if paused else "Callbacks resumed.",
@@ -227,15 +227,12 @@ def preview_timers(
 ) -> TimerTable:
     """The next `limit` fires (of `slot` only, if given), assuming an idle agent and instant
     turns; nothing is written. `extra["fires"]` lists them."""
-    from ..callbacks.table import check_slot_id
-    from ..callbacks.verbs import preview_fires
-
     if slot is not None:
         check_slot_id(slot)
     chosen, view, doc = _read(session, project, clock, report)
     now = clock.now_ms()
     fires = preview_fires(doc, now, limit, slot)
-    text = "No active callbacks." if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
+    text = NO_ACTIVE_CALLBACKS if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
     return TimerTable(chosen, doc, view.primary_path, view.exists, text, now, {"fires": fires})
 
 
@@ -267,8 +264,6 @@ class TimerMove:
                 + (f"; {there} already there" if there else "") + ".")
 
     def to_json(self) -> dict[str, Any]:
-        from ..callbacks.table import CAPACITY, active_ids, doc_paused, doc_rev
-
         written = self.plan.written
         return {
             "ok": True, "project": str(self.project), **self.target.to_json(), "state": self.target.state,
@@ -293,14 +288,7 @@ def move_timers(
     the live session's table (`to`, or a session id): added there first, then cancelled at the
     source, each table under the revision protocol. Exit 4 `slots_full`, with nothing written,
     when they do not all fit in its 8 slots. With `dry_run`, only say what would move."""
-    from ..callbacks.move import has_active_timers
-    from ..callbacks.move import move_timers as move
-    from ..inbox.forward import forward_target, pick_sources
-    from .scope import find_project
-
     if to != "live":
-        from ..project import check_session_id
-
         check_session_id(to)
     root = find_project(project)
     target = forward_target(root, to, clock)
@@ -308,5 +296,11 @@ def move_timers(
         reporter(report).warn(f"session {target.id} is {target.state}: no agent fires the moved timers until one "
                               "runs there")
     chosen = pick_sources(root, target, list(sources) if sources else None, clock, has_active_timers)
-    plan = move(target, chosen, dry_run=dry_run, options=_options(None, verify, clock, report))
+    plan = move.move_timers(target, chosen, dry_run=dry_run, options=_options(None, verify, clock, report))
     return TimerMove(root, plan, clock.now_ms())
+
+
+def active_slot_ids(*, session: str | None = None, project: str | os.PathLike | None = None) -> list[int]:
+    """The ids of the slots `callbacks list` shows as active (a legacy slot without `active` counts
+    while it has fires left), for shell completion; notes and warnings are dropped."""
+    return active_ids(_read(session, project, SYSTEM_CLOCK, Reporter())[2])

@@ -254,3 +254,14 @@ def cancelled_text(cancelled: list[tuple[int, str]], single: bool) -> str:
     if not cancelled:
         return "No active callbacks."
     return f"Cancelled {len(cancelled)} callback{'s' if len(cancelled) != 1 else ''}."
+
+
+#: what `/callbacks cancel`, `/callbacks list` and the fire preview say when no slot is active
+NO_ACTIVE_CALLBACKS = "No active callbacks."
+
+
+def updated_text(slot_id: int, slot: dict[str, Any], now_ms: int) -> str:
+    """The agent tool's line after an edit: period, next fire and the fires left."""
+    left = "infinite" if slot["repeat_count"] == -1 else f"{slot['repeat_count']} left"
+    return (f"Updated callback slot {slot_id}: fires every {slot['delay_ms'] // 1000}s, next in "
+            f"{fires_in(slot['fire_at_ms'], now_ms)} ({left}).")

@@ -1,18 +1,22 @@
 """The `sxctl` command: a root group, the global options, and explicitly registered groups.
 
 The groups are listed by name and imported only when used, so that `sxctl inbox send` (run in
-shell loops) loads the inbox code and nothing else. `main()` is the only place that turns
-failures into exit codes and error output.
+shell loops) loads the inbox code and nothing else; for the same reason each command imports
+the API function it calls where it runs (`sxctl --help` and shell completion load every group).
+`main()` is the only place that turns failures into exit codes and error output.
 """
 
 from __future__ import annotations
 
+import importlib
+import io
+import os
 import sys
 
 import click
 
-from .. import __version__
-from ..errors import EXIT_BY_CODE, SxctlError, SystemRefusedError, UsageError
+from ..api import __version__
+from ..errors import ErrorCode, ExitStatus, SxctlError, SystemRefusedError, UsageError
 from .output import Group, emit_json, say
 
 #: every command of the root group: name -> "module:attribute" (explicit; nothing is scanned)
@@ -34,14 +38,14 @@ class SxctlGroup(Group):
         if sys.stdout is None:  # started with stdout closed (`>&-`): say so, and do nothing
             if sys.stderr is not None:
                 sys.stderr.write("sxctl: standard output is closed; nothing was done\n")
-            sys.exit(EXIT_BY_CODE["os_refused"])
+            sys.exit(ExitStatus.OS_REFUSED)
         _whole_writes()
         _tolerate_narrow_encodings()
         try:
             _refuse_undecodable(args)
             result = super().main(args=args, prog_name=prog_name or "sxctl", complete_var=complete_var,
                                   standalone_mode=False, **extra)
-            code = result if isinstance(result, int) else 0
+            code = result if isinstance(result, int) else ExitStatus.OK
         except SxctlError as error:
             code = _fail(error, args)
         except BrokenPipeError:
@@ -55,19 +59,19 @@ class SxctlGroup(Group):
             code = exit_.exit_code
         except click.exceptions.NoArgsIsHelpError as shown:  # `sxctl`, `sxctl inbox`: help, not an error
             click.echo(shown.ctx.get_help())
-            code = 0
+            code = ExitStatus.OK
         except click.ClickException as error:
             where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
-            kind = "invalid_value" if isinstance(error, click.BadParameter) else "usage"
+            kind = ErrorCode.INVALID_VALUE if isinstance(error, click.BadParameter) else ErrorCode.USAGE
             message = f"{error.format_message()} (see '{where} --help')"
             code = _fail(SxctlError(message, code=kind), args)
         except (click.Abort, KeyboardInterrupt):
-            code = _fail(SxctlError("interrupted", code="interrupted"), args)
+            code = _fail(SxctlError("interrupted", code=ErrorCode.INTERRUPTED), args)
         except OSError as error:  # what the disk or the system refused, named, never a traceback
             code = _fail(SystemRefusedError.from_os_error(error), args)
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
             if _wants(args, "-v", "--verbose"):
-                import traceback
+                import traceback  # only for a crash shown with -v (about 3 ms on every start-up otherwise)
 
                 traceback.print_exc()
             code = _fail(SxctlError(f"internal error: {error.__class__.__name__}: {error}"), args)
@@ -89,8 +93,6 @@ class SxctlGroup(Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None
-        import importlib
-
         module, attribute = COMMANDS[name].split(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
 
@@ -115,8 +117,6 @@ def _whole_writes() -> None:
     a word: `--json | head -c 10` exited 0 while the same cut in human output exited 141. Through
     a line-buffered writer every byte is written or BrokenPipeError is raised, whatever the
     output and the buffering: one rule for both."""
-    import io
-
     stream = sys.stdout
     raw = getattr(stream, "buffer", None)
     if isinstance(stream, io.TextIOWrapper) and isinstance(raw, io.RawIOBase):
@@ -145,18 +145,16 @@ def _refuse_undecodable(args: list[str]) -> None:
             raise UsageError(f"argument {shown!r} is not valid UTF-8 text") from None
 
 
-def _broken_pipe() -> int:
+def _broken_pipe() -> ExitStatus:
     """The reader of stdout went away (`sxctl cron list | head -1`): no message, no traceback,
     the status a shell reports for a process that SIGPIPE ended."""
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
         os.close(devnull)
     except (OSError, ValueError):  # not a real file (in tests): nothing to protect
         pass
-    return 141
+    return ExitStatus.BROKEN_PIPE
 
 
 def _wants(args: list[str], *flags: str) -> bool:
@@ -178,5 +176,5 @@ def _fail(error: SxctlError, args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run sxctl and exit with the spec's exit code (README "Exit codes")."""
+    """Run sxctl and exit with the status of docs/reference/json-and-exit-codes.md "Exit codes"."""
     cli.main(args=argv)

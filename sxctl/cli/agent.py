@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 
 import click
 
-from ..agent.transcript import INBOX, TRANSCRIPT
+from ..errors import ExitStatus
 from .output import Group, emit_json, say, settings
 
 
 def renderer(as_json: bool):
     """A thread-safe event printer (turns run on a worker thread): JSON Lines or the transcript."""
+    from ..api.agent import INBOX, TRANSCRIPT  # the agent part loads when the agent runs (not for --help)
+
     lock = threading.Lock()
 
     def render(event: dict) -> None:
@@ -69,5 +73,19 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
 
     s = settings()
     run_agent(renderer(s.json), init=init, exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
-              idle_exit=idle_exit, max_turns=max_turns, model=model, force=force, session=s.session,
-              project=s.project, capture_output=s.json, clock=s.clock)
+              idle_exit=idle_exit, max_turns=max_turns, model=model, force=force,
+              session=s.session or os.environ.get("SXCTL_SESSION") or None, project=s.project,
+              capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock)
+
+
+def _stop_on_signals(agent) -> None:
+    """SIGINT and SIGTERM finish the current turn and stop the agent; a second Ctrl-C while it
+    stops ends the process at once (exit 130)."""
+
+    def on_signal(signum, frame) -> None:
+        if agent.stopping and signum == signal.SIGINT:
+            os._exit(ExitStatus.INTERRUPTED)
+        agent.stop(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..api.times import format_ms
 from ..errors import UsageError
 from .output import DURATION, Group, completing, emit, in_session, read_text_input, say, table
 
@@ -53,8 +54,6 @@ def _write(expect_rev, verify_s, no_verify) -> dict:
 
 
 def _when(ms: int) -> str:
-    from ..timeparse import format_ms
-
     return format_ms(ms, "%H:%M:%S", None)
 
 
@@ -77,8 +76,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
     from ..api import set_timer
-    from ..callbacks.verbs import fires_in
-
+    from ..api.timers import fires_in
     if message == "-":
         message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
     result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
@@ -94,7 +92,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
 
 
 @callbacks.command("edit", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("slots"))
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_s", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
@@ -126,7 +124,7 @@ def _cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
 
 
 @callbacks.command("cancel", mutating=True)
-@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("timer_slots"))
+@click.argument("slot_id", metavar="ID", type=int, shell_complete=completing("slots"))
 @_verify_option
 def cancel(slot_id, expect_rev, verify_s, no_verify) -> None:
     """Cancel one timer (it stays in the file, inactive).
@@ -215,6 +213,7 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
       sxctl callbacks move --from 2026_09_20_cool_newton
     """
     from ..api import move_timers
+    from ..api.timers import fires_in, list_preview
 
     kw = in_session()
     if kw["session"]:
@@ -223,8 +222,6 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
                          project=kw["project"], clock=kw["clock"], report=kw["report"])
 
     def human() -> None:
-        from ..callbacks.verbs import fires_in, list_preview
-
         for row in result.plan.moved:
             timer = row.timer
             left = "infinite" if timer.get("repeat_count") == -1 else f"{timer.get('repeat_count')} left"
@@ -249,8 +246,7 @@ def next_(limit, slot_id) -> None:
       sxctl cb next --slot 0 --json
     """
     from ..api import preview_timers
-    from ..callbacks.verbs import fires_in
-
+    from ..api.timers import fires_in
     result = preview_timers(limit=limit, slot=slot_id, **in_session())
     fires = result.extra["fires"]
 

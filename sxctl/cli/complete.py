@@ -1,32 +1,26 @@
 """Shell completion of the names a user types: session ids, cron job names, pending stems, timer
-slots and IANA zones. Each runs on a keypress, so it reads names only (no validation, no rich, no
-croniter) and gives up quietly: a completion never fails."""
+slots and IANA zones. Each runs on a keypress and asks the API, which applies the same rules as
+the commands (the project, session and workspace found as they find them; a slot is active as
+`callbacks list` says), and gives up quietly: a completion never fails.
+
+The global options (`--project`, `--session`, `--workspace`) are read from the invocation's
+settings, which their callbacks fill while click parses the command line for completion, wherever
+on the line they were given."""
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from zoneinfo import available_timezones
 
 import click
 
-
-def _project(ctx: click.Context) -> Path | None:
-    from ..project import find_project
-
-    given = ctx.find_root().params.get("project") if ctx else None
-    try:
-        return find_project(given)
-    except Exception:  # noqa: BLE001 - a completion never fails
-        return None
+from .settings import settings
+from .text import printable
 
 
-def _matching(names, incomplete: str) -> list[str]:
+def _matching(names: Iterable[str], incomplete: str) -> list[str]:
     """The names that start with `incomplete`; a name that `printable` would escape is never offered
     (a line break would forge a completion, an escape sequence would reach the terminal)."""
-    from .output import printable
-
     return sorted(name for name in names if name.startswith(incomplete) and printable(name) == name)
 
 
@@ -42,45 +36,37 @@ def _quietly(produce: Callable[[click.Context, str], list[str]]):
 
 @_quietly
 def sessions(ctx: click.Context, incomplete: str) -> list[str]:
-    project = _project(ctx)
-    folder = project / ".scorpiox" / "sessions" if project else None
-    return _matching(os.listdir(folder), incomplete) if folder else []
+    from ..api.sessions import session_names  # on a keypress: only the API part this completion asks
 
-
-def _session_dir(ctx: click.Context) -> Path | None:
-    from ..project import select_session
-
-    project = _project(ctx)
-    if project is None:
-        return None
-    return select_session(project, os.environ.get("SXCTL_SESSION") or None).dir
+    return _matching(session_names(project=settings(ctx).project), incomplete)
 
 
 @_quietly
-def pending_stems(ctx: click.Context, incomplete: str) -> list[str]:
-    folder = _session_dir(ctx)
-    names = os.listdir(folder / "inbox") if folder else []
-    return _matching((n[:-5] for n in names if n.endswith(".json") and not n.startswith(".")), incomplete)
+def stems(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.inbox import pending_stems  # on a keypress: only the API part this completion asks
+
+    given = settings(ctx)
+    return _matching(pending_stems(session=given.session, project=given.project), incomplete)
 
 
 @_quietly
-def timer_slots(ctx: click.Context, incomplete: str) -> list[str]:
-    folder = _session_dir(ctx)
-    doc = json.loads((folder / "callbacks.json").read_bytes()) if folder else {}
-    active = [str(s["id"]) for s in doc.get("slots", []) if isinstance(s, dict) and s.get("active")]
-    return _matching(active, incomplete)
+def slots(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.timers import active_slot_ids  # on a keypress: only the API part this completion asks
+
+    given = settings(ctx)
+    return _matching((str(i) for i in active_slot_ids(session=given.session, project=given.project)), incomplete)
 
 
 @_quietly
-def job_names(ctx: click.Context, incomplete: str) -> list[str]:
-    root = os.environ.get("SXCTL_WORKSPACE") or _project(ctx)
-    store = json.loads((Path(root) / ".scheduler" / "cron-jobs.json").read_bytes()) if root else {}
-    return _matching((job["name"] for job in store.get("jobs", []) if isinstance(job, dict)), incomplete)
+def jobs(ctx: click.Context, incomplete: str) -> list[str]:
+    from ..api.job_views import job_names  # on a keypress: only the API part this completion asks
+
+    given = settings(ctx)
+    return _matching(job_names(workspace=given.workspace, project=given.project, session=given.session),
+                     incomplete)
 
 
 @_quietly
 def zones(ctx: click.Context, incomplete: str) -> list[str]:
-    from zoneinfo import available_timezones
-
     lowered = incomplete.lower()
     return sorted(zone for zone in available_timezones() | {"local"} if zone.lower().startswith(lowered))

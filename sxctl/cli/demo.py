@@ -1,9 +1,15 @@
-"""`sxctl demo`: the whole protocol, live, against the built-in agent in a throw-away project."""
+"""`sxctl demo`: the whole protocol, live, against the built-in agent in a throw-away project.
+
+The tour (`demo_script`) drives `python -m sxctl` in subprocesses: it is a client of the CLI,
+so it lives here and not behind the API."""
 
 from __future__ import annotations
 
+import shutil
+
 import click
 
+from ..errors import ExitStatus
 from .output import Command, emit, emit_json, say, settings
 
 
@@ -21,14 +27,18 @@ def demo(keep: bool, fast: bool) -> None:
       sxctl demo
       sxctl demo --fast --json | jq -c 'select(.ok == false)'
     """
-    from ..api import run_demo
+    from .demo_script import Demo  # the tour (and the agent's transcript lines) load when it runs
 
     s = settings()
-    result = run_demo(lambda text: say(text, lines=True), emit_json, as_json=s.json, fast=fast, keep=keep,
-                      clock=s.clock)
-    kept = f"; project kept at {result.project}" if result.project else ""
-    emit(result.to_json(), lambda: say(f"{result.passed} check(s) passed, {result.failed} failed{kept}"))
-    if result.failed:
-        raise click.exceptions.Exit(1)
-
-
+    tour = Demo(fast, s.json, lambda text: say(text, lines=True), emit_json)
+    if not s.json:
+        say(f"sxctl demo in {tour.project}\n", lines=True)
+    passed, failed = tour.run()
+    if not keep:
+        shutil.rmtree(tour.project, ignore_errors=True)
+    summary = {"event": "summary", "ts_ms": s.clock.now_ms(), "ok": failed == 0, "passed": passed, "failed": failed,
+               "steps": len(tour.steps), "project": str(tour.project) if keep else None}
+    kept = f"; project kept at {tour.project}" if keep else ""
+    emit(summary, lambda: say(f"{passed} check(s) passed, {failed} failed{kept}"))
+    if failed:
+        raise click.exceptions.Exit(ExitStatus.INTERNAL)  # a failed check: exit 1, as documented

@@ -81,16 +81,11 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
     """
     from ..api import send_message
-    from ..inbox.message import apply_tilde
 
     body, from_argument = _read_text(text, text_file, image is not None)
-    effective_mode = mode or "auto"
-    if from_argument and mode is None and body is not None:
-        body, queued = apply_tilde(body)
-        if queued:
-            effective_mode = "queue"
-    result = send_message(body, mode=effective_mode, image=image, priority=priority, stem=stem, key=key,
-                          wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
+    # the `~` rule (applied by the API when no mode is given) is for text typed as an argument
+    result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
+                          stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
 
     def human() -> None:
         status = "consumed" if result.consumed else "written, not yet consumed"
@@ -141,7 +136,7 @@ def list_(done, retracted, all_, limit) -> None:
 
 
 @inbox.command("show")
-@click.argument("stem", shell_complete=completing("pending_stems"))
+@click.argument("stem", shell_complete=completing("stems"))
 def show(stem: str) -> None:
     """Show one message: its text, mode, state and path.
 
@@ -171,7 +166,7 @@ def show(stem: str) -> None:
 
 
 @inbox.command("wait")
-@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
+@click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
 @click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="SECONDS",
               help="Give up after this long (exit 6); 0 waits forever.")
@@ -198,7 +193,7 @@ def wait(stem, key, timeout_s, follow) -> None:
 
 
 @inbox.command("retract", mutating=True)
-@click.argument("stem", required=False, shell_complete=completing("pending_stems"))
+@click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Retract the message sent with this idempotency key.")
 def retract(stem, key) -> None:
     """Withdraw a message that the agent has not read yet (exit 7 if it already has).

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
+import termios
 import time
+import tty
 
 import click
 
+from ..api.times import format_duration_ms, format_ms, format_relative_ms
 from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
 
 
@@ -17,8 +22,6 @@ def _where() -> dict:
 
 
 def _when(ms: int | None) -> str:
-    from ..timeparse import format_relative_ms
-
     return "-" if ms is None else format_relative_ms(ms, settings().clock.now_ms())
 
 
@@ -33,8 +36,6 @@ def status() -> None:
       sxctl status --json | jq '.problems[].message'
     """
     from ..api import project_status
-    from ..timeparse import format_duration_ms
-
     result = project_status(**_where())
     doc = result.to_json()
 
@@ -65,13 +66,13 @@ def status() -> None:
 
 
 def _cron_lines(doc: dict) -> None:
+    from ..api.cron_checks import describe_consumption  # the cron part of the API loads with a cron section
+
     """The cron part of `status` and its problems."""
     cron = doc["cron"]
     if cron.get("store_exists"):
         states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
         say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
-        from ..cron.receipts import describe_consumption
-
         for run in cron["last_runs"]:
             read = describe_consumption(run.get("consumption"))
             say(f"         {run['name'] or run['executionId'][:8]}: {run['status']}{', ' + read if read else ''} "
@@ -101,8 +102,6 @@ def next_(count: int, tz: str | None) -> None:
     """
 
     from ..api import upcoming
-    from ..timeparse import format_ms
-
     result = upcoming(count=count, tz=tz, **_where())
     rows, zone, now = result.rows, result.zone, result.now_ms
 
@@ -181,12 +180,8 @@ def _live(watching, deadline) -> None:
     Ctrl-C is held back (blocked) while the view sets the terminal up and while it restores it,
     and taken only inside the loop: an interrupt that lands in the middle of either would leave
     the terminal in the alternate screen, or the view running."""
-    import select
-    import signal
-    import termios
-    import tty
 
-    from rich.live import Live
+    from rich.live import Live  # rich loads only to draw a live terminal view
 
     interrupt = {signal.SIGINT}
     log: list[str] = []
@@ -226,15 +221,13 @@ def _live(watching, deadline) -> None:
 
 def _event_line(event: dict) -> str:
 
-    from ..timeparse import format_ms
-
     when = format_ms(event["ts_ms"], "%H:%M:%S", None)
     details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "ts_ms"))
     return f"{when} {event['event']} {details}"
 
 
 def _render(watching, log: list[str]):
-    from rich.console import Group
+    from rich.console import Group  # rich: see _live
     from rich.panel import Panel
     from rich.table import Table
 

@@ -7,6 +7,7 @@ Global options are accepted before the group and on every leaf: `sxctl --json in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -16,32 +17,11 @@ from typing import Any
 
 import click
 
-from .. import faults
-from ..clock import SYSTEM_CLOCK, Clock
-from ..record import record
-from ..report import Reporter
-
-
-@record
-class Settings:
-    """The merged global options of one invocation."""
-
-    project: str | None = None
-    session: str | None = None
-    workspace: str | None = None
-    agent: str | None = None
-    json: bool = False
-    no_color: bool = False
-    quiet: bool = False
-    verbose: bool = False
-    clock: Clock = SYSTEM_CLOCK  # tests pass a FakeClock through CliRunner's `obj`
-
-
-def settings(ctx: click.Context | None = None) -> Settings:
-    root = (ctx or click.get_current_context()).find_root()
-    if not isinstance(root.obj, Settings):
-        root.obj = Settings()
-    return root.obj
+from ..api.scope import FAULT_POINTS, Reporter, arm_fault
+from ..api.times import parse_duration_ms
+from ..errors import NotFoundError, SystemRefusedError, UsageError
+from .settings import Settings, settings
+from .text import printable
 
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -56,7 +36,7 @@ def completing(kind: str) -> Callable[[click.Context, click.Parameter, str], lis
     """A `shell_complete` callback that loads `sxctl.cli.complete` only when a shell asks."""
 
     def complete_lazily(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
-        from . import complete
+        from . import complete  # only when a shell asks: it loads the API parts it completes from
 
         return getattr(complete, kind)(ctx, param, incomplete)
 
@@ -85,11 +65,11 @@ _GLOBAL_OPTIONS = [
 
 
 def _arm_fault(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    faults.arm(value)
+    arm_fault(value)
 
 
 FAULT_INJECT = click.Option(
-    ["--fault-inject"], type=click.Choice(faults.POINTS), hidden=True, expose_value=False,
+    ["--fault-inject"], type=click.Choice(FAULT_POINTS), hidden=True, expose_value=False,
     callback=_arm_fault, help="Test hook: exit 99 at the named point.",
 )
 
@@ -128,9 +108,6 @@ class Duration(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int | float):
             return value
-        from ..errors import UsageError
-        from ..timeparse import parse_duration_ms
-
         try:
             return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}") / 1000
         except UsageError as error:
@@ -145,9 +122,6 @@ DURATION = Duration()
 #: what json.dumps leaves raw with ensure_ascii off: DEL and the C1 controls (a terminal may obey
 #: them), and the lone surrogates that stand for the bytes of a name that is not UTF-8
 _JSON_RAW = re.compile("[\x7f-\x9f\ud800-\udfff]")
-#: what `printable` escapes: controls (C0, DEL, C1), bidi controls, line/paragraph separators,
-#: surrogates; not the other non-printing characters of ordinary text (no-break spaces, joiners)
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def color_enabled(s: Settings | None = None) -> bool:
@@ -195,8 +169,6 @@ def json_line(doc: dict[str, Any]) -> str:
     raw control character either way (json escapes C0; DEL and the C1 controls, which a terminal
     may obey, are escaped here as `\\u009b`: the same JSON value), and always valid UTF-8 (a name
     that is not UTF-8 shows its bytes as `\\udce9`, as Python's own ASCII JSON does)."""
-    import json
-
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
     return _JSON_RAW.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
@@ -215,25 +187,10 @@ def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:
         human()
 
 
-def printable(text: str, *, newlines: bool = False) -> str:
-    """The one escaping rule for text shown to a person: a character that can drive a terminal or
-    reorder what is shown becomes a visible escape — the C0 and C1 controls (ESC `\\x1b`, the
-    one-byte CSI `\\x9b`, BEL, backspace, CR, tab, DEL, …), bidi controls (`\\u202e`), line and
-    paragraph separators, lone surrogates. Ordinary text stays as it is (a no-break space, the
-    zero-width joiner inside an emoji or a Persian word). A value from a file or an argument can
-    then neither drive the terminal (an OSC 52 clipboard write, a cleared screen) nor fake a row.
-    With `newlines=True` the line breaks of a multi-line text stay. Escaping twice changes nothing."""
-    if text.isprintable() or not _UNSAFE.search(text):
-        return text
-    if newlines:
-        return "\n".join(printable(line) for line in text.split("\n"))
-    return _UNSAFE.sub(lambda found: found.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
-
-
 def markup(text: str) -> str:
     """A value for rich markup (a table cell, a line of a panel): `printable`, and its `[…]`
     escaped so that no value is read as a style."""
-    from rich.markup import escape
+    from rich.markup import escape  # rich loads only when styling a TTY
 
     return escape(printable(text))
 
@@ -242,7 +199,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     """A plain aligned table, or a rich one when styling a TTY; every cell printable."""
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
-        from rich.console import Console
+        from rich.console import Console  # rich loads only when styling a TTY
         from rich.table import Table
 
         rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
@@ -261,8 +218,6 @@ def read_text_input(path: Path | None, limit: int, what: str) -> str:
     """Text from `path` (None: stdin), read up to `limit` bytes and no further (exit 2 beyond:
     `--text-file /dev/zero` or `yes |` must not run out of memory), UTF-8, one trailing line
     break removed (as `$(...)` would). A missing file is exit 3, like a missing image."""
-    from ..errors import NotFoundError, SystemRefusedError, UsageError
-
     origin = "stdin" if path is None else str(path)
     if path is None:
         raw = sys.stdin.buffer.read(limit + 1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..timeparse import format_duration_ms
+from ..api.times import format_duration_ms
 from .output import Group, completing, emit, in_session, reporter, say, settings, table
 
 

@@ -11,11 +11,11 @@ import socket
 import uuid
 from typing import Any
 
-from .. import __version__
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
 from ..jsondata import loads
+from ..version import __version__
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..errors import UsageError
 from ..project import ProjectLayout
+from ..version import __version__
 from .values import ReadBackError, TickCommand, check_env, check_value, refuse_value, shown
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

@@ -420,7 +420,7 @@ from sxctl.cron.policy import read_policy
 from sxctl.cron.workspace import Workspace
 from sxctl.cron.views import validate_workspace
 # what a pass imports lazily, imported once here rather than in every fork
-import sxctl.cli.cron, sxctl.cli.cron_tick, sxctl.api.jobs, sxctl.api.scheduler, sxctl.api.scope
+import sxctl.cli.cron, sxctl.cli.cron.tick, sxctl.api.jobs, sxctl.api.scheduler, sxctl.api.scope
 import sxctl.cron.runner, sxctl.cron.heartbeat, sxctl.inbox.sending
 import croniter, dateutil.parser, filelock, rich.console
 

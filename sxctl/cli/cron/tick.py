@@ -1,12 +1,18 @@
-"""`sxctl cron tick` and `cron run`: the scheduler pass, as the cron group's commands (registered
-by importing this module, which `sxctl.cli.cron` does)."""
+"""`sxctl cron tick` and `cron run`: the scheduler pass (added to the cron group by `sxctl.cli.cron`)."""
 
 from __future__ import annotations
 
+import io
+import sys
+
 import click
 
-from .cron import _max_log_option, cron
-from .output import DURATION, completing, emit, in_workspace, reporter, say, settings
+from ...api import run_job
+from ...api import tick as run_pass
+from ...api.scheduler import tick_log
+from ...api.times import format_ms
+from ..output import DURATION, Command, completing, emit, in_workspace, reporter, say, settings
+from .options import max_log_option
 
 
 def _pass_options(command):
@@ -31,7 +37,7 @@ def _pass_options(command):
     ]
     for option in reversed(options):
         command = option(command)
-    return _max_log_option(command)
+    return max_log_option(command)
 
 
 def _where() -> dict:
@@ -65,7 +71,7 @@ def _pass_lines(result) -> list[str]:
     return lines
 
 
-@cron.command("tick", mutating=True)
+@click.command("tick", cls=Command, mutating=True)
 @_pass_options
 @click.option("--log", "log", type=click.Path(dir_okay=False), metavar="FILE",
               help="Append what the pass prints (each line with its UTC time) to FILE, made with its folders if "
@@ -85,16 +91,14 @@ def tick(log, log_max, **kw) -> None:
       sxctl cron export --target crontab --install   # the crontab line, with this installation's paths
       sxctl cron tick --dry-run --json
     """
-    from ..api import tick as run_pass
-
     if log is not None:
         _log_to(log, log_max)
     result = run_pass(**_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.report)))
 
 
-@cron.command("run", mutating=True)
-@click.argument("name", required=False, shell_complete=completing("job_names"))
+@click.command("run", cls=Command, mutating=True)
+@click.argument("name", required=False, shell_complete=completing("jobs"))
 @click.option("--mode", type=click.Choice(["force", "due"]), default="force", show_default=True,
               help="force: run NAME once now (manual); due: one full pass, like tick.")
 @_pass_options
@@ -106,22 +110,14 @@ def run(name, mode, **kw) -> None:
       sxctl cron run nightly
       sxctl cron run --mode due --json
     """
-    from ..api import run_job
-
     result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
 
 
 def _log_to(path: str, max_kib: int) -> None:
     """From here on, everything this process prints (the pass's lines, its notes and its error)
-    goes to the bounded log file instead (see engines.TickLog)."""
-    import io
-    import sys
-    from pathlib import Path
-
-    from ..engines import TickLog
-
-    sink = TickLog(Path(path), max_kib * 1024, settings().clock.now_ms, fallback=sys.stderr)
+    goes to the bounded log file instead (see `sxctl.api.tick_log`)."""
+    sink = tick_log(path, max_kib * 1024, clock=settings().clock, fallback=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8", errors="backslashreplace",
@@ -129,8 +125,6 @@ def _log_to(path: str, max_kib: int) -> None:
 
 
 def _clock(ms: int) -> str:
-    from ..timeparse import format_ms
-
     return format_ms(ms, "%Y-%m-%d %H:%M:%S", None)
 
 

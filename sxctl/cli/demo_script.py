@@ -1,4 +1,5 @@
-"""The demo tour: the whole protocol, live, against the built-in agent in a throw-away project.
+"""The demo tour of `sxctl demo`: the whole protocol, live, against the built-in agent in a
+throw-away project. A client of the CLI itself, not of the API.
 
 Every step runs a real `sxctl` command in a subprocess, shows it as `$ sxctl …` with its output,
 and checks the result (✓/✗) — against the command's output and the agent's own events.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..api.agent import INBOX, TRANSCRIPT
 
 
 @dataclass
@@ -80,8 +84,6 @@ class AgentWatch:
 
     def new_lines(self) -> list[str]:
         """Transcript lines of the events since the last call (shown under each step)."""
-        from .agent.transcript import INBOX, TRANSCRIPT
-
         lines = []
         for event in self.events[self.seen:]:
             kind = event["event"]
@@ -326,6 +328,4 @@ def _brief(stdout: str) -> str:
 
 
 def _quote(arg: str) -> str:
-    import shlex
-
     return shlex.quote(arg)

@@ -1,12 +1,13 @@
 """`sxctl cron export` and `cron handoff`: the scheduler pass on the engines teams already run,
-and the way over to a comis daemon (registered on the cron group by importing this module)."""
+and the way over to a comis daemon (added to the cron group by `sxctl.cli.cron`)."""
 
 from __future__ import annotations
 
 import click
 
-from .cron import cron
-from .output import DURATION, emit, in_workspace, reporter, say, settings
+from ...api import export_scheduler, hand_off
+from ..output import Command, emit, in_workspace, reporter, say, settings
+from .options import lock_wait_option
 
 
 def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
@@ -20,7 +21,7 @@ def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
     return pairs
 
 
-@cron.command("export", mutating=True)
+@click.command("export", cls=Command, mutating=True)
 @click.option("--target", type=click.Choice(["crontab", "systemd", "kubernetes"]), required=True,
               help="The engine that runs the pass every minute.")
 @click.option("--install", is_flag=True, help="crontab/systemd: install it (idempotent) and print how to enable it.")
@@ -62,8 +63,6 @@ def export(target, install, uninstall, now, env, system, user, image, pvc, mount
       sxctl cron export --target crontab --install --env SXCTL_DELIVER_CMD='notify-send sxctl "$(cat)"'
       sxctl cron export --target kubernetes --pvc agent-work --image registry.example/sxctl:0.1.0 | kubectl apply -f -
     """
-    from ..api import export_scheduler
-
     result = export_scheduler(target, install=install, uninstall=uninstall, now=now, env=env, system=system,
                               user=user, image=image, pvc=pvc, mount=mount, crontab_file=crontab_file,
                               unit_dir=unit_dir, **in_workspace())
@@ -86,9 +85,8 @@ def export(target, install, uninstall, now, env, system, user, image, pvc, mount
     emit(result.to_json(), human)
 
 
-@cron.command("handoff", mutating=True)
-@click.option("--lock-wait", "lock_wait_s", type=DURATION, default="10", show_default=True, metavar="SECONDS",
-              help="How long to wait for the store lock (then exit 4).")
+@click.command("handoff", cls=Command, mutating=True)
+@lock_wait_option
 def handoff(lock_wait_s) -> None:
     """Hand the workspace to a comis daemon: move sxctl's ledger aside (never deleted).
 
@@ -100,8 +98,6 @@ def handoff(lock_wait_s) -> None:
     Example:
       sxctl cron handoff && comis daemon start
     """
-    from ..api import hand_off
-
     result = hand_off(lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
     emit(result.to_json(), lambda: say(f"moved {result.to_json()['ledger']} to {result.moved_to}"
                                        if result.moved_to else "no ledger to move; the daemon can start"))

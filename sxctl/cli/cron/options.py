@@ -1,18 +1,17 @@
-"""The options of `cron add` and `cron update`, and the one place that turns them into a
-`JobSpec`."""
+"""The options the cron commands share (`--lock-wait`, `--max-log-bytes`, the schedule, job and
+policy options of `cron add` and `cron update`), and how a cron command shows a time."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
 
-from ..errors import UsageError
-from .output import completing, read_text_input
+from ...api.times import format_ms, format_relative_ms, local_zone
+from ..output import DURATION, completing, settings
 
 
-def _schedule_options(command):
+def schedule_options(command):
     options = [
         click.option("--cron", "cron_expr", metavar="EXPR",
                      help="Cron expression: 5 fields, 6 (seconds first) or @daily…"),
@@ -29,13 +28,7 @@ def _schedule_options(command):
     return command
 
 
-def _schedule_input(cron_expr, every, at_time, in_time, tz, fold, anchor):
-    from ..cron.schedule import ScheduleInput
-
-    return ScheduleInput(cron=cron_expr, every=every, at=at_time, in_=in_time, tz=tz, fold=fold, anchor=anchor)
-
-
-def _job_options(command):
+def job_options(command):
     options = [
         click.option("--payload", metavar="KIND", help="agent-turn, delivery or heartbeat-event."),
         click.option("--text", "--message", "text", metavar="TEXT", help="The message (for every kind)."),
@@ -61,10 +54,8 @@ def _job_options(command):
     return command
 
 
-def _policy_options(command):
+def policy_options(command):
     """sxctl's own per-job settings (kept in .scheduler/sxctl-policy.json, beside the store)."""
-    from .output import DURATION
-
     options = [
         click.option("--hold-max", "hold_max", type=DURATION, metavar="DURATION",
                      help="A due run waits this long for a live agent, then is given up (default 24h)."),
@@ -90,35 +81,19 @@ def _policy_options(command):
     return command
 
 
-def _job_spec(kw: dict):
-    from ..cron.jobs import JobSpec, Target, WakeGate
-    from ..cron.policy import PolicyOptions
+def max_log_option(command):
+    return click.option("--max-log-bytes", type=int, metavar="N",
+                        help="Ledger byte ceiling (default 2,000,000; SXCTL_MAX_LOG_BYTES).")(command)
 
-    text = kw.get("text")
-    if kw.get("text_file") is not None:
-        if text is not None:
-            raise UsageError("give the text either with --text or with --text-file, not both")
-        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
-        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
-    target = None
-    if kw.get("to") is not None or kw.get("to_project") is not None or kw.get("tenant") is not None:
-        project = os.path.realpath(kw["to_project"]) if kw.get("to_project") else None
-        target = Target(project, kw.get("to"), kw.get("tenant"))  # None: kept on update, else the default
-    gate = None
-    if kw.get("wake_gate") is not None:
-        gate = WakeGate.from_file(kw["wake_gate"], kw.get("wake_gate_language"), kw.get("wake_gate_timeout"))
-    elif kw.get("wake_gate_language") or kw.get("wake_gate_timeout"):
-        raise UsageError("--wake-gate-language and --wake-gate-timeout need --wake-gate FILE")
-    return JobSpec(
-        schedule=_schedule_input(kw.get("cron_expr"), kw.get("every"), kw.get("at_time"), kw.get("in_time"),
-                                 kw.get("tz"), kw.get("fold"), kw.get("anchor")),
-        payload=kw.get("payload"), text=text, wake_mode=kw.get("wake_mode"),
-        session_strategy=kw.get("session_strategy"), max_history_turns=kw.get("max_history_turns"),
-        continuation=kw.get("continuation"), model=kw.get("model"), timeout_seconds=kw.get("timeout_seconds"),
-        wake_gate=gate, no_wake_gate=kw.get("no_wake_gate", False), target=target,
-        max_dependency_errors=kw.get("max_dependency_errors"), paused=kw.get("paused", False),
-        resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
-        policy=PolicyOptions(**{name: kw.get(name) for name in (
-            "hold_max", "catch_up", "stale_after", "missed_note", "max_unconsumed", "max_runs_per_day", "until",
-            "max_runs", "active_hours", "active_days")}),
-    )
+
+def lock_wait_option(command):
+    return click.option("--lock-wait", "lock_wait_s", type=DURATION, default="10", show_default=True,
+                        metavar="SECONDS", help="How long to wait for the store lock (then exit 4).")(command)
+
+
+def when(ms: int | None, zone=None) -> str:
+    """A time as a cron command shows it: local (or in `zone`) and relative to now."""
+    if ms is None:
+        return "-"
+    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or local_zone())
+    return f"{local} ({format_relative_ms(ms, settings().clock.now_ms())})"

@@ -1,0 +1,163 @@
+"""`sxctl cron init/add/update/pause/resume/remove`: the commands that change the store."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job
+from ...errors import UsageError
+from ..output import Command, completing, emit, in_workspace, printable, read_text_input, reporter, say, settings
+from .options import job_options, lock_wait_option, policy_options, schedule_options
+
+
+@click.command("init", cls=Command, mutating=True)
+def init() -> None:
+    """Create .scheduler/ (0700), the lock sentinels, an empty store and an empty ledger.
+
+    Nothing that exists is overwritten.
+
+    \b
+    Example:
+      sxctl --workspace ~/myapp cron init
+    """
+    result = init_workspace(report=reporter(), **in_workspace())
+
+    def human() -> None:
+        for path in result.created:
+            say(f"created {path}")
+        if not result.created:
+            say(f"{result.workspace.scheduler} is already initialised")
+
+    emit(result.to_json(), human)
+
+
+@click.command("add", cls=Command, mutating=True)
+@click.argument("name")
+@schedule_options
+@job_options
+@policy_options
+@click.option("--session-strategy", type=click.Choice(["fresh", "rolling"]), help="Agent turn (default fresh).")
+@click.option("--max-history-turns", type=int, help="With rolling: 1-20.")
+@click.option("--continuation", type=click.Choice(["none", "heartbeat-excerpt", "origin-history"]),
+              help="Agent turn (default none).")
+@click.option("--paused", is_flag=True, help="Add the job paused.")
+@click.option("--max-jobs", type=click.IntRange(1), default=100, show_default=True, help="Authored job capacity.")
+@lock_wait_option
+def add(name, max_jobs, lock_wait_s, **kw) -> None:
+    """Add a job NAME with one schedule (--cron, --every, --at or --in) and a payload.
+
+    \b
+    Examples:
+      sxctl cron add standup --cron "0 9 * * 1-5" --tz America/New_York --payload agent-turn --text "plan the day"
+      sxctl cron add ping --in 10m --payload heartbeat-event --text "check the build"
+      sxctl cron add stretch --at "2026-12-01 15:00" --tz Europe/Berlin --payload delivery --text "stretch"
+    """
+    result = add_job(name, spec=spec_from_options(kw), agent=settings().agent, max_jobs=max_jobs, lock_wait=lock_wait_s,
+                     clock=settings().clock, report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say(f"added {name} ({result.outcome['jobId']})"))
+
+
+@click.command("update", cls=Command, mutating=True)
+@click.argument("name", shell_complete=completing("jobs"))
+@click.option("--name", "new_name", metavar="NEW", help="Rename the job.")
+@schedule_options
+@job_options
+@policy_options
+@click.option("--session-strategy", hidden=True)
+@click.option("--max-history-turns", type=int, hidden=True)
+@click.option("--continuation", hidden=True)
+@click.option("--no-wake-gate", is_flag=True, help="Remove the wake gate.")
+@click.option("--paused", is_flag=True, help="Pause the job.")
+@click.option("--resumed", is_flag=True, help="Resume the job.")
+@lock_wait_option
+def update(name, lock_wait_s, **kw) -> None:
+    """Change a job: a schedule flag replaces the schedule, --payload the whole payload.
+
+    \b
+    Examples:
+      sxctl cron update nightly --cron "30 2 * * *" --tz Europe/Berlin
+      sxctl cron update ping --text "check the build and the docs"
+    """
+    result = update_job(name, spec_from_options(kw), lock_wait=lock_wait_s, clock=settings().clock, report=reporter(),
+                        **in_workspace())
+    emit(result.to_json(), lambda: say(f"updated {result.outcome['jobName']}"))
+
+
+def _pause(name: str, paused: bool, lock_wait_s: float) -> None:
+    result = pause_job(name, paused, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(),
+                       **in_workspace())
+    emit(result.to_json(), lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
+
+
+@click.command("pause", cls=Command, mutating=True)
+@click.argument("name", shell_complete=completing("jobs"))
+@lock_wait_option
+def pause(name, lock_wait_s) -> None:
+    """Pause a job; its next run time and error counter are kept.
+
+    \b
+    Example:
+      sxctl cron pause nightly
+    """
+    _pause(name, True, lock_wait_s)
+
+
+@click.command("resume", cls=Command, mutating=True)
+@click.argument("name", shell_complete=completing("jobs"))
+@lock_wait_option
+def resume(name, lock_wait_s) -> None:
+    """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
+
+    \b
+    Example:
+      sxctl cron resume nightly
+    """
+    _pause(name, False, lock_wait_s)
+
+
+@click.command("remove", cls=Command, mutating=True)
+@click.argument("name", shell_complete=completing("jobs"))
+@click.option("--yes", is_flag=True, help="Do not ask (required when stdin is not a terminal).")
+@lock_wait_option
+def remove(name, yes, lock_wait_s) -> None:
+    """Remove a job (asks on a terminal; needs --yes otherwise).
+
+    \b
+    Example:
+      sxctl cron remove nightly --yes
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError("refusing to remove without confirmation: pass --yes")
+        if not click.confirm(f"Remove cron job {printable(name)}?", err=True):
+            raise UsageError("not removed")
+    result = remove_job(name, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
+    emit(result.to_json(), lambda: say(f"removed {name}"))
+
+
+def spec_from_options(kw: dict):
+    """The API's job spec from the options of `cron add` / `cron update` (their names as click
+    gives them); the text of --text-file is read here, the rest is checked by the API."""
+    text = kw.get("text")
+    if kw.get("text_file") is not None:
+        if text is not None:
+            raise UsageError("give the text either with --text or with --text-file, not both")
+        # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
+        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
+    return job_spec(
+        cron=kw.get("cron_expr"), every=kw.get("every"), at=kw.get("at_time"), in_=kw.get("in_time"), tz=kw.get("tz"),
+        fold=kw.get("fold"), anchor=kw.get("anchor"), payload=kw.get("payload"), text=text,
+        wake_mode=kw.get("wake_mode"), session_strategy=kw.get("session_strategy"),
+        max_history_turns=kw.get("max_history_turns"), continuation=kw.get("continuation"), model=kw.get("model"),
+        timeout_seconds=kw.get("timeout_seconds"), wake_gate=kw.get("wake_gate"),
+        wake_gate_language=kw.get("wake_gate_language"), wake_gate_timeout=kw.get("wake_gate_timeout"),
+        no_wake_gate=kw.get("no_wake_gate", False), to=kw.get("to"), to_project=kw.get("to_project"),
+        tenant=kw.get("tenant"), max_dependency_errors=kw.get("max_dependency_errors"),
+        paused=kw.get("paused", False), resumed=kw.get("resumed", False), new_name=kw.get("new_name"),
+        hold_max=kw.get("hold_max"), catch_up=kw.get("catch_up"), stale_after=kw.get("stale_after"),
+        missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
+        max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
+        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"),
+    )

@@ -1,0 +1,115 @@
+"""`sxctl cron list/show/next`: the jobs and their coming fires."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ...api import list_jobs, next_fires, show_job
+from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
+from ...api.times import format_ms, format_relative_ms
+from ..output import Command, completing, emit, in_workspace, say, settings, table
+from .options import when
+
+
+@click.command("list", cls=Command)
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
+              help="Show times in this zone (default: local).")
+def list_(tz) -> None:
+    """List the jobs: kind, schedule, state, next run and target (no payload text).
+
+    \b
+    Examples:
+      sxctl cron list
+      sxctl cron list --json | jq -r '.jobs[] | select(.state=="scheduled") | .job.name'
+    """
+
+    result = list_jobs(tz=tz, agent=settings().agent, **in_workspace())
+    rows, zone = result.rows, result.zone
+
+    def human() -> None:
+        if not rows:
+            say(f"no cron jobs in {result.workspace.store}")
+            return
+        table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
+            [r["job"]["name"], job_kind_label(r["job"]),
+             describe_schedule(r["job"]["schedule"]) if schedule_computable(r["job"]["schedule"]) else "?",
+             r["state"], when(r["next_run_ms"], zone) if r["state"] not in ("done",) else "-",
+             target_label(r["target"])]
+            for r in rows
+        ])
+
+    emit(result.to_json(), human)
+
+
+@click.command("show", cls=Command)
+@click.argument("name", shell_complete=completing("jobs"))
+def show(name) -> None:
+    """Show one job in full.
+
+    \b
+    Example:
+      sxctl cron show nightly --json
+    """
+
+    result = show_job(name, **in_workspace())
+    row = result.row
+
+    def human() -> None:
+        target = f", target {target_label(row['target'])}" if row["target"] else ""
+        say(f"{name}: {row['state']}, next {when(row['next_run_ms'])}{target}")
+        say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
+
+    emit(result.to_json(), human)
+
+
+@click.command("next", cls=Command)
+@click.argument("name", required=False, shell_complete=completing("jobs"))
+@click.option("-n", "count", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
+              help="Display zone (and the zone of an ad-hoc --cron).")
+@click.option("--from", "from_time", metavar="TIME", help="Start after this time (default now).")
+@click.option("--include-paused", is_flag=True, help="Continue the series of paused jobs.")
+@click.option("--cron", "cron_expr", metavar="EXPR", help="Preview this expression instead of the store.")
+@click.option("--every", metavar="DURATION", help="Preview a fixed period.")
+@click.option("--anchor", metavar="TIME", help="Phase of --every.")
+@click.option("--at", "at_time", metavar="TIME", help="Preview a one-shot time.")
+@click.option("--fold", type=click.Choice(["earlier", "later"]))
+def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, at_time, fold) -> None:
+    """Preview the next fire times of the store's jobs, or of an ad-hoc schedule (no store needed).
+
+    \b
+    Examples:
+      sxctl cron next -n 10
+      sxctl cron next --cron "30 2 * * *" --tz Europe/Berlin --from 2026-03-28T00:00Z -n 3
+      sxctl cron next --every 90m --anchor 2026-12-01T00:00Z
+    """
+    result = next_fires(name, count=count, tz=tz, after=from_time, include_paused=include_paused, cron=cron_expr,
+                        every=every, anchor=anchor, at=at_time, fold=fold, clock=settings().clock, **in_workspace())
+    fires, now = result.fires, result.now_ms
+
+    def human() -> None:
+        if not fires:
+            say("no upcoming fires")
+            return
+        def overdue(fire: dict) -> str:
+            held = fire.get("waiting")
+            if held is None:
+                return "overdue — due at the next pass"
+            if held["status"] == "waiting":
+                until = format_ms(held["giveUpAtMs"], "%Y-%m-%d %H:%M", result.zone)
+                return f"due — waits for a live agent until {until}"
+            return "overdue — no live agent past its --hold-max: given up at the next pass"
+
+        table(["WHEN", "IN", "JOB", "NOTE"], [
+            [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
+             ", ".join(n for n, on in ((overdue(f), f["overdue"]),
+                                        ("paused", f["paused"]), ("running", f.get("running")),
+                                        ("dst", f["dst"])) if on)]
+            for f in fires
+        ])
+
+    emit(result.to_json(), human)
+
+
