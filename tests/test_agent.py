@@ -220,7 +220,8 @@ def test_shutdown_drops_buffered_notes_and_reports_them(project, agents):
 
 
 def test_max_turns_stops_after_exactly_n_turns_while_messages_keep_arriving(project, agents):
-    from sxctl.inbox.sending import SendRequest, send
+    from sxctl.inbox.request import SendRequest
+    from sxctl.inbox.sending import send
     from sxctl.project import select_session
 
     agent = run_agent(project, agents, "--turn-seconds", "0.4", "--max-turns", "2")

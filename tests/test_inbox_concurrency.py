@@ -101,7 +101,8 @@ def test_sixteen_concurrent_senders_with_one_key_write_one_message(project, tmp_
 
 def _race_worker(args):
     root, key, barrier = args
-    from sxctl.inbox.sending import SendRequest, send
+    from sxctl.inbox.request import SendRequest
+    from sxctl.inbox.sending import send
     from sxctl.project import select_session
 
     session = select_session(Path(root), environ={})

@@ -15,7 +15,8 @@ import pytest
 
 from sxctl.clock import FakeClock
 from sxctl.inbox.message import InboxMessage
-from sxctl.inbox.sending import SendRequest, send
+from sxctl.inbox.request import SendRequest
+from sxctl.inbox.sending import send
 from sxctl.project import select_session
 
 from .conftest import EXAMPLES, now_ms, tree

@@ -17,7 +17,8 @@ from ..cron.store import find_job, refuse_if_daemon_owns, refuse_if_reset_pendin
 from ..cron.targets import holds_project, run_target_project
 from ..errors import ErrorCode, InvalidDataError, UsageError
 from ..inbox.manage import evidence_for_key
-from ..inbox.sending import SendRequest, send
+from ..inbox.request import SendRequest
+from ..inbox.sending import send
 from ..project import list_sessions, resolve_target_session
 from ..record import record
 from ..report import Reporter

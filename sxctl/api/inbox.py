@@ -14,7 +14,8 @@ from ..errors import ConflictError, ErrorCode, UsageError
 from ..inbox import folder
 from ..inbox.folder import find_message, inbox_dirs
 from ..inbox.message import apply_tilde, check_key, check_stem, load_image, stem_argument
-from ..inbox.sending import SendRequest, send
+from ..inbox.request import SendRequest
+from ..inbox.sending import send
 from ..record import record
 from ..report import Reporter
 from .scope import find_project, find_session, milliseconds

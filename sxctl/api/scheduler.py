@@ -91,7 +91,7 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
     report = outcome.report
     state = "busy" if report.skipped else "ok" if report.store_exists else "no_store"
     record_pass(scheduler.ws, state, clock=scheduler.clock,
-                detail=f"{len(report.runs)} run(s), {len(report.gates.waiting)} waiting")
+                detail=f"{len(report.runs)} run(s), {len(report.admission.waiting)} waiting")
     return outcome
 
 

@@ -84,12 +84,6 @@ class PassReport:
             doc["skipped"] = self.skipped
         return doc
 
-    @property
-    def gates(self) -> AdmissionReport:
-        """The old name of `admission`, still read by api/scheduler.py and cli/cron_tick.py; to be
-        removed once they read `admission` ("gate" means a wake gate only)."""
-        return self.admission
-
 
 def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
                     report: Reporter) -> None:

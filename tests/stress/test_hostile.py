@@ -164,7 +164,8 @@ def test_two_keys_racing_for_one_stem_never_drop_a_message(project, figures):
     import threading
 
     from sxctl.clock import FakeClock
-    from sxctl.inbox.sending import SendRequest, send
+    from sxctl.inbox.request import SendRequest
+    from sxctl.inbox.sending import send
     from sxctl.project import select_session
 
     folder = project.session(SID, live=False)

@@ -61,12 +61,12 @@ def _pass_lines(result) -> list[str]:
             lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
     for job in result.deferred:
         lines.append(f"deferred {job['name']} (more than --max-runs due)")
-    for job in result.gates.waiting:
+    for job in result.admission.waiting:
         lines.append(f"waiting {job['name']}: due since {_clock(job['dueSinceMs'])}, no live agent "
                      f"(gives up at {_clock(job['giveUpAtMs'])})")
-    for skip in result.gates.skipped:
+    for skip in result.admission.skipped:
         lines.append(f"skipped {skip['count']} occurrence(s) of {skip['name']} ({skip['reason'].replace('_', ' ')})")
-    for job in result.gates.paused:
+    for job in result.admission.paused:
         lines.append(f"paused {job['name']}: {job['message']}")
     return lines
 
