@@ -1,4 +1,6 @@
-"""Shared fixtures: a throw-away project with sessions, and the CLI run as a real process."""
+"""Shared fixtures, defined once for the whole suite: the hermetic environment every test runs in,
+a throw-away project with sessions, the CLI run in-process (`invoke`, `project.run`) or as a real
+process (`project.process`), and the stress figures."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,14 +18,54 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
 
+# --- the hermetic environment ----------------------------------------------------------------------
+
+# Every variable sxctl (or the agent and the scheduler it talks to) could read is one of these.
+SCRUBBED_PREFIXES = ("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")
+# ... except the suite's own knobs, which sxctl never reads (a test checks that).
+TEST_KNOBS = frozenset({"SXCTL_TEST_SEED", "SXCTL_MODEL_EXAMPLES", "SXCTL_MODEL_STEPS", "SXCTL_MODEL_SHRINK",
+                        "SXCTL_STRESS_FIGURES"})
+# What a terminal, a locale or a user's shell would change in the output: removed ...
+SCRUBBED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
+            "ACTIVE_PROFILE", "PYTHONIOENCODING", "LANGUAGE", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME",
+            "XDG_RUNTIME_DIR", "MANPAGER", "PAGER")
+# ... or pinned.
+PINNED = {"TZ": "UTC", "COLUMNS": "100", "LINES": "40", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def scrubbed(name: str) -> bool:
+    return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
+    (the project fixture's too), UTC, a 100-column terminal that asked for nothing, a UTF-8 locale,
+    and a throw-away working folder; both beside `tmp_path`, which stays the test's own. It is `os.environ` that is
+    scrubbed, so the in-process CLI and every subprocess started from `os.environ` see the same."""
+    for name in list(os.environ):
+        if scrubbed(name):
+            monkeypatch.delenv(name)
+    base = tmp_path_factory.mktemp("hermetic")
+    home = base / "home"
+    home.mkdir()
+    cwd = base / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name, value in PINNED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    time.tzset()
+    yield home
+    monkeypatch.undo()
+    time.tzset()
+
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a user with no sxctl/SCORPIOX variables and a private HOME."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")) and k not in ("NO_COLOR", "ACTIVE_PROFILE")
-    }
+    """The environment of a user with no sxctl/SCORPIOX variables and a private HOME (the hermetic
+    environment, for a test that builds its own: a hypothesis test or one HOME per worker)."""
+    env = {k: v for k, v in os.environ.items() if not scrubbed(k)}
+    env.update(PINNED)
     env["HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
@@ -69,7 +112,7 @@ class Project:
         `--fault-inject` ends the process it runs in, so those runs always get a real one."""
         if "--fault-inject" in args:
             return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
-        return invoke(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock)
+        return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock)
 
     def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
                 cwd: Path | None = None, timeout: float = 60) -> Result:
@@ -83,10 +126,12 @@ class Project:
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
-def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
-           cwd: Path | None = None, clock=None) -> Result:
+def run_cli(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
+            cwd: Path | None = None, clock=None, color: bool = False) -> Result:
     """The CLI in-process with exactly `env` as its environment (everything else unset), `cwd` as
-    its working folder and `clock` (default: the real one) as its clock."""
+    its working folder, `clock` (default: the real one) as its clock, and `color=True` for output
+    as a terminal gets it (click strips nothing). Use the `invoke` fixture or `project.run`; this
+    is for what cannot take a fixture (hypothesis tests, the model test)."""
     from click.testing import CliRunner
 
     from sxctl import faults, project
@@ -105,7 +150,8 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
     if cwd is not None:
         os.chdir(cwd)
     try:
-        result = CliRunner().invoke(cli, args, input=input if input is not None else b"", env=overrides, obj=settings)
+        result = CliRunner().invoke(cli, args, input=input if input is not None else b"", env=overrides, obj=settings,
+                                    color=color)
     finally:
         os.chdir(previous)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -114,12 +160,26 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Project:
+def invoke(hermetic: Path):
+    """`invoke(*args, input=, env=, cwd=, clock=, color=)`: `sxctl ARGS` in-process, outside any
+    project (the hermetic working folder and HOME) unless `cwd`/`env`/`--project` say otherwise.
+    `env` adds to (or, with None values, removes from) the hermetic environment."""
+
+    def run(*args: str, input: str | bytes | None = None, env: dict[str, str | None] | None = None,
+            cwd: Path | None = None, clock=None, color: bool = False) -> Result:
+        merged: dict = clean_env(hermetic)
+        merged.update(env or {})
+        return run_cli(list(args), input=input, env={k: v for k, v in merged.items() if v is not None},
+                       cwd=cwd or Path.cwd(), clock=clock, color=color)
+
+    return run
+
+
+@pytest.fixture
+def project(tmp_path: Path, hermetic: Path) -> Project:
     root = tmp_path / "proj"
     (root / ".scorpiox" / "sessions").mkdir(parents=True)
-    home = tmp_path / "home"
-    home.mkdir()
-    return Project(Path(os.path.realpath(root)), home)
+    return Project(Path(os.path.realpath(root)), hermetic)
 
 
 def tree(folder: Path) -> dict[str, bytes]:
