@@ -106,13 +106,14 @@ class Project:
         return clean_env(self.home, **extra)
 
     def run(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
-            cwd: Path | None = None, timeout: float = 60, clock=None) -> Result:
-        """`sxctl ARGS` in the project folder, in this process (click's CliRunner).
+            cwd: Path | None = None, timeout: float = 60, clock=None, color: bool = False) -> Result:
+        """`sxctl ARGS` in the project folder, in this process (click's CliRunner); `color=True`:
+        the output as a terminal gets it.
 
         `--fault-inject` ends the process it runs in, so those runs always get a real one."""
         if "--fault-inject" in args:
             return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
-        return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock)
+        return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock, color=color)
 
     def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
                 cwd: Path | None = None, timeout: float = 60) -> Result:

@@ -8,12 +8,9 @@ import shutil
 import stat
 
 import pytest
-from click.testing import CliRunner
 
 from sxctl.callbacks.protocol import WriteOptions
 from sxctl.callbacks.verbs import list_preview, preview_fires, set_timer
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.project import select_session
 
@@ -41,23 +38,19 @@ def example_session(project):
 
 def invoke(project, *args, now=NOW, clock=None, input=None):
     """The CLI in-process with a fake clock (the examples are in 2026-09)."""
-    clock = clock or FakeClock(now)
-    runner = CliRunner()
-    env = {"SXCTL_PROJECT": str(project.root), "HOME": str(project.home), "SX_SESSION_DIR": "",
-           "SXCTL_SESSION": "", "NO_COLOR": "1"}
-    return runner.invoke(cli, list(args), obj=Settings(clock=clock), env=env, input=input)
+    return project.run(*args, clock=clock or FakeClock(now), input=input, env=project.env(NO_COLOR="1"))
 
 
 def test_documented_list_rows_character_for_character(project, example_session):
     result = invoke(project, "callbacks", "list")
-    assert result.exit_code == 0, result.output
-    assert result.stdout == (
+    assert result.code == 0, (result.out, result.err)
+    assert result.out == (
         "Active callbacks (2/8):\n"
         '  [0] "Check the deploy job; report success or failure, then re-arm if still..." - fires in 0m12s (39 left)\n'
         '  [3] "Check disk usage on /tmp" - fires in 1m00s (infinite)\n'
     )
-    doc = json.loads(invoke(project, "cb", "list", "--json").stdout)
-    assert doc["text"] == result.stdout.rstrip("\n")
+    doc = json.loads(invoke(project, "cb", "list", "--json").out)
+    assert doc["text"] == result.out.rstrip("\n")
     assert [s["id"] for s in doc["slots"]] == [0, 3] and doc["slots"][0]["fires_in_ms"] == 12_000
     summary = (doc["rev"], doc["active_count"], doc["capacity"], doc["paused"], doc["file_exists"])
     assert summary == (12, 2, 8, False, True)
@@ -67,8 +60,8 @@ def test_documented_list_rows_character_for_character(project, example_session):
 def test_set_takes_the_lowest_free_slot_and_matches_the_documented_json(project, example_session):
     before = json.loads((example_session / "callbacks.json").read_text())
     result = invoke(project, "callbacks", "set", "Poll CI", "--every", "30s", "--repeat", "40", "--json")
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    assert result.code == 0, (result.out, result.err)
+    doc = json.loads(result.out)
     assert doc == {
         "ok": True, "session": SID, "session_dir": str(example_session), "session_source": "live",
         "file": str(example_session / "callbacks.json"), "file_exists": True, "rev": 13, "paused": False,
@@ -82,8 +75,8 @@ def test_set_takes_the_lowest_free_slot_and_matches_the_documented_json(project,
     assert after["slots"][1] == {k: v for k, v in doc["slot"].items() if k != "fires_in_ms"}
     assert list(after) == list(before) and after["updated_ms"] == NOW
     human = invoke(project, "cb", "set", "Check disk usage on /var", "--every", "1m", "--repeat", "-1")
-    assert human.stdout.splitlines()[0] == "Callback scheduled: fires every 60s, repeats infinitely."
-    assert human.stdout.splitlines()[1].startswith("  slot 2, rev 14, first fire ")
+    assert human.out.splitlines()[0] == "Callback scheduled: fires every 60s, repeats infinitely."
+    assert human.out.splitlines()[1].startswith("  slot 2, rev 14, first fire ")
 
 
 def test_written_file_format(project, example_session):
@@ -96,16 +89,16 @@ def test_written_file_format(project, example_session):
 
 def test_cancel_strings(project, example_session):
     result = invoke(project, "callbacks", "cancel", "0")
-    assert result.stdout == 'Cancelled callback slot 0: "Check the deploy job; report success or failure, then r..."\n'
+    assert result.out == 'Cancelled callback slot 0: "Check the deploy job; report success or failure, then r..."\n'
     slot0 = json.loads((example_session / "callbacks.json").read_text())["slots"][0]
     assert slot0["active"] is False and slot0["repeat_count"] == 39  # other fields kept
-    assert invoke(project, "callbacks", "cancel-all").stdout == "Cancelled 1 callback.\n"
+    assert invoke(project, "callbacks", "cancel-all").out == "Cancelled 1 callback.\n"
     before = data_files(example_session)
-    assert invoke(project, "callbacks", "cancel-all").stdout == "No active callbacks.\n"
+    assert invoke(project, "callbacks", "cancel-all").out == "No active callbacks.\n"
     assert data_files(example_session) == before  # nothing to do, nothing written
     invoke(project, "cb", "set", "a", "--every", "5")
     invoke(project, "cb", "set", "b", "--every", "5")
-    doc = json.loads(invoke(project, "cb", "cancel-all", "--json").stdout)
+    doc = json.loads(invoke(project, "cb", "cancel-all", "--json").out)
     assert doc["text"] == "Cancelled 2 callbacks." and doc["cancelled"] == [0, 1]
 
 
@@ -151,10 +144,10 @@ def test_slots_full_is_exit_4(project):
 
 def test_set_replace_and_repeat_zero(project, example_session):
     doc = json.loads(invoke(project, "cb", "set", "new", "--every", "10", "--slot", "0", "--replace",
-                            "--repeat", "0", "--json").stdout)
+                            "--repeat", "0", "--json").out)
     assert doc["slot"]["id"] == 0 and doc["slot"]["repeat_count"] == 1
     assert doc["text"] == "Callback scheduled: fires every 10s, repeats 1 times."
-    assert invoke(project, "cb", "set", "x", "--every", "5", "--replace").exit_code == 2
+    assert invoke(project, "cb", "set", "x", "--every", "5", "--replace").code == 2
 
 
 def test_new_timer_in_a_retired_slot_drops_its_unknown_fields(project, example_session):
@@ -172,40 +165,40 @@ def test_new_timer_in_a_retired_slot_drops_its_unknown_fields(project, example_s
 
 
 def test_edit_rules(project, example_session):
-    doc = json.loads(invoke(project, "cb", "edit", "0", "--message", "new text", "--json", now=NOW + 1000).stdout)
+    doc = json.loads(invoke(project, "cb", "edit", "0", "--message", "new text", "--json", now=NOW + 1000).out)
     assert doc["slot"]["fire_at_ms"] == 1789974102000  # message-only edit keeps the fire time
     assert doc["before"]["message"].startswith("Check the deploy job")
-    doc = json.loads(invoke(project, "cb", "edit", "0", "--repeat", "5", "--json", now=NOW + 2000).stdout)
+    doc = json.loads(invoke(project, "cb", "edit", "0", "--repeat", "5", "--json", now=NOW + 2000).out)
     assert doc["slot"]["fire_at_ms"] == 1789974102000 and doc["slot"]["repeat_count"] == 5
-    doc = json.loads(invoke(project, "cb", "edit", "0", "--every", "45s", "--json", now=NOW + 3000).stdout)
+    doc = json.loads(invoke(project, "cb", "edit", "0", "--every", "45s", "--json", now=NOW + 3000).out)
     assert doc["slot"]["fire_at_ms"] == NOW + 3000 + 45_000
     doc = json.loads(invoke(project, "cb", "edit", "0", "--every", "45s", "--first-in", "0", "--json",
-                            now=NOW + 4000).stdout)
+                            now=NOW + 4000).out)
     assert doc["slot"]["fire_at_ms"] == NOW + 4000
-    assert invoke(project, "cb", "edit", "0").exit_code == 2  # nothing to change
+    assert invoke(project, "cb", "edit", "0").code == 2  # nothing to change
 
 
 def test_pause_and_resume_rebase_overdue_slots(project, example_session):
-    doc = json.loads(invoke(project, "cb", "pause", "--json").stdout)
+    doc = json.loads(invoke(project, "cb", "pause", "--json").out)
     assert doc["paused"] is True and doc["text"] == "Callbacks paused." and doc["rebased"] == []
-    listing = invoke(project, "cb", "list").stdout
+    listing = invoke(project, "cb", "list").out
     assert listing.endswith("Paused.\n")
     later = NOW + 20_000  # slot 0 (fire at NOW+12s) is now overdue, slot 3 (NOW+60s) is not
-    doc = json.loads(invoke(project, "cb", "resume", "--json", now=later).stdout)
+    doc = json.loads(invoke(project, "cb", "resume", "--json", now=later).out)
     slots = {s["id"]: s for s in json.loads((example_session / "callbacks.json").read_text())["slots"]}
     assert doc["rebased"] == [0] and slots[0]["fire_at_ms"] == later + 30_000
     assert slots[3]["fire_at_ms"] == 1789974150000
 
 
 def test_next_preview(project, example_session):
-    doc = json.loads(invoke(project, "cb", "next", "-n", "4", "--json").stdout)
+    doc = json.loads(invoke(project, "cb", "next", "-n", "4", "--json").out)
     assert doc["fires"] == [
         {"slot": 0, "at_ms": 1789974102000, "fire_no": 1, "remaining_after": 38, "overdue": False, "idle_only": True},
         {"slot": 0, "at_ms": 1789974132000, "fire_no": 2, "remaining_after": 37, "overdue": False, "idle_only": True},
         {"slot": 3, "at_ms": 1789974150000, "fire_no": 1, "remaining_after": -1, "overdue": False, "idle_only": True},
         {"slot": 0, "at_ms": 1789974162000, "fire_no": 3, "remaining_after": 36, "overdue": False, "idle_only": True},
     ]
-    overdue = json.loads(invoke(project, "cb", "next", "--slot", "0", "-n", "2", "--json", now=NOW + 15_000).stdout)
+    overdue = json.loads(invoke(project, "cb", "next", "--slot", "0", "-n", "2", "--json", now=NOW + 15_000).out)
     assert overdue["fires"][0]["overdue"] is True and overdue["fires"][0]["at_ms"] == NOW + 15_000
     assert overdue["fires"][1]["at_ms"] == NOW + 45_000
 
@@ -303,10 +296,10 @@ def test_lost_update_is_reported_not_hidden(project, example_session):
                 (example_session / "callbacks.json").write_text(json.dumps(doc, indent=2))
 
     result = invoke(project, "cb", "set", "will be lost", "--every", "5", "--json", clock=AgentClock(NOW))
-    assert result.exit_code == 4
-    assert json.loads(result.stdout)["error"]["code"] == "lost_update"
+    assert result.code == 4
+    assert json.loads(result.out)["error"]["code"] == "lost_update"
     kept = invoke(project, "cb", "set", "survives", "--every", "5", "--json", clock=FakeClock(NOW))
-    assert json.loads(kept.stdout)["verified"] is True
+    assert json.loads(kept.out)["verified"] is True
 
 
 def test_verification_only_for_live_sessions(project):

@@ -13,10 +13,7 @@ import json
 from datetime import datetime
 
 import pytest
-from click.testing import CliRunner
 
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.schedule import next_run
 
@@ -80,14 +77,13 @@ def test_every_and_at_math():
 EXAMPLES_NOW = ms("2026-09-21T07:01:30Z")
 
 
-def run(*args, now=EXAMPLES_NOW):
-    result = CliRunner().invoke(cli, ["cron", "next", *args, "--json"], obj=Settings(clock=FakeClock(now)),
-                                env={"TZ": "UTC", "SXCTL_PROJECT": "/nonexistent"})
-    return result.exit_code, json.loads(result.stdout)
+def run(invoke, *args, now=EXAMPLES_NOW):
+    result = invoke("cron", "next", *args, "--json", clock=FakeClock(now), env={"SXCTL_PROJECT": "/nonexistent"})
+    return result.code, result.json()
 
 
-def test_adhoc_preview_needs_no_store_and_marks_dst():
-    code, doc = run("--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-03-28T00:00Z", "-n", "3")
+def test_adhoc_preview_needs_no_store_and_marks_dst(invoke):
+    code, doc = run(invoke, "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-03-28T00:00Z", "-n", "3")
     assert code == 0, doc
     assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-03-28T01:30Z"), ms("2026-03-29T01:30Z"),
                                                   ms("2026-03-30T00:30Z")]
@@ -96,10 +92,10 @@ def test_adhoc_preview_needs_no_store_and_marks_dst():
     assert doc["fires"][0]["jobId"] is None and doc["fires"][0]["name"] is None and doc["tz"] == "Europe/Berlin"
 
 
-def test_adhoc_every_and_at():
-    code, doc = run("--every", "90m", "--anchor", "2026-12-01T00:00Z", "--from", "2026-12-01T02:00Z", "-n", "2")
+def test_adhoc_every_and_at(invoke):
+    code, doc = run(invoke, "--every", "90m", "--anchor", "2026-12-01T00:00Z", "--from", "2026-12-01T02:00Z", "-n", "2")
     assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-12-01T03:00Z"), ms("2026-12-01T04:30Z")]
-    code, doc = run("--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", "later")
+    code, doc = run(invoke, "--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", "later")
     assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-10-25T01:30Z")]
 
 
@@ -116,8 +112,8 @@ def test_adhoc_every_and_at():
         (["--at", "2026-11-01T01:30Z", "--fold", "earlier"], "Fold selection is legal only for a naive"),
     ],
 )
-def test_adhoc_errors_are_exit_2_with_comis_messages(args, message):
-    code, doc = run(*args)
+def test_adhoc_errors_are_exit_2_with_comis_messages(invoke, args, message):
+    code, doc = run(invoke, *args)
     assert code == 2 and message in doc["error"]["message"]
 
 
@@ -128,10 +124,9 @@ def test_store_timeline_merges_jobs(project):
 
     (project.root / ".scheduler").mkdir()
     shutil.copy(EXAMPLES / "cron-jobs.json", project.root / ".scheduler" / "cron-jobs.json")
-    result = CliRunner().invoke(
-        cli, ["--project", str(project.root), "cron", "next", "-n", "4", "--tz", "UTC", "--json"],
-        obj=Settings(clock=FakeClock(ms("2026-09-21T07:01:30Z"))), env={"HOME": str(project.home)})
-    doc = json.loads(result.stdout)
+    result = project.run("--project", str(project.root), "cron", "next", "-n", "4", "--tz", "UTC", "--json",
+                         clock=FakeClock(ms("2026-09-21T07:01:30Z")))
+    doc = result.json()
     assert [(f["name"], f["at_ms"]) for f in doc["fires"]] == [
         ("ci-watch", 1789971300000),  # paused: one row at the frozen time
         ("next-check-in", 1789975800000), ("next-check-in", 1789977600000), ("next-check-in", 1789979400000)]

@@ -12,10 +12,7 @@ import sys
 import time
 
 import pytest
-from click.testing import CliRunner
 
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 
 from .comis_strict import check_store_bytes
@@ -35,10 +32,7 @@ def ws(project):
 
 
 def cron(project, *args, now=NOW):
-    runner = CliRunner()
-    env = {"SXCTL_PROJECT": str(project.root), "HOME": str(project.home), "SXCTL_WORKSPACE": "",
-           "SXCTL_AGENT": "", "COMIS_HOME": "", "NO_COLOR": "1", "TZ": "UTC"}
-    return runner.invoke(cli, ["cron", *args], obj=Settings(clock=FakeClock(now)), env=env)
+    return project.run("cron", *args, clock=FakeClock(now), env=project.env(NO_COLOR="1"))
 
 
 def store_of(scheduler):
@@ -47,15 +41,15 @@ def store_of(scheduler):
 
 def test_examples_load_and_list(project, ws):
     result = cron(project, "list", "--json")
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    assert result.code == 0, (result.out, result.err)
+    doc = json.loads(result.out)
     assert [(r["job"]["name"], r["state"]) for r in doc["jobs"]] == [
         ("next-check-in", "scheduled"), ("stretch-reminder", "done"), ("morning-briefing", "scheduled"),
         ("ci-watch", "paused:operator")]
     assert doc["jobs"][0]["job"] == store_of(ws)["jobs"][0]
     assert doc["jobs"][2]["target"] == {"project": "/home/dev/myapp", "conversation": "live"}
     assert doc["agentId"] == "default"
-    human = cron(project, "list").stdout.splitlines()
+    human = cron(project, "list").out.splitlines()
     assert human[0].split() == ["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"]
     assert any("cron 0 9 * * * America/New_York" in line for line in human)
     assert any("every 30m" in line and "heartbeat" in line for line in human)
@@ -67,7 +61,7 @@ def test_example_store_passes_the_independent_checker():
 
 def test_edit_round_trip_keeps_every_other_job_byte_for_byte(project, ws):
     before = store_of(ws)
-    assert cron(project, "pause", "next-check-in").exit_code == 0
+    assert cron(project, "pause", "next-check-in").code == 0
     raw = (ws / "cron-jobs.json").read_bytes()
     assert check_store_bytes(raw) == []
     after = json.loads(raw)
@@ -75,7 +69,7 @@ def test_edit_round_trip_keeps_every_other_job_byte_for_byte(project, ws):
     assert after["jobs"][1:] == before["jobs"][1:] and after["activeClaims"] == before["activeClaims"]
     assert after["jobs"][0]["lifecycle"] == {**before["jobs"][0]["lifecycle"], "status": "paused",
                                              "reason": "operator"}
-    assert cron(project, "resume", "next-check-in").exit_code == 0
+    assert cron(project, "resume", "next-check-in").code == 0
     assert (ws / "cron-jobs.json").read_bytes() == (EXAMPLES / "cron-jobs.json").read_bytes()
     assert stat.S_IMODE((ws / "cron-jobs.json").stat().st_mode) == 0o600
 
@@ -94,14 +88,14 @@ def test_edit_round_trip_keeps_every_other_job_byte_for_byte(project, ws):
 )
 def test_added_jobs_pass_the_independent_checker(project, ws, args):
     result = cron(project, *args, "--json")
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    assert result.code == 0, (result.out, result.err)
+    doc = json.loads(result.out)
     assert set(doc) == {"ok", "jobId", "name", "schedule"}
     raw = (ws / "cron-jobs.json").read_bytes()
     assert check_store_bytes(raw) == []
     job = json.loads(raw)["jobs"][-1]
     assert job["id"] == doc["jobId"] and job["source"] == "authored"
-    assert cron(project, "validate").exit_code == 0
+    assert cron(project, "validate").code == 0
 
 
 def test_add_resolves_schedules_and_lifecycles(project, ws):
@@ -168,8 +162,8 @@ def test_agent_turn_target_defaults_to_live_in_this_project(project, ws):
 def test_refusals_leave_the_store_unchanged(project, ws, args, code, message):
     before = (ws / "cron-jobs.json").read_bytes()
     result = cron(project, *args, "--json")
-    assert result.exit_code == code, result.output
-    assert message in json.loads(result.stdout)["error"]["message"]
+    assert result.code == code, (result.out, result.err)
+    assert message in json.loads(result.out)["error"]["message"]
     assert (ws / "cron-jobs.json").read_bytes() == before
 
 
@@ -177,7 +171,7 @@ def test_fold_picks_two_different_instants(project, ws):
     for fold, name in (("earlier", "e"), ("later", "l")):
         result = cron(project, "add", name, "--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", fold,
                       "--payload", "heartbeat-event", "--text", "t")
-        assert result.exit_code == 0, result.output
+        assert result.code == 0, (result.out, result.err)
     jobs = {j["name"]: j["schedule"].get("atMs") for j in store_of(ws)["jobs"]}
     assert jobs["e"] == 1792888200000  # 2026-10-25T00:30Z (02:30 CEST)
     assert jobs["l"] == 1792891800000  # 2026-10-25T01:30Z (02:30 CET)
@@ -186,29 +180,29 @@ def test_fold_picks_two_different_instants(project, ws):
 def test_capacity_counts_live_authored_jobs(project, ws):
     result = cron(project, "add", "x", "--in", "5", "--payload", "heartbeat-event", "--text", "t", "--max-jobs", "3",
                   "--json")
-    assert result.exit_code == 4
-    assert json.loads(result.stdout)["error"] == {"code": "capacity", "message": "Authored cron job capacity reached",
+    assert result.code == 4
+    assert json.loads(result.out)["error"] == {"code": "capacity", "message": "Authored cron job capacity reached",
                                                   "exit": 4}
 
 
 def test_update_schedule_payload_and_rename(project, ws):
-    assert cron(project, "update", "stretch-reminder", "--in", "10m").exit_code == 0  # re-arms a finished one-shot
+    assert cron(project, "update", "stretch-reminder", "--in", "10m").code == 0  # re-arms a finished one-shot
     job = next(j for j in store_of(ws)["jobs"] if j["name"] == "stretch-reminder")
     assert job["lifecycle"] == {"status": "scheduled", "nextRunAtMs": NOW + 600_000, "consecutiveDependencyErrors": 0}
     result = cron(project, "update", "next-check-in", "--payload", "agent-turn", "--text", "now a turn", "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout) == {"ok": True, "jobName": "next-check-in",
+    assert result.code == 0 and json.loads(result.out) == {"ok": True, "jobName": "next-check-in",
                                                                    "updated": True}
     job = store_of(ws)["jobs"][0]
     assert job["payload"] == {"kind": "agent_turn", "message": "now a turn"}
     assert job["sessionPolicy"] == {"strategy": "fresh"} and "deliveryTarget" in job
-    assert cron(project, "update", "next-check-in", "--name", "renamed").exit_code == 0
+    assert cron(project, "update", "next-check-in", "--name", "renamed").code == 0
     assert store_of(ws)["jobs"][0]["name"] == "renamed"
     assert check_store_bytes((ws / "cron-jobs.json").read_bytes()) == []
 
 
 def test_remove_with_yes(project, ws):
     result = cron(project, "remove", "ci-watch", "--yes", "--json")
-    assert json.loads(result.stdout)["removed"] is True
+    assert json.loads(result.out)["removed"] is True
     assert "ci-watch" not in {j["name"] for j in store_of(ws)["jobs"]}
 
 
@@ -221,11 +215,11 @@ def test_built_in_jobs_are_config_owned(project, ws):
                           "source": "built_in", "payload": {"kind": "internal_action", "action": "reflection"}})
     (ws / "cron-jobs.json").write_bytes((json.dumps(store, separators=(",", ":")) + "\n").encode())
     update = cron(project, "update", "reflection", "--text", "x", "--json")
-    assert update.exit_code == 4
-    assert json.loads(update.stdout)["error"]["message"] == \
+    assert update.code == 4
+    assert json.loads(update.out)["error"]["message"] == \
         "Config-owned cron jobs cannot be updated through cron.update"
     remove = cron(project, "remove", "reflection", "--yes", "--json")
-    assert json.loads(remove.stdout)["error"]["message"] == \
+    assert json.loads(remove.out)["error"]["message"] == \
         "Config-owned cron jobs cannot be removed through cron.remove"
 
 
@@ -237,7 +231,7 @@ def test_active_claim_blocks_edits(project, ws):
                                   "trigger": "scheduled", "workKind": "heartbeat_event"})
     (ws / "cron-jobs.json").write_bytes((json.dumps(store, separators=(",", ":")) + "\n").encode())
     result = cron(project, "update", "next-check-in", "--text", "x", "--json")
-    assert result.exit_code == 4 and json.loads(result.stdout)["error"]["code"] == "active_claim"
+    assert result.code == 4 and json.loads(result.out)["error"]["code"] == "active_claim"
 
 
 # --- invalid stores --------------------------------------------------------------------------
@@ -274,8 +268,8 @@ def test_invalid_stores_are_exit_5_naming_path_and_rule_and_never_rewritten(proj
     before = path.read_bytes()
     for args in (["list"], ["pause", "ci-watch"], ["add", "z", "--in", "5", "--payload", "heartbeat-event", "--text", "t"]):
         result = cron(project, *args, "--json")
-        assert result.exit_code == 5, (args, result.output)
-        error = json.loads(result.stdout)["error"]
+        assert result.code == 5, (args, (result.out, result.err))
+        error = json.loads(result.out)["error"]
         assert error["file"] == str(path) and needle in error["message"], error
         assert "Cron store does not match the strict format" in error["message"]
     assert path.read_bytes() == before
@@ -438,7 +432,7 @@ def test_reset_intent_blocks_mutations(project, ws):
 
 def test_status_reports_evidence(project, ws):
     (ws / "cron-jobs.json.0123.tmp").write_text("stray")
-    doc = json.loads(cron(project, "status", "--json").stdout)
+    doc = json.loads(cron(project, "status", "--json").out)
     assert doc["store"]["exists"] and doc["store"]["bytes"] == len((ws / "cron-jobs.json").read_bytes())
     import hashlib
 

@@ -10,10 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.ledger import scan_ledger
 
@@ -161,22 +158,19 @@ def test_overdue_every_job_runs_once_as_catchup_and_reports_skipped(project):
     folder = project.root / ".scorpiox" / "sessions" / "2026_09_21_quiet_euler"
     folder.mkdir(parents=True)
     (folder / "stats.json").write_text(json.dumps({"updated_ms": NOW}))
-    runner = CliRunner()
-    env = {"SXCTL_PROJECT": str(project.root), "HOME": str(project.home), "TZ": "UTC"}
     ten_minutes_ago = NOW - 600_000
-    runner.invoke(cli, ["cron", "add", "minutely", "--every", "1m", "--anchor", "2026-09-21T00:00:00Z",
-                        "--payload", "heartbeat-event", "--text", "beat"],
-                  obj=Settings(clock=FakeClock(ten_minutes_ago - 30_000)), env=env)
-    result = runner.invoke(cli, ["cron", "tick", "--json"], obj=Settings(clock=FakeClock(NOW)), env=env)
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    project.run("cron", "add", "minutely", "--every", "1m", "--anchor", "2026-09-21T00:00:00Z",
+                "--payload", "heartbeat-event", "--text", "beat", clock=FakeClock(ten_minutes_ago - 30_000))
+    result = project.run("cron", "tick", "--json", clock=FakeClock(NOW))
+    assert result.code == 0, result.err
+    report = result.json()
     [run] = report["runs"]
     # added at 06:51:00, so the first occurrence was 06:52:00; the tick comes at 07:01:30
     assert run["trigger"] == "catchup" and run["scheduledForMs"] == 1789973520000
     assert run["skipped_occurrences"] == 9  # 06:53 … 07:01, all at or before the claim
     assert (run["skipped_first_ms"], run["skipped_last_ms"]) == (1789973580000, 1789974060000)
     assert report["skipped_missed_total"] == 9
-    assert "minutely: ran 1 catchup occurrence, skipped 9 (06:53–07:01 UTC)" in result.stderr
+    assert "minutely: ran 1 catchup occurrence, skipped 9 (06:53–07:01 UTC)" in result.err
     assert store(project)["jobs"][0]["lifecycle"]["nextRunAtMs"] == 1789974120000  # 07:02, after now
     assert len(messages(folder)) == 1
 
@@ -291,11 +285,9 @@ def _claimed_example(project, *, start=False, terminal=False):
 )
 def test_reconciliation_of_a_dead_pass(project, start, terminal, counter, outcome):
     claim = _claimed_example(project, start=start, terminal=terminal)
-    runner = CliRunner()
-    result = runner.invoke(cli, ["cron", "tick", "--json"], obj=Settings(clock=FakeClock(NOW)),
-                           env={"SXCTL_PROJECT": str(project.root), "HOME": str(project.home)})
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    result = project.run("cron", "tick", "--json", clock=FakeClock(NOW))
+    assert result.code == 0, result.err
+    report = result.json()
     assert report["reconciled"][counter] == 1 and report["reconciled"]["executionIds"] == ["dead-pass-1"]
     assert report["runs"] == []  # never replayed: its nextRunAtMs had already moved on
     group = scan_ledger(project.root / ".scheduler" / "cron-executions.jsonl").groups["dead-pass-1"]

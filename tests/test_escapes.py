@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 from datetime import UTC, datetime
 
 import pytest
-from click.testing import CliRunner
 
 from sxctl.clock import FakeClock
 
@@ -30,15 +28,8 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def run(project, *args: str, at: int) -> tuple[int, str]:
     """`sxctl ARGS` in-process at the instant `at`, its stdout and stderr as a terminal would get
     them (click strips nothing: `color=True`, as on a TTY)."""
-    from sxctl.cli import cli
-    from sxctl.cli.output import Settings
-
-    env = {**dict.fromkeys(os.environ), **project.env(), "TZ": "UTC", "PYTHONPATH": None}
-    result = CliRunner().invoke(cli, ["--project", str(project.root), *args], input="", env=env,
-                                obj=Settings(clock=FakeClock(at)), color=True)
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result.exit_code, result.stdout + result.stderr
+    result = project.run("--project", str(project.root), *args, clock=FakeClock(at), color=True)
+    return result.code, result.out + result.err
 
 
 def _agent_at(folder, ms: int) -> None:

@@ -11,10 +11,7 @@ import threading
 import time
 
 import pytest
-from click.testing import CliRunner
 
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 
 from .conftest import EXAMPLES
@@ -40,10 +37,9 @@ def prepared(project):
 
 
 def invoke(project, *args):
-    result = CliRunner().invoke(cli, list(args), obj=Settings(clock=FakeClock(NOW)),
-                                env={"SXCTL_PROJECT": str(project.root), "HOME": str(project.home), "TZ": "UTC"})
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    result = project.run(*args, clock=FakeClock(NOW))
+    assert result.code == 0, result.err
+    return result.json()
 
 
 def test_status_counts_every_surface(project, prepared):
