@@ -183,6 +183,28 @@ def project(tmp_path: Path, hermetic: Path) -> Project:
     return Project(Path(os.path.realpath(root)), hermetic)
 
 
+@pytest.fixture
+def ws(project: Project) -> Path:
+    """The examples' workspace: the project root with the example store and ledger (its
+    `.scheduler` folder is returned)."""
+    import shutil
+
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir(mode=0o700)
+    shutil.copy(EXAMPLES / "cron-jobs.json", scheduler / "cron-jobs.json")
+    shutil.copy(EXAMPLES / "cron-executions.jsonl", scheduler / "cron-executions.jsonl")
+    return scheduler
+
+
+def inbox_messages(folder: Path) -> list[dict]:
+    """Every message of a session's inbox, pending then read, each with its `stem`."""
+    found = []
+    for sub in ("inbox", "inbox/done"):
+        for path in sorted((folder / sub).glob("*.json")):
+            found.append({"stem": path.stem, **json.loads(path.read_text())})
+    return found
+
+
 def tree(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` with its bytes: a snapshot to prove 'nothing was written'."""
     return {

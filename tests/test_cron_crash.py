@@ -14,7 +14,7 @@ import pytest
 
 from sxctl.cron.ledger import scan_ledger
 
-from .conftest import RandomKiller, now_ms
+from .conftest import RandomKiller, inbox_messages, now_ms
 
 pytestmark = pytest.mark.slow
 
@@ -43,13 +43,6 @@ def _make_due(project, name):
             if job["schedule"]["kind"] == "at":
                 job["schedule"]["atMs"] = job["lifecycle"]["nextRunAtMs"]
     path.write_text(json.dumps(data, separators=(",", ":")) + "\n")
-
-
-def _messages(folder):
-    found = []
-    for sub in ("inbox", "inbox/done"):
-        found += [json.loads(p.read_text()) for p in (folder / sub).glob("*.json")]
-    return found
 
 
 def check_invariants(project, folder):
@@ -87,7 +80,7 @@ def test_crash_at_each_step_then_a_clean_pass(project, job, point):
     report = clean.json()
     groups = check_invariants(project, folder)
     assert len(groups) == 1
-    assert len(_messages(folder)) == message_count
+    assert len(inbox_messages(folder)) == message_count
     run = project.run("cron", "runs", job, "--evidence", "--json").json()["runs"][0]
     if reruns:
         assert [r["name"] for r in report["runs"]] == [job] and run["status"] == "dispatched"

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import uuid
 
 import pytest
 
 from sxctl.cron.ledger import recent_runs, scan_ledger
 
-from .conftest import EXAMPLES
-
 HEARTBEAT_JOB = "e133105c-a6c1-4169-a2e1-e58c2c93357d"
-
-
-@pytest.fixture
-def ws(project):
-    scheduler = project.root / ".scheduler"
-    scheduler.mkdir()
-    shutil.copy(EXAMPLES / "cron-jobs.json", scheduler / "cron-jobs.json")
-    shutil.copy(EXAMPLES / "cron-executions.jsonl", scheduler / "cron-executions.jsonl")
-    return scheduler
 
 
 def test_runs_of_a_job_from_the_examples(project, ws):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -19,16 +18,6 @@ from .comis_strict import check_store_bytes
 from .conftest import EXAMPLES
 
 NOW = 1_789_974_090_000  # 2026-09-21 07:01:30 UTC, the examples' moment
-
-
-@pytest.fixture
-def ws(project):
-    """The examples' workspace: the project root with the example store and ledger."""
-    scheduler = project.root / ".scheduler"
-    scheduler.mkdir(mode=0o700)
-    shutil.copy(EXAMPLES / "cron-jobs.json", scheduler / "cron-jobs.json")
-    shutil.copy(EXAMPLES / "cron-executions.jsonl", scheduler / "cron-executions.jsonl")
-    return scheduler
 
 
 def cron(project, *args, now=NOW):

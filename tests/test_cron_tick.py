@@ -7,14 +7,13 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from sxctl.clock import FakeClock
 from sxctl.cron.ledger import scan_ledger
 
-from .conftest import EXAMPLES, now_ms
+from .conftest import EXAMPLES, inbox_messages, now_ms
 
 NOW = 1_789_974_090_000
 
@@ -26,14 +25,6 @@ def rows(project):
 
 def store(project):
     return json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())
-
-
-def messages(folder: Path) -> list[dict]:
-    found = []
-    for sub in ("inbox", "inbox/done"):
-        for path in sorted((folder / sub).glob("*.json")):
-            found.append({"stem": path.stem, **json.loads(path.read_text())})
-    return found
 
 
 def tick(project, *args, env=None):
@@ -62,13 +53,13 @@ def test_one_shot_runs_once_and_ends_terminal(project):
     assert (run["name"], run["trigger"], run["status"]) == ("ping", "scheduled", "dispatched")
     assert run["outcome"]["kind"] == "inbox_dispatch" and run["outcome"]["sessionId"] == folder.name
     assert run["outcome"]["mode"] == "auto"
-    assert messages(folder) == [{"stem": run["outcome"]["stem"], "text": "cron ping", "mode": "auto"}]
+    assert inbox_messages(folder) == [{"stem": run["outcome"]["stem"], "text": "cron ping", "mode": "auto"}]
     job = store(project)["jobs"][0]
     assert job["lifecycle"]["status"] == "one_shot_terminal"
     assert job["lifecycle"]["terminalExecutionId"] == run["executionId"] and store(project)["activeClaims"] == []
     assert [r["recordType"] for r in rows(project)] == ["started", "terminal"]
     again = tick(project).json()
-    assert again["runs"] == [] and len(messages(folder)) == 1
+    assert again["runs"] == [] and len(inbox_messages(folder)) == 1
     assert project.run("cron", "validate").code == 0
 
 
@@ -81,7 +72,7 @@ def test_heartbeat_next_heartbeat_is_queue_and_agent_turn_uses_turn_mode(project
     make_due(project, "turn")
     report = tick(project, "--turn-mode", "interrupt").json()
     assert {r["name"]: r["outcome"]["mode"] for r in report["runs"]} == {"hb": "queue", "turn": "interrupt"}
-    texts = {m["text"] for m in messages(folder)}
+    texts = {m["text"] for m in inbox_messages(folder)}
     assert texts == {"beat", "do the thing"}
     for job in store(project)["jobs"]:
         assert job["lifecycle"]["status"] == "scheduled" and job["lifecycle"]["nextRunAtMs"] > now_ms()
@@ -172,7 +163,7 @@ def test_overdue_every_job_runs_once_as_catchup_and_reports_skipped(project):
     assert report["skipped_missed_total"] == 9
     assert "minutely: ran 1 catchup occurrence, skipped 9 (06:53–07:01 UTC)" in result.err
     assert store(project)["jobs"][0]["lifecycle"]["nextRunAtMs"] == 1789974120000  # 07:02, after now
-    assert len(messages(folder)) == 1
+    assert len(inbox_messages(folder)) == 1
 
 
 def test_max_runs_defers_the_rest(project):
@@ -239,7 +230,7 @@ def test_cron_run_force_is_manual_and_keeps_the_lifecycle(project):
     assert doc["triggered"] is True and doc["mode"] == "force" and doc["jobName"] == "hb"
     assert doc["run"]["trigger"] == "manual" and doc["run"]["status"] == "dispatched"
     assert store(project)["jobs"][0]["lifecycle"] == before
-    assert len(messages(folder)) == 1
+    assert len(inbox_messages(folder)) == 1
     due = project.run("cron", "run", "--mode", "due", "--json").json()
     assert due["mode"] == "due" and due["executionIds"] == []
 
@@ -336,10 +327,10 @@ def test_wake_gates(project, tmp_path, script, expect):
     [run] = tick(project).json()["runs"]
     if expect == "skip":
         assert run["status"] == "skipped" and run["outcome"]["kind"] == "wake_gate_skip"
-        assert run["outcome"]["delivery"] == {"status": "not_requested"} and messages(folder) == []
+        assert run["outcome"]["delivery"] == {"status": "not_requested"} and inbox_messages(folder) == []
         return
     assert run["outcome"]["wakeGate"]["status"] == expect
-    [message] = messages(folder)
+    [message] = inbox_messages(folder)
     if "context" in script:
         assert message["text"] == "fix CI\n\n[wake-gate context]\nCI failed on main"
     if expect == "failed_open":
@@ -357,7 +348,7 @@ def test_no_gates_runs_the_turn_failing_open(project, tmp_path):
     [run] = tick(project, "--no-gates").json()["runs"]
     assert run["outcome"]["wakeGate"] == {"status": "failed_open", "durationMs": 0, "toolCalls": 0,
                                           "errorKind": "config"}
-    assert len(messages(folder)) == 1
+    assert len(inbox_messages(folder)) == 1
 
 
 def test_concurrent_ticks_run_a_due_job_once(project, tmp_path):
@@ -378,7 +369,7 @@ def test_concurrent_ticks_run_a_due_job_once(project, tmp_path):
         assert proc.returncode == 0, err.decode()
         reports.append(json.loads(out))
     assert sum(len(r["runs"]) for r in reports) == 1
-    assert len(messages(folder)) == 1 and len(rows(project)) == 2
+    assert len(inbox_messages(folder)) == 1 and len(rows(project)) == 2
 
 
 def _catch_up(project, expr, overdue_ms):
@@ -432,7 +423,7 @@ def test_a_one_shot_misses_nothing(project):
     make_due(project, "once", at_ms=now_ms() - 3_600_000)
     report = tick(project).json()
     assert report["skipped_missed_total"] == 0 and "skipped_occurrences" not in report["runs"][0]
-    assert len(messages(folder)) == 1
+    assert len(inbox_messages(folder)) == 1
 
 
 def test_chatham_gap_follows_the_documented_dst_policy(project):
