@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
+SID = "2026_09_21_quiet_euler"  # the session of the examples, and of every test that needs one
 
 # --- the hermetic environment ----------------------------------------------------------------------
 
@@ -91,7 +94,7 @@ class Project:
     root: Path
     home: Path
 
-    def session(self, session_id: str = "2026_09_21_quiet_euler", *, live: bool | None = True,
+    def session(self, session_id: str = SID, *, live: bool | None = True,
                 age_ms: int = 0, stats: dict | None = None) -> Path:
         """A session folder; `live=None` means no stats.json (state unknown)."""
         folder = self.root / ".scorpiox" / "sessions" / session_id
@@ -212,6 +215,68 @@ def tree(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
+
+
+class Agent:
+    """`sxctl agent run --json` in a project, with its events collected by a reader thread."""
+
+    def __init__(self, project, *args, session=SID):
+        self.project = project
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sxctl", "--session", session, "agent", "run", "--init", "--json",
+             "--poll-ms", "50", *args],
+            cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.events: list[dict] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.wait_for(lambda e: e["event"] == "started")
+        self.dir = project.root / ".scorpiox" / "sessions" / session
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.events.append(json.loads(line))
+
+    def wait_for(self, predicate, timeout=20.0, count=1):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in list(self.events) if predicate(e)]
+            if len(found) >= count:
+                return found
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"event not seen; events so far: {self.events}; stderr: {self._stderr()}")
+
+    def _stderr(self):
+        return self.proc.stderr.read() if self.proc.poll() is not None else ""
+
+    def named(self, name):
+        return [e for e in self.events if e["event"] == name]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        self.reader.join(timeout=10)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def agents():
+    """`agents(project, *args, session=SID)`: a running reference agent (`Agent`), killed at the
+    end of the test if it is still running."""
+    started: list[Agent] = []
+
+    def start(project: Project, *args: str, session: str = SID) -> Agent:
+        agent = Agent(project, *args, session=session)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
 
 
 class Consumer:

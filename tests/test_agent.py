@@ -3,74 +3,14 @@
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from .conftest import now_ms
+from .conftest import SID, now_ms
 
 pytestmark = pytest.mark.slow
-
-SID = "2026_09_21_quiet_euler"
-
-
-class Agent:
-    """`sxctl agent run --json` in a project, with its events collected by a reader thread."""
-
-    def __init__(self, project, *args, session=SID):
-        self.project = project
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sxctl", "--session", session, "agent", "run", "--init", "--json",
-             "--poll-ms", "50", *args],
-            cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.events: list[dict] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.wait_for(lambda e: e["event"] == "started")
-        self.dir = project.root / ".scorpiox" / "sessions" / session
-
-    def _read(self):
-        for line in self.proc.stdout:
-            self.events.append(json.loads(line))
-
-    def wait_for(self, predicate, timeout=20.0, count=1):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = [e for e in list(self.events) if predicate(e)]
-            if len(found) >= count:
-                return found
-            if self.proc.poll() is not None and not self.reader.is_alive():
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"event not seen; events so far: {self.events}; stderr: {self._stderr()}")
-
-    def _stderr(self):
-        return self.proc.stderr.read() if self.proc.poll() is not None else ""
-
-    def named(self, name):
-        return [e for e in self.events if e["event"] == name]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=30)
-        self.reader.join(timeout=10)
-        return self.proc.returncode
-
-
-@pytest.fixture
-def agents():
-    started = []
-    yield started
-    for agent in started:
-        if agent.proc.poll() is None:
-            agent.proc.kill()
-            agent.proc.wait()
-
 
 def eventually(read, accept, timeout=20.0):
     """What `read()` returns once `accept` holds for it (polled): for files the agent writes
@@ -90,14 +30,8 @@ def read_json(path):
         return None
 
 
-def run_agent(project, agents, *args, **kw):
-    agent = Agent(project, *args, **kw)
-    agents.append(agent)
-    return agent
-
-
 def test_a_message_becomes_a_turn_and_stats_are_written(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "0.2")
+    agent = agents(project, "--turn-seconds", "0.2")
     result = project.run("inbox", "send", "hello agent", "--wait", "10", "--json")
     assert result.code == 0 and result.json()["consumed"] is True
     [turn] = agent.wait_for(lambda e: e["event"] == "turn_start")
@@ -113,7 +47,7 @@ def test_a_message_becomes_a_turn_and_stats_are_written(project, agents):
 
 
 def test_interrupt_is_delivered_at_a_boundary_and_queue_joined_into_one_follow_up(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "2")
+    agent = agents(project, "--turn-seconds", "2")
     project.run("inbox", "send", "long task", "--no-wait")
     agent.wait_for(lambda e: e["event"] == "turn_start")
     project.run("inbox", "send", "stop and look at this", "--mode", "interrupt", "--no-wait")
@@ -131,7 +65,7 @@ def test_interrupt_is_delivered_at_a_boundary_and_queue_joined_into_one_follow_u
 
 
 def test_timer_fires_the_set_number_of_times_and_retires(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "0.1")
+    agent = agents(project, "--turn-seconds", "0.1")
     assert project.run("cb", "set", "timer ping", "--every", "1", "--repeat", "2", "--first-in", "0").code == 0
     fired = agent.wait_for(lambda e: e["event"] == "callback_fired", count=2, timeout=15)
     assert [(f["slot"], f["repeat_count"], f["retired"]) for f in fired] == [(0, 1, False), (0, 0, True)]
@@ -144,7 +78,7 @@ def test_timer_fires_the_set_number_of_times_and_retires(project, agents):
 
 
 def test_timer_due_mid_turn_is_deferred_then_rebased(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "3")
+    agent = agents(project, "--turn-seconds", "3")
     project.run("inbox", "send", "busy for a while", "--no-wait")
     agent.wait_for(lambda e: e["event"] == "turn_start")
     assert project.run("cb", "set", "poll", "--every", "4", "--repeat", "3", "--first-in", "1").code == 0
@@ -158,7 +92,7 @@ def test_timer_due_mid_turn_is_deferred_then_rebased(project, agents):
 
 
 def test_cron_tick_dispatches_and_the_agent_consumes(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "0.1")
+    agent = agents(project, "--turn-seconds", "0.1")
     assert project.run("cron", "add", "ping", "--in", "60", "--payload", "heartbeat-event", "--text", "cron ping").code == 0
     path = project.root / ".scheduler" / "cron-jobs.json"
     data = json.loads(path.read_text())
@@ -173,7 +107,7 @@ def test_cron_tick_dispatches_and_the_agent_consumes(project, agents):
 
 
 def test_a_second_agent_on_the_same_session_is_refused(project, agents):
-    run_agent(project, agents)
+    agents(project)
     result = project.run("--session", SID, "agent", "run", "--json")
     assert result.code == 4 and result.json()["error"]["code"] == "agent_owns_session"
 
@@ -186,7 +120,7 @@ def test_live_session_without_our_lock_needs_force(project):
 
 def test_exec_handler_gets_the_turn_and_the_environment(project, agents, tmp_path):
     out = tmp_path / "turn.txt"
-    agent = run_agent(project, agents, "--exec", f"cat > {out}; env | grep -E '^(SX_|SXCTL_TURN)' | sort >> {out}; "
+    agent = agents(project, "--exec", f"cat > {out}; env | grep -E '^(SX_|SXCTL_TURN)' | sort >> {out}; "
                                                  "echo done-by-exec")
     stem = project.run("inbox", "send", "run the tests", "--no-wait", "--json").json()["stem"]
     end = agent.wait_for(lambda e: e["event"] == "turn_end")[0]
@@ -200,14 +134,14 @@ def test_exec_handler_gets_the_turn_and_the_environment(project, agents, tmp_pat
 
 
 def test_invalid_inbox_files_are_skipped_and_retracted_ones_never_seen(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "0.1")
+    agent = agents(project, "--turn-seconds", "0.1")
     (agent.dir / "inbox" / "0_bad.json").write_text("{not json")
     skipped = agent.wait_for(lambda e: e["event"] == "inbox" and e["action"] == "invalid")[0]
     assert skipped["stem"] == "0_bad" and (agent.dir / "inbox" / "done" / "0_bad.json").exists()
 
 
 def test_shutdown_drops_buffered_notes_and_reports_them(project, agents):
-    agent = run_agent(project, agents, "--turn-seconds", "5")
+    agent = agents(project, "--turn-seconds", "5")
     project.run("inbox", "send", "long", "--no-wait")
     agent.wait_for(lambda e: e["event"] == "turn_start")
     project.run("inbox", "send", "~never sent", "--no-wait")
@@ -223,7 +157,7 @@ def test_max_turns_stops_after_exactly_n_turns_while_messages_keep_arriving(proj
     from sxctl.inbox.sending import SendRequest, send
     from sxctl.project import select_session
 
-    agent = run_agent(project, agents, "--turn-seconds", "0.4", "--max-turns", "2")
+    agent = agents(project, "--turn-seconds", "0.4", "--max-turns", "2")
     session = select_session(project.root, SID)
     stop = threading.Event()
     sent: list[str] = []
@@ -257,11 +191,11 @@ def test_max_turns_stops_after_exactly_n_turns_while_messages_keep_arriving(proj
 
 
 def test_a_cleanly_stopped_agent_can_be_restarted_at_once(project, agents):
-    first = run_agent(project, agents, "--turn-seconds", "0.1")
+    first = agents(project, "--turn-seconds", "0.1")
     assert first.stop() == 0
     stats = json.loads((first.dir / "stats.json").read_text())
     assert stats["sxctl"]["stopped"] is True
     assert project.run("--session", SID, "session", "show", "--json").json()["state"] == "stopped"
-    second = run_agent(project, agents, "--turn-seconds", "0.1")  # no agent_owns_session, no 10 s wait
+    second = agents(project, "--turn-seconds", "0.1")  # no agent_owns_session, no 10 s wait
     assert second.named("started")
     assert second.stop() == 0

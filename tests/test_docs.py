@@ -107,7 +107,7 @@ def test_bash_completion_in_a_clean_bash(sxctl_on_path, line, expected):
 
 
 def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     guide = (REPO / "docs" / "api.md").read_text()
     pairs = re.findall(r"```python\n(.*?)```\n\n```text\n(.*?)```", guide, re.S)
@@ -117,9 +117,7 @@ def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
     # minute and is what `sxctl demo` runs (tests/test_demo.py)
     assert {name for name in functions if not re.search(rf"\b{name}\(", examples)} == {"run_demo"}
     agent = Agent(project, "--turn-seconds", "0.1")
-    cwd = os.getcwd()
-    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(("SXCTL_", "SX_"))}
-    os.chdir(project.root)
+    os.chdir(project.root)  # the hermetic fixture puts the working folder back
     try:
         for code, expected in pairs:
             out = io.StringIO()
@@ -127,8 +125,6 @@ def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
                 exec(compile(code, "docs/api.md", "exec"), {})
             assert out.getvalue() == expected, f"{code}\nprinted:\n{out.getvalue()}"
     finally:
-        os.chdir(cwd)
-        os.environ.update(saved)
         agent.stop()
 
 

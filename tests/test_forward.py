@@ -515,7 +515,7 @@ def test_a_message_that_is_not_a_regular_file_stays(project):
 
 @pytest.mark.slow
 def test_a_restarted_agent_gets_what_was_sent_while_it_was_down_once_and_in_order(project, tmp_path):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     first = Agent(project, "--turn-seconds", "0.1", session=OLD)
     try:

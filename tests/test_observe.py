@@ -94,7 +94,7 @@ def test_next_merges_the_three_sources_in_time_order(project, prepared):
 
 @pytest.mark.slow
 def test_watch_json_follows_the_agent(project):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     agent = Agent(project, "--turn-seconds", "0.1")
     watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "--session", SID, "watch", "--json", "--duration", "12"],
@@ -167,7 +167,7 @@ def test_live_view_in_a_terminal_exits_cleanly(project, quit_with):
 
 @pytest.mark.slow
 def test_watch_json_follows_an_agent_restart_into_its_new_session(project):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     first = Agent(project, "--turn-seconds", "0.1")
     watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "watch", "--json", "--duration", "30"],

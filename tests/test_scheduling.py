@@ -349,9 +349,8 @@ def test_watch_json_reports_a_job_that_expires(sched, project):
 def test_with_the_reference_agent_a_held_run_is_dispatched_when_it_starts_and_read(project):
     """End to end, real time: the agent is down when the job falls due (the pass holds it); the
     reference agent starts; the next pass dispatches it once; the receipt turns to `read`."""
-    from .conftest import now_ms
-    from .test_agent import SID as AGENT_SID
-    from .test_agent import Agent
+    from .conftest import SID as AGENT_SID
+    from .conftest import Agent, now_ms
 
     def wait_until(condition, timeout=20.0):
         deadline = time.monotonic() + timeout

@@ -199,7 +199,7 @@ def test_two_live_sessions_warn_and_say_which_is_used_and_why(project):
 
 @pytest.mark.slow
 def test_sigterm_leaves_a_stopped_session_and_sends_say_no_agent_is_running(project):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     agent = Agent(project, "--turn-seconds", "0.1", session=OLD)
     assert agent.stop() == 0
@@ -215,7 +215,7 @@ def test_sigterm_leaves_a_stopped_session_and_sends_say_no_agent_is_running(proj
 
 @pytest.mark.slow
 def test_a_restart_strands_what_was_sent_while_the_agent_was_down(project):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     first = Agent(project, "--turn-seconds", "0.1", session=OLD)
     assert first.stop() == 0
@@ -254,7 +254,7 @@ def test_a_restart_strands_what_was_sent_while_the_agent_was_down(project):
 
 @pytest.mark.slow
 def test_two_live_reference_agents_in_one_project_are_a_warning(project):
-    from .test_agent import Agent
+    from .conftest import Agent
 
     agents = [Agent(project, "--turn-seconds", "0.1", session=OLD),
               Agent(project, "--turn-seconds", "0.1", session=NEW)]

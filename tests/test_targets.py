@@ -18,8 +18,7 @@ import pytest
 from sxctl.clock import FakeClock
 
 from .comis_strict import check_store_bytes
-from .conftest import Project, now_ms
-from .test_agent import Agent
+from .conftest import Agent, Project, now_ms
 
 SID = "2026_09_21_quiet_euler"
 MIN = 60_000
@@ -105,22 +104,6 @@ def live(project: Project, session: str = SID) -> Path:
     return project.session(session, live=True)
 
 
-@pytest.fixture
-def agents():
-    started: list[Agent] = []
-
-    def start(project: Project) -> Agent:
-        agent = Agent(project, "--turn-seconds", "0.1")
-        started.append(agent)
-        return agent
-
-    yield start
-    for agent in started:
-        if agent.proc.poll() is None:
-            agent.proc.kill()
-            agent.proc.wait()
-
-
 def turns(agent: Agent, text: str) -> list[dict]:
     return [e for e in list(agent.events) if e["event"] == "turn_start" and e.get("text") == text]
 
@@ -133,7 +116,7 @@ def test_a_copied_project_dispatches_into_itself_not_into_the_original(project, 
                "--text", "plan the day").code == 0
     assert endpoint(project.root, "standup")["channelInstanceId"] == "."
     copy = copy_of(project, tmp_path / "proj-copy")
-    original_agent, copy_agent = agents(project), agents(copy)
+    original_agent, copy_agent = agents(project, "--turn-seconds", "0.1"), agents(copy, "--turn-seconds", "0.1")
 
     result = run(copy, "cron", "run", "standup", "--json")
     assert result.code == 0, result.err
@@ -165,7 +148,7 @@ def test_a_moved_project_still_runs_and_waits_for_its_agent_meanwhile(project, a
     code, [targets] = doctor_checks(there, "job targets")
     assert targets["status"] == "ok", targets
 
-    agent = agents(there)
+    agent = agents(there, "--turn-seconds", "0.1")
     report = run(there, "cron", "tick", "--json").json()
     assert [(r["name"], r["status"]) for r in report["runs"]] == [("beat", "dispatched")], report
     agent.wait_for(lambda e: e["event"] == "turn_start" and e.get("text", "").startswith("still here"))
@@ -182,7 +165,7 @@ def test_a_store_authored_in_one_folder_runs_unchanged_where_the_project_is_moun
     mount = copy_of(project, tmp_path / "volume" / "project")
     shutil.rmtree(project.root)  # the workstation's folder does not exist in the pod
     assert strict(mount.root) == written
-    agent = agents(mount)
+    agent = agents(mount, "--turn-seconds", "0.1")
 
     pod = subprocess.run([sys.executable, "-m", "sxctl", "--project", str(mount.root), "cron", "tick", "--json"],
                          capture_output=True, text=True, cwd=tmp_path, env=mount.env(), timeout=60)
@@ -200,7 +183,7 @@ def test_an_older_store_with_an_absolute_target_runs_and_doctor_names_the_fix_on
     assert run(project, "cron", "add", "standup", "--every", "1h", "--payload", "agent-turn",
                "--text", "from an older store").code == 0
     make_absolute(project.root, "standup", project.root)
-    agent = agents(project)
+    agent = agents(project, "--turn-seconds", "0.1")
     result = run(project, "cron", "run", "standup", "--json")  # read and honoured as it is
     assert message_files(project.root, result.json()["run"]["outcome"]["stem"]) != []
     agent.wait_for(lambda e: e["event"] == "turn_start" and e.get("text") == "from an older store")
@@ -224,7 +207,7 @@ def test_an_older_store_with_an_absolute_target_runs_and_doctor_names_the_fix_on
     assert endpoint(there.root, "standup") == {"channelType": "scorpiox-inbox", "channelInstanceId": ".",
                                                "conversationId": "live", "conversationKind": "direct"}
     assert doctor_checks(there, "job targets")[1][0]["status"] == "ok"
-    agent = agents(there)
+    agent = agents(there, "--turn-seconds", "0.1")
     result = run(there, "cron", "run", "standup", "--json")
     assert message_files(there.root, result.json()["run"]["outcome"]["stem"]) != []
     agent.wait_for(lambda e: e["event"] == "turn_start" and e.get("text") == "from an older store")

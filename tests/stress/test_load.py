@@ -14,7 +14,7 @@ from sxctl.callbacks.table import parse_table
 from sxctl.cron.ledger import scan_ledger
 
 from ..comis_strict import check_store_bytes
-from ..test_agent import Agent
+from ..conftest import Agent
 
 pytestmark = pytest.mark.slow
 
