@@ -19,9 +19,8 @@ from sxctl.clock import FakeClock
 from sxctl.cron.ledger_rows import check_row
 from sxctl.cron.schema import encode_compact, strict_loads, validate_store
 from sxctl.inbox.message import InboxMessage
-
-from ..comis_strict import check_store_bytes
-from ..conftest import EXAMPLES, clean_env, run_cli
+from tests.comis_strict import check_store_bytes
+from tests.conftest import EXAMPLES, clean_env, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -63,9 +63,8 @@ from sxctl.clock import FakeClock
 from sxctl.cron.policy import read_policy
 from sxctl.cron.views import validate_workspace
 from sxctl.cron.workspace import Workspace
-
-from ..comis_strict import check_store_bytes
-from ..conftest import REPO, clean_env, run_cli
+from tests.comis_strict import check_store_bytes
+from tests.conftest import REPO, clean_env, run_cli
 
 pytestmark = pytest.mark.slow
 
