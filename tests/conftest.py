@@ -44,8 +44,9 @@ def scrubbed(name: str) -> bool:
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
     (the project fixture's too), UTC, a 100-column terminal that asked for nothing, a UTF-8 locale,
-    and a throw-away working folder; both beside `tmp_path`, which stays the test's own. It is `os.environ` that is
-    scrubbed, so the in-process CLI and every subprocess started from `os.environ` see the same."""
+    and a throw-away working folder; HOME and the folder are beside `tmp_path`, which stays the
+    test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
+    started from `os.environ` (or `project.env()`) see the same."""
     for name in list(os.environ):
         if scrubbed(name):
             monkeypatch.delenv(name)
