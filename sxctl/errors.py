@@ -127,7 +127,7 @@ class SxctlError(Exception):
         self,
         message: str,
         *,
-        code: ErrorCode | str | None = None,
+        code: ErrorCode | None = None,
         file: str | os.PathLike[str] | None = None,
         details: dict[str, Any] | None = None,
         verbatim: bool = False,
@@ -135,9 +135,7 @@ class SxctlError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        # transitional: a plain string is still taken (and checked here, a ValueError when it is not a
-        # code) until every raise site names an ErrorCode member
-        self.code: ErrorCode = ErrorCode(code) if code else self.default_code
+        self.code: ErrorCode = code or self.default_code
         self.file = str(file) if file is not None else None
         self.extra = extra
         #: top-level keys of the failure document besides `ok` and `error` (e.g. the stem

@@ -12,7 +12,7 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import InvalidDataError, NotFoundError, SxctlError, SystemRefusedError
+from .errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, SystemRefusedError
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
@@ -54,7 +54,7 @@ def refuse_symlink(target: str | os.PathLike[str]) -> None:
     """sxctl never replaces a target whose last component is a symlink (exit 5)."""
     if os.path.islink(target):
         raise SxctlError(
-            f"refusing to write {target}: it is a symbolic link", code="invalid_data", file=target
+            f"refusing to write {target}: it is a symbolic link", code=ErrorCode.INVALID_DATA, file=target
         )
 
 
@@ -77,7 +77,8 @@ def refuse_symlinks_below(root: str | os.PathLike, path: str | os.PathLike) -> N
         except FileNotFoundError:
             return
         if stat.S_ISLNK(mode):
-            raise SxctlError(f"refusing to use {current}: it is a symbolic link", code="invalid_data", file=current)
+            raise SxctlError(f"refusing to use {current}: it is a symbolic link",
+                code=ErrorCode.INVALID_DATA, file=current)
 
 
 class PendingFile:
@@ -206,7 +207,7 @@ def ensure_private_dir(folder: Path) -> Path:
     except FileExistsError:
         if os.path.islink(folder) or not folder.is_dir():
             why = "it is a symbolic link" if os.path.islink(folder) else "not a directory"
-            raise SxctlError(f"refusing to use {folder}: {why}", code="invalid_data", file=folder) from None
+            raise SxctlError(f"refusing to use {folder}: {why}", code=ErrorCode.INVALID_DATA, file=folder) from None
         return folder
     except FileNotFoundError:
         raise NotFoundError(f"folder not found: {folder.parent}", file=folder.parent) from None

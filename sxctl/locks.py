@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import ConflictError, SxctlError
+from .errors import ConflictError, ErrorCode, SxctlError
 from .fsio import atomic_write, read_data_file, refuse_symlink
 
 
@@ -31,7 +31,7 @@ def writer_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
     except Timeout:
         raise ConflictError(
             f"{what} is busy: {path} is held by another process (waited {timeout_s:g}s)",
-            code="lock_busy",
+            code=ErrorCode.LOCK_BUSY,
             file=path,
         ) from None
     try:
@@ -101,7 +101,8 @@ class MkdirLock:
         refuse_symlink(self.sentinel)
         refuse_symlink(self.note)
         if os.path.lexists(self.note) and not os.path.isfile(self.note):
-            raise SxctlError(f"refusing to use {self.note}: not a regular file", code="invalid_data", file=self.note)
+            raise SxctlError(f"refusing to use {self.note}: not a regular file",
+                code=ErrorCode.INVALID_DATA, file=self.note)
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")
@@ -115,7 +116,7 @@ class MkdirLock:
                 if self._take_over_if_stale():
                     continue
                 if time.monotonic() >= deadline:
-                    raise ConflictError(self._busy_message(), code="lock_busy", file=self.lockdir) from None
+                    raise ConflictError(self._busy_message(), code=ErrorCode.LOCK_BUSY, file=self.lockdir) from None
                 time.sleep(min(random.uniform(0.1, 0.5), max(0.0, deadline - time.monotonic()) + 0.01))
                 continue
             break
@@ -261,7 +262,7 @@ class MkdirLock:
             self._lost = True
             raise ConflictError(
                 f"lost {self.lockdir}: another process took it over; nothing was written",
-                code="lock_lost", file=self.lockdir,
+                code=ErrorCode.LOCK_LOST, file=self.lockdir,
             )
 
     def release(self) -> None:

@@ -1,12 +1,17 @@
-"""Shared fixtures: a throw-away project with sessions, and the CLI run as a real process."""
+"""Shared fixtures, defined once for the whole suite: the hermetic environment every test runs in,
+a throw-away project with sessions, the CLI run in-process (`invoke`, `project.run`) or as a real
+process (`project.process`), and the stress figures."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,15 +19,57 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
+SID = "2026_09_21_quiet_euler"  # the session of the examples, and of every test that needs one
+
+# --- the hermetic environment ----------------------------------------------------------------------
+
+# Every variable sxctl (or the agent and the scheduler it talks to) could read is one of these.
+SCRUBBED_PREFIXES = ("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")
+# ... except the suite's own knobs, which sxctl never reads (a test checks that).
+TEST_KNOBS = frozenset({"SXCTL_TEST_SEED", "SXCTL_MODEL_EXAMPLES", "SXCTL_MODEL_STEPS", "SXCTL_MODEL_SHRINK",
+                        "SXCTL_STRESS_FIGURES"})
+# What a terminal, a locale or a user's shell would change in the output: removed ...
+SCRUBBED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
+            "ACTIVE_PROFILE", "PYTHONIOENCODING", "LANGUAGE", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME",
+            "XDG_RUNTIME_DIR", "MANPAGER", "PAGER")
+# ... or pinned.
+PINNED = {"TZ": "UTC", "COLUMNS": "100", "LINES": "40", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def scrubbed(name: str) -> bool:
+    return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
+    (the project fixture's too), UTC, a 100-column terminal that asked for nothing, a UTF-8 locale,
+    and a throw-away working folder; HOME and the folder are beside `tmp_path`, which stays the
+    test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
+    started from `os.environ` (or `project.env()`) see the same."""
+    for name in list(os.environ):
+        if scrubbed(name):
+            monkeypatch.delenv(name)
+    base = tmp_path_factory.mktemp("hermetic")
+    home = base / "home"
+    home.mkdir()
+    cwd = base / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name, value in PINNED.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    time.tzset()
+    yield home
+    monkeypatch.undo()
+    time.tzset()
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a user with no sxctl/SCORPIOX variables and a private HOME."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")) and k not in ("NO_COLOR", "ACTIVE_PROFILE")
-    }
+    """The environment of a user with no sxctl/SCORPIOX variables and a private HOME (the hermetic
+    environment, for a test that builds its own: a hypothesis test or one HOME per worker)."""
+    env = {k: v for k, v in os.environ.items() if not scrubbed(k)}
+    env.update(PINNED)
     env["HOME"] = str(home)
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
@@ -48,7 +95,7 @@ class Project:
     root: Path
     home: Path
 
-    def session(self, session_id: str = "2026_09_21_quiet_euler", *, live: bool | None = True,
+    def session(self, session_id: str = SID, *, live: bool | None = True,
                 age_ms: int = 0, stats: dict | None = None) -> Path:
         """A session folder; `live=None` means no stats.json (state unknown)."""
         folder = self.root / ".scorpiox" / "sessions" / session_id
@@ -63,13 +110,14 @@ class Project:
         return clean_env(self.home, **extra)
 
     def run(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
-            cwd: Path | None = None, timeout: float = 60, clock=None) -> Result:
-        """`sxctl ARGS` in the project folder, in this process (click's CliRunner).
+            cwd: Path | None = None, timeout: float = 60, clock=None, color: bool = False) -> Result:
+        """`sxctl ARGS` in the project folder, in this process (click's CliRunner); `color=True`:
+        the output as a terminal gets it.
 
         `--fault-inject` ends the process it runs in, so those runs always get a real one."""
         if "--fault-inject" in args:
             return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
-        return invoke(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock)
+        return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock, color=color)
 
     def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
                 cwd: Path | None = None, timeout: float = 60) -> Result:
@@ -83,10 +131,12 @@ class Project:
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
 
 
-def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
-           cwd: Path | None = None, clock=None) -> Result:
+def run_cli(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
+            cwd: Path | None = None, clock=None, color: bool = False) -> Result:
     """The CLI in-process with exactly `env` as its environment (everything else unset), `cwd` as
-    its working folder and `clock` (default: the real one) as its clock."""
+    its working folder, `clock` (default: the real one) as its clock, and `color=True` for output
+    as a terminal gets it (click strips nothing). Use the `invoke` fixture or `project.run`; this
+    is for what cannot take a fixture (hypothesis tests, the model test)."""
     from click.testing import CliRunner
 
     from sxctl import faults, project
@@ -105,7 +155,8 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
     if cwd is not None:
         os.chdir(cwd)
     try:
-        result = CliRunner().invoke(cli, args, input=input if input is not None else b"", env=overrides, obj=settings)
+        result = CliRunner().invoke(cli, args, input=input if input is not None else b"", env=overrides, obj=settings,
+                                    color=color)
     finally:
         os.chdir(previous)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -114,12 +165,48 @@ def invoke(args: list[str], *, input: str | bytes | None = None, env: dict[str, 
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Project:
+def invoke(hermetic: Path):
+    """`invoke(*args, input=, env=, cwd=, clock=, color=)`: `sxctl ARGS` in-process, outside any
+    project (the hermetic working folder and HOME) unless `cwd`/`env`/`--project` say otherwise.
+    `env` adds to (or, with None values, removes from) the hermetic environment."""
+
+    def run(*args: str, input: str | bytes | None = None, env: dict[str, str | None] | None = None,
+            cwd: Path | None = None, clock=None, color: bool = False) -> Result:
+        merged: dict = clean_env(hermetic)
+        merged.update(env or {})
+        return run_cli(list(args), input=input, env={k: v for k, v in merged.items() if v is not None},
+                       cwd=cwd or Path.cwd(), clock=clock, color=color)
+
+    return run
+
+
+@pytest.fixture
+def project(tmp_path: Path, hermetic: Path) -> Project:
     root = tmp_path / "proj"
     (root / ".scorpiox" / "sessions").mkdir(parents=True)
-    home = tmp_path / "home"
-    home.mkdir()
-    return Project(Path(os.path.realpath(root)), home)
+    return Project(Path(os.path.realpath(root)), hermetic)
+
+
+@pytest.fixture
+def ws(project: Project) -> Path:
+    """The examples' workspace: the project root with the example store and ledger (its
+    `.scheduler` folder is returned)."""
+    import shutil
+
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir(mode=0o700)
+    shutil.copy(EXAMPLES / "cron-jobs.json", scheduler / "cron-jobs.json")
+    shutil.copy(EXAMPLES / "cron-executions.jsonl", scheduler / "cron-executions.jsonl")
+    return scheduler
+
+
+def inbox_messages(folder: Path) -> list[dict]:
+    """Every message of a session's inbox, pending then read, each with its `stem`."""
+    found = []
+    for sub in ("inbox", "inbox/done"):
+        for path in sorted((folder / sub).glob("*.json")):
+            found.append({"stem": path.stem, **json.loads(path.read_text())})
+    return found
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -129,6 +216,68 @@ def tree(folder: Path) -> dict[str, bytes]:
         for path in sorted(folder.rglob("*"))
         if path.is_file()
     }
+
+
+class Agent:
+    """`sxctl agent run --json` in a project, with its events collected by a reader thread."""
+
+    def __init__(self, project, *args, session=SID):
+        self.project = project
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sxctl", "--session", session, "agent", "run", "--init", "--json",
+             "--poll-ms", "50", *args],
+            cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.events: list[dict] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.wait_for(lambda e: e["event"] == "started")
+        self.dir = project.root / ".scorpiox" / "sessions" / session
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.events.append(json.loads(line))
+
+    def wait_for(self, predicate, timeout=20.0, count=1):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in list(self.events) if predicate(e)]
+            if len(found) >= count:
+                return found
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"event not seen; events so far: {self.events}; stderr: {self._stderr()}")
+
+    def _stderr(self):
+        return self.proc.stderr.read() if self.proc.poll() is not None else ""
+
+    def named(self, name):
+        return [e for e in self.events if e["event"] == name]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+        self.reader.join(timeout=10)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def agents():
+    """`agents(project, *args, session=SID)`: a running reference agent (`Agent`), killed at the
+    end of the test if it is still running."""
+    started: list[Agent] = []
+
+    def start(project: Project, *args: str, session: str = SID) -> Agent:
+        agent = Agent(project, *args, session=session)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        if agent.proc.poll() is None:
+            agent.proc.kill()
+            agent.proc.wait()
 
 
 class Consumer:

@@ -17,13 +17,6 @@ CLI_MAY_IMPORT = ("sxctl.api", "sxctl.errors", "sxctl.cli")
 UPPER = ("sxctl.api", "sxctl.cli")
 DOORS = ("sxctl", "sxctl.__main__")
 
-#: import circles of the core that the core's own clean-up removes; the lead empties this once it
-#: is merged (each entry: the modules of one circle)
-KNOWN_CORE_CIRCLES: set[frozenset[str]] = {
-    frozenset({"sxctl.inbox.keyed", "sxctl.inbox.sending"}),
-    frozenset({"sxctl.inbox.folder", "sxctl.inbox.message", "sxctl.inbox.moves"}),
-}
-
 
 def _modules() -> dict[str, Path]:
     found = {}
@@ -126,10 +119,7 @@ def _circles() -> set[frozenset[str]]:
 
 def test_no_import_circles():
     circles = _circles()
-    assert {circle for circle in circles if circle not in KNOWN_CORE_CIRCLES} == set(), \
-        [sorted(circle) for circle in circles - KNOWN_CORE_CIRCLES]
-    for circle in KNOWN_CORE_CIRCLES:  # the allow-list holds only circles of the core
-        assert not any(_within(module, UPPER) for module in circle), sorted(circle)
+    assert [sorted(circle) for circle in circles] == []
 
 
 def test_no_module_is_over_400_lines():
@@ -167,4 +157,3 @@ def test_every_error_code_knows_its_exit_status():
     assert {code.value: int(code.status) for code in ErrorCode} == EXIT_BY_CODE
     assert set(EXIT_MEANINGS) <= set(ExitStatus) and ExitStatus.BROKEN_PIPE == 141
     assert SxctlError("x", code=ErrorCode.TOO_LATE).exit_code == ExitStatus.TOO_LATE == 7
-    assert SxctlError("x", code="too_late").code is ErrorCode.TOO_LATE  # transitional: a plain string

@@ -12,7 +12,7 @@ import time
 from datetime import date
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, SxctlError
+from ..errors import ConflictError, ErrorCode, SxctlError
 from ..fsio import ensure_private_dir
 from ..project import (
     LIVE_WINDOW_MS,
@@ -66,7 +66,7 @@ class ReferenceAgent:
         ensure_private_dir(sessions)
         if self.options.session_id:
             if not is_valid_session_id(self.options.session_id):
-                raise SxctlError(f"invalid session id {self.options.session_id!r}", code="invalid_value")
+                raise SxctlError(f"invalid session id {self.options.session_id!r}", code=ErrorCode.INVALID_VALUE)
             sid = self.options.session_id
         else:
             sid = new_session_id(date.today(), lambda name: (sessions / name).exists())
@@ -81,13 +81,13 @@ class ReferenceAgent:
         try:
             self.lock.acquire()
         except Timeout:
-            raise ConflictError(f"another sxctl agent runs in session {sid}", code="agent_owns_session",
+            raise ConflictError(f"another sxctl agent runs in session {sid}", code=ErrorCode.AGENT_OWNS_SESSION,
                                 file=self.dir / ".sxctl-agent.lock") from None
         stats = read_stats(self.dir)
         if not self.options.force and stats is not None and liveness_of(stats, self.clock.now_ms()).state == "live":
             self.lock.release()
             raise ConflictError(f"session {sid} is live (stats.json {LIVE_WINDOW_MS // 1000}s fresh): another agent "
-                                "owns it; pass --force to take it anyway", code="agent_owns_session")
+                                "owns it; pass --force to take it anyway", code=ErrorCode.AGENT_OWNS_SESSION)
         inbox = self.dir / "inbox"
         ensure_private_dir(inbox)
         ensure_private_dir(inbox / "done")

@@ -13,7 +13,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConflictError
+from ..errors import ConflictError, ErrorCode
 
 ADJECTIVES = ("quiet", "brave", "calm", "eager", "gentle", "happy", "jolly", "keen", "lucid", "merry", "nimble",
               "proud", "rapid", "sharp", "steady", "witty")
@@ -88,7 +88,7 @@ def new_session_id(today: date, taken: Callable[[str], bool]) -> str:
         candidate = f"{today:%Y_%m_%d}_{rng.choice(ADJECTIVES)}_{rng.choice(NOUNS)}"
         if not taken(candidate):
             return candidate
-    raise ConflictError("no free session name left for today", code="name_taken")
+    raise ConflictError("no free session name left for today", code=ErrorCode.NAME_TAKEN)
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:

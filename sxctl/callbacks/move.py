@@ -15,7 +15,7 @@ import copy
 from typing import Any
 
 from .. import faults
-from ..errors import ConflictError, SxctlError
+from ..errors import ConflictError, ErrorCode, SxctlError
 from ..project import Session
 from ..record import Factory, record
 from ..report import Reporter
@@ -84,7 +84,8 @@ def _match(doc: dict[str, Any], source_id: str, slot: dict[str, Any], rev: int) 
 def _full(target: Session, needed: int, free: int) -> ConflictError:
     return ConflictError(
         f"Error: all callback slots full (max {CAPACITY}): session {target.id} has {free} free slot(s) and "
-        f"moving needs {needed}; cancel timers there, or move fewer with --from", code="slots_full", verbatim=True)
+        f"moving needs {needed}; cancel timers there, or move fewer with --from",
+            code=ErrorCode.SLOTS_FULL, verbatim=True)
 
 
 def _plan(doc: dict[str, Any], sources: list[tuple[Session, int, list[dict[str, Any]]]]) -> list[MovedTimer]:

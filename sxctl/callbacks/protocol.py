@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, InvalidDataError, NotFoundError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError
 from ..fsio import atomic_write
 from ..locks import writer_lock
 from ..project import Session, check_rotation_after_write, warn_if_not_live
@@ -76,12 +76,12 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
     options = options or WriteOptions()
     clock, report, expect_rev = options.clock, options.report, options.expect_rev
     if not session.dir.is_dir():
-        raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
+        raise NotFoundError(f"session folder {session.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
     primary, mirror = _table_paths(session)
     if not options.mirror:
         mirror = None
     if not primary.parent.is_dir():
-        raise NotFoundError(f"session folder {primary.parent} not found", code="session_not_found")
+        raise NotFoundError(f"session folder {primary.parent} not found", code=ErrorCode.SESSION_NOT_FOUND)
     _remove_stale_temps(primary, clock)
     with writer_lock(primary.parent / LOCK_NAME, LOCK_WAIT_S, "the callbacks table"):
         for attempt in range(ATTEMPTS):
@@ -92,7 +92,7 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
                 parse_table(mirror, raw_pair[1]) if raw_pair[1] is not None and mirror is not None else None,
             )
             if expect_rev is not None and expect_rev != view.rev:
-                raise ConflictError(f"expected rev {expect_rev}, found {view.rev}", code="rev_moved")
+                raise ConflictError(f"expected rev {expect_rev}, found {view.rev}", code=ErrorCode.REV_MOVED)
             doc = copy.deepcopy(view.winner.doc) if view.winner else new_table_doc()
             now = clock.now_ms()
             outcome = apply(doc, now, attempt)
@@ -114,7 +114,8 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
             break
         else:
             raise ConflictError(
-                f"callbacks.json kept changing; gave up after {ATTEMPTS} attempts", code="rev_moved", file=primary
+                f"callbacks.json kept changing; gave up after {ATTEMPTS} attempts",
+                    code=ErrorCode.REV_MOVED, file=primary
             )
         mirror_skipped = _write_mirror(mirror, data, new_rev, report)
     if not view.exists:
@@ -161,7 +162,7 @@ def _verify(primary: Path, written: bytes, outcome: Any, survives: Survives, ver
         if table is not None and raw != written and not survives(table.doc, outcome):
             raise ConflictError(
                 f"lost update: the agent wrote rev {table.rev} from an older state and your change is gone; "
-                "run the command again", code="lost_update", file=primary,
+                "run the command again", code=ErrorCode.LOST_UPDATE, file=primary,
             )
         if last_look:
             return True

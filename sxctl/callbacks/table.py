@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsondata
-from ..errors import InvalidDataError, NotFoundError, SxctlError, UsageError
+from ..errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import read_data_file
 from ..project import Session
 
@@ -172,7 +172,7 @@ def _raw_pair(primary: Path, mirror: Path | None) -> tuple[bytes | None, bytes |
 def view_table(session: Session) -> TableView:
     """Read (never write) the session's table, both copies in a worktree."""
     if not session.dir.is_dir():
-        raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
+        raise NotFoundError(f"session folder {session.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
     primary, mirror = _table_paths(session)
     raw_primary, raw_mirror = _raw_pair(primary, mirror)
     return TableView(
@@ -184,18 +184,18 @@ def view_table(session: Session) -> TableView:
 
 # --- validation with the SetCallback tool's strings (callbacks.md §3) ---------------------------
 
-def tool_error(cls: type[SxctlError], message: str, code: str) -> SxctlError:
+def tool_error(cls: type[SxctlError], message: str, code: ErrorCode) -> SxctlError:
     return cls(message, code=code, verbatim=True)
 
 
 def check_message(message: str | None) -> str:
     if not message:
-        raise tool_error(UsageError, "Error: missing message parameter", "invalid_value")
+        raise tool_error(UsageError, "Error: missing message parameter", ErrorCode.INVALID_VALUE)
     if "\x00" in message:
-        raise tool_error(UsageError, "Error: message must not contain NUL characters", "invalid_value")
+        raise tool_error(UsageError, "Error: message must not contain NUL characters", ErrorCode.INVALID_VALUE)
     if len(message) > 2048:
         raise tool_error(
-            UsageError, f"Error: message must be at most 2048 characters (got {len(message)})", "invalid_value"
+            UsageError, f"Error: message must be at most 2048 characters (got {len(message)})", ErrorCode.INVALID_VALUE
         )
     return message
 
@@ -209,7 +209,7 @@ def check_delay_ms(delay_ms: int) -> int:
     if delay_ms % 1000 or not 1000 <= delay_ms <= 3_600_000:
         raise tool_error(
             UsageError, f"Error: delay_seconds must be between 1 and 3600 (got {_seconds_text(delay_ms)})",
-            "invalid_value",
+            ErrorCode.INVALID_VALUE,
         )
     return delay_ms
 
@@ -219,7 +219,7 @@ def check_first_in_ms(first_in_ms: int) -> int:
     if not 0 <= first_in_ms <= 3_600_000:
         raise tool_error(
             UsageError, f"Error: first_in must be between 0 and 3600 seconds (got {_seconds_text(first_in_ms)})",
-            "invalid_value",
+            ErrorCode.INVALID_VALUE,
         )
     return first_in_ms
 
@@ -230,19 +230,19 @@ def check_repeat(repeat: int) -> int:
         return 1
     if repeat != -1 and not 1 <= repeat <= 1000:
         raise tool_error(
-            UsageError, f"Error: repeat_count must be -1 or between 1 and 1000 (got {repeat})", "invalid_value"
+            UsageError, f"Error: repeat_count must be -1 or between 1 and 1000 (got {repeat})", ErrorCode.INVALID_VALUE
         )
     return repeat
 
 
 def check_slot_id(slot_id: int) -> int:
     if not 0 <= slot_id < CAPACITY:
-        raise tool_error(UsageError, f"Error: callback_id {slot_id} out of range (max 7)", "invalid_value")
+        raise tool_error(UsageError, f"Error: callback_id {slot_id} out of range (max 7)", ErrorCode.INVALID_VALUE)
     return slot_id
 
 
 def not_active_error(slot_id: int) -> SxctlError:
-    return tool_error(NotFoundError, f"Error: callback slot {slot_id} is not active", "slot_not_active")
+    return tool_error(NotFoundError, f"Error: callback slot {slot_id} is not active", ErrorCode.SLOT_NOT_ACTIVE)
 
 
 # --- slots in a document -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ import copy
 import math
 from typing import Any
 
-from ..errors import ConflictError, TooLateError, UsageError
+from ..errors import ConflictError, ErrorCode, TooLateError, UsageError
 from ..project import Session
 from .protocol import WriteOptions, WriteResult, write_table
 from .table import (
@@ -54,11 +54,11 @@ def set_timer(
         if slot_id is None:
             chosen = next((i for i in range(CAPACITY) if is_free(slots.get(i))), None)
             if chosen is None:
-                raise tool_error(ConflictError, "Error: all callback slots full (max 8)", "slots_full")
+                raise tool_error(ConflictError, "Error: all callback slots full (max 8)", ErrorCode.SLOTS_FULL)
         else:
             chosen = slot_id
             if not is_free(slots.get(chosen)) and not replace:
-                raise ConflictError(f"slot {chosen} is active; use --replace", code="slot_active")
+                raise ConflictError(f"slot {chosen} is active; use --replace", code=ErrorCode.SLOT_ACTIVE)
         slot = {
             "id": chosen, "active": True, "message": message, "delay_ms": delay_ms,
             "repeat_count": repeat, "fire_at_ms": now + (delay_ms if first_in_ms is None else first_in_ms),

@@ -23,8 +23,8 @@ from .output import Group, emit_json, say
 COMMANDS = {
     "session": "session:session", "config": "config:config", "callbacks": "callbacks:callbacks",
     "cb": "callbacks:callbacks", "inbox": "inbox:inbox", "cron": "cron:cron", "agent": "agent:agent",
-    "status": "observe:status", "next": "observe:next_", "watch": "observe:watch", "demo": "demo:demo",
-    "doctor": "doctor:doctor",
+    "status": "observe:status", "next": "observe:next_", "watch": "observe:watch_command", "demo": "demo:demo",
+    "doctor": "doctor:doctor_command",
 }
 
 

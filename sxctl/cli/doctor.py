@@ -10,7 +10,7 @@ from .output import Command, emit, say, settings
 @click.command("doctor", cls=Command)
 @click.option("--max-log-bytes", type=int, metavar="N", help="Ledger byte ceiling (default 2,000,000).")
 @click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
-def doctor(max_log_bytes, crontab_file) -> None:
+def doctor_command(max_log_bytes, crontab_file) -> None:
     """Check that everything around the agent is alive: project, agent, messages and timers
     stranded in a session no agent reads, permissions, temps and locks, the cron files as a pass
     reads them, the scheduler's heartbeat and installed entry, job targets that no longer resolve
@@ -22,10 +22,10 @@ def doctor(max_log_bytes, crontab_file) -> None:
       sxctl doctor
       sxctl doctor --json | jq '.checks[] | select(.status != "ok")'
     """
-    from ..api import doctor as diagnose
+    from ..api import doctor
 
     s = settings()
-    report = diagnose(session=s.session, project=s.project, workspace=s.workspace, max_log_bytes=max_log_bytes,
+    report = doctor(session=s.session, project=s.project, workspace=s.workspace, max_log_bytes=max_log_bytes,
                       crontab_file=crontab_file, clock=s.clock)
 
     def human() -> None:

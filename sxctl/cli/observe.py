@@ -141,7 +141,7 @@ def next_(count: int, tz: str | None) -> None:
 @click.command("watch", cls=Command)
 @click.option("--duration", "duration_s", type=DURATION, metavar="SECONDS",
               help="Stop after this long (default: until interrupted).")
-def watch(duration_s: float | None) -> None:
+def watch_command(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.
 
     A live full-screen view on a terminal (q or Ctrl-C to quit); with --json, a stream of JSON
@@ -152,9 +152,9 @@ def watch(duration_s: float | None) -> None:
       sxctl watch
       sxctl watch --json | while read -r event; do echo "$event" | jq -c 'select(.event=="cron_run")'; done
     """
-    from ..api import watch as start_watching
+    from ..api import watch
 
-    watching = start_watching(**_where())
+    watching = watch(**_where())
     deadline = None if duration_s is None else time.monotonic() + duration_s
     if settings().json or not sys.stdout.isatty():
         _stream(watching, deadline)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConflictError, UsageError
+from ..errors import ConflictError, ErrorCode, UsageError
 from ..project import check_session_id
 from ..report import Reporter
 from .policy import PolicyOptions
@@ -250,11 +250,11 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
         raise UsageError("Invalid cron schedule input")
     schedule = resolve_schedule(spec.schedule, now_ms, notes)
     if any(job["name"] == name for job in store["jobs"]):
-        raise ConflictError(f'A cron job named "{name}" already exists', code="name_taken")
+        raise ConflictError(f'A cron job named "{name}" already exists', code=ErrorCode.NAME_TAKEN)
     live_authored = [j for j in store["jobs"] if j["source"] == "authored"
                      and j["lifecycle"]["status"] != "one_shot_terminal"]
     if len(live_authored) >= max_jobs:
-        raise ConflictError("Authored cron job capacity reached", code="capacity")
+        raise ConflictError("Authored cron job capacity reached", code=ErrorCode.CAPACITY)
     head: dict[str, Any] = {"id": str(uuid.uuid4()), "name": name, "agentId": agent_id, "schedule": schedule,
                             "lifecycle": _lifecycle(schedule, now_ms, spec.paused)}
     if spec.max_dependency_errors is not None:
@@ -270,9 +270,10 @@ def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
     """A job an editing verb may change; `verb` is the comis tool action (update, remove)."""
     job = find_job(store, name)
     if job["source"] == "built_in":
-        raise ConflictError(f"Config-owned cron jobs cannot be {verb}d through cron.{verb}", code="config_owned")
+        raise ConflictError(f"Config-owned cron jobs cannot be {verb}d through cron.{verb}",
+            code=ErrorCode.CONFIG_OWNED)
     if any(claim["jobId"] == job["id"] for claim in store["activeClaims"]):
-        raise ConflictError("Cron job has an active execution", code="active_claim")
+        raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
     return job
 
 
@@ -297,7 +298,7 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
     if spec.new_name is not None and spec.new_name != name:
         check_name(spec.new_name)
         if any(other["name"] == spec.new_name for other in store["jobs"]):
-            raise ConflictError(f'A cron job named "{spec.new_name}" already exists', code="name_taken")
+            raise ConflictError(f'A cron job named "{spec.new_name}" already exists', code=ErrorCode.NAME_TAKEN)
     head = {k: job[k] for k in ("id", "name", "agentId", "schedule", "lifecycle")}
     if spec.new_name is not None:
         head["name"] = check_name(spec.new_name)
@@ -349,7 +350,8 @@ def _schedule_change(current: dict[str, Any], given: ScheduleInput, notes: list[
 def _paused_or_resumed(lifecycle: dict[str, Any], *, paused: bool) -> dict[str, Any]:
     status = lifecycle["status"]
     if status.startswith("one_shot"):
-        raise ConflictError("Terminal or claimed one-shot jobs cannot be paused or resumed", code="one_shot_final")
+        raise ConflictError("Terminal or claimed one-shot jobs cannot be paused or resumed",
+            code=ErrorCode.ONE_SHOT_FINAL)
     base = {"nextRunAtMs": lifecycle["nextRunAtMs"],
             "consecutiveDependencyErrors": lifecycle["consecutiveDependencyErrors"]}
     if paused:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import faults, jsondata
-from ..errors import ConflictError, InvalidDataError, SxctlError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..fsio import PendingFile, file_stamp, open_regular, read_refusal
 from ..locks import MkdirLock
 from .ledger_rows import IDENTITY_KEYS, check_row
@@ -316,7 +316,7 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
     logical = sum(size for eid, size in sizes.items() if eid not in dropped) + open_starts * MAX_ROW_BYTES
     while logical > max_log_bytes:
         if not droppable:
-            raise ConflictError("Cron execution ledger has no safely prunable capacity", code="capacity",
+            raise ConflictError("Cron execution ledger has no safely prunable capacity", code=ErrorCode.CAPACITY,
                                 file=ledger.path)
         victim = droppable.pop(0).execution_id
         dropped.add(victim)
@@ -348,7 +348,8 @@ def append_rows(
     for row in rows:
         line = encode_compact(row)
         if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
-            raise ConflictError("Cron execution terminal exceeds its reserved byte ceiling", code="capacity", file=path)
+            raise ConflictError("Cron execution terminal exceeds its reserved byte ceiling",
+                code=ErrorCode.CAPACITY, file=path)
         problem = check_row(row, full=True)
         if problem:
             raise SxctlError(f"refusing to write an invalid ledger row: {problem}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import faults
-from ..errors import ConflictError, InvalidDataError, UsageError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
 from ..timeparse import parse_time_in_zone_ms
@@ -160,7 +160,7 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
         for record, recent in zip(skips, full, strict=True):
             record["recent"] = recent  # nothing written: the caller's policy as it was
         raise ConflictError(f"{path} would be larger than its cap of {FILE_CAP} bytes even without skip history; "
-                            "nothing was written: remove jobs or their settings", code="capacity", file=path)
+                            "nothing was written: remove jobs or their settings", code=ErrorCode.CAPACITY, file=path)
     while low < high:
         middle = (low + high + 1) // 2
         if len(keeping(middle)) <= FILE_CAP:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, InvalidDataError, SxctlError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
 from .admission import Admission, AdmissionReport
@@ -92,7 +92,7 @@ def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mappin
     if store is not None and any(job["source"] == "built_in" for job in store["jobs"]):
         if not force:
             raise ConflictError("the store holds comis built-in jobs; it belongs to a comis daemon",
-                                code="built_in_present", file=ws.store)
+                                code=ErrorCode.BUILT_IN_PRESENT, file=ws.store)
         report.warn("--force: the store holds comis built-in jobs; they are never claimed")
     refuse_if_reset_pending(ws)
 
@@ -168,14 +168,14 @@ class SchedulerPass:
         for code in ("identity_mismatch", "clock_behind"):
             found = [p for p in problems if p.code == code]
             if found:
-                raise SxctlError("; ".join(p.message for p in found), code=code, file=found[0].file)
+                raise SxctlError("; ".join(p.message for p in found), code=ErrorCode(code), file=found[0].file)
         orphans = [p for p in problems if p.code == "orphan_start"]
         if orphans and not self.options.terminalize_orphans:
             raise SxctlError(
                 f"{len(orphans)} orphan start(s) in {self.ws.ledger} (no terminal, no claim): "
                 + ", ".join(p.message.split()[2].rstrip(":") for p in orphans)
                 + "; pass --terminalize-orphans to record them as unknown",
-                code="orphan_start", file=str(self.ws.ledger))
+                code=ErrorCode.ORPHAN_START, file=str(self.ws.ledger))
         self.orphans = [g for eid, g in self.ledger.groups.items()
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
         self.policy = read_policy(self.ws)
@@ -201,9 +201,9 @@ class SchedulerPass:
         self._reconcile()
         job = find_job(self.store, name)
         if job["source"] == "built_in":
-            raise ConflictError("Config-owned cron jobs cannot be run through cron.run", code="config_owned")
+            raise ConflictError("Config-owned cron jobs cannot be run through cron.run", code=ErrorCode.CONFIG_OWNED)
         if any(claim["jobId"] == job["id"] for claim in self.store["activeClaims"]):
-            raise ConflictError("Cron job has an active execution", code="active_claim")
+            raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
         self._run_occurrence(job, manual=True)
 
     def _due(self) -> list[dict[str, Any]]:

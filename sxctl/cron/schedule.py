@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..errors import SxctlError, UsageError
+from ..errors import ErrorCode, SxctlError, UsageError
 from ..timeparse import (
     LATEST_SCHEDULABLE_MS,
     canonical_zone_name,
@@ -44,7 +44,7 @@ _SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are se
 _MAX_CANDIDATES = 50_000
 
 
-def _invalid_expression(code: str = "invalid_value", hint: str | None = None) -> SxctlError:
+def _invalid_expression(code: ErrorCode = ErrorCode.INVALID_VALUE, hint: str | None = None) -> SxctlError:
     return UsageError("Invalid cron expression", code=code, hint=hint or
                       "give 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first")
 
@@ -85,7 +85,8 @@ class CronPattern:
         expanded = NICKNAMES.get(text.lower(), text)
         fields = tuple(expanded.split())
         if len(fields) == 7:
-            raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported", code="unsupported")
+            raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported",
+                code=ErrorCode.UNSUPPORTED)
         if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
             raise _invalid_expression()
         if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner

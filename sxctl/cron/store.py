@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, UsageError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file
 from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
@@ -71,7 +71,7 @@ def find_job(store: dict[str, Any], name: str) -> dict[str, Any]:
     for job in store["jobs"]:
         if job["name"] == name:
             return job
-    raise NotFoundError(f"Cron job not found: {name}", code="job_not_found")
+    raise NotFoundError(f"Cron job not found: {name}", code=ErrorCode.JOB_NOT_FOUND)
 
 
 def default_agent_id(store: dict[str, Any] | None, explicit: str | None, environ: Mapping[str, str]) -> str:
@@ -156,7 +156,7 @@ def refuse_if_daemon_owns(ws: Workspace, environ: Mapping[str, str], report: Rep
                 f"a comis daemon (pid {lock.pid if lock.pid is not None else '?'}, {_tilde(lock.lock_file, environ)}) "
                 "owns this workspace. It caches the store in memory and would not see this change, and its next "
                 "claim could abort its scheduler ticks. Stop the daemon, or use comis's own cron tool.",
-                code="daemon_owns_workspace", file=lock.lock_file,
+                code=ErrorCode.DAEMON_OWNS_WORKSPACE, file=lock.lock_file,
             )
         if lock.owns_workspace:
             report.warn(f"--force: a live comis daemon (pid {lock.pid}) owns this workspace; running anyway")
@@ -168,7 +168,7 @@ def refuse_if_reset_pending(ws: Workspace) -> None:
     if os.path.lexists(ws.reset_intent):
         raise ConflictError(
             f"a comis guarded reset is in progress ({ws.reset_intent}); try again when it has finished",
-            code="reset_intent", file=ws.reset_intent,
+            code=ErrorCode.RESET_INTENT, file=ws.reset_intent,
         )
 
 
@@ -186,7 +186,7 @@ def _touch_sentinel(path: Path) -> bool:
 def init_workspace(ws: Workspace) -> list[str]:
     """Create whatever is missing of `.scheduler/`, sentinels, store and ledger; never overwrite."""
     if not ws.root.is_dir():
-        raise NotFoundError(f"workspace {ws.root} is not a folder", code="file_not_found", file=ws.root)
+        raise NotFoundError(f"workspace {ws.root} is not a folder", code=ErrorCode.FILE_NOT_FOUND, file=ws.root)
     ws.refuse_symlinks()
     created = []
     if not ws.scheduler.is_dir():
@@ -222,7 +222,7 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     data = encode_compact(canonical) if touched is None or cache is None else _encode_reusing(
         canonical, touched, cache)
     if len(data) > STORE_CAP:
-        raise ConflictError("Cron store byte capacity reached", code="capacity", file=ws.store)
+        raise ConflictError("Cron store byte capacity reached", code=ErrorCode.CAPACITY, file=ws.store)
     def before_rename() -> None:
         faults.hit("before-rename")
         lock.check_held()
@@ -275,7 +275,7 @@ def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float =
         if store is not None and store["activeClaims"]:
             raise ConflictError(f"{len(store['activeClaims'])} claim(s) are active in {ws.store}; let the pass "
                                 "that holds them finish (or `sxctl cron tick` settle them), then hand off",
-                                code="active_claim", file=ws.store)
+                                code=ErrorCode.ACTIVE_CLAIM, file=ws.store)
         with MkdirLock(ws.ledger_sentinel, boot_id=f"sxctl-{uuid.uuid4()}", wait_s=lock_wait_s,
                        what="the cron ledger"):
             if not os.path.lexists(ws.ledger):

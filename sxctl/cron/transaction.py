@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import NotFoundError, SxctlError
+from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..report import Reporter
 from ..timeparse import format_ms
 from .jobs import JobSpec
@@ -66,12 +66,12 @@ def mutate_store(
     if create:
         init_workspace(ws)
     if not ws.scheduler.is_dir() or not os.path.lexists(ws.store):
-        raise NotFoundError(f"no cron store at {ws.store}; run `sxctl cron init`", code="file_not_found",
+        raise NotFoundError(f"no cron store at {ws.store}; run `sxctl cron init`", code=ErrorCode.FILE_NOT_FOUND,
                             file=ws.store)
     with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s) as lock:
         store = read_store(ws)
         if store is None:
-            raise NotFoundError(f"no cron store at {ws.store}", code="file_not_found", file=ws.store)
+            raise NotFoundError(f"no cron store at {ws.store}", code=ErrorCode.FILE_NOT_FOUND, file=ws.store)
         now = clock.now_ms()
         refuse_clock_behind(ws, store, now)
         working = copy.deepcopy(store)
@@ -101,7 +101,7 @@ def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> No
     if latest > now_ms:
         raise SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
                          f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
-                         "fix the clock, or wait until then", code="clock_behind", file=ws.ledger)
+                         "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger)
 
 
 def job_change(name: str, spec: JobSpec, *, resumed: bool = False,

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import NotFoundError, SxctlError
+from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..fsio import refuse_symlinks_below
 
 
@@ -54,7 +54,8 @@ class Workspace:
         for path in (self.store, self.ledger, self.policy, self.store_sentinel, self.ledger_sentinel,
                      Path(f"{self.store_sentinel}.owner"), Path(f"{self.ledger_sentinel}.owner")):
             if os.path.islink(path):
-                raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data", file=path)
+                raise SxctlError(f"refusing to use {path}: it is a symbolic link",
+                    code=ErrorCode.INVALID_DATA, file=path)
 
 
 def locate_workspace(explicit: str | None, environ: Mapping[str, str], project_finder: Callable[[], Path]) -> Workspace:
@@ -63,6 +64,6 @@ def locate_workspace(explicit: str | None, environ: Mapping[str, str], project_f
     if given:
         root = Path(os.path.realpath(given))
         if not root.is_dir():
-            raise NotFoundError(f"workspace {root} is not a folder", code="file_not_found", file=root)
+            raise NotFoundError(f"workspace {root} is not a folder", code=ErrorCode.FILE_NOT_FOUND, file=root)
         return Workspace(root)
     return Workspace(project_finder())

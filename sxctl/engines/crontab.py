@@ -11,7 +11,15 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ConflictError, InvalidDataError, NotFoundError, SxctlError, SystemRefusedError, UsageError
+from ..errors import (
+    ConflictError,
+    ErrorCode,
+    InvalidDataError,
+    NotFoundError,
+    SxctlError,
+    SystemRefusedError,
+    UsageError,
+)
 from ..fsio import refuse_symlink
 from ..locks import writer_lock
 from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_non_regular, replace_outside_file
@@ -142,7 +150,7 @@ def _block_spans(text: str, tick: TickCommand) -> list[tuple[int, int]]:
                     break
             else:
                 raise SxctlError(f"the crontab has the start of sxctl's block for {tick.project} but not its end; "
-                                 "fix it with `crontab -e`", code="invalid_data")
+                                 "fix it with `crontab -e`", code=ErrorCode.INVALID_DATA)
         index += 1
     return spans
 
@@ -187,7 +195,7 @@ class Crontab:
             err = done.stderr.decode("utf-8", "replace").strip()
             if "no crontab" in err:
                 return ""
-            raise SxctlError(f"crontab -l failed: {err}", code="internal")
+            raise SxctlError(f"crontab -l failed: {err}", code=ErrorCode.INTERNAL)
         if len(done.stdout) > OUTSIDE_FILE_CAP:
             raise InvalidDataError("crontab -l", f"larger than {OUTSIDE_FILE_CAP} bytes")
         return _decode(done.stdout)
@@ -198,7 +206,8 @@ class Crontab:
             return
         done = self._crontab("-", _encode(text))
         if done.returncode != 0:
-            raise SxctlError(f"crontab - failed: {done.stderr.decode('utf-8', 'replace').strip()}", code="internal")
+            raise SxctlError(f"crontab - failed: {done.stderr.decode('utf-8', 'replace').strip()}",
+                code=ErrorCode.INTERNAL)
 
     @staticmethod
     def _crontab(arg: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -208,12 +217,12 @@ class Crontab:
         program = shutil.which("crontab")
         if program is None:
             raise NotFoundError("crontab(1) is not installed here; install cron, or use --target systemd "
-                                "(or --crontab-file FILE)", code="file_not_found")
+                                "(or --crontab-file FILE)", code=ErrorCode.FILE_NOT_FOUND)
         try:
             return subprocess.run([program, arg], input=stdin if stdin is not None else b"", capture_output=True,
                                   timeout=30)
         except subprocess.TimeoutExpired:
-            raise SxctlError(f"crontab {arg} did not finish within 30 s", code="timeout") from None
+            raise SxctlError(f"crontab {arg} did not finish within 30 s", code=ErrorCode.TIMEOUT) from None
         except OSError as error:
             raise SystemRefusedError.from_os_error(error, "cannot run crontab(1)") from None
 
@@ -234,7 +243,7 @@ def crontab_lock_folder() -> Path:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise SxctlError(f"refusing to use {folder} for the crontab lock: it must be a folder of user "
                          f"{os.getuid()} with mode 0700 (remove it and run the command again)",
-                         code="invalid_data", file=folder)
+                         code=ErrorCode.INVALID_DATA, file=folder)
     return folder
 
 
@@ -265,7 +274,7 @@ def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str
             state = "is not there as written" if wanted else "is still there"
             raise ConflictError(f"{crontab} was written, but sxctl's block for {tick.project} {state} when read back "
                                 "(another program changed it at the same time); run the command again",
-                                code="lost_update")
+                                code=ErrorCode.LOST_UPDATE)
     return True
 
 

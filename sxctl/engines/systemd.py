@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..errors import SxctlError, SystemRefusedError
+from ..errors import ErrorCode, SxctlError, SystemRefusedError
 from .outside import read_outside_file, refuse_non_regular, replace_outside_file, xdg_dir
 from .values import MARKER, ReadBackError, TickCommand, check_value, refuse_value, shown
 
@@ -272,7 +272,7 @@ def run_systemctl(commands: list[list[str]], environ: Mapping[str, str] = os.env
             done = subprocess.run([program, *argv[1:]], stdin=subprocess.DEVNULL, capture_output=True, timeout=120,
                                   env=dict(environ))
         except subprocess.TimeoutExpired:
-            raise SxctlError(f"`{line}` did not finish within 120 s", code="timeout") from None
+            raise SxctlError(f"`{line}` did not finish within 120 s", code=ErrorCode.TIMEOUT) from None
         except OSError as error:
             raise SystemRefusedError.from_os_error(error, f"cannot run `{line}`:") from None
         if done.returncode != 0:
@@ -332,7 +332,7 @@ def install_systemd(units: dict[str, str], folder: Path) -> list[Path]:
         if old == data:
             continue
         if old is not None and MARKER.encode() not in old:
-            raise SxctlError(f"{path} exists and was not written by sxctl; not replaced", code="name_taken")
+            raise SxctlError(f"{path} exists and was not written by sxctl; not replaced", code=ErrorCode.NAME_TAKEN)
         replace_outside_file(path, data, mode=0o644)
         changed.append(path)
     return changed

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import SxctlError, UsageError
+from ..errors import ErrorCode, SxctlError, UsageError
 
 TARGETS = ("crontab", "systemd", "kubernetes")
 MARKER = "managed by `sxctl cron export --install`"
@@ -67,7 +67,7 @@ class ReadBackError(SxctlError):
 
     def __init__(self, target: str, detail: str) -> None:
         super().__init__(f"the {target} configuration for these values does not read back as written ({detail}); "
-                         "nothing was written", code="invalid_value", target=target)
+                         "nothing was written", code=ErrorCode.INVALID_VALUE, target=target)
 
 
 @dataclass

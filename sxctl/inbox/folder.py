@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFoundError, SystemRefusedError
+from ..errors import ErrorCode, NotFoundError, SystemRefusedError
 from ..fsio import read_bytes_capped, refuse_symlinks_below
 from ..project import Session
 from ..record import record
@@ -344,8 +344,8 @@ def find_message(session: Session, stem: str) -> MessageRow:
         hop = moved_to(inbox.path, stem, moving=False)
         if hop is not None:
             raise NotFoundError(f"no message {stem} in session {session.id}: `inbox forward` moved it to session "
-                                f"{hop[0]} as {hop[1]}", code="stem_not_found", moved_to={"session": hop[0],
+                                f"{hop[0]} as {hop[1]}", code=ErrorCode.STEM_NOT_FOUND, moved_to={"session": hop[0],
                                                                                            "stem": hop[1]})
-    raise NotFoundError(f"no message {stem} in session {session.id}", code="stem_not_found")
+    raise NotFoundError(f"no message {stem} in session {session.id}", code=ErrorCode.STEM_NOT_FOUND)
 
 

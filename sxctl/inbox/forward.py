@@ -10,7 +10,7 @@ from typing import Any
 
 from ..callbacks.table import view_table
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, NotFoundError, SxctlError, UsageError
+from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, UsageError
 from ..project import Session, as_session, list_sessions, resolve_target_session
 from ..record import Factory, record
 from ..report import Reporter
@@ -30,7 +30,7 @@ def forward_target(project: Path, to: str, clock: Clock) -> Session:
         if to != "live":
             raise
         raise NotFoundError(f"{error.message}: nothing to forward to; start the agent, or name a session "
-                            "with --to SESSION", code="session_not_found") from None
+                            "with --to SESSION", code=ErrorCode.SESSION_NOT_FOUND) from None
 
 
 def pick_sources(project: Path, target: Session, explicit: list[str] | None, clock: Clock,
@@ -46,7 +46,7 @@ def pick_sources(project: Path, target: Session, explicit: list[str] | None, clo
                 raise UsageError(f"--from {session_id} is the session to forward to")
             if source.state == "live":
                 raise ConflictError(f"session {source.id} is live: its agent reads its own inbox and timers; "
-                                    "move only out of a session no agent runs in", code="agent_owns_session")
+                                    "move only out of a session no agent runs in", code=ErrorCode.AGENT_OWNS_SESSION)
             chosen.append(source)
         return chosen
     return [session for info in list_sessions(project, clock)

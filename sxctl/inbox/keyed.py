@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ConflictError, SxctlError
+from ..errors import ConflictError, ErrorCode, SxctlError
 from ..fsio import PendingFile, ensure_private_dir, link_create
 from ..jsondata import compact_json
 from ..project import Session
@@ -36,7 +36,7 @@ def project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as error:
         if error.errno == errno.ELOOP:
-            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code="invalid_data",
+            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code=ErrorCode.INVALID_DATA,
                              file=path) from None
         raise
     try:  # an operating-system lock held by another process: waited for in real time
@@ -47,7 +47,8 @@ def project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise ConflictError(f"another keyed send holds {path}", code="lock_busy", file=path) from None
+                    raise ConflictError(f"another keyed send holds {path}",
+                        code=ErrorCode.LOCK_BUSY, file=path) from None
                 time.sleep(0.005)
         yield
     finally:
@@ -75,7 +76,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
         if record is not None:
             if record["content_sha256"] != request.content_sha256:
                 raise ConflictError(
-                    "key reused with different content", code="key_conflict", file=record_path
+                    "key reused with different content", code=ErrorCode.KEY_CONFLICT, file=record_path
                 )
             return _settle_recorded(session, inbox, request, record, clock)
         if not looked_elsewhere:
@@ -85,7 +86,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
                 if elsewhere.record["content_sha256"] != request.content_sha256:
                     raise ConflictError(
                         f"key reused with different content (its message is in session {elsewhere.session.id})",
-                        code="key_conflict", file=key_record_path(elsewhere.inbox, request.key),
+                        code=ErrorCode.KEY_CONFLICT, file=key_record_path(elsewhere.inbox, request.key),
                     )
                 return elsewhere.stem, elsewhere.state, True, False, elsewhere
         reservation: PendingFile | None = None
@@ -115,9 +116,9 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
             raise
         if not publish(inbox, stem, request.data, request.image, reservation):
             raise ConflictError(f"stem {stem} was taken while reserved for key {request.key!r}",
-                                code="lock_busy", file=inbox.pending_file(stem))
+                                code=ErrorCode.LOCK_BUSY, file=inbox.pending_file(stem))
         return stem, "pending", False, False, None
-    raise ConflictError(f"could not settle key record {record_path}", code="lock_busy")
+    raise ConflictError(f"could not settle key record {record_path}", code=ErrorCode.LOCK_BUSY)
 
 
 def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, record: dict[str, Any],
@@ -142,10 +143,10 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
                 raise ConflictError(
                     f"another writer holds {temp} for key {request.key!r}; "
                     "if it crashed, `sxctl inbox clean` removes it after an hour",
-                    code="lock_busy", file=temp,
+                    code=ErrorCode.LOCK_BUSY, file=temp,
                 )
             continue
         if publish(inbox, stem, request.data, request.image):
             return stem, "pending", True, True, None
-    raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code="lock_busy")
+    raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code=ErrorCode.LOCK_BUSY)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, NotFoundError, SxctlError, TooLateError
+from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, TooLateError
 from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly
 from ..jsondata import compact_json
 from ..project import Session, as_session
@@ -35,7 +35,7 @@ def stem_for_key(session: Session, key: str) -> str:
         record = read_key_record(key_record_path(inbox, key))
         if record is not None:
             return record["stem"]
-    raise NotFoundError(f"no message was sent with key {key!r} in session {session.id}", code="stem_not_found")
+    raise NotFoundError(f"no message was sent with key {key!r} in session {session.id}", code=ErrorCode.STEM_NOT_FOUND)
 
 
 def retract(session: Session, stem: str) -> RetractResult:
@@ -50,7 +50,7 @@ def retract(session: Session, stem: str) -> RetractResult:
     if os.path.lexists(inbox.pending_file(stem)):
         ensure_private_dir(inbox.retracted)
         if os.path.lexists(target):
-            raise ConflictError(f"{target} already exists", code="name_taken", file=target)
+            raise ConflictError(f"{target} already exists", code=ErrorCode.NAME_TAKEN, file=target)
     try:
         os.rename(inbox.pending_file(stem), target)
     except FileNotFoundError:
@@ -61,7 +61,7 @@ def retract(session: Session, stem: str) -> RetractResult:
         if os.path.lexists(target):
             return RetractResult(inbox, stem, already=True)
         raise NotFoundError(
-            f"no message {stem} in {inbox.path}", code="stem_not_found"
+            f"no message {stem} in {inbox.path}", code=ErrorCode.STEM_NOT_FOUND
         ) from None
     sidecar = inbox.sidecar_of(inbox.path, stem)
     if sidecar is not None:

@@ -37,7 +37,7 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import NotFoundError
+from ..errors import ErrorCode, NotFoundError
 from ..fsio import (
     atomic_write,
     ensure_private_dir,
@@ -170,7 +170,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
     inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.path / INTENTS, inbox.path / MOVES)
     new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys)
     if not target.dir.is_dir():
-        raise NotFoundError(f"session folder {target.dir} not found", code="session_not_found")
+        raise NotFoundError(f"session folder {target.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
     ensure_private_dir(new_inbox.path)
     ensure_private_dir(inbox.path / INTENTS)
     keys = key_index(inbox).get(stem, []) if keys is None else keys
@@ -232,7 +232,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
             moved.outcome = inbox.state_of(stem)  # the old agent took it, or it was retracted
             if moved.outcome == "pending":  # it is still there: the target went away
                 raise NotFoundError(f"session folder {target.dir} vanished while forwarding {stem}",
-                                    code="session_not_found") from None
+                                    code=ErrorCode.SESSION_NOT_FOUND) from None
         elif error.errno == errno.EXDEV:
             moved.outcome = "cross_device"
         else:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import faults
 from ..clock import Clock
-from ..errors import ConflictError
+from ..errors import ConflictError, ErrorCode
 from ..fsio import PendingFile, atomic_write, remove_quietly
 from .folder import InboxDir
 from .message import Image, default_stem
@@ -28,7 +28,7 @@ def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: C
         if take(stem):
             return stem
         raise ConflictError(
-            f"stem {stem} is already taken in {inbox.path}", code="name_taken",
+            f"stem {stem} is already taken in {inbox.path}", code=ErrorCode.NAME_TAKEN,
             file=inbox.pending_file(stem),
         )
     time_ns = clock.time_ns()
@@ -36,7 +36,7 @@ def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: C
         candidate = default_stem(time_ns + bump, priority)
         if take(candidate):
             return candidate
-    raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code="name_taken")
+    raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code=ErrorCode.NAME_TAKEN)
 
 
 class StemTaken(Exception):

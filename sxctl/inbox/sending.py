@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import NotFoundError, SxctlError
+from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..fsio import ensure_private_dir
 from ..project import Session, check_rotation_after_write, resolve_config, warn_if_not_live
 from ..record import record
@@ -113,7 +113,7 @@ def send(
     inbox.refuse_symlinks()
     if not _is_real_dir(inbox.path):  # one lstat when it exists (sends run in loops)
         if not session.dir.is_dir():
-            raise NotFoundError(f"session folder {session.dir} not found", code="session_not_found")
+            raise NotFoundError(f"session folder {session.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
         ensure_private_dir(inbox.path)
     switch = inbox_switch(session, report)
     warn_if_not_live(session, report)

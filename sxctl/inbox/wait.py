@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, NotFoundError, SxctlError, WaitTimeoutError
+from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, WaitTimeoutError
 from ..project import Session, as_session, date_prefix, freshest_live, list_sessions, session_info
 from ..record import Factory, record
 from ..report import Reporter
@@ -75,9 +75,9 @@ class WaitOutcome:
                 error.extra["reason"] = "no_live_agent"
             raise error
         if self.state == "retracted":
-            raise ConflictError(f"{where} was retracted", code="retracted", details=details)
+            raise ConflictError(f"{where} was retracted", code=ErrorCode.RETRACTED, details=details)
         if self.state == "missing":
-            raise NotFoundError(f"{where} not found", code="stem_not_found", details=details)
+            raise NotFoundError(f"{where} not found", code=ErrorCode.STEM_NOT_FOUND, details=details)
 
 
 def wait_for(
@@ -110,7 +110,7 @@ def wait_for(
         session, inbox, stem = where
         state = inbox.state_of(stem)
         waited = round((clock.monotonic() - started) * 1000)
-        raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code="interrupted",
+        raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code=ErrorCode.INTERRUPTED,
                          details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited}
                          ) from None
     session, inbox, stem = where

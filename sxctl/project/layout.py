@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import NotFoundError, UsageError
+from ..errors import ErrorCode, NotFoundError, UsageError
 
 #: the folder that makes a folder a project
 SCORPIOX_DIR = ".scorpiox"
@@ -90,7 +90,7 @@ def find_project(
             root = Path(os.path.realpath(given))
             if not ProjectLayout(root).exists():
                 raise NotFoundError(
-                    f"no .scorpiox/ folder in {root} (from {origin})", code="project_not_found"
+                    f"no .scorpiox/ folder in {root} (from {origin})", code=ErrorCode.PROJECT_NOT_FOUND
                 )
             return root
     session_dir = environ.get("SX_SESSION_DIR")
@@ -103,7 +103,7 @@ def find_project(
             here = os.getcwd()
         except FileNotFoundError:
             raise NotFoundError("the working folder no longer exists; cd to the project or pass --project DIR",
-                                code="project_not_found") from None
+                                code=ErrorCode.PROJECT_NOT_FOUND) from None
     else:
         here = os.fspath(cwd)
     start = Path(os.path.realpath(here))
@@ -112,5 +112,5 @@ def find_project(
             return folder
     raise NotFoundError(
         f"no .scorpiox/ folder found from {start} upward; pass --project DIR",
-        code="project_not_found",
+        code=ErrorCode.PROJECT_NOT_FOUND,
     )

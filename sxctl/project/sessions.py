@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import NotFoundError, UsageError
+from ..errors import ErrorCode, NotFoundError, UsageError
 from ..fsio import open_regular
 from ..record import Factory, record
 from ..report import Reporter
@@ -193,7 +193,7 @@ def _explicit_session(
     folder = ProjectLayout(project).session(session_id)
     if os.path.islink(folder) or not folder.is_dir():
         raise NotFoundError(
-            f"session {session_id} not found in {ProjectLayout(project).sessions}", code="session_not_found"
+            f"session {session_id} not found in {ProjectLayout(project).sessions}", code=ErrorCode.SESSION_NOT_FOUND
         )
     return as_session(session_info(folder, clock), project, source)
 
@@ -221,7 +221,7 @@ def select_session(
     infos = list_sessions(project, clock)
     if not infos:
         raise NotFoundError(
-            f"no sessions in {ProjectLayout(project).sessions}", code="session_not_found"
+            f"no sessions in {ProjectLayout(project).sessions}", code=ErrorCode.SESSION_NOT_FOUND
         )
     best = freshest_live(infos)
     if best is not None:
@@ -251,7 +251,7 @@ def _session_from_env_dir(
         raise UsageError(f"SX_SESSION_DIR={env_dir} is not a folder of <project>/.scorpiox/sessions/")
     if not folder.is_dir():
         raise NotFoundError(
-            f"session folder {folder} (from SX_SESSION_DIR) not found", code="session_not_found"
+            f"session folder {folder} (from SX_SESSION_DIR) not found", code=ErrorCode.SESSION_NOT_FOUND
         )
     info = session_info(folder, clock)
     if info.state != "live":
@@ -305,5 +305,5 @@ def resolve_target_session(project: Path, conversation: str, *, clock: Clock = S
         return _explicit_session(project, conversation, "flag", clock)
     best = freshest_live(list_sessions(project, clock))
     if best is None:
-        raise NotFoundError(f"no live session in {ProjectLayout(project).sessions}", code="session_not_found")
+        raise NotFoundError(f"no live session in {ProjectLayout(project).sessions}", code=ErrorCode.SESSION_NOT_FOUND)
     return as_session(best, project, "live")

@@ -18,9 +18,8 @@ import pytest
 
 from sxctl.callbacks.table import parse_table
 from sxctl.cron.ledger import scan_ledger
-
-from ..comis_strict import check_store_bytes
-from ..conftest import EXAMPLES, RandomKiller
+from tests.comis_strict import check_store_bytes
+from tests.conftest import EXAMPLES, RandomKiller
 
 pytestmark = pytest.mark.slow
 

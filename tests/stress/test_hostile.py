@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from ..conftest import EXAMPLES, tree
+from tests.conftest import EXAMPLES, tree
 
 SID = "2026_09_21_quiet_euler"
 
@@ -146,8 +146,7 @@ class StaleAgentClock:
                                   ["cb", "edit", "0", "--message", "edited"], ["cb", "pause"]])
 def test_a_stale_copy_under_the_same_rev_is_a_lost_update_not_verified(project, args):
     from sxctl.clock import FakeClock
-
-    from ..conftest import now_ms
+    from tests.conftest import now_ms
 
     folder = project.session(SID, live=True)
     shutil.copy(EXAMPLES / "callbacks.json", folder / "callbacks.json")

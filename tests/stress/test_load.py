@@ -12,9 +12,8 @@ import pytest
 
 from sxctl.callbacks.table import parse_table
 from sxctl.cron.ledger import scan_ledger
-
-from ..comis_strict import check_store_bytes
-from ..test_agent import Agent
+from tests.comis_strict import check_store_bytes
+from tests.conftest import Agent
 
 pytestmark = pytest.mark.slow
 

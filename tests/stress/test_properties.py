@@ -10,21 +10,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from sxctl.callbacks.table import encode_table, parse_table
-from sxctl.cli import cli
-from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.ledger_rows import check_row
 from sxctl.cron.schema import encode_compact, strict_loads, validate_store
 from sxctl.inbox.message import InboxMessage
-
-from ..comis_strict import check_store_bytes
-from ..conftest import EXAMPLES
+from tests.comis_strict import check_store_bytes
+from tests.conftest import EXAMPLES, clean_env, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -75,12 +71,11 @@ def test_stores_sxctl_writes_load_back_and_pass_the_independent_checker(names):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / ".scorpiox").mkdir()
-        runner = CliRunner()
         for name in names:  # after `--`, a name like "-0" is not taken for an option
-            result = runner.invoke(cli, ["--project", str(root), "cron", "add", "--every", "1h", "--payload",
-                                         "heartbeat-event", "--text", "beat", "--", name],
-                                   obj=Settings(clock=FakeClock(NOW)), env={"HOME": tmp})
-            assert result.exit_code == 0, result.output
+            result = run_cli(["--project", str(root), "cron", "add", "--every", "1h", "--payload",
+                              "heartbeat-event", "--text", "beat", "--", name],
+                             env=clean_env(root), cwd=root, clock=FakeClock(NOW))
+            assert result.code == 0, result.err
         path = root / ".scheduler" / "cron-jobs.json"
         if not names:
             return
@@ -99,9 +94,8 @@ def _mutate(raw: bytes, position: int, value: int) -> bytes:
 
 
 def _run(root: Path, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["--project", str(root), *args, "--json"], obj=Settings(clock=FakeClock(NOW)),
-                                env={"HOME": str(root), "SXCTL_SESSION": "", "SX_SESSION_DIR": ""})
-    return result.exit_code, result.stdout
+    result = run_cli(["--project", str(root), *args, "--json"], env=clean_env(root), cwd=root, clock=FakeClock(NOW))
+    return result.code, result.out
 
 
 @FAST

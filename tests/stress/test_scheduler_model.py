@@ -63,9 +63,8 @@ from sxctl.clock import FakeClock
 from sxctl.cron.policy import read_policy
 from sxctl.cron.views import validate_workspace
 from sxctl.cron.workspace import Workspace
-
-from ..comis_strict import check_store_bytes
-from ..conftest import REPO, clean_env, invoke
+from tests.comis_strict import check_store_bytes
+from tests.conftest import REPO, clean_env, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -560,7 +559,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def sxctl(self, *args: str):
         FIGURES[f"cmd {args[1]}"] += 1
         self.heartbeat()
-        result = invoke(list(args), env=self.env, cwd=self.root, clock=FakeClock(self.now))
+        result = run_cli(list(args), env=self.env, cwd=self.root, clock=FakeClock(self.now))
         assert "Traceback" not in result.err and result.code != 1, (args, result)
         return result
 
@@ -872,11 +871,11 @@ def _one_run(tmp_path: Path, *policy: str) -> tuple[Path, Model, Job]:
     folder.mkdir(parents=True)
     (tmp_path / "home").mkdir()
     env = clean_env(tmp_path / "home")
-    added = invoke(["cron", "add", "a", "--every", "1m", "--payload", "heartbeat-event", "--text", "a-1", "--json",
+    added = run_cli(["cron", "add", "a", "--every", "1m", "--payload", "heartbeat-event", "--text", "a-1", "--json",
                     *policy], env=env, cwd=root, clock=FakeClock(START_MS))
     assert added.code == 0, added.err
     (folder / "stats.json").write_text(json.dumps({"updated_ms": START_MS + 60_000}))
-    ticked = invoke(["cron", "tick"], env=env, cwd=root, clock=FakeClock(START_MS + 60_000))
+    ticked = run_cli(["cron", "tick"], env=env, cwd=root, clock=FakeClock(START_MS + 60_000))
     assert ticked.code == 0, ticked.err
     job_id = added.json()["jobId"]
     model = Model()

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from ..conftest import tree
+from tests.conftest import tree
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ COMMANDS = {
     "init": "edit:init", "add": "edit:add", "update": "edit:update", "pause": "edit:pause",
     "resume": "edit:resume", "remove": "edit:remove", "list": "view:list_", "show": "view:show",
     "next": "view:next_", "status": "ledger:status", "runs": "ledger:runs", "validate": "ledger:validate",
-    "wake": "ledger:wake", "tick": "tick:tick", "run": "tick:run", "export": "engines:export",
+    "wake": "ledger:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
     "handoff": "engines:handoff",
 }
 

@@ -7,8 +7,7 @@ import sys
 
 import click
 
-from ...api import run_job
-from ...api import tick as run_pass
+from ...api import run_job, tick
 from ...api.scheduler import tick_log
 from ...api.times import format_ms
 from ..output import DURATION, Command, completing, emit, in_workspace, reporter, say, settings
@@ -79,7 +78,7 @@ def _pass_lines(result) -> list[str]:
 @click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
               metavar="KIB",
               help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")
-def tick(log, log_max, **kw) -> None:
+def tick_command(log, log_max, **kw) -> None:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
 
     Meant for system cron, a systemd timer or a CI schedule; nothing claimed is ever run twice.
@@ -93,7 +92,7 @@ def tick(log, log_max, **kw) -> None:
     """
     if log is not None:
         _log_to(log, log_max)
-    result = run_pass(**_where(), **kw)
+    result = tick(**_where(), **kw)
     emit(result.to_json(), lambda: _say_lines(_pass_lines(result.report)))
 
 

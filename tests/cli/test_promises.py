@@ -1,0 +1,268 @@
+"""Every command does what it says, or says why not (the defects a week of real use found)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import EXAMPLES
+
+
+@pytest.mark.parametrize("args", [[], ["inbox"], ["cron"]])
+def test_a_group_without_a_subcommand_prints_its_help_plainly(project, args):
+    result = project.run(*args)
+    assert result.code == 0 and result.err == ""
+    assert result.out.startswith(f"Usage: sxctl {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND")
+
+
+@pytest.mark.parametrize(("typo", "meant"), [("sesion", "session"), ("callback", "callbacks"), ("stauts", "status")])
+def test_top_level_typos_get_a_suggestion(project, typo, meant):
+    result = project.run(typo)
+    assert result.code == 2
+    assert result.err == f"sxctl: No such command '{typo}'. Did you mean '{meant}'? (see 'sxctl --help')\n"
+
+
+def test_config_get_of_an_unset_key_is_not_found(project):
+    result = project.run("config", "get", "NO_SUCH_KEY")
+    assert result.code == 3 and result.out == ""
+    assert result.err == "sxctl: NO_SUCH_KEY is not set in any tier\n"
+    assert project.run("config", "get", "NO_SUCH_KEY", "--json").json()["error"]["code"] == "key_not_set"
+
+
+def test_a_missing_text_file_is_exit_3_like_a_missing_image(project):
+    project.session(live=False)
+    text = project.run("inbox", "send", "--text-file", "missing.md", "--json")
+    image = project.run("inbox", "send", "x", "--image", "missing.png", "--json")
+    assert text.code == image.code == 3
+
+
+def test_a_delivery_job_without_a_deliver_command_is_warned_about_at_add(project):
+    result = project.run("cron", "add", "stretch", "--in", "1h", "--payload", "delivery", "--text", "stretch")
+    assert result.code == 0 and "SXCTL_DELIVER_CMD is not set" in result.err
+    quiet = project.run("cron", "add", "stretch2", "--in", "1h", "--payload", "delivery", "--text", "s",
+                        env=project.env(SXCTL_DELIVER_CMD="cat"))
+    assert quiet.code == 0 and "SXCTL_DELIVER_CMD" not in quiet.err
+
+
+@pytest.fixture
+def store(project):
+    scheduler = project.root / ".scheduler"
+    scheduler.mkdir()
+    for name in ("cron-jobs.json", "cron-executions.jsonl"):
+        (scheduler / name).write_bytes((EXAMPLES / name).read_bytes())
+    assert project.run("cron", "add", "standup", "--cron", "0 9 * * 1-5", "--tz", "America/New_York",
+                       "--payload", "heartbeat-event", "--text", "plan").code == 0
+    assert project.run("cron", "add", "ping", "--every", "30m", "--payload", "heartbeat-event", "--text", "p").code == 0
+    return scheduler / "cron-jobs.json"
+
+
+def _job(store, name):
+    return next(j for j in json.loads(store.read_text())["jobs"] if j["name"] == name)
+
+
+def test_update_without_a_change_is_refused_and_writes_nothing(project, store):
+    before = store.read_bytes()
+    result = project.run("cron", "update", "standup", "--json")
+    assert result.code == 2 and result.json()["error"]["message"].startswith("nothing to change")
+    assert store.read_bytes() == before
+
+
+def test_update_tz_alone_moves_a_cron_job_to_that_zone(project, store):
+    before = _job(store, "standup")
+    result = project.run("cron", "update", "standup", "--tz", "Europe/Berlin", "--json")
+    assert result.code == 0 and result.json()["updated"] is True
+    after = _job(store, "standup")
+    assert after["schedule"] == {"kind": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Berlin"}
+    assert after["lifecycle"]["nextRunAtMs"] != before["lifecycle"]["nextRunAtMs"]
+
+
+def test_update_anchor_alone_re_anchors_an_every_job(project, store):
+    result = project.run("cron", "update", "ping", "--anchor", "2026-09-21T00:00:05Z")
+    assert result.code == 0
+    schedule = _job(store, "ping")["schedule"]
+    assert schedule["everyMs"] == 1_800_000 and schedule["anchorMs"] == 1789948805000
+
+
+@pytest.mark.parametrize("args", [["ping", "--tz", "Europe/Berlin"], ["standup", "--anchor", "2026-09-21T00:00:00Z"],
+                                  ["standup", "--fold", "earlier"]])
+def test_update_schedule_options_that_change_nothing_are_refused(project, store, args):
+    before = store.read_bytes()
+    result = project.run("cron", "update", *args, "--json")
+    assert result.code == 2, result.out
+    assert store.read_bytes() == before
+
+
+def test_update_cron_keeps_the_jobs_zone_and_says_so(project, store):
+    result = project.run("cron", "update", "standup", "--cron", "30 8 * * 1-5", "--json")
+    assert result.code == 0
+    assert _job(store, "standup")["schedule"] == {"kind": "cron", "expr": "30 8 * * 1-5", "tz": "America/New_York"}
+    assert result.json()["notes"] == ["kept the job's zone America/New_York (give --tz to change it)"]
+    assert "kept the job's zone America/New_York" in result.err
+
+
+def test_a_keyed_send_that_waits_for_a_retracted_message_is_exit_4(project):
+    project.session(live=False)
+    stem = project.run("inbox", "send", "deploy", "--key", "k", "--no-wait", "--json").json()["stem"]
+    assert project.run("inbox", "retract", stem).code == 0
+    again = project.run("inbox", "send", "deploy", "--key", "k", "--wait", "5", "--json")
+    assert again.code == 4 and again.json()["error"]["code"] == "retracted"
+    assert again.json()["stem"] == stem and again.json()["state"] == "retracted"
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])  # Ctrl-C, and a CI runner cancelling its step
+@pytest.mark.parametrize("verb", ["send", "wait"])
+def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
+    import signal
+    import subprocess
+    import sys
+
+    folder = project.session(live=False)
+    if verb == "wait":
+        stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+        argv = ["inbox", "wait", stem, "--timeout", "60", "--json", "-v"]
+    else:
+        argv = ["inbox", "send", "x", "--wait", "60", "--json", "-v"]
+    # a terminal user's Ctrl-C (a runner started in the background hands SIGINT down ignored)
+    proc = subprocess.Popen([sys.executable, "-m", "sxctl", *argv], cwd=project.root, env=project.env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for line in proc.stderr:  # -v says when the wait begins
+        if b"waiting for " in line:
+            break
+    proc.send_signal(getattr(signal, signum))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    [line] = out.decode().splitlines()
+    doc = json.loads(line)
+    [written] = (folder / "inbox").glob("*.json")
+    assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
+    assert doc["stem"] == written.stem and doc["state"] == "pending"
+
+
+def test_status_without_any_session_still_shows_the_scheduler(project, store):
+    result = project.run("status", "--json")
+    assert result.code == 0, result.out
+    doc = result.json()
+    assert doc["session"] is None and doc["cron"]["store_exists"] is True
+    assert doc["problems"][0]["code"] == "no_session"
+    human = project.run("status")
+    assert human.code == 0 and "session  none" in human.out and "cron     " in human.out
+
+
+def test_an_unknown_run_of_a_removed_job_is_named_by_id_with_a_command_that_works(project, store):
+    project.session()
+    ledger = project.root / ".scheduler" / "cron-executions.jsonl"
+    runs = project.run("cron", "runs", "--all-jobs", "--json").json()["runs"]
+    unknown = [r for r in runs if r["status"] == "unknown"]
+    assert unknown, "the example ledger holds an unknown run"
+    job_id = unknown[0]["jobId"]
+    doc = json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())
+    doc["jobs"] = [j for j in doc["jobs"] if j["id"] != job_id]
+    doc["activeClaims"] = [c for c in doc["activeClaims"] if c["jobId"] != job_id]
+    (project.root / ".scheduler" / "cron-jobs.json").write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    assert ledger.exists()
+    problems = [p["message"] for p in project.run("status", "--json").json()["problems"]
+                if p["code"] == "cron_unknown_run"]
+    assert problems and "None" not in problems[0]
+    assert f"of removed job {job_id}" in problems[0] and "`sxctl cron runs --all-jobs --evidence`" in problems[0]
+    assert project.run("cron", "runs", "--all-jobs", "--evidence").code == 0
+
+
+def test_tick_says_the_trigger_word_the_ledger_records(project):
+    from sxctl.clock import FakeClock
+    from tests.conftest import now_ms
+
+    start = now_ms()
+    project.session(stats={"updated_ms": start + 145_000})  # the agent is live at the pass
+    # a minutely job (alone in its store) one minute and a half late: recorded `scheduled` (within
+    # 90 s), one occurrence skipped
+    assert project.run("cron", "add", "minutely", "--every", "1m", "--payload", "heartbeat-event", "--text", "b",
+                       clock=FakeClock(start)).code == 0
+    result = project.run("cron", "tick", "--json", clock=FakeClock(start + 60_000 + 85_000))
+    assert result.code == 0, result.out
+    [run] = [r for r in result.json()["runs"] if r["name"] == "minutely"]
+    assert run["trigger"] == "scheduled" and run["skipped_occurrences"] == 1
+    assert "minutely: ran 1 scheduled occurrence, skipped 1" in result.err
+
+
+def test_runs_table_shows_the_job_and_the_evidence(project, store):
+    project.session()
+    table = project.run("cron", "runs", "--all-jobs", "--evidence")
+    assert table.code == 0
+    header = table.out.splitlines()[0].split()
+    assert header[0] == "JOB" and header[-1] == "EVIDENCE"
+    assert "no message was written" in table.out  # the example's unknown run
+
+
+@pytest.mark.parametrize(("args", "first", "hint"), [
+    (["--cron", "61 9 * * *"], "Invalid cron expression", "field 1 (minute) is '61'; it takes 0-59"),
+    (["--cron", "0 9 * 13 *"], "Invalid cron expression", "field 4 (month) is '13'; it takes 1-12"),
+    (["--every", "0"], "Invalid cron schedule input", "--every takes a DURATION above 0"),
+    (["--in", "1.5"], "Invalid cron schedule input", "--in takes a positive whole number of seconds"),
+])
+def test_comis_errors_keep_their_first_line_and_add_a_hint(project, args, first, hint):
+    result = project.run("cron", "add", "x", *args, "--payload", "heartbeat-event", "--text", "t")
+    assert result.code == 2
+    lines = result.err.splitlines()
+    assert lines[0] == f"sxctl: {first}" and lines[1].startswith(f"sxctl: hint: {hint}")
+    doc = project.run("cron", "add", "x", *args, "--payload", "heartbeat-event", "--text", "t", "--json").json()
+    assert doc["error"]["message"] == first and doc["error"]["hint"].startswith(hint)
+
+
+def _complete(project, line):
+    import subprocess
+    import sys
+
+    words = line.split(" ")
+    code = ("import runpy, sys\ntry:\n    runpy.run_module('sxctl', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write(' '.join(m for m in ('rich', 'croniter', 'dateutil') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=project.root, capture_output=True, text=True, timeout=60,
+                          env=project.env(COMP_WORDS=line, COMP_CWORD=str(len(words) - 1),
+                                          _SXCTL_COMPLETE="bash_complete"))
+    return [item.split(",", 1)[1] for item in proc.stdout.splitlines()], proc.stderr.strip()
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("sxctl cron pause ", ["ci-watch", "morning-briefing", "next-check-in", "ping", "standup"]),
+    ("sxctl cron runs st", ["standup"]),
+    ("sxctl --session 2026_09", ["2026_09_21_quiet_euler"]),
+    ("sxctl cron next --tz europe/ber", ["Europe/Berlin"]),
+    ("sxctl cb cancel ", ["0", "3"]),  # the active slots of the example table
+])
+def test_names_complete_without_heavy_imports(project, store, line, expected):
+    folder = project.session()
+    (folder / "callbacks.json").write_bytes((EXAMPLES / "callbacks.json").read_bytes())
+    completed, heavy = _complete(project, line)
+    assert completed == expected and heavy == ""
+
+
+def test_pending_stems_complete(project):
+    project.session()
+    stem = project.run("inbox", "send", "x", "--no-wait", "--json").json()["stem"]
+    assert _complete(project, "sxctl inbox retract ")[0] == [stem]
+
+
+def test_local_times_use_the_zone_of_that_date_not_of_today(project):
+    """TZ=Europe/Berlin: a daily 08:00 UTC job across the spring change shows 09:00+01:00, then
+    10:00+02:00 (a fixed offset of "now" would show 09:00+01:00 on both days)."""
+    result = project.run("cron", "next", "--every", "1d", "--anchor", "2026-03-27T08:00Z",
+                         "--from", "2026-03-27T00:00Z", "-n", "3", "--json", env=project.env(TZ="Europe/Berlin"))
+    assert result.code == 0, result.out
+    local = [fire["at_local"] for fire in result.json()["fires"]]
+    assert local == ["2026-03-27T09:00:00+01:00", "2026-03-28T09:00:00+01:00", "2026-03-29T10:00:00+02:00"]
+
+
+def test_every_view_counts_pending_messages_by_one_rule(project):
+    import os
+
+    folder = project.session(live=False)
+    project.run("inbox", "send", "one", "--no-wait")
+    inbox = folder / "inbox"
+    (inbox / ".hidden.json").write_text("{}")  # not a message: a dotfile
+    (inbox / "x.json.tmp").write_text("{}")  # not a message: a temp
+    os.mkfifo(inbox / "fifo.json")  # a message name the agent will not claim: still pending
+    listed = len(project.run("inbox", "list", "--json").json()["messages"])
+    status = project.run("status", "--json").json()["inbox"]["pending"]
+    sessions = project.run("session", "list", "--json").json()["sessions"][0]["inbox_pending"]
+    assert listed == status == sessions == 2

@@ -1,0 +1,157 @@
+"""Next-fire times, checked against instants worked out by hand from the 2026 zone rules:
+
+Europe/Berlin       CET +01:00 / CEST +02:00; 2026-03-29 01:00Z spring forward, 2026-10-25 01:00Z back
+America/New_York    EST -05:00 / EDT -04:00; 2026-03-08 07:00Z spring forward, 2026-11-01 06:00Z back
+Australia/Lord_Howe +10:30 / +11:00 (30-minute shift); DST ends 2026-04-05 02:00 local (+11 -> +10:30,
+                    01:30-02:00 repeats), starts 2026-10-04 02:00 local (+10:30 -> +11, 02:00-02:30 missing)
+Asia/Kolkata        +05:30, no DST;  UTC.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from sxctl.clock import FakeClock
+from sxctl.cron.schedule import next_run
+from tests.comis_strict import check_store_bytes
+
+
+def ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+# (expression, zone, bound (UTC), the next occurrences in UTC, worked out by hand)
+CASES = [
+    # spring-forward gap: 02:30 does not exist, fires once at 03:30 CEST
+    ("30 2 * * *", "Europe/Berlin", "2026-03-28T12:00Z", ["2026-03-29T01:30Z", "2026-03-30T00:30Z"]),
+    # fall-back fold: a fixed time fires once, at the earlier (CEST) instant
+    ("30 2 * * *", "Europe/Berlin", "2026-10-24T12:00Z", ["2026-10-25T00:30Z", "2026-10-26T01:30Z"]),
+    # a wildcard hour follows elapsed time: both passes of 02:00-03:00
+    ("*/30 * * * *", "Europe/Berlin", "2026-10-25T00:15Z",
+     ["2026-10-25T00:30Z", "2026-10-25T01:00Z", "2026-10-25T01:30Z", "2026-10-25T02:00Z"]),
+    ("0 * * * *", "Europe/Berlin", "2026-03-29T00:30Z", ["2026-03-29T01:00Z", "2026-03-29T02:00Z"]),
+    ("0 9 * * *", "Europe/Berlin", "2026-03-28T00:00Z", ["2026-03-28T08:00Z", "2026-03-29T07:00Z"]),
+    ("0 9 * * *", "America/New_York", "2026-03-06T15:00Z", ["2026-03-07T14:00Z", "2026-03-08T13:00Z"]),
+    ("30 2 * * *", "America/New_York", "2026-03-08T05:00Z", ["2026-03-08T07:30Z", "2026-03-09T06:30Z"]),
+    ("30 1 * * *", "America/New_York", "2026-11-01T04:00Z", ["2026-11-01T05:30Z", "2026-11-02T06:30Z"]),
+    ("0 * * * *", "America/New_York", "2026-03-08T06:30Z", ["2026-03-08T07:00Z", "2026-03-08T08:00Z"]),
+    ("15 2 * * *", "Australia/Lord_Howe", "2026-10-03T12:00Z", ["2026-10-03T15:45Z", "2026-10-04T15:15Z"]),
+    ("45 1 * * *", "Australia/Lord_Howe", "2026-04-04T12:00Z", ["2026-04-04T14:45Z", "2026-04-05T15:15Z"]),
+    ("0 9 * * *", "Australia/Lord_Howe", "2026-09-21T00:00Z", ["2026-09-21T22:30Z", "2026-09-22T22:30Z"]),
+    ("0 9 * * *", "Asia/Kolkata", "2026-09-21T00:00Z", ["2026-09-21T03:30Z", "2026-09-22T03:30Z"]),
+    ("*/20 * * * *", "Asia/Kolkata", "2026-03-29T00:55Z", ["2026-03-29T01:10Z", "2026-03-29T01:30Z"]),
+    ("0 0 9 * * *", "UTC", "2026-09-21T00:00Z", ["2026-09-21T09:00Z", "2026-09-22T09:00Z"]),
+    ("30 0 9 * * *", "UTC", "2026-09-21T00:00Z", ["2026-09-21T09:00:30Z"]),
+    ("@weekly", "UTC", "2026-09-21T00:00Z", ["2026-09-27T00:00Z"]),
+    ("@hourly", "UTC", "2026-10-25T00:10Z", ["2026-10-25T01:00Z", "2026-10-25T02:00Z"]),
+    # day-of-month and day-of-week combine with OR: Fridays and the 13th
+    ("0 0 13 * 5", "UTC", "2026-01-01T00:00Z", ["2026-01-02T00:00Z", "2026-01-09T00:00Z", "2026-01-13T00:00Z"]),
+]
+
+
+@pytest.mark.parametrize(("expr", "zone", "bound", "expected"), CASES, ids=[f"{c[0]}|{c[1]}|{c[2]}" for c in CASES])
+def test_next_fire_table(expr, zone, bound, expected):
+    schedule = {"kind": "cron", "expr": expr, "tz": zone}
+    got = []
+    at = ms(bound)
+    for _ in expected:
+        at = next_run(schedule, at)[0]
+        got.append(at)
+    assert got == [ms(e) for e in expected]
+
+
+def test_every_and_at_math():
+    every = {"kind": "every", "everyMs": 1_800_000, "anchorMs": ms("2026-09-21T06:00Z")}
+    assert next_run(every, ms("2026-09-21T05:00Z"))[0] == ms("2026-09-21T06:00Z")
+    assert next_run(every, ms("2026-09-21T06:00Z"))[0] == ms("2026-09-21T06:30Z")
+    assert next_run(every, ms("2026-09-21T07:01:30Z"))[0] == ms("2026-09-21T07:30Z")
+    at = {"kind": "at", "atMs": ms("2026-09-21T06:02Z")}
+    assert next_run(at, ms("2026-09-21T06:00Z"))[0] == ms("2026-09-21T06:02Z")
+    assert next_run(at, ms("2026-09-21T06:02Z")) is None
+
+
+EXAMPLES_NOW = ms("2026-09-21T07:01:30Z")
+
+
+def run(invoke, *args, now=EXAMPLES_NOW):
+    result = invoke("cron", "next", *args, "--json", clock=FakeClock(now), env={"SXCTL_PROJECT": "/nonexistent"})
+    return result.code, result.json()
+
+
+def test_adhoc_preview_needs_no_store_and_marks_dst(invoke):
+    code, doc = run(invoke, "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-03-28T00:00Z", "-n", "3")
+    assert code == 0, doc
+    assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-03-28T01:30Z"), ms("2026-03-29T01:30Z"),
+                                                  ms("2026-03-30T00:30Z")]
+    assert [f["dst"] for f in doc["fires"]] == [False, True, False]
+    assert doc["fires"][1]["at_local"] == "2026-03-29T03:30:00+02:00"
+    assert doc["fires"][0]["jobId"] is None and doc["fires"][0]["name"] is None and doc["tz"] == "Europe/Berlin"
+
+
+def test_adhoc_every_and_at(invoke):
+    code, doc = run(invoke, "--every", "90m", "--anchor", "2026-12-01T00:00Z", "--from", "2026-12-01T02:00Z", "-n", "2")
+    assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-12-01T03:00Z"), ms("2026-12-01T04:30Z")]
+    code, doc = run(invoke, "--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", "later")
+    assert [f["at_ms"] for f in doc["fires"]] == [ms("2026-10-25T01:30Z")]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "0 9 * * *", "--tz", "Not/AZone"], "Invalid cron timezone"),
+        (["--cron", "bogus"], "Invalid cron expression"),
+        (["--cron", "0 0 30 2 *"], "Cron schedule has no future occurrence"),
+        (["--at", "2026-03-29T02:30", "--tz", "Europe/Berlin"],
+         "Wall-clock timestamp does not exist in the requested timezone"),
+        (["--at", "2026-11-01T01:30", "--tz", "America/New_York"],
+         "Ambiguous wall-clock timestamp requires earlier or later fold selection"),
+        (["--at", "2026-11-01T01:30Z", "--fold", "earlier"], "Fold selection is legal only for a naive"),
+    ],
+)
+def test_adhoc_errors_are_exit_2_with_comis_messages(invoke, args, message):
+    code, doc = run(invoke, *args)
+    assert code == 2 and message in doc["error"]["message"]
+
+
+def test_store_timeline_merges_jobs(project):
+    import shutil
+
+    from tests.conftest import EXAMPLES
+
+    (project.root / ".scheduler").mkdir()
+    shutil.copy(EXAMPLES / "cron-jobs.json", project.root / ".scheduler" / "cron-jobs.json")
+    result = project.run("--project", str(project.root), "cron", "next", "-n", "4", "--tz", "UTC", "--json",
+                         clock=FakeClock(ms("2026-09-21T07:01:30Z")))
+    doc = result.json()
+    assert [(f["name"], f["at_ms"]) for f in doc["fires"]] == [
+        ("ci-watch", 1789971300000),  # paused: one row at the frozen time
+        ("next-check-in", 1789975800000), ("next-check-in", 1789977600000), ("next-check-in", 1789979400000)]
+    assert doc["fires"][0]["paused"] is True and doc["fires"][1]["overdue"] is False
+
+
+def test_independent_checker_is_not_a_rubber_stamp():
+    from tests.conftest import EXAMPLES
+
+    store = json.loads((EXAMPLES / "cron-jobs.json").read_bytes())
+    job = store["jobs"][0]
+    store["jobs"][0] = {"name": job["name"], **{k: v for k, v in job.items() if k != "name"}}
+    store["jobs"][2]["deliveryTarget"]["conversation"]["conversationRef"] = "cv_" + "x" * 43
+    raw = (json.dumps(store, separators=(",", ":")) + "\n").encode()
+    problems = check_store_bytes(raw)
+    assert any("jobs[0]" in p for p in problems) and any("conversationRef" in p for p in problems)
+
+
+@pytest.mark.parametrize(("tz", "meant"), [("Europe/Berln", "Europe/Berlin"), ("Berlin", "Europe/Berlin"),
+                                           ("new york", "America/New_York")])
+def test_a_mistyped_zone_gets_comis_message_and_a_hint_naming_the_zone(project, tz, meant):
+    result = project.run("cron", "next", "--cron", "0 9 * * *", "--tz", tz, "-n", "1")
+    assert result.code == 2 and "Invalid cron timezone" in result.err
+    assert f"hint: did you mean {meant}" in result.err
+
+
+def test_an_ambiguous_time_hints_at_fold(project):
+    result = project.run("cron", "next", "--at", "2026-10-25 02:30", "--tz", "Europe/Berlin")
+    assert result.code == 2 and "--fold earlier" in result.err and "--fold later" in result.err

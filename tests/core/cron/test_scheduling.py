@@ -1,0 +1,393 @@
+"""Honest scheduling: jobs wait for the agent, catch-up policies, missed notes, runaway limits,
+lifetimes, active hours, receipts — and sxctl's policy file beside the comis store."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from sxctl.clock import FakeClock
+from tests.comis_strict import check_store_bytes
+
+SID = "2026_12_01_steady_hopper"
+NINE = int(datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp() * 1000)  # a Tuesday
+MIN = 60_000
+
+
+@pytest.fixture
+def sched(project):
+    """The project with one session folder; `agent_at(ms)` makes its agent live at `ms` (as if
+    it wrote stats.json then), `tick(ms)` runs one pass at `ms` and checks the store it leaves."""
+
+    class Scheduling:
+        root = project.root
+        folder = project.root / ".scorpiox" / "sessions" / SID
+        policy_file = project.root / ".scheduler" / "sxctl-policy.json"
+
+        def agent_at(self, ms: int) -> None:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / "stats.json").write_text(json.dumps({"updated_ms": ms, "model": "m"}))
+
+        def run(self, ms: int, *args: str):
+            result = project.run(*args, clock=FakeClock(ms))
+            store = self.root / ".scheduler" / "cron-jobs.json"
+            if store.exists():
+                assert check_store_bytes(store.read_bytes()) == [], args
+            return result
+
+        def add(self, ms: int, *args: str) -> None:
+            result = self.run(ms, "cron", "add", *args)
+            assert result.code == 0, result.err
+
+        def tick(self, ms: int, *args: str) -> dict:
+            result = self.run(ms, "cron", "tick", "--json", *args)
+            assert result.code == 0, result.out + result.err
+            return result.json()
+
+        def ledger(self) -> list[dict]:
+            path = self.root / ".scheduler" / "cron-executions.jsonl"
+            return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+        def pending(self) -> list[dict]:
+            return [json.loads(p.read_text()) for p in sorted((self.folder / "inbox").glob("*.json"))]
+
+        def job(self, name: str) -> dict:
+            doc = self.run(NINE, "cron", "show", name, "--json")
+            assert doc.code == 0, doc.err
+            return doc.json()
+
+    return Scheduling()
+
+
+# --- waiting for the agent ---------------------------------------------------------------------
+
+def test_a_job_due_while_the_agent_restarts_waits_and_runs_once_when_it_is_back(sched):
+    sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning check")
+    sched.add(NINE - 3_600_000, "once", "--at", "2026-12-01T09:05Z", "--payload", "agent-turn", "--text", "one shot")
+    sched.agent_at(NINE - MIN)  # the agent stopped at 08:59
+    for minute in (0.5, 10):
+        report = sched.tick(NINE + int(minute * MIN))
+        assert report["runs"] == []
+        waiting = {w["name"]: w for w in report["waiting"]}
+        assert waiting["daily"]["reason"] == "no_live_session" and waiting["daily"]["dueSinceMs"] == NINE
+    assert sched.ledger() == []  # held: not claimed, no ledger row
+    assert sched.job("once")["job"]["lifecycle"]["status"] == "scheduled"
+    status = sched.run(NINE + 10 * MIN, "--session", SID, "status", "--json").json()
+    assert "cron_waiting_for_agent" in [p["code"] for p in status["problems"]]
+    assert "cron_overdue" not in [p["code"] for p in status["problems"]]
+
+    sched.agent_at(NINE + 20 * MIN)  # restarted at 09:20
+    report = sched.tick(NINE + 20 * MIN)
+    assert sorted((r["name"], r["status"], r["trigger"]) for r in report["runs"]) == [
+        ("daily", "dispatched", "catchup"), ("once", "dispatched", "catchup")]
+    assert report["waiting"] == []
+    assert sorted(m["text"].splitlines()[0] for m in sched.pending()) == ["morning check", "one shot"]
+    assert not [row for row in sched.ledger() if row["recordType"] == "terminal"
+                and row["outcome"]["kind"] != "inbox_dispatch"]  # no failure row
+    assert sched.tick(NINE + 21 * MIN)["runs"] == []  # once
+    assert sched.job("once")["job"]["lifecycle"]["status"] == "one_shot_terminal"
+
+
+def test_status_and_next_stop_saying_waits_once_the_hold_limit_has_passed(sched):
+    """The views ask the pass's rule (hold_state): past --hold-max a job is not waiting any more,
+    the next pass gives it up, so it is overdue."""
+    sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning check", "--hold-max", "10m")
+    sched.agent_at(NINE - MIN)
+    sched.folder.joinpath("inbox").mkdir(parents=True, exist_ok=True)
+    views = {}
+    for minute in (5, 15):
+        status = sched.run(NINE + minute * MIN, "--session", SID, "status", "--json").json()
+        upcoming = sched.run(NINE + minute * MIN, "--session", SID, "next", "--json").json()
+        codes = [p["code"] for p in status["problems"]]
+        views[minute] = (status["cron"]["waiting"], "cron_waiting_for_agent" in codes, "cron_overdue" in codes,
+                         [row["waiting"] for row in upcoming["rows"] if row["source"] == "cron"][:1])
+    assert views[5] == (["daily"], True, False, [True])
+    assert views[15] == ([], False, True, [False])
+
+
+def test_past_its_hold_limit_the_occurrence_is_given_up_and_recorded(sched):
+    sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning check", "--hold-max", "10m")
+    sched.add(NINE - 3_600_000, "once", "--at", "2026-12-01T09:05Z", "--payload", "agent-turn", "--text", "one shot",
+              "--hold-max", "10m")
+    sched.agent_at(NINE - MIN)
+    assert [w["name"] for w in sched.tick(NINE + MIN)["waiting"]] == ["daily"]
+    report = sched.tick(NINE + 16 * MIN)  # 16 min: past both limits, still no agent
+    assert sorted((r["name"], r["status"], r["errorKind"]) for r in report["runs"]) == [
+        ("daily", "failed", "precondition"), ("once", "failed", "precondition")]
+    sched.agent_at(NINE + 20 * MIN)
+    assert sched.tick(NINE + 20 * MIN)["runs"] == []
+    assert sched.pending() == []  # nothing dispatched
+    runs = sched.run(NINE + 20 * MIN, "cron", "runs", "daily", "--json").json()["runs"]
+    assert [(r["status"], r["errorKind"]) for r in runs] == [("failed", "precondition")]  # visible, not silent
+
+
+# --- catch-up policies ---------------------------------------------------------------------------
+
+def test_catch_up_skip_after_an_outage_dispatches_nothing_and_records_the_skip(sched):
+    sched.add(NINE - MIN, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "beat", "--catch-up", "skip", "--stale-after", "30m")
+    outage_end = NINE + 3 * 3_600_000 + 40 * MIN  # 12:40: 09:00, 10:00, 11:00 and 12:00 were missed
+    sched.agent_at(outage_end)
+    report = sched.tick(outage_end)
+    assert report["runs"] == [] and sched.pending() == [] and sched.ledger() == []
+    assert report["skippedOccurrences"] == [{"jobId": sched.job("hourly")["job"]["id"], "name": "hourly",
+                                             "reason": "stale", "count": 4, "firstMs": NINE,
+                                             "lastMs": NINE + 3 * 3_600_000}]
+    assert sched.job("hourly")["next_run_ms"] == NINE + 4 * 3_600_000  # 13:00, on schedule
+    runs = sched.run(outage_end, "cron", "runs", "hourly", "--json").json()
+    assert [(s["count"], s["reason"]) for s in runs["skipped"]] == [(4, "stale")]
+    assert sched.job("hourly")["policy"]["skips"]["total"] == 4
+    sched.agent_at(NINE + 4 * 3_600_000)
+    [run] = sched.tick(NINE + 4 * 3_600_000)["runs"]  # the next one runs, on time
+    assert run["trigger"] == "scheduled"
+
+
+def test_a_catch_up_message_ends_with_the_count_and_span_of_what_it_stands_for(sched):
+    croniter = pytest.importorskip("croniter").croniter
+    berlin = ZoneInfo("Europe/Berlin")
+    added = NINE + 7 * MIN
+    sched.add(added, "quarterly", "--cron", "*/15 * * * *", "--tz", "Europe/Berlin", "--payload", "heartbeat-event",
+              "--text", "status please")
+    late = added + 2 * 3_600_000 + 7 * MIN
+    sched.agent_at(late)
+    [run] = sched.tick(late)["runs"]
+    assert run["trigger"] == "catchup"
+    # an independent count: croniter walks the Berlin wall clock from the job's first occurrence
+    walk = croniter("*/15 * * * *", datetime.fromtimestamp(added / 1000, berlin))
+    due = []
+    while (at := walk.get_next(datetime)).timestamp() * 1000 <= late:
+        due.append(at)
+    [message] = sched.pending()
+    last_line = message["text"].splitlines()[-1]
+    assert message["text"].startswith("status please\n\n")
+    assert last_line == (f"[sxctl: a catch-up run for {len(due)} missed occurrences, "
+                         f"{due[0]:%Y-%m-%d %H:%M} to {due[-1]:%Y-%m-%d %H:%M} (Europe/Berlin)]")
+
+
+def test_no_missed_note_turns_the_note_off(sched):
+    sched.add(NINE - 3 * 3_600_000, "hourly", "--every", "1h", "--payload", "heartbeat-event", "--text", "beat",
+              "--no-missed-note")
+    sched.agent_at(NINE)
+    sched.tick(NINE)
+    assert [m["text"] for m in sched.pending()] == ["beat"]
+
+
+# --- runaway limits -----------------------------------------------------------------------------------
+
+def test_max_unconsumed_pauses_the_job_when_nobody_reads_it_and_resume_works(sched):
+    sched.add(NINE, "chatty", "--every", "1m", "--payload", "heartbeat-event", "--text", "ping",
+              "--max-unconsumed", "3")
+    for minute in range(1, 7):  # the agent is live but reads nothing
+        sched.agent_at(NINE + minute * MIN)
+        sched.tick(NINE + minute * MIN)
+    assert len(sched.pending()) == 3
+    row = sched.job("chatty")
+    assert row["state"] == "paused:max_unconsumed" and row["policy"]["paused"]["reason"] == "max_unconsumed"
+    assert row["job"]["lifecycle"] == {"status": "paused", "nextRunAtMs": row["job"]["lifecycle"]["nextRunAtMs"],
+                                       "consecutiveDependencyErrors": 0, "reason": "operator"}  # comis's own pause
+    listed = sched.run(NINE + 6 * MIN, "cron", "list")
+    assert "paused:max_unconsumed" in listed.out
+    status = sched.run(NINE + 6 * MIN, "--session", SID, "status", "--json").json()
+    assert any(p["code"] == "cron_paused_by_limit" and "chatty" in p["message"] for p in status["problems"])
+
+    assert sched.run(NINE + 7 * MIN, "cron", "resume", "chatty").code == 0
+    assert sched.job("chatty")["state"] == "scheduled" and sched.job("chatty")["policy"]["paused"] is None
+    sched.agent_at(NINE + 8 * MIN)
+    [run] = sched.tick(NINE + 8 * MIN)["runs"]
+    assert run["status"] == "dispatched" and len(sched.pending()) == 4
+
+
+def test_max_runs_per_day_skips_the_excess_in_the_jobs_zone(sched):
+    sched.add(NINE, "often", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs-per-day", "2")
+    for hour in range(1, 5):
+        sched.agent_at(NINE + hour * 3_600_000)
+        sched.tick(NINE + hour * 3_600_000)
+    assert len(sched.pending()) == 2
+    assert sched.job("often")["policy"]["skips"]["total"] == 2
+
+
+def test_until_and_max_runs_expire_a_job_without_deleting_it(sched):
+    sched.add(NINE, "twice", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "2")
+    sched.add(NINE, "until", "--every", "1h", "--payload", "heartbeat-event", "--text", "y",
+              "--until", "2026-12-01T10:30Z")
+    paused = []
+    for hour in range(1, 4):
+        sched.agent_at(NINE + hour * 3_600_000)
+        paused += [(hour, p["name"], p["reason"]) for p in sched.tick(NINE + hour * 3_600_000)["paused"]]
+    assert sorted(m["text"] for m in sched.pending()) == ["x", "x", "y"]
+    assert sorted(paused) == [(1, "until", "expired"), (2, "twice", "expired")]  # right after their last run
+    for name in ("twice", "until"):
+        assert sched.job(name)["state"] == "paused:expired"
+    refused = sched.run(NINE + 3 * 3_600_000, "cron", "add", "shot", "--in", "5m", "--payload", "heartbeat-event",
+                        "--text", "z", "--max-runs", "3")
+    assert refused.code == 2 and "recurring" in refused.err
+
+
+def test_active_hours_skip_occurrences_outside_them(sched):
+    sched.add(NINE - 4 * 3_600_000, "office", "--cron", "0 * * * *", "--tz", "Europe/Berlin",
+              "--payload", "heartbeat-event", "--text", "x", "--active-hours", "09:00-17:00", "--active-days", "mon-fri")
+    for hour in range(-3, 2):  # 06:00-10:00 UTC = 07:00-11:00 Berlin
+        at = NINE + hour * 3_600_000
+        sched.agent_at(at)
+        sched.tick(at)
+    assert len(sched.pending()) == 3  # 09:00, 10:00 and 11:00 Berlin
+    assert sched.job("office")["policy"]["skips"]["total"] == 2  # 07:00 and 08:00 Berlin
+
+
+# --- receipts ----------------------------------------------------------------------------------------
+
+def test_cron_runs_says_read_pending_retracted_and_lost(sched, project):
+    sched.agent_at(NINE)
+    other = "2026_11_30_other_session"
+    (project.root / ".scorpiox" / "sessions" / other).mkdir(parents=True)
+    sched.add(NINE, "live", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
+    sched.add(NINE, "elsewhere", "--every", "1h", "--payload", "agent-turn", "--text", "y", "--to", other)
+    stems = []
+    for n in range(3):
+        forced = sched.run(NINE + n * 1000, "cron", "run", "live", "--json").json()
+        stems.append(forced["run"]["outcome"]["stem"])
+    assert sched.run(NINE + 3000, "cron", "run", "elsewhere").code == 0
+    inbox = sched.folder / "inbox"
+    (inbox / "done").mkdir(exist_ok=True)
+    (inbox / f"{stems[0]}.json").rename(inbox / "done" / f"{stems[0]}.json")  # the agent read it
+    assert sched.run(NINE, "--session", SID, "inbox", "retract", stems[2]).code == 0
+    shutil.rmtree(project.root / ".scorpiox" / "sessions" / other)  # that session is gone
+    runs = sched.run(NINE + 5 * MIN, "cron", "runs", "--all-jobs", "--json").json()["runs"]
+    by_stem = {r["outcome"]["stem"]: r["consumption"] for r in runs}
+    assert by_stem[stems[0]]["state"] == "read" and isinstance(by_stem[stems[0]]["readAtMs"], int)
+    assert by_stem[stems[1]]["state"] == "pending" and by_stem[stems[1]]["ageMs"] >= 0
+    assert by_stem[stems[2]] == {"state": "retracted"}
+    [lost] = [c for stem, c in by_stem.items() if stem not in stems]
+    assert lost == {"state": "lost", "reason": "session_gone"}
+    table = sched.run(NINE + 5 * MIN, "cron", "runs", "--all-jobs")
+    assert table.out.splitlines()[0].split()[:4] == ["JOB", "STARTED", "STATUS", "READ"]
+    assert "dispatched" in table.out and "done" not in table.out.split()
+
+
+# --- the policy file ----------------------------------------------------------------------------------
+
+def test_the_policy_file_is_strict_and_never_rewritten_when_invalid(sched):
+    sched.add(NINE, "p", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "5")
+    policy = json.loads(sched.policy_file.read_text())
+    [entry] = policy["jobs"].values()
+    assert entry == {"maxRuns": 5}
+    entry["surprise"] = 1
+    sched.policy_file.write_text(json.dumps(policy))
+    before = sched.policy_file.read_bytes()
+    for args in (("cron", "list"), ("cron", "tick"), ("cron", "update", "p", "--max-runs", "6"),
+                 ("cron", "add", "q", "--in", "5m", "--payload", "heartbeat-event", "--text", "x")):
+        result = sched.run(NINE, *args)
+        assert result.code == 5 and "sxctl-policy.json" in result.err and "surprise" in result.err, args
+    assert sched.policy_file.read_bytes() == before
+    assert "q" not in sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
+
+
+def test_entries_of_removed_jobs_are_dropped_on_the_next_write(sched):
+    sched.add(NINE, "a", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "5")
+    sched.add(NINE, "b", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "6")
+    assert sched.run(NINE, "cron", "remove", "a", "--yes").code == 0
+    assert sched.run(NINE, "cron", "update", "b", "--max-unconsumed", "2").code == 0
+    [entry] = json.loads(sched.policy_file.read_text())["jobs"].values()
+    assert entry == {"maxRuns": 6, "maxUnconsumed": 2}
+    assert oct(sched.policy_file.stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("point", ["before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal"])
+def test_the_policy_file_survives_a_pass_killed_at_every_fault_point(sched, project, point):
+    """A pass that first records a skip (the policy file is written before the claim) and then
+    runs a limited job, killed at each point: the policy file is the old one or a whole new
+    one, and the strict reader takes it; the next pass recovers."""
+    from sxctl.cron.policy import read_policy
+    from sxctl.cron.workspace import Workspace
+    from tests.conftest import now_ms
+
+    now = now_ms()
+    hour = datetime.fromtimestamp(now / 1000, UTC).hour
+    closed = f"{(hour + 2) % 24:02d}:00-{(hour + 3) % 24:02d}:00"  # the quiet job's due hour is outside
+    sched.add(now - 2 * 3_600_000, "quiet", "--every", "1h", "--payload", "heartbeat-event", "--text", "q",
+              "--active-hours", closed)
+    sched.add(now - 2 * 3_600_000, "limited", "--every", "1h", "--payload", "heartbeat-event", "--text", "x",
+              "--max-runs", "3")
+    before = sched.policy_file.read_bytes()
+    sched.agent_at(now_ms())  # live for the real clock of the process
+    killed = project.process("cron", "tick", "--fault-inject", point)
+    assert killed.code == 99, killed.err  # the kill happened
+    after = sched.policy_file.read_bytes()
+    assert after == before if point == "before-rename" else after != before  # killed before / after the write
+    read_policy(Workspace(project.root))  # whole, and the strict reader takes it
+    sched.agent_at(now_ms())
+    assert project.process("cron", "tick", "--terminalize-orphans").code == 0
+    policy = read_policy(Workspace(project.root))
+    stored = {job["id"] for job in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["jobs"]}
+    assert set(policy["jobs"]) <= stored and any(e.get("skips") for e in policy["jobs"].values())
+
+
+def test_watch_json_reports_a_job_that_expires(sched, project):
+    from sxctl.api import watch
+
+    sched.add(NINE, "brief", "--every", "1h", "--payload", "heartbeat-event", "--text", "x", "--max-runs", "1")
+    sched.agent_at(NINE + 3_600_000)
+    watching = watch(session=SID, project=project.root, clock=FakeClock(NINE + 3_600_000))
+    before = watching.look()
+    assert before.jobs == {"brief": "scheduled"}
+    sched.tick(NINE + 3_600_000)
+    events = watching.changes(before, watching.look(before))
+    assert {"event": "cron_job", "ts_ms": NINE + 3_600_000, "name": "brief", "state": "paused:expired",
+            "was": "scheduled"} in events
+
+
+def test_with_the_reference_agent_a_held_run_is_dispatched_when_it_starts_and_read(project):
+    """End to end, real time: the agent is down when the job falls due (the pass holds it); the
+    reference agent starts; the next pass dispatches it once; the receipt turns to `read`."""
+    from tests.conftest import SID as AGENT_SID
+    from tests.conftest import Agent, now_ms
+
+    def wait_until(condition, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, "condition not reached"
+            time.sleep(0.05)
+
+    project.session(AGENT_SID, live=False)  # the agent's session, stopped a while ago
+    added = project.run("cron", "add", "check", "--every", "1h", "--payload", "heartbeat-event", "--text",
+                        "look at the build", clock=FakeClock(now_ms() - 2 * 3_600_000))
+    assert added.code == 0, added.err
+    held = project.run("cron", "tick", "--json").json()
+    assert [w["name"] for w in held["waiting"]] == ["check"] and held["runs"] == []
+    agent = Agent(project, "--turn-seconds", "0.1")
+    try:
+        wait_until(lambda: project.run("session", "which", "--json").json().get("state") == "live")
+        [run] = project.run("cron", "tick", "--json").json()["runs"]
+        assert run["status"] == "dispatched" and run["trigger"] == "catchup"
+        agent.wait_for(lambda e: e["event"] == "turn_start" and e["text"].startswith("look at the build"))
+
+        def receipt():
+            return project.run("cron", "runs", "check", "--json").json()["runs"][0]["consumption"]["state"]
+
+        wait_until(lambda: receipt() == "read")
+    finally:
+        agent.stop()
+    assert len(project.run("cron", "runs", "check", "--json").json()["runs"]) == 1
+
+
+@pytest.mark.parametrize(("until", "expected"), [
+    ("2030-01-01T00:00Z", datetime(2030, 1, 1, tzinfo=UTC)),
+    ("2030-01-01T00:00+02:00", datetime(2029, 12, 31, 22, tzinfo=UTC)),
+    ("2030-01-01 00:00", datetime(2030, 1, 1, tzinfo=ZoneInfo("Europe/Berlin"))),  # naive: the job's zone
+])
+def test_until_takes_an_offset_or_a_time_in_the_jobs_zone(sched, until, expected):
+    """An offset-bearing --until was refused for every cron job ("cannot also specify a timezone"):
+    the job's zone applies to a naive time only."""
+    sched.add(NINE, "hourly", "--cron", "0 * * * *", "--tz", "Europe/Berlin", "--payload", "heartbeat-event",
+              "--text", "x", "--until", until)
+    assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)
+    sched.run(NINE, "cron", "update", "hourly", "--until", until)
+    assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)

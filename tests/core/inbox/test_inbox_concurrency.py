@@ -1,0 +1,228 @@
+"""Many senders at once, one key from many processes, and writers killed at the worst moments."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sxctl.clock import FakeClock
+from tests.conftest import now_ms, tree
+
+pytestmark = pytest.mark.slow
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
+
+# one process per sender, each running `sxctl inbox send` `count` times in a row (the whole
+# command, argument parsing to exit status, without paying an interpreter start-up per message)
+SENDER = r"""
+import sys, time, os
+from sxctl.cli import cli
+start_file, sender, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+while not os.path.exists(start_file):
+    time.sleep(0.001)
+for n in range(count):
+    try:
+        cli.main(args=["inbox", "send", f"{sender}-{n}", "--mode", "queue", "-q"])
+    except SystemExit as exit_:
+        if exit_.code:
+            sys.exit(exit_.code)
+"""
+
+
+def _start_together(project, argvs: list[list[str]], start_file: Path) -> list[subprocess.Popen]:
+    procs = [
+        subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for argv in argvs
+    ]
+    time.sleep(0.5)  # let every interpreter start before the gun
+    start_file.touch()
+    return procs
+
+
+def test_eight_senders_thirty_messages_each_consumed_exactly_once_in_order(project, consumer_factory, tmp_path):
+    folder = project.session()
+    consumer = consumer_factory(folder)
+    start = tmp_path / "go"
+    procs = _start_together(
+        project, [[sys.executable, "-c", SENDER, str(start), f"s{i}", "30"] for i in range(8)], start)
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err.decode()
+    records = consumer.stop()
+    violations = [r for r in records if "violation" in r]
+    assert violations == []
+    texts = [r["text"] for r in records]
+    assert len(texts) == 240 and len(set(texts)) == 240
+    assert set(texts) == {f"s{i}-{n}" for i in range(8) for n in range(30)}
+    for i in range(8):
+        order = [int(t.split("-")[1]) for t in texts if t.startswith(f"s{i}-")]
+        assert order == list(range(30)), f"sender s{i} consumed out of order: {order}"
+    assert all(r["mode"] == "queue" for r in records)
+    inbox = folder / "inbox"
+    assert [p.name for p in inbox.iterdir() if p.is_file()] == []
+    assert len(list((inbox / "done").glob("*.json"))) == 240
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_sixteen_concurrent_senders_with_one_key_write_one_message(project, tmp_path, round_):
+    folder = project.session(live=False)
+    start = tmp_path / "go"
+    waiter = f"import os,sys,time\nwhile not os.path.exists({str(start)!r}): time.sleep(0.001)\n" \
+             "from sxctl.cli import main\nmain()"
+    key = f"deploy-{round_}"
+    procs = _start_together(
+        project,
+        [[sys.executable, "-c", waiter, "inbox", "send", "deploy finished", "--key", key, "--json"]
+         for _ in range(16)],
+        start,
+    )
+    docs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        docs.append(json.loads(out))
+    assert len({d["stem"] for d in docs}) == 1
+    assert sum(1 for d in docs if not d["duplicate"]) <= 1
+    inbox = folder / "inbox"
+    messages = list(inbox.glob("*.json"))
+    assert [p.name for p in messages] == [f"{docs[0]['stem']}.json"]
+    assert not list(inbox.glob("*.tmp")) and len(list((inbox / ".keys").iterdir())) == 1
+
+
+def _race_worker(args):
+    root, key, barrier = args
+    from sxctl.inbox.request import SendRequest
+    from sxctl.inbox.sending import send
+    from sxctl.project import select_session
+
+    session = select_session(Path(root), environ={})
+    barrier.wait()
+    return send(session, SendRequest("same", key=key, no_wait=True)).stem
+
+
+def test_key_race_in_process_pool(project):
+    """A tighter race than process start-up allows: 16 workers released by one barrier. The
+    workers come from a fork server (a fresh single-threaded process): a fork of this test
+    process, which may have threads left by earlier tests, can inherit a held lock and hang."""
+    folder = project.session(live=False)
+    ctx = multiprocessing.get_context("forkserver")
+    with ctx.Manager() as manager:
+        barrier = manager.Barrier(16)
+        with ctx.Pool(16) as pool:
+            for round_ in range(5):
+                stems = pool.map(_race_worker, [(str(project.root), f"k{round_}", barrier)] * 16)
+                assert len(set(stems)) == 1
+                barrier.reset()
+    pending = list((folder / "inbox").glob("*.json"))
+    assert len(pending) == 5 and not list((folder / "inbox").glob("*.tmp"))
+
+
+# --- crashes ---------------------------------------------------------------------------------
+
+FOREIGN = {
+    "notes.txt": b"someone else's",
+    "deploy.json.tmp": b"a user-stem temp: not sxctl's pattern",
+    "1789972202_061734902.json.tmp.bak": b"not a temp",
+}
+
+
+def _seed_foreign(inbox: Path) -> None:
+    inbox.mkdir(exist_ok=True)
+    for name, data in FOREIGN.items():
+        (inbox / name).write_bytes(data)
+
+
+def _visible_messages(inbox: Path) -> list[Path]:
+    return [p for p in inbox.glob("*.json")]
+
+
+@pytest.mark.parametrize(
+    ("point", "with_image", "left"),
+    [("before-rename", False, {".json.tmp"}), ("before-rename", True, {".json.tmp", ".png"}),
+     ("after-sidecar", True, {".json.tmp", ".png"})],
+)
+def test_fault_points_leave_no_visible_message_and_clean_removes_the_rest(project, point, with_image, left):
+    folder = project.session(live=False)
+    inbox = folder / "inbox"
+    _seed_foreign(inbox)
+    args = ["inbox", "send", "half-written", "--fault-inject", point]
+    if with_image:
+        image = project.root.parent / "a.png"
+        image.write_bytes(PNG)
+        args += ["--image", str(image)]
+    result = project.run(*args)
+    assert result.code == 99
+    assert _visible_messages(inbox) == []
+    stray = [p for p in inbox.iterdir() if p.name not in FOREIGN]
+    assert {p.name.split(".", 1)[1] for p in stray} == {s.lstrip(".") for s in left}
+    if point == "before-rename":
+        temp = next(p for p in stray if p.name.endswith(".json.tmp"))
+        assert temp.read_bytes() == b'{"text":"half-written","mode":"auto"}\n'  # complete, never renamed
+    assert project.run("inbox", "clean", "--older-than", "1h", "--json").json()["removed"] == []  # too young
+    removed = project.run("inbox", "clean", "--older-than", "0", "--json").json()["removed"]
+    assert sorted(removed) == sorted(str(p) for p in stray)
+    assert {p.name: p.read_bytes() for p in inbox.iterdir() if p.is_file()} == FOREIGN
+
+
+def test_crashed_keyed_send_is_busy_then_completed_after_clean(project):
+    folder = project.session(live=False)
+    crashed = project.run("inbox", "send", "once", "--key", "nightly", "--fault-inject", "before-rename")
+    assert crashed.code == 99
+    before = tree(folder)
+    # it waits 5 s for the temp's writer to finish: on a fake clock, at once
+    busy = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    assert busy.code == 4 and busy.json()["error"]["code"] == "lock_busy"
+    assert tree(folder) == before
+    project.run("inbox", "clean", "--older-than", "0")
+    done = project.run("inbox", "send", "once", "--key", "nightly", "--json").json()
+    assert done["duplicate"] is True and done["completed_abandoned"] is True
+    assert len(_visible_messages(folder / "inbox")) == 1
+    again = project.run("inbox", "send", "once", "--key", "nightly", "--json").json()
+    assert again["stem"] == done["stem"] and "completed_abandoned" not in again
+
+
+def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consumer_factory):
+    folder = project.session()
+    inbox = folder / "inbox"
+    _seed_foreign(inbox)
+    consumer = consumer_factory(folder)
+    image = project.root.parent / "a.png"
+    image.write_bytes(PNG)
+    rng = random.Random(20261130)
+    argv = [sys.executable, "-m", "sxctl", "inbox", "send", "--no-wait", "--image", str(image)]
+    runs = []
+    for _ in range(3):
+        started = time.monotonic()
+        subprocess.run([*argv, "calibrate"], cwd=project.root, env=project.env(), check=True, capture_output=True)
+        runs.append(time.monotonic() - started)
+    full_run = sorted(runs)[1]
+    kills = sent = 0
+    while sent < 40 or (kills < 8 and sent < 120):  # a loaded machine stretches the runs: keep going
+        proc = subprocess.Popen([*argv, f"img-{sent}"], cwd=project.root, env=project.env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sent += 1
+        time.sleep(rng.uniform(0.2, 1.0) * full_run)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait()
+    records = consumer.stop()
+    assert kills >= 5, "the kill window missed every writer; the test proved nothing"
+    assert [r for r in records if "violation" in r] == []
+    assert all(r["image"] == "png" for r in records), "a message became visible without its sidecar"
+    project.run("inbox", "clean", "--older-than", "0")
+    assert _visible_messages(inbox) == []
+    leftovers = sorted(p.name for p in inbox.iterdir() if p.is_file() and p.name not in FOREIGN)
+    assert leftovers == []
+    consumed = {r["text"] for r in records}
+    assert "calibrate" in consumed and len(consumed) >= 1 + sent - kills
+    print(f"\nsigkill: {kills} writers killed, {len(consumed)} messages consumed intact")

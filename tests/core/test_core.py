@@ -1,0 +1,223 @@
+"""Core primitives: error codes, durations and times, atomic writes, directories, locks."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+
+import pytest
+
+from sxctl import fsio
+from sxctl.clock import FakeClock
+from sxctl.errors import EXIT_BY_CODE, ConflictError, ErrorCode, InvalidDataError, SxctlError, UsageError
+from sxctl.locks import writer_lock
+from sxctl.timeparse import format_duration_ms, format_relative_ms, parse_duration_ms, parse_time_ms
+
+
+def test_every_spec_error_code_maps_to_its_exit_status():
+    expected = {
+        "internal": 1, "usage": 2, "invalid_value": 2, "unsupported": 2, "project_not_found": 3,
+        "session_not_found": 3, "stem_not_found": 3, "file_not_found": 3, "slots_full": 4,
+        "key_conflict": 4, "name_taken": 4, "retracted": 4, "lost_update": 4, "invalid_data": 5,
+        "clock_behind": 5, "timeout": 6, "too_late": 7, "os_refused": 8, "doctor_failed": 9, "interrupted": 130,
+        "key_not_set": 3,
+    }
+    for code, exit_code in expected.items():
+        assert SxctlError("x", code=ErrorCode(code)).exit_code == exit_code
+    assert set(EXIT_BY_CODE.values()) == {1, 2, 3, 4, 5, 6, 7, 8, 9, 130}
+    with pytest.raises(ValueError):
+        ErrorCode("no_such_code")
+
+
+def test_error_document_shape():
+    error = InvalidDataError("/p/callbacks.json", '"slots" is not an array')
+    assert error.document() == {
+        "ok": False,
+        "error": {
+            "code": "invalid_data", "exit": 5, "file": "/p/callbacks.json",
+            "message": 'invalid data in /p/callbacks.json: "slots" is not an array',
+        },
+    }
+    assert ConflictError("busy", details={"stem": "s"}).document()["stem"] == "s"
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("90", 90_000), ("1.5", 1500), ("250ms", 250), ("30s", 30_000), ("5m", 300_000),
+     ("1h30m", 5_400_000), ("7d", 604_800_000), ("1h0m5s", 3_605_000), ("0", 0), (".5s", 500),
+     ("1H", 3_600_000), ("250MS", 250)],
+)
+def test_parse_duration(text, ms):
+    assert parse_duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "1h1h", "-5", "1m h", "5 m", "1M", "1h30M"])  # M: a month?
+def test_parse_duration_rejects(text):
+    with pytest.raises(UsageError) as info:
+        parse_duration_ms(text)
+    assert repr(text) in info.value.message
+
+
+def test_parse_time_absolute_and_naive():
+    assert parse_time_ms("2026-09-21T06:30:00Z") == (1789972200000, False)
+    assert parse_time_ms("2026-09-21T08:30:00+02:00") == (1789972200000, False)
+    assert parse_time_ms("2026-09-21T08:30:00+0200") == (1789972200000, False)
+    assert parse_time_ms("2026-09-21 08:30", tz="Europe/Berlin") == (1789972200000, True)
+    assert parse_time_ms("2026-09-21T06:30:00") == (1789972200000, True)  # UTC by default
+
+
+def test_parse_time_dst_gaps_and_folds():
+    # Berlin 2026-03-29 02:30 does not exist; 2026-10-25 02:30 happens twice.
+    with pytest.raises(UsageError, match="does not exist in the requested timezone"):
+        parse_time_ms("2026-03-29T02:30", tz="Europe/Berlin")
+    with pytest.raises(UsageError, match="requires earlier or later fold"):
+        parse_time_ms("2026-10-25T02:30", tz="Europe/Berlin")
+    earlier, _ = parse_time_ms("2026-10-25T02:30", tz="Europe/Berlin", fold="earlier")
+    later, _ = parse_time_ms("2026-10-25T02:30", tz="Europe/Berlin", fold="later")
+    assert earlier == parse_time_ms("2026-10-25T00:30Z")[0]  # CEST, UTC+2
+    assert later == parse_time_ms("2026-10-25T01:30Z")[0]  # CET, UTC+1
+
+
+@pytest.mark.parametrize(
+    ("text", "kwargs", "message"),
+    [
+        ("2026-09-21T06:30Z", {"tz": "UTC"}, "An offset-bearing timestamp cannot also specify a timezone"),
+        ("2026-09-21T06:30Z", {"fold": "later"}, "Fold selection is legal only for a naive"),
+        ("2026-09-21T25:30", {}, "Invalid naive wall-clock timestamp"),
+        ("tomorrow", {}, "Invalid naive wall-clock timestamp"),
+        ("2026-09-21T06:30", {"tz": "Mars/Olympus"}, "Invalid wall-clock timezone"),
+        ("2026-13-21T06:30Z", {}, "Invalid offset-bearing timestamp"),
+    ],
+)
+def test_parse_time_errors(text, kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        parse_time_ms(text, **kwargs)
+
+
+def test_human_durations():
+    assert format_duration_ms(800) == "0.8s"
+    assert format_duration_ms(12_000) == "12s"
+    assert format_duration_ms(192_000) == "3m12s"
+    assert format_duration_ms(11_520_000) == "3h12m"
+    assert format_relative_ms(12_000, 0) == "in 0m12s"
+    assert format_relative_ms(0, 180_000) == "3m0s ago"
+
+
+def test_fake_clock_sleep_advances_both_clocks():
+    clock = FakeClock(1000)
+    clock.sleep(1.5)
+    assert clock.now_ms() == 2500 and clock.monotonic() == 1001.5
+
+
+# --- atomic writes ---------------------------------------------------------------------------
+
+def test_atomic_write_creates_0600_and_replaces(tmp_path):
+    target = tmp_path / "f.json"
+    fsio.atomic_write(target, b"one")
+    assert target.read_bytes() == b"one"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    fsio.atomic_write(target, b"two")
+    assert target.read_bytes() == b"two"
+    assert os.listdir(tmp_path) == ["f.json"]
+
+
+def test_atomic_write_keeps_mode_of_existing_file_when_asked(tmp_path):
+    target = tmp_path / "callbacks.json"
+    target.write_bytes(b"{}")
+    os.chmod(target, 0o644)
+    fsio.atomic_write(target, b"new", keep_mode=True)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    fsio.atomic_write(target, b"newer")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_atomic_write_refuses_symlinked_target(tmp_path):
+    real = tmp_path / "real"
+    real.write_bytes(b"keep")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(SxctlError) as info:
+        fsio.atomic_write(link, b"evil")
+    assert info.value.exit_code == 5 and str(link) in info.value.message
+    assert real.read_bytes() == b"keep" and sorted(os.listdir(tmp_path)) == ["link", "real"]
+
+
+def test_atomic_write_never_follows_a_symlinked_temp_name(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    temp = tmp_path / "f.json.tmp"
+    temp.symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        fsio.atomic_write(tmp_path / "f.json", b"x", temp=temp)
+    assert victim.read_bytes() == b"keep"
+
+
+def test_failed_precommit_removes_the_temp_and_keeps_the_old_file(tmp_path):
+    target = tmp_path / "f"
+    target.write_bytes(b"old")
+
+    def refuse():
+        raise ConflictError("moved", code=ErrorCode.REV_MOVED)
+
+    with pytest.raises(ConflictError):
+        fsio.atomic_write(target, b"new", precommit=refuse)
+    assert target.read_bytes() == b"old" and os.listdir(tmp_path) == ["f"]
+
+
+def test_link_create_never_clobbers(tmp_path):
+    target = tmp_path / "record.json"
+    fsio.link_create(target, b"first")
+    with pytest.raises(FileExistsError):
+        fsio.link_create(target, b"second")
+    assert target.read_bytes() == b"first" and os.listdir(tmp_path) == ["record.json"]
+
+
+def test_pending_file_discard_never_removes_a_successor_temp(tmp_path):
+    target = tmp_path / "s.json"
+    first = fsio.PendingFile(target, tmp_path / "s.json.tmp")
+    first.write_all(b"a")
+    first.commit()
+    successor = fsio.PendingFile(target, tmp_path / "s.json.tmp")  # same temp name, new owner
+    first.discard()
+    assert (tmp_path / "s.json.tmp").exists()
+    successor.discard()
+    assert not (tmp_path / "s.json.tmp").exists()
+
+
+def test_ensure_private_dir(tmp_path):
+    folder = fsio.ensure_private_dir(tmp_path / "inbox")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert fsio.ensure_private_dir(folder) == folder
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SxctlError):
+        fsio.ensure_private_dir(tmp_path / "file")
+    with pytest.raises(SxctlError) as info:
+        fsio.ensure_private_dir(tmp_path / "missing" / "inbox")
+    assert info.value.exit_code == 3
+
+
+# --- locks -----------------------------------------------------------------------------------
+
+def test_writer_lock_times_out_with_lock_busy(tmp_path):
+    lock_path = tmp_path / ".sxctl-callbacks.lock"
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        with writer_lock(lock_path, 5, "callbacks"):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    try:
+        with pytest.raises(ConflictError) as info, writer_lock(lock_path, 0.2, "callbacks"):
+            pass
+        assert info.value.code == "lock_busy" and info.value.exit_code == 4
+    finally:
+        release.set()
+        thread.join()
+    with writer_lock(lock_path, 1, "callbacks"):
+        assert stat.S_IMODE(lock_path.stat().st_mode) == 0o600
