@@ -7,7 +7,6 @@ offset) or a naive wall time read in a zone, with explicit fold choice (cron-sto
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -121,6 +120,8 @@ def zone_hint(name: str) -> str:
     Europe/Berlin (the error message itself stays comis's)."""
     zones = sorted(_zone_names())
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
+    import difflib  # lazy: only a mistyped zone pays for it (every command loads this module)
+
     close = by_city or difflib.get_close_matches(name, zones, n=3, cutoff=0.75)
     if close:
         return f"did you mean {' or '.join(close)}? (IANA zone names: Region/City, e.g. America/New_York)"
