@@ -15,7 +15,15 @@ from ..cron.policy import read_policy
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
 from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
 from ..cron.store import default_agent_id, find_job
-from ..cron.views import adhoc_timeline, job_kind_label, job_row, schedule_computable, target_label, timeline  # noqa: F401
+from ..cron.views import (  # noqa: F401
+    adhoc_timeline,
+    job_kind_label,
+    job_row,
+    kept_zones,
+    schedule_computable,
+    target_label,
+    timeline,
+)
 from ..errors import InvalidDataError, UsageError
 from ..record import record
 from ..timeparse import parse_time_in_zone_ms
@@ -145,7 +153,8 @@ def next_fires(
         store = store_or_empty(ws)
         if name is not None:
             find_job(store, name)
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused)
+        zones = None if tz is not None else kept_zones(store, read_policy(ws))  # a job's own --tz
+        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones)
         _mark_held(ws, store, fires, target_project(ws, project, session=session), clock)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)
