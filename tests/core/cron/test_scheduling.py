@@ -242,6 +242,63 @@ def test_active_hours_skip_occurrences_outside_them(sched):
     assert sched.job("office")["policy"]["skips"]["total"] == 2  # 07:00 and 08:00 Berlin
 
 
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def test_tz_on_an_every_job_is_kept_and_its_active_hours_are_that_zones(sched):
+    sched.add(NINE, "poll", "--every", "30m", "--anchor", "2026-12-01 04:00", "--active-hours", "08:00-18:00",
+              "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    policy = json.loads(sched.policy_file.read_text())
+    assert policy["formatVersion"] == 2 and list(policy["jobs"].values()) == [
+        {"activeHours": "08:00-18:00", "tz": "America/New_York"}]
+    for step in range(1, 49):  # a day of passes, every 30 minutes from 09:00 UTC (04:00 in New York)
+        at = NINE + step * 30 * MIN + 1000
+        sched.agent_at(at)
+        sched.tick(at)
+    hours = sorted(datetime.fromtimestamp(row["scheduledForMs"] / 1000, NEW_YORK).strftime("%H:%M")
+                   for row in sched.ledger() if row["recordType"] == "started")
+    assert hours[0] == "08:00" and hours[-1] == "17:30" and len(hours) == 20  # New York's 08-18, not UTC's
+    assert sched.job("poll")["policy"]["skips"]["total"] == 28
+    shown = sched.job("poll")
+    assert shown["tz"] == "America/New_York" and shown["policy"]["tz"] == "America/New_York"
+    listing = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "list")
+    assert "every 30m America/New_York" in listing.out and " EST " in listing.out
+    upcoming = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--json").json()
+    assert upcoming["fires"][0]["at_local"].endswith("-05:00")
+    in_utc = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--tz", "UTC", "--json")
+    assert in_utc.json()["fires"][0]["at_local"].endswith("+00:00")
+
+
+def test_tz_alone_moves_an_every_job_to_another_zone_and_a_cron_schedule_drops_it(sched):
+    sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    before = sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
+    assert sched.run(NINE, "cron", "update", "poll", "--tz", "europe/berlin").code == 0
+    assert json.loads(sched.root.joinpath(".scheduler", "cron-jobs.json").read_text())["jobs"] == \
+        json.loads(before)["jobs"]  # the store's schedule is untouched: comis's every has no zone
+    assert sched.job("poll")["tz"] == "Europe/Berlin"
+    assert sched.run(NINE, "cron", "update", "poll", "--cron", "0 9 * * *", "--tz", "Asia/Tokyo").code == 0
+    assert sched.job("poll")["tz"] == "Asia/Tokyo"  # in the store now, not in the policy file:
+    assert json.loads(sched.policy_file.read_text()) == {"formatVersion": 1, "jobs": {}}
+
+
+@pytest.mark.parametrize("args", [("--every", "30m"), ("--in", "5m"), ("--at", "2026-12-02 09:00")])
+def test_a_zone_that_cannot_be_honoured_is_refused_not_dropped(sched, args):
+    result = sched.run(NINE, "cron", "add", "poll", *args, "--tz", "Mars/Olympus_Mons",
+                       "--payload", "heartbeat-event", "--text", "x")
+    assert result.code == 2 and result.err.startswith("sxctl: Invalid") and result.err.count("\n") <= 2
+    assert not sched.root.joinpath(".scheduler", "cron-jobs.json").exists() or "poll" not in \
+        sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
+
+
+def test_a_format_1_policy_file_with_a_zone_is_invalid(sched):
+    sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    policy = json.loads(sched.policy_file.read_text())
+    policy["formatVersion"] = 1
+    sched.policy_file.write_text(json.dumps(policy))
+    result = sched.run(NINE, "cron", "list")
+    assert result.code == 5 and "formatVersion 2" in result.err
+
+
 # --- receipts ----------------------------------------------------------------------------------------
 
 def test_cron_runs_says_read_pending_retracted_and_lost(sched, project):
