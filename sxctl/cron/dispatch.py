@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,37 @@ WAKE_GATE_CONTEXT_CHARS = 4000
 
 def pre_dispatch_failure(stage: str, error_kind: str) -> dict[str, Any]:
     return {"kind": "pre_dispatch_failure", "stage": stage, "errorKind": error_kind}
+
+
+#: a run that ended with one of these statuses did not succeed (`cron run` exits 10, a one-shot is
+#: `failed` in `cron list`, `status` and `doctor` name the job)
+FAILED_STATUSES = ("failed", "unknown", "timed_out", "cancelled")
+
+_STAGE_REASONS = {
+    "executor_precondition": "no session or project to send to",
+    "executor_invalid_input": "the message is too large",
+    "dispatch_rejected": "the inbox refused the message",
+    "start_record_recovery": "the pass that claimed it stopped before it started",
+}
+
+
+def failure_reason(job: dict[str, Any] | None, run: dict[str, Any]) -> str:
+    """Why a run (a `project_run` row) did not succeed, in words, from what the ledger keeps:
+    `failed precondition: SXCTL_DELIVER_CMD is not set`, `unknown internal: …`."""
+    outcome = run.get("outcome") or {}
+    head = f"{run['status']} {run.get('errorKind') or ''}".rstrip()
+    stage = outcome.get("stage")
+    if outcome.get("kind") == "pre_dispatch_failure" and stage == "executor_not_bound":
+        delivery = job is not None and job["payload"]["kind"] == "delivery"
+        return f"{head}: {'SXCTL_DELIVER_CMD is not set' if delivery else 'its target is not a SCORPIOX inbox'}"
+    if outcome.get("kind") == "pre_dispatch_failure" and stage in _STAGE_REASONS:
+        return f"{head}: {_STAGE_REASONS[stage]}"
+    if outcome.get("kind") == "unsettled":
+        return f"{head}: the pass running it stopped; whether it was delivered is not known"
+    delivery_status = (outcome.get("delivery") or {}).get("status") if isinstance(outcome.get("delivery"), dict) else None
+    if outcome.get("kind") == "delivery_only" and delivery_status:
+        return f"{head}: SXCTL_DELIVER_CMD {delivery_status.replace('_', ' ')}"
+    return head
 
 
 class DispatchFailure(Exception):
@@ -280,6 +311,9 @@ class Dispatcher:
     environ: Mapping[str, str]
     clock: Clock
     report: Reporter
+    #: why a run failed before anything was delivered, by execution id (the run line's reason;
+    #: the ledger keeps only the stage and error kind: `failure_reason`)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         """The occurrence's terminal outcome, by the job's payload kind; a failure before anything
@@ -302,6 +336,7 @@ class Dispatcher:
             return self._agent_turn(job, occurrence, session)
         except DispatchFailure as failure:
             self.report.warn(f"{job['name']}: not dispatched: {failure}")
+            self.reasons[occurrence.execution_id] = str(failure)
             return failure.outcome
 
     def _target_project(self, job: dict[str, Any]) -> str:

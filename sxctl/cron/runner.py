@@ -22,7 +22,7 @@ from ..locks import MkdirLock
 from ..report import Reporter
 from .admission import Admission, AdmissionReport
 from .catchup import count_skipped, missed_note, skipped_count
-from .dispatch import Dispatcher, Occurrence
+from .dispatch import FAILED_STATUSES, Dispatcher, Occurrence, failure_reason
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
 from .schedule import next_run
@@ -361,6 +361,10 @@ class SchedulerPass:
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
         if "errorKind" in projected:
             entry["errorKind"] = projected["errorKind"]
+        if projected["status"] in FAILED_STATUSES:  # the run line always says why (cli/cron/tick.py)
+            reason = self.dispatcher.reasons.get(execution_id)
+            head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
+            entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
         self.result.runs.append(entry)
 
 
