@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.heartbeat import record_pass
+from ..cron.ledger import FAILED_STATUSES
 from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
 from ..engines.ticklog import TickLog
-from ..cron.dispatch import FAILED_STATUSES
 from ..errors import ErrorCode, SxctlError, UsageError
 from ..record import record
 from ..report import Reporter

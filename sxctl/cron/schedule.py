@@ -245,8 +245,8 @@ def honoured_zone_name(tz: str) -> str:
         try:
             zone_name = local_zone_name()
         except UsageError:
-            raise UsageError("Invalid cron timezone",
-                             hint="--tz local: this machine's zone has no IANA name; give one, e.g. Europe/Berlin") from None
+            raise UsageError("Invalid cron timezone", hint="--tz local: this machine's zone has no IANA name; "
+                             "give one, e.g. Europe/Berlin") from None
     zone_name = canonical_zone_name(zone_name)
     load_cron_zone(zone_name)
     if len(zone_name.encode()) > 128:

@@ -35,7 +35,7 @@ def list_(tz) -> None:
         table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
-             r["state"], when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done",) else "-",
+             r["state"], when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
@@ -67,6 +67,8 @@ def show(name) -> None:
     def human() -> None:
         target = f", target {target_label(row['target'])}" if row["target"] else ""
         say(f"{name}: {row['state']}, next {when(row['next_run_ms'], _shown_in(row, None, None))}{target}")
+        if row.get("failure"):
+            say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
