@@ -33,8 +33,8 @@ def sched(project):
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / "stats.json").write_text(json.dumps({"updated_ms": ms, "model": "m"}))
 
-        def run(self, ms: int, *args: str):
-            result = project.run(*args, clock=FakeClock(ms))
+        def run(self, ms: int, *args: str, env: dict | None = None):
+            result = project.run(*args, clock=FakeClock(ms), env=env)
             store = self.root / ".scheduler" / "cron-jobs.json"
             if store.exists():
                 assert check_store_bytes(store.read_bytes()) == [], args
@@ -55,6 +55,9 @@ def sched(project):
 
         def pending(self) -> list[dict]:
             return [json.loads(p.read_text()) for p in sorted((self.folder / "inbox").glob("*.json"))]
+
+        def env(self, **extra: str) -> dict:
+            return project.env(**extra)
 
         def job(self, name: str) -> dict:
             doc = self.run(NINE, "cron", "show", name, "--json")
@@ -297,6 +300,61 @@ def test_a_format_1_policy_file_with_a_zone_is_invalid(sched):
     sched.policy_file.write_text(json.dumps(policy))
     result = sched.run(NINE, "cron", "list")
     assert result.code == 5 and "formatVersion 2" in result.err
+
+
+# --- failed runs ---------------------------------------------------------------------------------------
+
+REASON = "failed precondition: SXCTL_DELIVER_CMD is not set"
+
+
+def test_cron_run_of_a_failing_run_exits_10_with_its_reason_and_ok_false(sched):
+    sched.add(NINE, "stretch", "--every", "1h", "--payload", "delivery", "--text", "stretch")
+    human = sched.run(NINE, "cron", "run", "stretch")
+    assert human.code == 10
+    assert human.out == f"ran stretch (manual): {REASON}\n"
+    assert human.err.endswith(f"sxctl: the run did not succeed: stretch: {REASON} (see `sxctl cron runs stretch`)\n")
+    quiet = sched.run(NINE, "-q", "cron", "run", "stretch")
+    assert quiet.code == 10 and quiet.out == f"ran stretch (manual): {REASON}\n"
+    doc = sched.run(NINE, "cron", "run", "stretch", "--json")
+    assert doc.code == 10
+    body = doc.json()
+    assert body["ok"] is False and body["error"]["code"] == "run_failed" and body["error"]["exit"] == 10
+    assert body["run"]["status"] == "failed" and body["run"]["reason"] == REASON and body["triggered"] is True
+    due = sched.run(NINE + 3_600_000, "cron", "run", "--mode", "due", "--json")
+    assert due.code == 10 and due.json()["ok"] is False
+    fine = sched.run(NINE + 7_200_000, "cron", "run", "stretch", "--json",
+                     env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    assert fine.code == 0 and fine.json()["ok"] is True and "reason" not in fine.json()["run"]
+
+
+def test_the_passs_run_line_carries_the_reason_with_q_as_the_exported_entry_runs_it(sched):
+    sched.add(NINE, "stretch", "--at", "2026-12-01T09:05Z", "--payload", "delivery", "--text", "stretch")
+    result = sched.run(NINE + 5 * MIN, "-q", "cron", "tick", "--busy-ok")
+    assert result.code == 0 and result.out == f"ran stretch (scheduled): {REASON}\n" and result.err == ""
+
+
+def test_a_failed_one_shot_is_failed_in_cron_list_and_a_problem_in_status_and_doctor(sched):
+    sched.add(NINE, "stretch", "--at", "2026-12-01T09:05Z", "--payload", "delivery", "--text", "stretch")
+    sched.add(NINE, "fine", "--at", "2026-12-01T09:03Z", "--payload", "delivery", "--text", "ok")
+    sched.run(NINE + 3 * MIN, "cron", "tick", env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    sched.run(NINE + 5 * MIN, "cron", "tick")
+    later = NINE + 10 * MIN
+    rows = {row["job"]["name"]: row for row in sched.run(later, "cron", "list", "--json").json()["jobs"]}
+    assert rows["stretch"]["state"] == "failed" and rows["stretch"]["failure"]["reason"] == REASON
+    assert rows["fine"]["state"] == "done" and "failure" not in rows["fine"]
+    listing = sched.run(later, "cron", "list").out.splitlines()
+    assert [line.split()[6] for line in listing[1:]] == ["failed", "done"]  # NAME KIND at DATE TIME UTC STATE
+    shown = sched.run(later, "cron", "show", "stretch")
+    assert f"its run failed: {REASON} (see `sxctl cron runs stretch`)" in shown.out
+    status = sched.run(later, "status", "--json").json()
+    [problem] = [p for p in status["problems"] if p["code"] == "cron_run_failed"]
+    assert problem["message"] == f"cron job stretch: its last run failed: {REASON}; see `sxctl cron runs stretch`"
+    assert status["cron"]["jobs_by_state"] == {"failed": 1, "done": 1}
+    assert f"cron job stretch: its last run failed: {REASON}" in sched.run(later, "status").out
+    doctor = sched.run(later, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
+    assert check["status"] == "warn" and check["message"] == f"job stretch: its last run failed: {REASON}"
+    assert check["fix"] == "sxctl cron runs stretch"
 
 
 # --- receipts ----------------------------------------------------------------------------------------
