@@ -11,13 +11,13 @@ from ..cron.admission import hold_state
 from ..cron.ledger import scan_ledger
 from ..cron.limits import job_history, limit_usage
 from ..cron.policy import read_policy
+from ..cron.run_failures import failed_one_shots
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
 from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
 from ..cron.store import default_agent_id, find_job
 from ..cron.views import (  # noqa: F401
     adhoc_timeline,
-    failed_one_shots,
     job_kind_label,
     job_row,
     kept_zones,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.heartbeat import record_pass
-from ..cron.ledger import FAILED_STATUSES
+from ..cron.run_failures import FAILED_STATUSES
 from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
 from ..engines.ticklog import TickLog

@@ -55,38 +55,6 @@ DELIVERY_ONLY_STATUS = {"accepted": "completed", "suppressed": "skipped", "pre_s
                         "partial": "failed", "rejected": "failed", "unknown": "unknown"}
 
 
-#: a run that ended with one of these statuses did not succeed (`cron run` exits 10, a one-shot is
-#: `failed` in `cron list`, `status` and `doctor` name the job)
-FAILED_STATUSES = ("failed", "unknown", "timed_out", "cancelled")
-
-_STAGE_REASONS = {
-    "executor_precondition": "no session or project to send to",
-    "executor_invalid_input": "the message is too large",
-    "dispatch_rejected": "the inbox refused the message",
-    "start_record_recovery": "the pass that claimed it stopped before it started",
-}
-
-
-def failure_reason(job: dict[str, Any] | None, run: dict[str, Any]) -> str:
-    """Why a run (a `project_run` row) did not succeed, in words, from what the ledger keeps:
-    `failed precondition: SXCTL_DELIVER_CMD is not set`, `unknown internal: …`."""
-    outcome = run.get("outcome") or {}
-    head = f"{run['status']} {run.get('errorKind') or ''}".rstrip()
-    stage = outcome.get("stage")
-    if outcome.get("kind") == "pre_dispatch_failure" and stage == "executor_not_bound":
-        delivery = job is not None and job["payload"]["kind"] == "delivery"
-        return f"{head}: {'SXCTL_DELIVER_CMD is not set' if delivery else 'its target is not a SCORPIOX inbox'}"
-    if outcome.get("kind") == "pre_dispatch_failure" and stage in _STAGE_REASONS:
-        return f"{head}: {_STAGE_REASONS[stage]}"
-    if outcome.get("kind") == "unsettled":
-        return f"{head}: the pass running it stopped; whether it was delivered is not known"
-    delivery = outcome.get("delivery")
-    delivery_status = delivery.get("status") if isinstance(delivery, dict) else None
-    if outcome.get("kind") == "delivery_only" and delivery_status:
-        return f"{head}: SXCTL_DELIVER_CMD {delivery_status.replace('_', ' ')}"
-    return head
-
-
 def project_run(group: Group) -> dict[str, Any]:
     """The runs projection of cron-ledger.md §4 (of a group that has its start)."""
     start = group.start

@@ -23,17 +23,9 @@ from ..report import Reporter
 from .admission import Admission, AdmissionReport
 from .catchup import count_skipped, missed_note, skipped_count
 from .dispatch import Dispatcher, Occurrence
-from .ledger import (
-    DEFAULT_MAX_LOG_BYTES,
-    FAILED_STATUSES,
-    Group,
-    Ledger,
-    append_rows,
-    failure_reason,
-    project_run,
-    scan_ledger,
-)
+from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
+from .run_failures import FAILED_STATUSES, failure_reason
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store

@@ -16,7 +16,7 @@ from ..errors import InvalidDataError, SxctlError
 from ..fsio import read_data_file
 from ..timeparse import format_ms
 from .jobs import is_overdue
-from .ledger import DEFAULT_MAX_LOG_BYTES, FAILED_STATUSES, Ledger, failure_reason, project_run, scan_ledger
+from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .policy import FILE_CAP, describe, read_policy
 from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
@@ -85,40 +85,6 @@ def kept_zones(store: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
     human times are shown in it when a view is given no `--tz`."""
     return {job["id"]: load_cron_zone(entry["tz"]) for job in store["jobs"]
             if job["schedule"]["kind"] != "cron" and (entry := policy["jobs"].get(job["id"], {})).get("tz")}
-
-
-def last_failures(store: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The jobs of `store` whose last run in `runs` (`project_run` rows, newest first) failed —
-    `unknown` ones are named on their own (`cron runs NAME --evidence`) — each with why and the
-    command that shows the run."""
-    jobs = {job["id"]: job for job in store["jobs"]}
-    seen: set[str] = set()
-    failures = []
-    for run in runs:
-        job = jobs.get(run["jobId"])
-        if job is None or run["jobId"] in seen:
-            continue
-        seen.add(run["jobId"])
-        if run["status"] in FAILED_STATUSES and run["status"] != "unknown":
-            failures.append({"name": job["name"], "jobId": job["id"], "executionId": run["executionId"],
-                             "startedAtMs": run["startedAtMs"], "reason": failure_reason(job, run),
-                             "command": f"sxctl cron runs {job['name']}"})
-    return failures
-
-
-def failed_one_shots(store: dict[str, Any], ledger: Ledger | None) -> dict[str, dict[str, Any]]:
-    """Finished one-shots whose run did not succeed (id -> `{executionId, reason}`): `cron list`
-    shows them `failed`, not `done`."""
-    failed = {}
-    for job in store["jobs"]:
-        life = job["lifecycle"]
-        group = ledger.groups.get(life["terminalExecutionId"]) if ledger is not None and \
-            life["status"] == "one_shot_terminal" else None
-        if group is not None and group.start is not None:
-            run = project_run(group)
-            if run["status"] in FAILED_STATUSES:
-                failed[job["id"]] = {"executionId": run["executionId"], "reason": failure_reason(job, run)}
-    return failed
 
 
 def schedule_computable(schedule: dict[str, Any]) -> bool:

@@ -10,9 +10,10 @@ from typing import Any
 from ..cron.heartbeat import FILE_NAME, read_heartbeat
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
+from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
-from ..cron.views import check_files, last_failures
+from ..cron.views import check_files
 from ..engines import TickCommand, has_block, systemd_unit_dir
 from ..errors import SxctlError
 from .findings import CLOCK_SKEW_MS, Findings

@@ -13,8 +13,9 @@ from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.policy import read_policy
 from ..cron.receipts import run_consumption
+from ..cron.run_failures import last_failures
 from ..cron.store import read_store
-from ..cron.views import job_state, last_failures
+from ..cron.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning

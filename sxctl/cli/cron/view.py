@@ -35,7 +35,8 @@ def list_(tz) -> None:
         table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
-             r["state"], when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
+             r["state"],
+             when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
