@@ -272,6 +272,40 @@ def test_tz_on_an_every_job_is_kept_and_its_active_hours_are_that_zones(sched):
     assert in_utc.json()["fires"][0]["at_local"].endswith("+00:00")
 
 
+def test_an_at_job_keeps_its_zone_for_its_human_times(sched):
+    sched.add(NINE, "call", "--at", "2026-12-02 09:00", "--tz", "America/New_York", "--payload", "heartbeat-event",
+              "--text", "x")
+    listing = sched.run(NINE, "cron", "list").out
+    assert "at 2026-12-02 09:00 America/New_York" in listing and "2026-12-02 09:00:00 EST" in listing
+    assert sched.run(NINE, "cron", "show", "call").out.startswith("call: scheduled, next 2026-12-02 09:00:00 EST")
+    in_utc = sched.run(NINE, "cron", "list", "--tz", "UTC").out  # the schedule stays in its zone, as a cron job's
+    assert "at 2026-12-02 09:00 America/New_York" in in_utc and "2026-12-02 14:00:00 UTC" in in_utc
+
+
+def test_the_daily_limit_of_an_every_job_counts_days_in_its_zone(sched):
+    tokyo_midnight = NINE + 6 * 3_600_000  # 15:00 UTC = 00:00 in Tokyo
+    sched.add(NINE, "often", "--every", "1h", "--anchor", "2026-12-01 22:00", "--tz", "Asia/Tokyo",
+              "--payload", "heartbeat-event", "--text", "x", "--max-runs-per-day", "2")
+    for hour in (4, 5, 6, 7):  # 22:00, 23:00 in Tokyo, then 00:00 and 01:00 of its next day
+        at = NINE + hour * 3_600_000 + 1000
+        sched.agent_at(at)
+        sched.tick(at)
+    started = [row["scheduledForMs"] for row in sched.ledger() if row["recordType"] == "started"]
+    assert started == [NINE + 4 * 3_600_000, NINE + 5 * 3_600_000, tokyo_midnight, tokyo_midnight + 3_600_000]
+    assert sched.job("often")["policy"]["skips"]["total"] == 0  # in UTC the third run of Dec 1 would be skipped
+
+
+def test_a_catch_up_note_of_an_every_job_is_in_its_zone(sched):
+    sched.add(NINE, "hourly", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event",
+              "--text", "beat")
+    late = NINE + 3 * 3_600_000 + 10 * MIN
+    sched.agent_at(late)
+    sched.tick(late)
+    [message] = sched.pending()
+    assert message["text"].splitlines()[-1] == \
+        "[sxctl: a catch-up run for 3 missed occurrences, 2026-12-01 05:00 to 2026-12-01 07:00 (America/New_York)]"
+
+
 def test_tz_alone_moves_an_every_job_to_another_zone_and_a_cron_schedule_drops_it(sched):
     sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
     before = sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
