@@ -24,6 +24,7 @@ class ExitStatus(IntEnum):
     TOO_LATE = 7
     OS_REFUSED = 8
     DOCTOR_FAILED = 9
+    RUN_FAILED = 10  # `cron run`: a run it made did not succeed (not in the spec's table)
     INTERRUPTED = 130  # Ctrl-C, SIGTERM while waiting: 128 + SIGINT
     BROKEN_PIPE = 141  # the reader of stdout went away: what a shell reports for SIGPIPE (128 + 13)
 
@@ -67,6 +68,7 @@ class ErrorCode(StrEnum):
     TOO_LATE = "too_late"
     OS_REFUSED = "os_refused"
     DOCTOR_FAILED = "doctor_failed"
+    RUN_FAILED = "run_failed"
     INTERRUPTED = "interrupted"
 
     @property
@@ -91,6 +93,7 @@ _STATUS_BY_CODE: dict[ErrorCode, ExitStatus] = {
     ErrorCode.TOO_LATE: ExitStatus.TOO_LATE,
     ErrorCode.OS_REFUSED: ExitStatus.OS_REFUSED,
     ErrorCode.DOCTOR_FAILED: ExitStatus.DOCTOR_FAILED,
+    ErrorCode.RUN_FAILED: ExitStatus.RUN_FAILED,
     ErrorCode.INTERRUPTED: ExitStatus.INTERRUPTED,
 }
 
@@ -114,6 +117,8 @@ EXIT_MEANINGS: dict[int, str] = {
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",
     8: "the operating system refused (permission denied, read-only or full file system, closed standard output)",
     9: "`doctor` found a failing check (each is named, with the command that fixes it)",
+    10: "`cron run`: a run it made did not succeed (failed or unknown); the reason is printed, "
+        "`sxctl cron runs NAME` shows the run",
     130: "interrupted (Ctrl-C; SIGTERM while waiting); a command that was waiting says where its message is",
 }
 

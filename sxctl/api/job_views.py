@@ -11,11 +11,20 @@ from ..cron.admission import hold_state
 from ..cron.ledger import scan_ledger
 from ..cron.limits import job_history, limit_usage
 from ..cron.policy import read_policy
+from ..cron.run_failures import failed_one_shots
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
 from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
 from ..cron.store import default_agent_id, find_job
-from ..cron.views import adhoc_timeline, job_kind_label, job_row, schedule_computable, target_label, timeline  # noqa: F401
+from ..cron.views import (  # noqa: F401
+    adhoc_timeline,
+    job_kind_label,
+    job_row,
+    kept_zones,
+    schedule_computable,
+    target_label,
+    timeline,
+)
 from ..errors import InvalidDataError, UsageError
 from ..record import record
 from ..timeparse import parse_time_in_zone_ms
@@ -47,8 +56,10 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     store = store_or_empty(ws)
     zone = display_zone(tz)
     policy = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session))
+    failed = _failed_one_shots(ws, store)
     return JobList(ws, default_agent_id(store, agent, os.environ),
-                   [job_row(job, policy, workspace=ws.root) for job in store["jobs"]], zone)
+                   [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"])) for job in store["jobs"]],
+                   zone)
 
 
 @record
@@ -67,7 +78,20 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     store = store_or_empty(ws)
     job = find_job(store, name)
     counted = _counted(ws, {**store, "jobs": [job]}, read_policy(ws), target_project(ws, project, session=session))
-    return JobDetail(job_row(job, counted, workspace=ws.root, full=True))
+    failure = _failed_one_shots(ws, {**store, "jobs": [job]}).get(job["id"])
+    return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure))
+
+
+def _failed_one_shots(ws: Workspace, store: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Finished one-shots whose run did not succeed (`sxctl.cron.views.failed_one_shots`); the
+    ledger is read only when there is a finished one-shot, and an invalid one (`cron validate`
+    names it) leaves them `done`."""
+    if not any(job["lifecycle"]["status"] == "one_shot_terminal" for job in store["jobs"]):
+        return {}
+    try:
+        return failed_one_shots(store, scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling()))
+    except InvalidDataError:
+        return {}
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
@@ -145,7 +169,8 @@ def next_fires(
         store = store_or_empty(ws)
         if name is not None:
             find_job(store, name)
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused)
+        zones = None if tz is not None else kept_zones(store, read_policy(ws))  # a job's own --tz
+        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones)
         _mark_held(ws, store, fires, target_project(ws, project, session=session), clock)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.heartbeat import record_pass
+from ..cron.run_failures import FAILED_STATUSES
 from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
 from ..engines.ticklog import TickLog
-from ..errors import SxctlError, UsageError
+from ..errors import ErrorCode, SxctlError, UsageError
 from ..record import record
 from ..report import Reporter
 from .jobs import ledger_ceiling
@@ -47,9 +48,27 @@ class ManualRun:
     agent_id: str
     outcome: PassOutcome
 
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """The runs it made that did not succeed (`failed`, `unknown`, …), each with its `reason`."""
+        return [run for run in self.outcome.report.runs if run.get("status") in FAILED_STATUSES]
+
+    def raise_if_failed(self) -> None:
+        """Exit 10 (`run_failed`) when a run it made did not succeed: the reason of each, and the
+        command that shows the runs; the JSON failure document keeps every key of `to_json`."""
+        failed = self.failed
+        if not failed:
+            return
+        said = "; ".join(f"{run['name']}: {run.get('reason') or run['status']}" for run in failed)
+        names = list(dict.fromkeys(run["name"] for run in failed))
+        runs = " / ".join(f"`sxctl cron runs {name}`" for name in names)
+        raise SxctlError(f"the run did not succeed: {said} (see {runs})", code=ErrorCode.RUN_FAILED,
+                         details=self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         runs = self.outcome.report.runs
-        doc: dict[str, Any] = {"ok": True, "triggered": bool(runs), "mode": self.mode, "resolvedAgentId": self.agent_id}
+        doc: dict[str, Any] = {"ok": not self.failed, "triggered": bool(runs), "mode": self.mode,
+                               "resolvedAgentId": self.agent_id}
         if self.mode == "force":
             entry = runs[0] if runs else None
             doc.update(jobName=self.name, executionId=entry["executionId"] if entry else None, run=entry)

@@ -4,6 +4,6 @@ epoch) as a local time, a relative time (`in 5m`) or a span (`2h 5m`)."""
 
 from __future__ import annotations
 
-from ..timeparse import format_duration_ms, format_ms, format_relative_ms, local_zone, parse_duration_ms
+from ..timeparse import format_duration_ms, format_ms, format_relative_ms, load_zone, local_zone, parse_duration_ms
 
-__all__ = ["format_duration_ms", "format_ms", "format_relative_ms", "local_zone", "parse_duration_ms"]
+__all__ = ["format_duration_ms", "format_ms", "format_relative_ms", "load_zone", "local_zone", "parse_duration_ms"]

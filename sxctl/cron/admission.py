@@ -152,7 +152,7 @@ class Admission:
         if usage.proven > entry.get("runs", 0):
             entry["runs"] = usage.proven
         if entry.get("maxRunsPerDay"):
-            today = local_time(self.clock.now_ms(), job_zone(job)).date().isoformat()
+            today = local_time(self.clock.now_ms(), job_zone(job, entry)).date().isoformat()
             day = entry.get("day")
             if day is not None and day["date"] > today:
                 entry.pop("day")
@@ -180,7 +180,7 @@ class Admission:
     def _skip_occurrences(self, job: dict[str, Any], entry: dict[str, Any], now: int, usage: LimitUsage) -> bool:
         """Skip due occurrences the policy does not run, one by one, recording them; True when
         one is still due to run."""
-        zone = job_zone(job)
+        zone = job_zone(job, entry)
         life = job["lifecycle"]
         skipped: dict[str, list[int]] = {}
         for _ in range(OCCURRENCE_BUDGET):

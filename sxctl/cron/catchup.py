@@ -7,7 +7,7 @@ from typing import Any
 
 from ..report import Reporter
 from ..timeparse import format_ms
-from .schedule import CronPattern, job_zone, load_cron_zone, next_run
+from .schedule import CronPattern, job_zone, job_zone_name, load_cron_zone, next_run
 
 SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
@@ -44,8 +44,8 @@ def missed_note(job: dict[str, Any], entry: dict[str, Any], policy: dict[str, An
     their span in the job's zone (off with the job's `--no-missed-note`)."""
     if policy["jobs"].get(job["id"], {}).get("missedNote") is False:
         return None
-    zone = job_zone(job)
-    zone_name = job["schedule"].get("tz") or "UTC" if job["schedule"]["kind"] == "cron" else "UTC"
+    job_entry = policy["jobs"].get(job["id"], {})
+    zone, zone_name = job_zone(job, job_entry), job_zone_name(job, job_entry)
     first = entry["scheduledForMs"]
     skipped = entry.get("skipped_occurrences", 0)
     last = entry.get("skipped_last_ms") or first

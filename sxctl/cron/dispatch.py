@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +280,9 @@ class Dispatcher:
     environ: Mapping[str, str]
     clock: Clock
     report: Reporter
+    #: why a run failed before anything was delivered, by execution id (the run line's reason;
+    #: the ledger keeps only the stage and error kind: `failure_reason`)
+    reasons: dict[str, str] = field(default_factory=dict)
 
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         """The occurrence's terminal outcome, by the job's payload kind; a failure before anything
@@ -302,6 +305,7 @@ class Dispatcher:
             return self._agent_turn(job, occurrence, session)
         except DispatchFailure as failure:
             self.report.warn(f"{job['name']}: not dispatched: {failure}")
+            self.reasons[occurrence.execution_id] = str(failure)
             return failure.outcome
 
     def _target_project(self, job: dict[str, Any]) -> str:

@@ -340,6 +340,8 @@ def _schedule_change(current: dict[str, Any], given: ScheduleInput, notes: list[
         return given
     if kind == "cron" and given.anchor is None and given.fold is None:
         return replace(given, cron=current["expr"])
+    if kind != "cron" and given.anchor is None and given.fold is None:
+        return given  # --tz alone on an every/at job: its zone, kept in the policy file (transaction.job_change)
     if kind == "every" and given.fold is None and given.anchor is not None:
         return replace(given, every=f"{current['everyMs']}ms")
     flags = ", ".join(f for f, v in (("--tz", given.tz), ("--anchor", given.anchor), ("--fold", given.fold)) if v)

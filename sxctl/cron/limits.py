@@ -61,7 +61,7 @@ def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group],
     last reset (`limitsFromMs`: `cron resume`) toward --max-runs, and per date of their
     occurrence in the job's zone toward --max-runs-per-day (only with that limit)."""
     since = entry.get("limitsFromMs", 0)
-    zone = job_zone(job) if entry.get("maxRunsPerDay") else None
+    zone = job_zone(job, entry) if entry.get("maxRunsPerDay") else None
     runs, days = 0, dict[str, int]()
     for group in groups:
         start = group.start
@@ -90,7 +90,7 @@ def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, 
     if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
         return False
     entry["runs"] = entry.get("runs", 0) + 1
-    date = local_time(start["scheduledForMs"], job_zone(job)).date().isoformat()
+    date = local_time(start["scheduledForMs"], job_zone(job, entry)).date().isoformat()
     day = entry.get("day")
     if day is None or day["date"] < date:
         entry["day"] = {"date": date, "runs": 1}

@@ -19,8 +19,9 @@ from ..errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..locks import MkdirLock
 from ..timeparse import parse_time_in_zone_ms
+from .schedule import load_cron_zone
 from .schema import EPOCH_MS, encode_compact, strict_loads
-from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Const, Enum, Int, Node, Obj, SchemaError, Str, opt, req
+from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
@@ -32,6 +33,28 @@ DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day")
 PAUSE_REASONS = ("max_unconsumed", "expired")
 LIFETIME_KEYS = ("maxRuns", "untilMs")  # recurring jobs only
+
+
+def _zone_rule(value: str) -> str | None:
+    """An IANA zone this machine can load (a job's `--tz` when its schedule has no zone)."""
+    try:
+        load_cron_zone(value)
+    except UsageError:
+        return f"unknown time zone {value!r}"
+    return None
+
+
+def _version_rule(doc: Any) -> str | None:
+    """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`."""
+    if doc["formatVersion"] == 1 and any("tz" in entry for entry in doc["jobs"].values()):
+        return "a job's tz needs formatVersion 2"
+    return None
+
+
+def format_version(jobs: dict[str, Any]) -> int:
+    """The version a file with these entries is written as: 1 (what every sxctl reads) unless an
+    entry keeps a zone (2; an sxctl that knows only 1 refuses the file, exit 5, rather than drop it)."""
+    return 2 if any("tz" in entry for entry in jobs.values()) else 1
 
 
 def _clock_rule(value: str) -> str | None:
@@ -72,6 +95,7 @@ ENTRY = Obj([
     opt("maxRuns", Int(1, MAX_SAFE_INT)),
     opt("activeHours", Check(Str(11, 11), _clock_rule)),
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
+    opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -85,7 +109,7 @@ ENTRY = Obj([
                                req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
     ])),
 ])
-ROOT = Obj([req("formatVersion", Const(1)), req("jobs", Map(ENTRY, 100_000))])
+ROOT = Check(Obj([req("formatVersion", Enum((1, 2))), req("jobs", Map(ENTRY, 100_000))]), _version_rule)
 
 
 # --- reading and writing ------------------------------------------------------------------------
@@ -118,7 +142,7 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     written when nothing changed."""
     ids = {job["id"] for job in store["jobs"]}
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
-    doc = {"formatVersion": 1, "jobs": kept}
+    doc = {"formatVersion": format_version(kept), "jobs": kept}
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
@@ -311,4 +335,5 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
+        "tz": entry.get("tz"),
     }

@@ -25,6 +25,7 @@ from .catchup import count_skipped, missed_note, skipped_count
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .policy import read_policy, write_policy
+from .run_failures import FAILED_STATUSES, failure_reason
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
@@ -361,6 +362,10 @@ class SchedulerPass:
         entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
         if "errorKind" in projected:
             entry["errorKind"] = projected["errorKind"]
+        if projected["status"] in FAILED_STATUSES:  # the run line always says why (cli/cron/tick.py)
+            reason = self.dispatcher.reasons.get(execution_id)
+            head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
+            entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
         self.result.runs.append(entry)
 
 

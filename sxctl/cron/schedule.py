@@ -223,10 +223,35 @@ def load_cron_zone(name: str):
         raise UsageError("Invalid cron timezone", hint=error.extra.get("hint")) from None
 
 
-def job_zone(job: dict[str, Any]):
-    """The zone a job's days and hours are counted in: its cron zone, else UTC."""
-    return load_cron_zone(job["schedule"].get("tz") or "UTC") if job["schedule"]["kind"] == "cron" \
-        else load_cron_zone("UTC")
+def job_zone_name(job: dict[str, Any], entry: dict[str, Any] | None = None) -> str:
+    """The zone a job's days, hours and human times are counted in: a cron job's own zone, else
+    the zone its policy entry keeps (`--tz` on an `every` or `at` job: comis's store has no place
+    for it), else UTC."""
+    if job["schedule"]["kind"] == "cron":
+        return job["schedule"].get("tz") or "UTC"
+    return (entry or {}).get("tz") or "UTC"
+
+
+def job_zone(job: dict[str, Any], entry: dict[str, Any] | None = None):
+    """The zone of `job_zone_name`, loaded."""
+    return load_cron_zone(job_zone_name(job, entry))
+
+
+def honoured_zone_name(tz: str) -> str:
+    """`--tz` as the zone name a job keeps: `local` resolved, the IANA spelling; a zone that
+    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2."""
+    zone_name = tz
+    if zone_name == "local":
+        try:
+            zone_name = local_zone_name()
+        except UsageError:
+            raise UsageError("Invalid cron timezone", hint="--tz local: this machine's zone has no IANA name; "
+                             "give one, e.g. Europe/Berlin") from None
+    zone_name = canonical_zone_name(zone_name)
+    load_cron_zone(zone_name)
+    if len(zone_name.encode()) > 128:
+        raise UsageError("Invalid cron timezone")
+    return zone_name
 
 
 def local_time(ms: int, zone):
@@ -261,20 +286,14 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     if spec.fold is not None and spec.at is None:
         raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
     if spec.cron is not None:
-        zone_name = spec.tz or "UTC"
-        if zone_name == "local":
-            try:
-                zone_name = local_zone_name()
-            except UsageError:
-                raise UsageError("Invalid cron timezone") from None
-        zone_name = canonical_zone_name(zone_name)
+        zone_name = honoured_zone_name(spec.tz or "UTC")
         zone = load_cron_zone(zone_name)
         pattern = CronPattern.parse(spec.cron)
-        if len(zone_name.encode()) > 128:
-            raise UsageError("Invalid cron timezone")
         if pattern.next_after(now_ms, zone) is None:
             raise UsageError("Cron schedule has no future occurrence")
         return {"kind": "cron", "expr": spec.cron, "tz": zone_name}
+    if spec.tz is not None:
+        honoured_zone_name(spec.tz)  # kept in the policy file (transaction.job_change): never dropped
     if spec.every is not None:
         every_ms = parse_duration_ms(spec.every, what="--every")
         if not 0 < every_ms <= MAX_SAFE_INT:
@@ -307,14 +326,18 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     return {"kind": "at", "atMs": now_ms + seconds}
 
 
-def describe_schedule(schedule: dict[str, Any]) -> str:
-    """`cron 0 9 * * * America/New_York`, `every 30m`, `at 2026-09-21 06:02 UTC`."""
+def describe_schedule(schedule: dict[str, Any], tz: str | None = None) -> str:
+    """`cron 0 9 * * * America/New_York`, `every 30m`, `at 2026-09-21 06:02 UTC`; `tz` is the
+    zone an every/at job keeps in the policy file (`every 30m America/New_York`, the `at` time in it)."""
     kind = schedule["kind"]
     if kind == "cron":
         return f"cron {schedule['expr']} {schedule['tz']}"
     if kind == "every":
         every = schedule["everyMs"]
-        return f"every {format_every(every) if every % 1000 == 0 else format_duration_ms(every)}"
+        period = format_every(every) if every % 1000 == 0 else format_duration_ms(every)
+        return f"every {period} {tz}" if tz and tz != "UTC" else f"every {period}"
+    if tz and tz != "UTC":
+        return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M', load_cron_zone(tz))} {tz}"
     return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M')} UTC"
 
 

@@ -20,6 +20,7 @@ from ..timeparse import format_ms
 from .jobs import JobSpec
 from .ledger import recent_runs
 from .policy import LIFETIME_KEYS, PolicyOptions, apply_options, read_policy, write_policy
+from .schedule import honoured_zone_name
 from .store import (
     LOCK_WAIT_S,
     find_job,
@@ -112,17 +113,23 @@ def job_change(name: str, spec: JobSpec, *, resumed: bool = False,
     schedule what no longer applies dropped (a one-shot has no --max-runs or --until; a job no
     longer paused keeps no pause reason). `notes` collects what was dropped, for the user."""
     options = spec.policy
-    if not resumed and not (options and options.given) and not spec.schedule.given:
+    tz = spec.schedule.tz
+    if not resumed and not (options and options.given) and not spec.schedule.given and tz is None:
         return None
 
     def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
         job = find_job(store, spec.new_name or name)
         before = policy["jobs"].get(job["id"], {})
-        if not before and not (options and options.given) and not resumed:
+        zoned = tz is not None and job["schedule"]["kind"] != "cron"
+        if not before and not (options and options.given) and not resumed and not zoned:
             return  # nothing to keep for a job without settings
         recurring = job["schedule"]["kind"] != "at"
         entry = apply_options(dict(before), options or PolicyOptions(),
-                              tz=spec.schedule.tz or job["schedule"].get("tz"), now_ms=now, recurring=recurring)
+                              tz=tz or job["schedule"].get("tz") or before.get("tz"), now_ms=now, recurring=recurring)
+        if job["schedule"]["kind"] == "cron":
+            entry.pop("tz", None)  # a cron schedule keeps its own zone in the store
+        elif zoned and tz is not None:
+            entry["tz"] = honoured_zone_name(tz)  # comis's every/at schedule has no zone: kept here
         dropped = [key for key in LIFETIME_KEYS if key in before and key not in entry]
         if dropped and notes is not None:
             flags = {"maxRuns": "--max-runs", "untilMs": "--until"}

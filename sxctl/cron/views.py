@@ -18,7 +18,7 @@ from ..timeparse import format_ms
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .policy import FILE_CAP, describe, read_policy
-from .schedule import CronPattern, next_run
+from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
 from .targets import INBOX_CHANNEL, run_target_project
 from .workspace import Workspace
@@ -64,15 +64,27 @@ def target_label(target: dict[str, Any] | None) -> str:
 
 
 def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, workspace: Path,
-            full: bool = False) -> dict[str, Any]:
+            full: bool = False, failure: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target (its
     project resolved against `workspace`) and policy (`policy` is the policy file's document). A
     job with no policy entry has `"policy": null` in a listing (every default; 10,000 jobs need
     not repeat them); `full` fills them in."""
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
-    return {"job": job, "state": job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
-            "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None}
+    row: dict[str, Any] = {
+        "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
+        "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None,
+        "tz": job_zone_name(job, entry)}
+    if failure:
+        row["failure"] = failure  # a finished one-shot whose run did not succeed: why, and which run
+    return row
+
+
+def kept_zones(store: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """The zones the policy file keeps for `every`/`at` jobs given `--tz` (id -> zone): their
+    human times are shown in it when a view is given no `--tz`."""
+    return {job["id"]: load_cron_zone(entry["tz"]) for job in store["jobs"]
+            if job["schedule"]["kind"] != "cron" and (entry := policy["jobs"].get(job["id"], {})).get("tz")}
 
 
 def schedule_computable(schedule: dict[str, Any]) -> bool:
@@ -103,12 +115,15 @@ def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool 
 
 
 def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
-             include_paused: bool = False) -> list[dict[str, Any]]:
-    """Merged, time-ordered fires of the store's jobs (cron-store.md §10)."""
+             include_paused: bool = False, zones: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` or,
+    for a job in `zones` (id -> zone), in its own zone."""
     fires: list[dict[str, Any]] = []
+    shown_in = zone
     for job in store["jobs"]:
         if name is not None and job["name"] != name:
             continue
+        zone = (zones or {}).get(job["id"], shown_in)
         life = job["lifecycle"]
         status = life["status"]
         if status == "one_shot_terminal" or not schedule_computable(job["schedule"]):

@@ -10,6 +10,7 @@ from typing import Any
 from ..cron.heartbeat import FILE_NAME, read_heartbeat
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
+from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
 from ..cron.views import check_files
@@ -208,6 +209,9 @@ def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, 
         name = names.get(unknown[0]["jobId"])
         found.add("unknown runs", "warn", f"{len(unknown)} run(s) ended unknown (never replayed); decide each",
                   f"sxctl cron runs {name} --evidence" if name else "sxctl cron runs --all-jobs --evidence")
+    for failed in last_failures(store, runs):
+        found.add("failed runs", "warn", f"job {failed['name']}: its last run failed: {failed['reason']}",
+                  failed["command"])
     daemons = [d for d in daemon_locks(ws, environ) if d.owns_workspace]
     if daemons:
         dispatched = [run for run in runs if (run.get("outcome") or {}).get("kind") == "inbox_dispatch"]

@@ -13,6 +13,7 @@ from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.policy import read_policy
 from ..cron.receipts import run_consumption
+from ..cron.run_failures import last_failures
 from ..cron.store import read_store
 from ..cron.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
@@ -58,14 +59,19 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     store = read_store(ws)
     if store is None:
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
-                "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": []}
+                "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": [],
+                "failed": []}
     policy = read_policy(ws)["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
+    runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
+    failed = last_failures(store, runs)
+    failed_ids = {failure["jobId"] for failure in failed}
     by_state: dict[str, int] = {}
     for job in store["jobs"]:
         state = job_state(job, policy.get(job["id"]))
+        if state == "done" and job["id"] in failed_ids:
+            state = "failed"  # a one-shot whose run failed, as `cron list` shows it
         by_state[state] = by_state.get(state, 0) + 1
-    runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
     brief = [{"name": jobs[r["jobId"]]["name"] if r["jobId"] in jobs else None, "jobId": r["jobId"],
               "executionId": r["executionId"], "status": r["status"], "startedAtMs": r["startedAtMs"],
               "trigger": r["trigger"]} for r in runs]
@@ -82,6 +88,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting],
         "waiting": waiting,
+        "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
                             if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
     }
@@ -160,6 +167,10 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     for paused in cron.get("paused_by_sxctl", []):
         code = "cron_expired" if paused["reason"] == "expired" else "cron_paused_by_limit"
         problems.append({"code": code, "message": f"cron job {paused['name']}: {paused['message']}"})
+    for failed in cron.get("failed", []):
+        problems.append({"code": "cron_run_failed",
+                         "message": f"cron job {failed['name']}: its last run failed: {failed['reason']}; "
+                                    f"see `{failed['command']}`"})
     for run in cron.get("unknown_runs", []):
         if run["name"] is not None:
             what, check = f"of {run['name']}", f"sxctl cron runs {run['name']} --evidence"

@@ -84,13 +84,20 @@ def test_update_anchor_alone_re_anchors_an_every_job(project, store):
     assert schedule["everyMs"] == 1_800_000 and schedule["anchorMs"] == 1789948805000
 
 
-@pytest.mark.parametrize("args", [["ping", "--tz", "Europe/Berlin"], ["standup", "--anchor", "2026-09-21T00:00:00Z"],
-                                  ["standup", "--fold", "earlier"]])
+@pytest.mark.parametrize("args", [["standup", "--anchor", "2026-09-21T00:00:00Z"], ["standup", "--fold", "earlier"],
+                                  ["ping", "--fold", "earlier"]])
 def test_update_schedule_options_that_change_nothing_are_refused(project, store, args):
     before = store.read_bytes()
     result = project.run("cron", "update", *args, "--json")
     assert result.code == 2, result.out
     assert store.read_bytes() == before
+
+
+def test_update_tz_alone_of_an_every_job_changes_its_zone_in_the_policy_file_not_the_store(project, store):
+    before = store.read_bytes()
+    result = project.run("cron", "update", "ping", "--tz", "Europe/Berlin", "--json")
+    assert result.code == 0 and store.read_bytes() == before
+    assert project.run("cron", "show", "ping", "--json").json()["tz"] == "Europe/Berlin"
 
 
 def test_update_cron_keeps_the_jobs_zone_and_says_so(project, store):

@@ -55,6 +55,8 @@ def _pass_lines(result) -> list[str]:
         outcome = run.get("outcome") or {}
         if outcome.get("kind") == "inbox_dispatch":
             detail = f"→ {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
+        if run.get("reason"):  # a run that did not succeed says why, with or without -q
+            detail = run["reason"].removeprefix(f"{run['status']} ")
         lines.append(f"ran {run['name']} ({run['trigger']}): {run['status']} {detail}".rstrip())
         if run.get("skipped_occurrences"):
             lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
@@ -110,7 +112,12 @@ def run(name, mode, **kw) -> None:
       sxctl cron run --mode due --json
     """
     result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
-    emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
+    if not result.failed:
+        emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
+        return
+    if not settings().json:
+        _say_lines(_pass_lines(result.outcome.report))
+    result.raise_if_failed()  # exit 10, the reason on stderr (or the JSON document, "ok": false)
 
 
 def _log_to(path: str, max_kib: int) -> None:

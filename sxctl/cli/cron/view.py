@@ -8,7 +8,7 @@ import click
 
 from ...api import list_jobs, next_fires, show_job
 from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
-from ...api.times import format_ms, format_relative_ms
+from ...api.times import format_ms, format_relative_ms, load_zone
 from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import when
 
@@ -34,13 +34,22 @@ def list_(tz) -> None:
             return
         table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
             [r["job"]["name"], job_kind_label(r["job"]),
-             describe_schedule(r["job"]["schedule"]) if schedule_computable(r["job"]["schedule"]) else "?",
-             r["state"], when(r["next_run_ms"], zone) if r["state"] not in ("done",) else "-",
+             describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
+             r["state"],
+             when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
 
     emit(result.to_json(), human)
+
+
+def _shown_in(row: dict, tz: str | None, zone):
+    """The zone a job's times are shown in: `--tz` when given, else the zone an every/at job keeps
+    (its own `--tz`), else `zone` (local)."""
+    if tz is None and row["job"]["schedule"]["kind"] != "cron" and (row["policy"] or {}).get("tz"):
+        return load_zone(row["tz"])
+    return zone
 
 
 @click.command("show", cls=Command)
@@ -58,7 +67,9 @@ def show(name) -> None:
 
     def human() -> None:
         target = f", target {target_label(row['target'])}" if row["target"] else ""
-        say(f"{name}: {row['state']}, next {when(row['next_run_ms'])}{target}")
+        say(f"{name}: {row['state']}, next {when(row['next_run_ms'], _shown_in(row, None, None))}{target}")
+        if row.get("failure"):
+            say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)

@@ -33,8 +33,8 @@ def sched(project):
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / "stats.json").write_text(json.dumps({"updated_ms": ms, "model": "m"}))
 
-        def run(self, ms: int, *args: str):
-            result = project.run(*args, clock=FakeClock(ms))
+        def run(self, ms: int, *args: str, env: dict | None = None):
+            result = project.run(*args, clock=FakeClock(ms), env=env)
             store = self.root / ".scheduler" / "cron-jobs.json"
             if store.exists():
                 assert check_store_bytes(store.read_bytes()) == [], args
@@ -55,6 +55,9 @@ def sched(project):
 
         def pending(self) -> list[dict]:
             return [json.loads(p.read_text()) for p in sorted((self.folder / "inbox").glob("*.json"))]
+
+        def env(self, **extra: str) -> dict:
+            return project.env(**extra)
 
         def job(self, name: str) -> dict:
             doc = self.run(NINE, "cron", "show", name, "--json")
@@ -240,6 +243,152 @@ def test_active_hours_skip_occurrences_outside_them(sched):
         sched.tick(at)
     assert len(sched.pending()) == 3  # 09:00, 10:00 and 11:00 Berlin
     assert sched.job("office")["policy"]["skips"]["total"] == 2  # 07:00 and 08:00 Berlin
+
+
+NEW_YORK = ZoneInfo("America/New_York")
+
+
+def test_tz_on_an_every_job_is_kept_and_its_active_hours_are_that_zones(sched):
+    sched.add(NINE, "poll", "--every", "30m", "--anchor", "2026-12-01 04:00", "--active-hours", "08:00-18:00",
+              "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    policy = json.loads(sched.policy_file.read_text())
+    assert policy["formatVersion"] == 2 and list(policy["jobs"].values()) == [
+        {"activeHours": "08:00-18:00", "tz": "America/New_York"}]
+    for step in range(1, 49):  # a day of passes, every 30 minutes from 09:00 UTC (04:00 in New York)
+        at = NINE + step * 30 * MIN + 1000
+        sched.agent_at(at)
+        sched.tick(at)
+    hours = sorted(datetime.fromtimestamp(row["scheduledForMs"] / 1000, NEW_YORK).strftime("%H:%M")
+                   for row in sched.ledger() if row["recordType"] == "started")
+    assert hours[0] == "08:00" and hours[-1] == "17:30" and len(hours) == 20  # New York's 08-18, not UTC's
+    assert sched.job("poll")["policy"]["skips"]["total"] == 28
+    shown = sched.job("poll")
+    assert shown["tz"] == "America/New_York" and shown["policy"]["tz"] == "America/New_York"
+    listing = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "list")
+    assert "every 30m America/New_York" in listing.out and " EST " in listing.out
+    upcoming = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--json").json()
+    assert upcoming["fires"][0]["at_local"].endswith("-05:00")
+    in_utc = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--tz", "UTC", "--json")
+    assert in_utc.json()["fires"][0]["at_local"].endswith("+00:00")
+
+
+def test_an_at_job_keeps_its_zone_for_its_human_times(sched):
+    sched.add(NINE, "call", "--at", "2026-12-02 09:00", "--tz", "America/New_York", "--payload", "heartbeat-event",
+              "--text", "x")
+    listing = sched.run(NINE, "cron", "list").out
+    assert "at 2026-12-02 09:00 America/New_York" in listing and "2026-12-02 09:00:00 EST" in listing
+    assert sched.run(NINE, "cron", "show", "call").out.startswith("call: scheduled, next 2026-12-02 09:00:00 EST")
+    in_utc = sched.run(NINE, "cron", "list", "--tz", "UTC").out  # the schedule stays in its zone, as a cron job's
+    assert "at 2026-12-02 09:00 America/New_York" in in_utc and "2026-12-02 14:00:00 UTC" in in_utc
+
+
+def test_the_daily_limit_of_an_every_job_counts_days_in_its_zone(sched):
+    tokyo_midnight = NINE + 6 * 3_600_000  # 15:00 UTC = 00:00 in Tokyo
+    sched.add(NINE, "often", "--every", "1h", "--anchor", "2026-12-01 22:00", "--tz", "Asia/Tokyo",
+              "--payload", "heartbeat-event", "--text", "x", "--max-runs-per-day", "2")
+    for hour in (4, 5, 6, 7):  # 22:00, 23:00 in Tokyo, then 00:00 and 01:00 of its next day
+        at = NINE + hour * 3_600_000 + 1000
+        sched.agent_at(at)
+        sched.tick(at)
+    started = [row["scheduledForMs"] for row in sched.ledger() if row["recordType"] == "started"]
+    assert started == [NINE + 4 * 3_600_000, NINE + 5 * 3_600_000, tokyo_midnight, tokyo_midnight + 3_600_000]
+    assert sched.job("often")["policy"]["skips"]["total"] == 0  # in UTC the third run of Dec 1 would be skipped
+
+
+def test_a_catch_up_note_of_an_every_job_is_in_its_zone(sched):
+    sched.add(NINE, "hourly", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event",
+              "--text", "beat")
+    late = NINE + 3 * 3_600_000 + 10 * MIN
+    sched.agent_at(late)
+    sched.tick(late)
+    [message] = sched.pending()
+    assert message["text"].splitlines()[-1] == \
+        "[sxctl: a catch-up run for 3 missed occurrences, 2026-12-01 05:00 to 2026-12-01 07:00 (America/New_York)]"
+
+
+def test_tz_alone_moves_an_every_job_to_another_zone_and_a_cron_schedule_drops_it(sched):
+    sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    before = sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
+    assert sched.run(NINE, "cron", "update", "poll", "--tz", "europe/berlin").code == 0
+    assert json.loads(sched.root.joinpath(".scheduler", "cron-jobs.json").read_text())["jobs"] == \
+        json.loads(before)["jobs"]  # the store's schedule is untouched: comis's every has no zone
+    assert sched.job("poll")["tz"] == "Europe/Berlin"
+    assert sched.run(NINE, "cron", "update", "poll", "--cron", "0 9 * * *", "--tz", "Asia/Tokyo").code == 0
+    assert sched.job("poll")["tz"] == "Asia/Tokyo"  # in the store now, not in the policy file:
+    assert json.loads(sched.policy_file.read_text()) == {"formatVersion": 1, "jobs": {}}
+
+
+@pytest.mark.parametrize("args", [("--every", "30m"), ("--in", "5m"), ("--at", "2026-12-02 09:00")])
+def test_a_zone_that_cannot_be_honoured_is_refused_not_dropped(sched, args):
+    result = sched.run(NINE, "cron", "add", "poll", *args, "--tz", "Mars/Olympus_Mons",
+                       "--payload", "heartbeat-event", "--text", "x")
+    assert result.code == 2 and result.err.startswith("sxctl: Invalid") and result.err.count("\n") <= 2
+    assert not sched.root.joinpath(".scheduler", "cron-jobs.json").exists() or "poll" not in \
+        sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
+
+
+def test_a_format_1_policy_file_with_a_zone_is_invalid(sched):
+    sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
+    policy = json.loads(sched.policy_file.read_text())
+    policy["formatVersion"] = 1
+    sched.policy_file.write_text(json.dumps(policy))
+    result = sched.run(NINE, "cron", "list")
+    assert result.code == 5 and "formatVersion 2" in result.err
+
+
+# --- failed runs ---------------------------------------------------------------------------------------
+
+REASON = "failed precondition: SXCTL_DELIVER_CMD is not set"
+
+
+def test_cron_run_of_a_failing_run_exits_10_with_its_reason_and_ok_false(sched):
+    sched.add(NINE, "stretch", "--every", "1h", "--payload", "delivery", "--text", "stretch")
+    human = sched.run(NINE, "cron", "run", "stretch")
+    assert human.code == 10
+    assert human.out == f"ran stretch (manual): {REASON}\n"
+    assert human.err.endswith(f"sxctl: the run did not succeed: stretch: {REASON} (see `sxctl cron runs stretch`)\n")
+    quiet = sched.run(NINE, "-q", "cron", "run", "stretch")
+    assert quiet.code == 10 and quiet.out == f"ran stretch (manual): {REASON}\n"
+    doc = sched.run(NINE, "cron", "run", "stretch", "--json")
+    assert doc.code == 10
+    body = doc.json()
+    assert body["ok"] is False and body["error"]["code"] == "run_failed" and body["error"]["exit"] == 10
+    assert body["run"]["status"] == "failed" and body["run"]["reason"] == REASON and body["triggered"] is True
+    due = sched.run(NINE + 3_600_000, "cron", "run", "--mode", "due", "--json")
+    assert due.code == 10 and due.json()["ok"] is False
+    fine = sched.run(NINE + 7_200_000, "cron", "run", "stretch", "--json",
+                     env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    assert fine.code == 0 and fine.json()["ok"] is True and "reason" not in fine.json()["run"]
+
+
+def test_the_passs_run_line_carries_the_reason_with_q_as_the_exported_entry_runs_it(sched):
+    sched.add(NINE, "stretch", "--at", "2026-12-01T09:05Z", "--payload", "delivery", "--text", "stretch")
+    result = sched.run(NINE + 5 * MIN, "-q", "cron", "tick", "--busy-ok")
+    assert result.code == 0 and result.out == f"ran stretch (scheduled): {REASON}\n" and result.err == ""
+
+
+def test_a_failed_one_shot_is_failed_in_cron_list_and_a_problem_in_status_and_doctor(sched):
+    sched.add(NINE, "stretch", "--at", "2026-12-01T09:05Z", "--payload", "delivery", "--text", "stretch")
+    sched.add(NINE, "fine", "--at", "2026-12-01T09:03Z", "--payload", "delivery", "--text", "ok")
+    sched.run(NINE + 3 * MIN, "cron", "tick", env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    sched.run(NINE + 5 * MIN, "cron", "tick")
+    later = NINE + 10 * MIN
+    rows = {row["job"]["name"]: row for row in sched.run(later, "cron", "list", "--json").json()["jobs"]}
+    assert rows["stretch"]["state"] == "failed" and rows["stretch"]["failure"]["reason"] == REASON
+    assert rows["fine"]["state"] == "done" and "failure" not in rows["fine"]
+    listing = sched.run(later, "cron", "list").out.splitlines()
+    assert [line.split()[6] for line in listing[1:]] == ["failed", "done"]  # NAME KIND at DATE TIME UTC STATE
+    shown = sched.run(later, "cron", "show", "stretch")
+    assert f"its run failed: {REASON} (see `sxctl cron runs stretch`)" in shown.out
+    status = sched.run(later, "status", "--json").json()
+    [problem] = [p for p in status["problems"] if p["code"] == "cron_run_failed"]
+    assert problem["message"] == f"cron job stretch: its last run failed: {REASON}; see `sxctl cron runs stretch`"
+    assert status["cron"]["jobs_by_state"] == {"failed": 1, "done": 1}
+    assert f"cron job stretch: its last run failed: {REASON}" in sched.run(later, "status").out
+    doctor = sched.run(later, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
+    assert check["status"] == "warn" and check["message"] == f"job stretch: its last run failed: {REASON}"
+    assert check["fix"] == "sxctl cron runs stretch"
 
 
 # --- receipts ----------------------------------------------------------------------------------------

@@ -364,7 +364,7 @@ def test_a_delivery_whose_target_holds_a_nul_is_a_recorded_failure_not_a_crash(p
     store["jobs"][0]["deliveryTarget"] = scorpiox_target(store["jobs"][0]["agentId"], "\u0000x", "live")
     path.write_bytes(json.dumps(store, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
     result = run(project, "cron", "run", "ping", "--json", env=project.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
-    assert result.code == 0, result.err
+    assert result.code == 10 and result.json()["error"]["code"] == "run_failed", result.err  # recorded, said
     assert (result.json()["run"]["status"], result.json()["run"]["errorKind"]) == ("failed", "precondition")
 
 

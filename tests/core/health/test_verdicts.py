@@ -364,7 +364,7 @@ def test_a_clock_set_back_before_the_last_run_stops_the_pass_and_changes_nothing
     assert project.run("cron", "add", "hourly", "--every", "1h", "--payload", "heartbeat-event", "--text", "x",
                        "--max-runs-per-day", "1", clock=FakeClock(start)).code == 0
     ran = project.run("cron", "run", "hourly", "--json", clock=FakeClock(start + 60_000))
-    assert ran.code == 0, ran.err
+    assert ran.json()["triggered"], ran.err  # a ledger row (the run itself fails: exit 10, no live agent)
     folder = project.root / ".scheduler"
     files = {name: (folder / name).read_bytes() for name in ("cron-jobs.json", "cron-executions.jsonl",
                                                               "sxctl-policy.json")}
