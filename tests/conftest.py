@@ -274,10 +274,7 @@ def agents():
         return agent
 
     yield start
-    for agent in started:
-        if agent.proc.poll() is None:
-            agent.proc.kill()
-            agent.proc.wait()
+    _kill_running(started)
 
 
 class Consumer:
@@ -316,10 +313,28 @@ def consumer_factory(tmp_path):
         return consumer
 
     yield start
-    for consumer in started:
-        if consumer.proc.poll() is None:
-            consumer.proc.kill()
-            consumer.proc.wait()
+    _kill_running(started)
+
+
+def _kill_running(started: list) -> None:
+    """End the processes a fixture started (each has `.proc`) that are still running."""
+    for each in started:
+        if each.proc.poll() is None:
+            each.proc.kill()
+            each.proc.wait()
+
+
+def follow_json(project: Project, *args: str, first_within: float = 20.0) -> tuple[subprocess.Popen, list[dict]]:
+    """`sxctl ARGS` as a process in the project whose JSON Lines collect in a list as they arrive;
+    returns once the first line is there (or `first_within` seconds passed)."""
+    process = subprocess.Popen([sys.executable, "-m", "sxctl", *args], cwd=project.root, env=project.env(),
+                               stdout=subprocess.PIPE, text=True)
+    events: list[dict] = []
+    threading.Thread(target=lambda: events.extend(json.loads(line) for line in process.stdout), daemon=True).start()
+    deadline = time.monotonic() + first_within
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return process, events
 
 
 def _git(*args, cwd):

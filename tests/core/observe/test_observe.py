@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from sxctl.clock import FakeClock
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, follow_json
 
 NOW = 1_789_974_090_000
 SID = "2026_09_21_quiet_euler"
@@ -96,15 +94,8 @@ def test_watch_json_follows_the_agent(project):
     from tests.conftest import Agent
 
     agent = Agent(project, "--turn-seconds", "0.1")
-    watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "--session", SID, "watch", "--json", "--duration", "12"],
-                               cwd=project.root, env=project.env(), stdout=subprocess.PIPE, text=True)
-    events: list[dict] = []
-    reader = threading.Thread(target=lambda: events.extend(json.loads(line) for line in watcher.stdout), daemon=True)
-    reader.start()
+    watcher, events = follow_json(project, "--session", SID, "watch", "--json", "--duration", "12", first_within=10)
     try:
-        deadline = time.monotonic() + 10
-        while not events and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert events and events[0]["event"] == "watching" and events[0]["mode"] in ("inotify", "polling")
         stem = project.run("inbox", "send", "watched message", "--wait", "10", "--json").json()["stem"]
         assert project.run("cb", "set", "watched timer", "--every", "1", "--repeat", "1", "--first-in", "1").code == 0
@@ -169,16 +160,9 @@ def test_watch_json_follows_an_agent_restart_into_its_new_session(project):
     from tests.conftest import Agent
 
     first = Agent(project, "--turn-seconds", "0.1")
-    watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "watch", "--json", "--duration", "30"],
-                               cwd=project.root, env=project.env(), stdout=subprocess.PIPE, text=True)
-    events: list[dict] = []
-    reader = threading.Thread(target=lambda: events.extend(json.loads(line) for line in watcher.stdout), daemon=True)
-    reader.start()
+    watcher, events = follow_json(project, "watch", "--json", "--duration", "30")
     second = None
     try:
-        deadline = time.monotonic() + 20
-        while not events and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert events[0]["event"] == "watching" and events[0]["session"] == SID
         assert first.stop() == 0
         second = Agent(project, "--turn-seconds", "0.1", session="2026_09_22_brave_curie")

@@ -10,12 +10,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
-from tests.conftest import now_ms
+from tests.conftest import follow_json, now_ms
 
 OLD = "2026_09_21_quiet_euler"
 NEW = "2026_09_22_brave_curie"
@@ -279,15 +278,8 @@ def test_watch_follows_a_restart_and_then_names_what_stayed_behind(project):
     `stranded` event for the messages left in the old session."""
     old = project.session(OLD)
     _pending(old, "left behind")
-    watcher = subprocess.Popen([sys.executable, "-m", "sxctl", "watch", "--json", "--duration", "6"],
-                               cwd=project.root, env=project.env(), stdout=subprocess.PIPE, text=True)
-    events: list[dict] = []
-    reader = threading.Thread(target=lambda: events.extend(json.loads(line) for line in watcher.stdout), daemon=True)
-    reader.start()
+    watcher, events = follow_json(project, "watch", "--json", "--duration", "6")
     try:
-        deadline = time.monotonic() + 20
-        while not events and time.monotonic() < deadline:
-            time.sleep(0.05)
         assert events and events[0]["event"] == "watching" and events[0]["session"] == OLD
         _stopped(project, age_ms=0)
         project.session(NEW)
