@@ -66,7 +66,12 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
     else:
         age = now - beat["lastPassMs"]
         where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
-        if age < -CLOCK_SKEW_MS:
+        ran_for = beat.get("workspace")
+        if ran_for is not None and ran_for != os.path.realpath(ws.root):
+            found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat was written by a pass for "
+                      f"{ran_for} (this workspace was copied or moved from there): no pass is known to run here",
+                      install if not engine else "check the installed entry: " + engine)
+        elif age < -CLOCK_SKEW_MS:
             found.add("scheduler", "fail", f"the heartbeat {path} is {-age // 1000}s ahead of this clock (written "
                       f"on {beat['host']}): the clocks disagree, so no pass can be shown to run",
                       f"timedatectl status   # here and on {beat['host']}: synchronise both clocks (NTP); "
