@@ -455,3 +455,20 @@ def test_an_edit_with_the_clock_behind_the_last_run_cannot_re_arm_it(project):
     assert store.read_bytes() == before
     again = project.run("cron", "tick", "--json", clock=FakeClock(base + 1_000))
     assert again.json()["runs"] == [], again.out
+
+
+def test_doctor_names_a_crontab_block_left_for_a_moved_project(project):
+    """`mv` of a project leaves its crontab block running a failing pass in the old folder every
+    minute: doctor, run in the new folder, names it and how to remove it."""
+    project.session()
+    assert project.run("cron", "export", "--target", "crontab", "--install").code == 0
+    assert checks(project.run("doctor", "--json"), "crontab blocks") == []
+    old = os.path.realpath(project.root)
+    moved = project.root.parent / "moved"
+    project.root.rename(moved)
+    result = project.run("doctor", "--json", cwd=moved)
+    [check] = checks(result, "crontab blocks")
+    assert check["status"] == "warn" and check["message"] == (
+        f"your crontab runs a pass every minute in {old}, which holds no project any more (moved or deleted?); "
+        "each one fails")
+    assert check["fix"].startswith(f"crontab -e   # delete the lines from '# BEGIN sxctl cron tick for {old}'")
