@@ -32,7 +32,8 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "cron_checks": ("cron_status", "job_runs", "validate_workspace", "wake_agent", "CronStatus", "RunList",
                     "Validation", "Wake"),
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
-    "observe": ("project_status", "upcoming", "watch", "StatusView", "Upcoming", "Watch"),
+    "observe": ("project_status", "project_metrics", "upcoming", "watch", "StatusView", "Metrics", "Upcoming",
+                "Watch"),
     "agent": ("run_agent", "AgentRun"),
     "engines": ("export_scheduler", "doctor", "hand_off", "SchedulerExport", "DoctorReport", "Handoff"),
 }

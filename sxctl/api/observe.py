@@ -1,5 +1,5 @@
-"""The views across every surface: `status` (one screen), `next` (one time-ordered preview) and
-`watch` (changes as they happen)."""
+"""The views across every surface: `status` (one screen), `next` (one time-ordered preview),
+`watch` (changes as they happen) and `metrics` (the same numbers for Prometheus)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,23 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import NotFoundError
-from ..observe import diff, merged_next, snapshot, status, stranded_sessions, watch_events
+from ..errors import NotFoundError, SxctlError
+from ..observe import (
+    CONTENT_TYPE,
+    Family,
+    collect,
+    diff,
+    exposition,
+    merged_next,
+    snapshot,
+    status,
+    stranded_sessions,
+    watch_events,
+    write_metrics_file,
+)
 from ..record import Factory, record
 from ..report import Reporter
-from .jobs import display_zone
+from .jobs import display_zone, ledger_ceiling
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
@@ -51,6 +63,48 @@ def project_status(*, session=None, project=None, workspace=None, clock: Clock =
     session's inbox/done/ is opened, however long its history."""
     chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
     return StatusView(chosen, ws, status(chosen, ws, clock=clock))
+
+
+@record
+class Metrics:
+    """`metrics`: the project's state in the Prometheus text exposition format 0.0.4 (`text`,
+    served as `CONTENT_TYPE`), the numbers of `status` and of the whole ledger's runs."""
+
+    workspace: Workspace
+    families: list[Family]
+    text: str
+    content_type: str = CONTENT_TYPE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": True, "workspace": str(self.workspace.root), "content_type": self.content_type,
+                "metrics": [family.to_json() for family in self.families]}
+
+
+def project_metrics(*, session=None, project=None, workspace=None, max_log_bytes: int | None = None,
+                    clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Metrics:
+    """The project's state for Prometheus: jobs by state, the last pass's age per host, the
+    ledger's runs by status and receipt, pending and stranded messages, overdue jobs, limits hit,
+    the agent's liveness; each number by the rule `status` uses (they agree)."""
+    chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
+    families = collect(status(chosen, ws, clock=clock), ws, chosen.project if chosen is not None else ws.root,
+                       clock, ledger_ceiling(max_log_bytes))
+    return Metrics(ws, families, exposition(families))
+
+
+def write_metrics(path, *, session=None, project=None, workspace=None, clock: Clock = SYSTEM_CLOCK,
+                  report: Reporter | None = None) -> bool:
+    """`cron tick --metrics-file`: replace the textfile `path` with `project_metrics`'s text
+    (atomically; a symlink, FIFO or device there is refused). Never raises: a failure is a
+    warning on `report`, and False."""
+    try:
+        write_metrics_file(path, project_metrics(session=session, project=project, workspace=workspace,
+                                                 clock=clock).text)
+    except (SxctlError, OSError) as error:
+        reason = error.message if isinstance(error, SxctlError) else (error.strerror or str(error))
+        if report is not None:
+            report.warn(f"metrics file {path} not written: {reason}")
+        return False
+    return True
 
 
 @record

@@ -124,12 +124,20 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
 
 
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,
-         report: Reporter | None = None, **options: Any) -> PassOutcome:
+         report: Reporter | None = None, metrics_file: str | os.PathLike | None = None, **options: Any) -> PassOutcome:
     """One scheduler pass: reconcile dead claims, dispatch at most `max_runs` due jobs into the
     agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields.
-    Every pass but a dry run leaves its heartbeat (`.scheduler/sxctl-tick.json`)."""
+    Every pass but a dry run leaves its heartbeat (`.scheduler/sxctl-tick.json`), and with
+    `metrics_file` the project's metrics there (`write_metrics`: a failure is a warning)."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)
-    return _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
+    try:
+        return _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
+    finally:
+        if metrics_file is not None and not scheduler.options.dry_run:
+            from .observe import write_metrics  # the views load only for --metrics-file
+
+            write_metrics(metrics_file, session=session, project=scheduler.options.project, workspace=scheduler.ws,
+                          clock=clock, report=scheduler.report)
 
 
 def run_job(name: str | None = None, *, mode: str = "force", agent: str | None = None, workspace=None,

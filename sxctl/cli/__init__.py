@@ -24,7 +24,7 @@ COMMANDS = {
     "session": "session:session", "config": "config:config", "callbacks": "callbacks:callbacks",
     "cb": "callbacks:callbacks", "inbox": "inbox:inbox", "cron": "cron:cron", "agent": "agent:agent",
     "status": "observe:status", "next": "observe:next_", "watch": "observe:watch_command", "demo": "demo:demo",
-    "doctor": "doctor:doctor_command",
+    "doctor": "doctor:doctor_command", "metrics": "observe:metrics",
 }
 
 

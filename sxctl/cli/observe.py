@@ -13,6 +13,7 @@ import tty
 import click
 
 from ..api.times import format_duration_ms, format_ms, format_relative_ms
+from .cron.options import max_log_option
 from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
 
 
@@ -84,6 +85,23 @@ def _cron_lines(doc: dict) -> None:
         say("cron     no store")
     for problem in doc["problems"]:
         say(f"problem  {problem['message']}")
+
+
+@click.command("metrics", cls=Command)
+@max_log_option
+def metrics(max_log_bytes: int | None) -> None:
+    """The project's state in the Prometheus text format (0.0.4): jobs by state, the last pass's
+    age per host, runs by status and receipt, pending and stranded messages, overdue jobs, limits
+    hit, whether the agent is live. The numbers are those of `sxctl status`.
+
+    \b
+    Examples:
+      sxctl metrics
+      sxctl cron tick --metrics-file /var/lib/node_exporter/textfile/myapp.prom   # after each pass
+    """
+    from ..api import project_metrics
+    result = project_metrics(max_log_bytes=max_log_bytes, **_where())
+    emit(result.to_json(), lambda: say(result.text.removesuffix("\n"), lines=True))
 
 
 @click.command("next", cls=Command)

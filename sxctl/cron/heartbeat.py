@@ -82,3 +82,10 @@ def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
     except SchemaError as error:
         return {"invalid": f"not a heartbeat record ({error})"}
     return doc
+
+
+def written_elsewhere(beat: dict[str, Any], ws: Workspace) -> str | None:
+    """The workspace a valid heartbeat was written for when it is not `ws` (the file was copied
+    or moved along with the project: it says nothing about a pass here), else None."""
+    ran_for = beat.get("workspace")
+    return ran_for if ran_for is not None and ran_for != os.path.realpath(ws.root) else None

@@ -41,16 +41,16 @@ def refuse_non_regular(path: Path) -> None:
         raise InvalidDataError(path, "not a regular file; not replaced")
 
 
-def replace_outside_file(path: Path, data: bytes, mode: int | None = None) -> None:
+def replace_outside_file(path: Path, data: bytes, mode: int | None = None, *, new_mode: int = 0o600) -> None:
     """Replace (or create) a file outside sxctl's folders atomically, only while it is a regular
-    file or absent; `mode` None keeps an existing file's mode bits (0600 for a new one)."""
+    file or absent; `mode` None keeps an existing file's mode bits (`new_mode` for a new one)."""
     refuse_symlink(path)
     refuse_non_regular(path)
     if mode is None:
         try:
             mode = stat.S_IMODE(os.lstat(path).st_mode)
         except FileNotFoundError:
-            mode = 0o600
+            mode = new_mode
     try:
         with PendingFile(path, mode=mode) as pending:
             pending.write_all(data)

@@ -7,7 +7,7 @@ import os
 import shlex
 from typing import Any
 
-from ..cron.heartbeat import FILE_NAME, read_heartbeat
+from ..cron.heartbeat import FILE_NAME, read_heartbeat, written_elsewhere
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
 from ..cron.run_failures import last_failures
@@ -67,8 +67,8 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
     else:
         age = now - beat["lastPassMs"]
         where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
-        ran_for = beat.get("workspace")
-        if ran_for is not None and ran_for != os.path.realpath(ws.root):
+        ran_for = written_elsewhere(beat, ws)
+        if ran_for is not None:
             found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat was written by a pass for "
                       f"{ran_for} (this workspace was copied or moved from there): no pass is known to run here",
                       install if not engine else "check the installed entry: " + engine)

@@ -80,6 +80,9 @@ def _pass_lines(result) -> list[str]:
 @click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
               metavar="KIB",
               help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")
+@click.option("--metrics-file", "metrics_file", type=click.Path(), metavar="FILE",
+              help="After the pass, replace FILE atomically with `sxctl metrics` (for node-exporter's textfile "
+              "collector: name it *.prom); a failure to write it is a warning, never a failed pass.")
 def tick_command(log, log_max, **kw) -> None:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
 
@@ -91,6 +94,7 @@ def tick_command(log, log_max, **kw) -> None:
     Examples:
       sxctl cron export --target crontab --install   # the crontab line, with this installation's paths
       sxctl cron tick --dry-run --json
+      sxctl cron tick --metrics-file /var/lib/node_exporter/textfile/myapp.prom
     """
     if log is not None:
         _log_to(log, log_max)
