@@ -251,7 +251,7 @@ def main() -> int:
         make_project(folder)
         make_store(folder, 10_000, due=50)
         tick = interleaved({"tick": sxctl("--workspace", str(folder), "--project", str(folder), "cron", "tick",
-                                          "--dry-run", "--max-runs", "50", "--json"),
+                                          "--dry-run", "--max-per-pass", "50", "--json"),
                             "bare": [sys.executable, "-c", "import json; json.load(open("
                                      f"{str(folder / '.scheduler' / 'cron-jobs.json')!r}))"]},
                            root, max(5, runs // 3))
@@ -348,7 +348,7 @@ def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
             copy = root / f"tick-{jobs}-{n}"
             shutil.copytree(template, copy, symlinks=True)
             make_session(copy, "2026_09_21_quiet_euler")  # live now: the 50 due jobs are dispatched
-            elapsed = timed(sxctl("--project", str(copy), "cron", "tick", "--max-runs", "50", "-q"), copy)
+            elapsed = timed(sxctl("--project", str(copy), "cron", "tick", "--max-per-pass", "50", "-q"), copy)
             if n:  # the first is the warm-up
                 samples[jobs].append(elapsed)
             shutil.rmtree(copy)

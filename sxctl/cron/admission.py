@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..project import freshest_live, list_sessions
+from ..project import freshest_live, last_seen, list_sessions
 from ..report import Reporter
 from ..timeparse import format_ms
 from .ledger import Group, Ledger
@@ -31,6 +31,8 @@ class AdmissionReport:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
+    #: occurrences run past their --hold-max with no live agent (their run fails `precondition`)
+    given_up: list[dict[str, Any]] = field(default_factory=list)
 
 
 def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
@@ -112,14 +114,14 @@ class Admission:
             return False
         held = hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock,
                           workspace=self.workspace)
-        if held is not None and held["status"] == "waiting":
-            self.done.waiting.append({"jobId": job["id"], "name": job["name"], "status": "waiting",
-                                      "reason": held["reason"], "dueSinceMs": held["dueSinceMs"],
-                                      "giveUpAtMs": held["giveUpAtMs"]})
-            return False
-        if held is not None:
-            self.report.warn(f"{job['name']}: no live agent since {_clock_text(held['dueSinceMs'])}, longer than its "
-                             f"hold limit; this occurrence is given up")
+        if held is not None:  # the pass tells it once, with when the agent was last seen (cron/pass_report.py)
+            seen = last_seen(list_sessions(run_target_project(job, self.project, workspace=self.workspace), self.clock))
+            row = {"jobId": job["id"], "name": job["name"], "status": held["status"], "reason": held["reason"],
+                   "dueSinceMs": held["dueSinceMs"], "giveUpAtMs": held["giveUpAtMs"], "agentLastSeenMs": seen}
+            if held["status"] == "waiting":
+                self.done.waiting.append(row)
+                return False
+            self.done.given_up.append(row)
         limit = entry.get("maxUnconsumed")
         if limit and usage.unread is not None and usage.unread >= limit:
             self.pause(job, "max_unconsumed", f"its last {limit} message(s) are all unread")
@@ -206,7 +208,6 @@ class Admission:
             record_skip(entry, times[0], times[-1], len(times), reason, now)
             self.done.skipped.append({"jobId": job["id"], "name": job["name"], "reason": reason,
                                       "count": len(times), "firstMs": times[0], "lastMs": times[-1]})
-            self.report.note(f"{job['name']}: skipped {len(times)} occurrence(s) ({reason.replace('_', ' ')})")
         if skipped:
             self.policy_changed = self.store_changed = True
             if job["schedule"]["kind"] != "at" and self._expired(job, entry, life["nextRunAtMs"], usage):

@@ -295,7 +295,7 @@ class Dispatcher:
 
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         """The occurrence's terminal outcome, by the job's payload kind; a failure before anything
-        was delivered is its `pre_dispatch_failure` outcome (and a warning)."""
+        was delivered is its `pre_dispatch_failure` outcome, its reason kept for the run's line."""
         try:
             kind = job["payload"]["kind"]
             if kind == "delivery":
@@ -313,7 +313,6 @@ class Dispatcher:
                 return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
             return self._agent_turn(job, occurrence, session)
         except DispatchFailure as failure:
-            self.report.warn(f"{job['name']}: not dispatched: {failure}")
             self.reasons[occurrence.execution_id] = str(failure)
             return failure.outcome
 

@@ -14,7 +14,7 @@ from ..errors import ConflictError, ErrorCode, UsageError
 from ..project import check_session_id
 from ..report import Reporter
 from .policy import PolicyOptions
-from .schedule import ScheduleInput, job_zone_name, next_run, resolve_schedule
+from .schedule import ScheduleInput, job_zone_name, next_run, pass_rate_warning, resolve_schedule
 from .schema import KIB, scorpiox_target
 from .store import find_job
 from .targets import INBOX_CHANNEL, holds_project, resolve_project, stored_project
@@ -250,6 +250,8 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     if not spec.schedule.given:
         raise UsageError("Invalid cron schedule input")
     schedule = resolve_schedule(spec.schedule, now_ms, notes)
+    if warnings is not None and (said := pass_rate_warning(schedule)):
+        warnings.append(said)
     if any(job["name"] == name for job in store["jobs"]):
         raise ConflictError(f'A cron job named "{name}" already exists', code=ErrorCode.NAME_TAKEN)
     live_authored = [j for j in store["jobs"] if j["source"] == "authored"
@@ -308,6 +310,8 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         head["name"] = check_name(spec.new_name)
     if spec.schedule.given:
         head["schedule"] = resolve_schedule(spec.schedule, now_ms, notes)
+        if warnings is not None and (said := pass_rate_warning(head["schedule"])):
+            warnings.append(said)
         head["lifecycle"] = _lifecycle(head["schedule"], now_ms, spec.paused)
     elif spec.paused or spec.resumed:
         head["lifecycle"] = _paused_or_resumed(job["lifecycle"], paused=spec.paused)

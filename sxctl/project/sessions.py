@@ -125,6 +125,13 @@ def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     return live[0] if live else None
 
 
+def last_seen(infos: list[SessionInfo]) -> int | None:
+    """When an agent of these sessions was last seen: the newest `stats.json` write (its
+    heartbeat, whatever the state now), None when none was ever written."""
+    times = [info.liveness.updated_ms for info in infos if info.liveness.updated_ms is not None]
+    return max(times) if times else None
+
+
 def live_sessions(infos: list[SessionInfo]) -> list[SessionInfo]:
     """The live folders, the freshest stats.json first (the first is "the live session")."""
     live = [info for info in infos if info.state == "live"]

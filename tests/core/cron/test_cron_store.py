@@ -78,7 +78,7 @@ def test_added_jobs_pass_the_independent_checker(project, ws, args):
     result = cron(project, *args, "--json")
     assert result.code == 0, (result.out, result.err)
     doc = json.loads(result.out)
-    assert set(doc) == {"ok", "jobId", "name", "schedule"}
+    assert set(doc) - {"warnings"} == {"ok", "jobId", "name", "schedule"}  # warnings: only when it warned
     raw = (ws / "cron-jobs.json").read_bytes()
     assert check_store_bytes(raw) == []
     job = json.loads(raw)["jobs"][-1]
