@@ -241,3 +241,14 @@ def test_a_metrics_file_that_cannot_be_written_is_a_warning_and_the_pass_still_r
     assert stat.S_ISFIFO(os.lstat(tmp_path / "1.prom").st_mode) and (tmp_path / "2.prom").is_dir()
     assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir() if ".sxctl-" in p.name) == []
+
+
+def test_a_failed_pass_still_leaves_the_metrics_that_say_why(busy, tmp_path):
+    target = tmp_path / "myapp.prom"
+    (busy.root / ".scheduler" / "cron-jobs.json").write_text("{not json")
+    failed = busy.run(LATER, "cron", "tick", "--metrics-file", str(target), ok=False)
+    assert failed.code == 5 and "cron-jobs.json" in failed.err
+    families = parse(target.read_text())
+    assert value(families, "sxctl_cron_file_invalid", file="store") == 1
+    assert value(families, "sxctl_cron_last_pass_outcome", host=families["sxctl_cron_last_pass_age_seconds"][0][0]["host"],
+                 outcome="failed") == 1
