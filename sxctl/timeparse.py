@@ -128,6 +128,15 @@ def zone_hint(name: str) -> str:
     return "an IANA zone name such as Europe/Berlin, America/New_York or UTC (`local` is this machine's zone)"
 
 
+def is_iana_zone_name(name: str) -> bool:
+    """Whether `name` is an IANA zone a job may keep: not `localtime` (this machine's link, whose
+    meaning changes from host to host), `Factory`, or the `posix/` and `right/` copies."""
+    if name == "UTC":
+        return True
+    return name in _zone_names() and name not in ("localtime", "Factory") \
+        and not name.startswith(("posix/", "right/"))
+
+
 def canonical_zone_name(name: str) -> str:
     """The IANA spelling of a zone named in any case (`utc` -> `UTC`, as comis accepts), or
     `name` itself when no zone matches."""

@@ -11,7 +11,7 @@ from ..cron.admission import hold_state
 from ..cron.ledger import scan_ledger
 from ..cron.limits import job_history, limit_usage
 from ..cron.policy import read_policy
-from ..cron.run_failures import failed_one_shots
+from ..cron.run_failures import failed_one_shots_of
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
 from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
@@ -86,12 +86,7 @@ def _failed_one_shots(ws: Workspace, store: dict[str, Any]) -> dict[str, dict[st
     """Finished one-shots whose run did not succeed (`sxctl.cron.views.failed_one_shots`); the
     ledger is read only when there is a finished one-shot, and an invalid one (`cron validate`
     names it) leaves them `done`."""
-    if not any(job["lifecycle"]["status"] == "one_shot_terminal" for job in store["jobs"]):
-        return {}
-    try:
-        return failed_one_shots(store, scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling()))
-    except InvalidDataError:
-        return {}
+    return failed_one_shots_of(ws, store, ledger_ceiling())
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,

@@ -139,7 +139,7 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         return problem.job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed") \
             and problem.job["payload"]["kind"] in ("agent_turn", "heartbeat_event")
 
-    for kind in ("linked", "missing", "copied", "absolute", "outside"):
+    for kind in ("linked", "link", "missing", "copied", "absolute", "outside"):
         group = [p for p in problems if p.kind == kind]
         if not group:
             continue
@@ -147,11 +147,17 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         where = f"{first.resolved}" + ("" if first.stored == str(first.resolved) else f" (stored as {first.stored!r})")
         jobs = f"job {first.job['name']} sends" if len(group) == 1 else f"{len(group)} jobs ({names(group)}) send"
         also = "" if len(group) == 1 else " (the first)"
-        status = "fail" if kind in ("linked", "missing", "copied") and any(blocking(p) for p in group) else "warn"
+        status = "fail" if kind in ("linked", "link", "missing", "copied") and any(blocking(p) for p in group) \
+            else "warn"
         if kind == "linked":
             found.add("job targets", status, f"{jobs} to {where}{also}, through a symbolic link below this "
                       f"workspace ({ws.root}): a relative target must be a folder of the workspace, and a run "
                       "is refused (`precondition`) rather than sent where the link points", fixes(group))
+        elif kind == "link":
+            found.add("job targets", status, f"{jobs} to {where}{also}, whose .scorpiox is a symbolic link: sxctl "
+                      "never writes through one, so every run fails `precondition`",
+                      f"replace {first.resolved / '.scorpiox'} by the folder it points to, or send to the project "
+                      "that holds that folder: " + fixes(group))
         elif kind == "missing":
             found.add("job targets", status, f"{jobs} to a project that is not there: {where}{also} holds no "
                       ".scorpiox/ folder, so every run fails `precondition`", fixes(group))

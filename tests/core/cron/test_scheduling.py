@@ -389,6 +389,11 @@ def test_a_failed_one_shot_is_failed_in_cron_list_and_a_problem_in_status_and_do
     [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
     assert check["status"] == "warn" and check["message"] == f"job stretch: its last run failed: {REASON}"
     assert check["fix"] == "sxctl cron runs stretch"
+    again = sched.run(later, "cron", "run", "stretch", env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    assert again.code == 0  # a manual run by hand later: the one-shot's own run still failed
+    states = {row["job"]["name"]: row["state"] for row in sched.run(later, "cron", "list", "--json").json()["jobs"]}
+    assert states == {"stretch": "failed", "fine": "done"}
+    assert sched.run(later, "status", "--json").json()["cron"]["jobs_by_state"] == {"failed": 1, "done": 1}
 
 
 # --- receipts ----------------------------------------------------------------------------------------
