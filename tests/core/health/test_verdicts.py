@@ -498,3 +498,22 @@ def test_a_pass_that_cannot_record_its_heartbeat_says_so(project, tmp_path):
         f"this pass could not record its heartbeat (refusing to write {beat}: it is a symbolic link): "
         "`sxctl doctor` cannot show that passes run"]
     assert "warning: this pass could not record its heartbeat" in result.err
+
+
+def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
+    """A ledger written by a clock that ran ahead stops every pass (`clock_behind`); doctor says
+    so even beside a fresh heartbeat, as `cron validate` does."""
+    ahead = now_ms() + 2 * HOUR
+    scheduled(project, at_ms=ahead)  # a clock two hours ahead ...
+    assert project.run("cron", "run", "hourly", clock=FakeClock(ahead)).code == 10  # ... recorded a (failed) run
+    now = ahead - HOUR
+    assert project.run("cron", "validate", clock=FakeClock(now)).code == 5
+    beat = project.root / ".scheduler" / "sxctl-tick.json"
+    doc = json.loads(beat.read_text())
+    doc["lastPassMs"] = now
+    beat.write_text(json.dumps(doc))
+    result = project.run("doctor", "--json", clock=FakeClock(now))
+    [check] = checks(result, "cron files")
+    assert result.code == 9 and check["status"] == "fail", check
+    assert "started after now: this clock is behind what cron-executions.jsonl records" in check["message"]
+    assert check["fix"].startswith("timedatectl status")
