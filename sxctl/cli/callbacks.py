@@ -61,7 +61,8 @@ def _when(ms: int) -> str:
 @click.argument("message")
 @click.option("--every", "--delay", "every_s", type=DURATION, required=True, metavar="DURATION",
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
-@click.option("--repeat", type=int, default=20, show_default=True, help="Number of fires; -1 = forever.")
+@click.option("--repeat", type=int, default=20, show_default=True,
+              help="Number of fires (0 = one, as the agent's tool stores it); -1 = forever.")
 @click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.")
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
 @click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION",

@@ -87,13 +87,22 @@ class Command(click.Command):
 
 class Group(click.Group):
     """Every sxctl command group: the global options, and its commands and sub-groups are
-    `Command`s and `Group`s too."""
+    `Command`s and `Group`s too.
+
+    A group given no command (`sxctl`, `sxctl -q`, `sxctl cron --no-color`) shows its help and
+    exits 0 whatever global options came with it; with `--json` it is a usage error (exit 2, a
+    JSON document), since a script that asked for JSON cannot read help (`sxctl.cli` decides)."""
 
     command_class = Command
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params.extend(_GLOBAL_OPTIONS)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if not (getattr(ctx, "_protected_args", []) or ctx.args or ctx.resilient_parsing):
+            raise click.exceptions.NoArgsIsHelpError(ctx)  # options but no command: as no arguments at all
+        return super().invoke(ctx)
 
 
 Group.group_class = Group

@@ -131,3 +131,17 @@ def test_readme_setup_commands_and_ci_agree():
     extracted = subprocess.run(["awk", program, str(REPO / "README.md")], capture_output=True, text=True, check=True)
     assert extracted.stdout.splitlines() == setup
     assert "git clone" in ci and "mktemp -d" in ci  # in a fresh clone, away from this checkout
+
+
+@pytest.mark.parametrize("args", [[], ["-q"], ["--no-color", "-v"], ["cron"], ["cron", "-q"], ["inbox", "--no-color"]])
+def test_a_group_without_a_command_shows_its_help_and_exits_0(project, args):
+    result = project.run(*args)
+    assert result.code == 0 and result.out.startswith("Usage: sxctl") and result.err == ""
+
+
+@pytest.mark.parametrize("args", [["--json"], ["--json", "cron"], ["cron", "--json"], ["inbox", "--json", "-q"]])
+def test_a_group_without_a_command_with_json_is_a_json_usage_error(project, args):
+    result = project.run(*args)
+    assert result.code == 2
+    error = result.json()["error"]
+    assert error["code"] == "usage" and error["message"].startswith("Missing command. (see 'sxctl")
