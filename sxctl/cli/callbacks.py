@@ -42,7 +42,7 @@ def list_(all_: bool) -> None:
 
 def _verify_option(command):
     command = click.option("--no-verify", is_flag=True, help="Do not watch for a lost update after writing.")(command)
-    command = click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="SECONDS",
+    command = click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="DURATION",
                            help="How long to watch a live agent's file for a lost update.")(command)
     return click.option("--expect-rev", type=click.IntRange(0), metavar="R",
                         help="Fail (exit 4) unless the table is at revision R.")(command)
@@ -197,7 +197,7 @@ def resume(expect_rev, verify_s, no_verify) -> None:
               shell_complete=completing("sessions"),
               help="Into the live session, or this session (which need not be live).")
 @click.option("--dry-run", is_flag=True, help="Only print what would move.")
-@click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="SECONDS",
+@click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="DURATION",
               help="How long to watch a live agent's file for a lost update.")
 @click.option("--no-verify", is_flag=True, help="Do not watch for a lost update after writing.")
 def move(sources, to, dry_run, verify_s, no_verify) -> None:

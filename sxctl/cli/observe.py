@@ -139,7 +139,7 @@ def next_(count: int, tz: str | None) -> None:
 
 
 @click.command("watch", cls=Command)
-@click.option("--duration", "duration_s", type=DURATION, metavar="SECONDS",
+@click.option("--duration", "duration_s", type=DURATION, metavar="DURATION",
               help="Stop after this long (default: until interrupted).")
 def watch_command(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.

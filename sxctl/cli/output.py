@@ -110,20 +110,32 @@ Group.group_class = Group
 
 class Duration(click.ParamType):
     """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> seconds, as the API
-    takes them."""
+    takes them. The one type of every option that takes a length of time (`--idle-exit 5m` as
+    `--wait 5m`); `whole=True`: a whole number of seconds (an int), for the store's fields that
+    hold one (`--timeout-seconds 2h`)."""
 
     name = "duration"
+
+    def __init__(self, *, whole: bool = False) -> None:
+        self.whole = whole
 
     def convert(self, value, param, ctx):
         if isinstance(value, int | float):
             return value
+        what = f"value for {param.opts[0] if param else 'duration'}"
         try:
-            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}") / 1000
+            ms = parse_duration_ms(value, what=what)
         except UsageError as error:
             self.fail(error.message, param, ctx)
+        if not self.whole:
+            return ms / 1000
+        if ms % 1000:
+            self.fail(f"invalid {what} {value!r}: a whole number of seconds (e.g. 90, 30s, 5m, 2h)", param, ctx)
+        return ms // 1000
 
 
 DURATION = Duration()
+WHOLE_SECONDS = Duration(whole=True)
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -145,3 +145,34 @@ def test_a_group_without_a_command_with_json_is_a_json_usage_error(project, args
     assert result.code == 2
     error = result.json()["error"]
     assert error["code"] == "usage" and error["message"].startswith("Missing command. (see 'sxctl")
+
+
+def test_every_length_of_time_option_takes_one_duration_type():
+    from sxctl.cli.output import Duration
+
+    parsed_by_the_api = {"--every", "--in"}  # a job's schedule: the API parses it with the same DURATION grammar
+    seen = set()
+    for path, command in ALL_COMMANDS:
+        for param in command.params:
+            where = f"sxctl {' '.join(path)} {getattr(param, 'opts', ['?'])[0]}"
+            assert param.metavar != "SECONDS", where
+            if param.metavar == "DURATION" and param.opts[0] not in parsed_by_the_api:
+                assert isinstance(param.type, Duration), where
+                seen.add(param.opts[0])
+    assert {"--idle-exit", "--turn-seconds", "--timeout-seconds", "--wake-gate-timeout", "--wait", "--verify",
+            "--lock-wait", "--duration", "--catchup-after"} <= seen
+
+
+def test_idle_exit_and_the_job_seconds_take_units(project):
+    project.session("s1", live=False)
+    assert project.run("--session", "s1", "agent", "run", "--idle-exit", "5x").code == 2
+    result = project.run("--session", "s1", "agent", "run", "--idle-exit", "50ms", "--json")
+    assert result.code == 0, result.err
+    assert project.run("cron", "init", "-q").code == 0
+    project.run("cron", "add", "u", "--every", "1h", "--payload", "agent-turn", "--text", "hi", "--timeout-seconds", "10m")
+    job = next(j for j in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["jobs"]
+               if j["name"] == "u")
+    assert job["payload"]["timeoutSeconds"] == 600
+    half = project.run("cron", "add", "v", "--every", "1h", "--payload", "agent-turn", "--text", "hi",
+                       "--timeout-seconds", "1.5s")
+    assert half.code == 2 and "a whole number of seconds" in half.err
