@@ -50,7 +50,7 @@ def agent() -> None:
     """
 
 
-@agent.command("run")
+@agent.command("run", streams="always")
 @click.option("--init", is_flag=True, help="Create ./.scorpiox/ if no project is found.")
 @click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD for each turn (turn text on stdin).")
 @click.option("--turn-seconds", type=DURATION, default="1", show_default=True, metavar="DURATION",

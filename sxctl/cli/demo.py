@@ -13,7 +13,7 @@ from ..errors import ExitStatus
 from .output import Command, emit, emit_json, say, settings
 
 
-@click.command("demo", cls=Command)
+@click.command("demo", cls=Command, streams="always")
 @click.option("--keep", is_flag=True, help="Keep the demo project instead of removing it.")
 @click.option("--fast", is_flag=True, help="Shorter turns (for CI).")
 def demo(keep: bool, fast: bool) -> None:

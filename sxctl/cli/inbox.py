@@ -165,7 +165,7 @@ def show(stem: str) -> None:
     emit(result.to_json(), human)
 
 
-@inbox.command("wait")
+@inbox.command("wait", streams="with --follow")
 @click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
 @click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="DURATION",

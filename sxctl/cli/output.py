@@ -74,13 +74,23 @@ FAULT_INJECT = click.Option(
 )
 
 
+def _json_option(streams: str) -> click.Option:
+    """`--json` of a command whose JSON is a stream of JSON Lines (`streams`: when it streams)."""
+    shown = "Print JSON Lines (one JSON document per event) on stdout" if streams == "always" else \
+        f"Print one JSON document on stdout; JSON Lines (one per event) {streams}"
+    return click.Option(["--json"], is_flag=True, help=f"{shown}.", expose_value=False, callback=_store("json"),
+                        is_eager=True)
+
+
 class Command(click.Command):
     """Every sxctl command: it takes the global options, and, when `mutating=True` (it writes),
-    the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand."""
+    the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand.
+    `streams="always"` (or "with --follow", …): its `--json` help says JSON Lines."""
 
-    def __init__(self, *args: Any, mutating: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mutating: bool = False, streams: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.params.extend(_GLOBAL_OPTIONS)
+        self.params.extend(_GLOBAL_OPTIONS if streams is None else
+                           [_json_option(streams) if "--json" in option.opts else option for option in _GLOBAL_OPTIONS])
         if mutating:
             self.params.append(FAULT_INJECT)
 

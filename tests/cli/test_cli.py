@@ -176,3 +176,12 @@ def test_idle_exit_and_the_job_seconds_take_units(project):
     half = project.run("cron", "add", "v", "--every", "1h", "--payload", "agent-turn", "--text", "hi",
                        "--timeout-seconds", "1.5s")
     assert half.code == 2 and "a whole number of seconds" in half.err
+
+
+def test_json_help_says_json_lines_on_the_commands_that_stream(project):
+    for args in (["watch"], ["agent", "run"], ["demo"]):
+        assert "Print JSON Lines (one JSON document per event)" in " ".join(project.run(*args, "--help").out.split())
+    assert "JSON Lines (one per event) with --follow" in " ".join(project.run("inbox", "wait", "--help").out.split())
+    for args in (["inbox", "list"], ["cron", "list"], ["status"]):
+        shown = " ".join(project.run(*args, "--help").out.split())
+        assert "--json Print one JSON document on stdout." in shown and "JSON Lines" not in shown
