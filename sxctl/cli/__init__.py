@@ -87,6 +87,17 @@ class SxctlGroup(Group):
             code = _stdout_refused(error)
         sys.exit(code)
 
+    def _main_shell_completion(self, ctx_args, prog_name, complete_var=None) -> None:
+        """Shell completion: a malformed request (a COMP_CWORD that is no number or beyond the
+        words, a variable missing, fish's odd spacing) completes nothing, silently, exit 0 —
+        a keypress never prints "internal error"."""
+        try:
+            super()._main_shell_completion(ctx_args, prog_name, complete_var)
+        except SystemExit:
+            raise
+        except Exception:  # noqa: BLE001 - a completion never fails
+            sys.exit(ExitStatus.OK)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 

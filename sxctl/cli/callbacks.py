@@ -63,7 +63,8 @@ def _when(ms: int) -> str:
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
 @click.option("--repeat", type=int, default=20, show_default=True,
               help="Number of fires (0 = one, as the agent's tool stores it); -1 = forever.")
-@click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.")
+@click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.",
+              shell_complete=completing("slots"))
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
 @click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION",
               help="First fire after this long (0-3600 s) instead of one period.")
@@ -237,7 +238,7 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
 
 @callbacks.command("next")
 @click.option("-n", "limit", type=click.IntRange(1, 10_000), default=10, show_default=True, help="How many fires.")
-@click.option("--slot", "slot_id", type=int, help="Only this slot.")
+@click.option("--slot", "slot_id", type=int, help="Only this slot.", shell_complete=completing("slots"))
 def next_(limit, slot_id) -> None:
     """Preview the next fires, assuming an idle agent and instant turns (nothing is written).
 

@@ -109,6 +109,13 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
         self.params.extend(_GLOBAL_OPTIONS)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """As click's, with "Did you mean …" for a mistyped command (`sxctl cron ad`)."""
+        if args and not args[0].startswith("-") and not ctx.resilient_parsing \
+                and self.get_command(ctx, args[0]) is None:
+            raise click.exceptions.NoSuchCommand(args[0], possibilities=self.list_commands(ctx), ctx=ctx)
+        return super().resolve_command(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         if not (getattr(ctx, "_protected_args", []) or ctx.args or ctx.resilient_parsing):
             raise click.exceptions.NoArgsIsHelpError(ctx)  # options but no command: as no arguments at all

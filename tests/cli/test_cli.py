@@ -185,3 +185,31 @@ def test_json_help_says_json_lines_on_the_commands_that_stream(project):
     for args in (["inbox", "list"], ["cron", "list"], ["status"]):
         shown = " ".join(project.run(*args, "--help").out.split())
         assert "--json Print one JSON document on stdout." in shown and "JSON Lines" not in shown
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (["cron", "ad"], "sxctl: No such command 'ad'. Did you mean 'add'? (see 'sxctl cron --help')", None),
+    (["--session", "2026_09_21_quiet_eulr", "inbox", "list"], None,
+     "did you mean 2026_09_21_quiet_euler? (`sxctl session list` shows them)"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x"], "sxctl: Invalid cron schedule input",
+     "a job needs one schedule: --cron EXPR, --every DURATION, --at TIME or --in DURATION"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "tomorrow"],
+     "sxctl: Invalid naive wall-clock timestamp", "accepted: 2026-09-21T09:00 (a wall time, read in --tz"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "2026-12-03T25:00"],
+     "sxctl: Invalid naive wall-clock timestamp", "25:00 is not a time of day (hours 00-23, minutes 00-59)"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "2026-12-03T10:00 CEST"],
+     "sxctl: Invalid naive wall-clock timestamp", "zone abbreviations such as 'CEST' are ambiguous"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--cron", "0 9 * * *", "--tz", "America/NewYork"],
+     "sxctl: Invalid cron timezone", "did you mean America/New_York?"),
+])
+def test_mistakes_get_a_did_you_mean_or_the_accepted_forms(project, args, message, hint):
+    project.session("2026_09_21_quiet_euler", live=False)
+    project.run("cron", "init", "-q")
+    result = project.run(*args)
+    assert result.code in (2, 3) and "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    if message is not None:
+        assert lines[0] == message
+    if hint is not None:
+        assert lines[-1].startswith(f"sxctl: hint: {hint}"), lines
+        assert result.code == project.run(*args, "--json").json()["error"]["exit"]
