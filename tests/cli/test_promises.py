@@ -145,6 +145,7 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     [written] = (folder / "inbox").glob("*.json")
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
     assert doc["stem"] == written.stem and doc["state"] == "pending"
+    assert 0 < doc["waited_ms"] < 30_000  # the time it really waited (the clock started before "waiting for")
 
 
 def test_status_without_any_session_still_shows_the_scheduler(project, store):
