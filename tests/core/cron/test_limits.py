@@ -489,3 +489,12 @@ def test_a_max_runs_added_later_counts_the_scheduled_runs_the_ledger_holds(sched
     assert sched.job("jL")["policy"]["runs"] == 2
     [paused] = _hourly_passes(sched, NINE + 3 * HOUR, 3)
     assert _texts(sched, "L") == 4 and "it has run 3 time(s) (--max-runs 3)" in paused["message"]
+
+
+def test_the_human_cron_show_says_the_policy(project):
+    assert project.run("cron", "add", "day", "--every", "1h", "--payload", "heartbeat-event", "--text", "t",
+                       "--tz", "Europe/Berlin", "--active-hours", "08:00-18:00", "--active-days", "mon-fri",
+                       "--max-runs-per-day", "5", "--max-runs", "3", "--hold-max", "2h").code == 0
+    lines = project.run("cron", "show", "day").out.splitlines()
+    assert lines[1] == ("policy: hold up to 2h0m for a live agent; catch-up once; active 08:00-18:00 mon,tue,wed,thu,fri; "
+                        "at most 5 run(s) a day; expires after 3 run(s) (0 so far); zone Europe/Berlin")
