@@ -233,8 +233,10 @@ def markup(text: str) -> str:
     return escape(printable(text))
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table, or a rich one when styling a TTY; every cell printable."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, fit: Sequence[str] = ()) -> None:
+    """A plain aligned table, or a rich one when styling a TTY; every cell printable. `fit`: the
+    headers of the columns that may be cut with `…`, first cut first, to keep the table within the
+    terminal's width (`COLUMNS`; 100 when unknown) — for a wide listing whose `--json` has every value."""
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
         from rich.console import Console  # rich loads only when styling a TTY
@@ -245,9 +247,40 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             rich_table.add_row(*(markup(cell) for cell in row))
         Console().print(rich_table)
         return
+    headers = list(headers)
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    for row in [list(headers), *cells]:
+    if fit:
+        for name in fit:  # a column with nothing in it goes first (COUNTERS: `-` all down)
+            i = headers.index(name) if name in headers else -1
+            if i >= 0 and _overflow(widths) > 0 and all(row[i] == "-" for row in cells):
+                del headers[i], widths[i]
+                cells = [row[:i] + row[i + 1:] for row in cells]
+        widths = _fitted(widths, [headers.index(name) for name in fit if name in headers], headers)
+        cells = [[cell if len(cell) <= widths[i] else cell[: widths[i] - 1] + "…" for i, cell in enumerate(row)]
+                 for row in cells]
+    for row in [headers, *cells]:
         say("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+def _overflow(widths: list[int]) -> int:
+    """By how many characters a row of these column widths overflows the terminal."""
+    import shutil  # only for a table that fits the terminal
+
+    return sum(widths) + 2 * (len(widths) - 1) - shutil.get_terminal_size((100, 24)).columns
+
+
+def _fitted(widths: list[int], order: list[int], headers: Sequence[str]) -> list[int]:
+    """Column widths within the terminal: the columns of `order` cut in turn, none narrower than
+    its header or 8 characters."""
+    over = _overflow(widths)
+    widths = list(widths)
+    for i in order:
+        if over <= 0:
+            break
+        cut = min(over, max(0, widths[i] - max(len(headers[i]), 8)))
+        widths[i] -= cut
+        over -= cut
+    return widths
 
 
 # --- text given in a file or on stdin -----------------------------------------------------------

@@ -498,3 +498,20 @@ def test_the_human_cron_show_says_the_policy(project):
     lines = project.run("cron", "show", "day").out.splitlines()
     assert lines[1] == ("policy: hold up to 2h0m for a live agent; catch-up once; active 08:00-18:00 mon,tue,wed,thu,fri; "
                         "at most 5 run(s) a day; expires after 3 run(s) (0 so far); zone Europe/Berlin")
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_cron_runs_fits_the_terminal_and_json_keeps_every_value(project, columns):
+    assert project.run("cron", "add", "a-rather-long-job-name", "--every", "1h", "--payload", "agent-turn",
+                       "--text", "t").code == 0
+    assert project.run("cron", "run", "a-rather-long-job-name", "--mode", "force").code == 10  # no live session
+    env = project.env(COLUMNS=str(columns))
+    for extra in ((), ("--evidence",)):
+        lines = project.run("cron", "runs", "--all-jobs", *extra, env=env).out.splitlines()
+        assert len(lines) == 2 and all(len(line) <= columns for line in lines), lines
+        assert lines[0].split()[:3] == ["JOB", "STARTED", "STATUS"] and "…" in lines[1]
+        assert "COUNTERS" not in lines[0] and "EVIDENCE" not in lines[0]  # nothing in them: left out
+    [run] = project.run("cron", "runs", "--all-jobs", "--json", env=env).json()["runs"]
+    assert len(run["executionId"]) == 36 and run["errorKind"] == "precondition"
+    wide = project.run("cron", "runs", "--all-jobs", env=project.env(COLUMNS="300")).out.splitlines()
+    assert run["executionId"] in wide[1] and "…" not in wide[1]
