@@ -14,7 +14,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron import jobs, store
 from ..cron.jobs import JobSpec, Target, WakeGate
 from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
-from ..cron.policy import PolicyOptions
+from ..cron.policy import PolicyOptions, read_policy
 from ..cron.schedule import ScheduleInput
 from ..cron.transaction import job_change, mutate_store
 from ..errors import UsageError
@@ -158,7 +158,8 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     warnings: list[str] = []
     result = mutate_store(
         ws, lambda doc, now: jobs.update_job(doc, name, spec, default_project=default_project, now_ms=now,
-                                      report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings),
+                                      report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings,
+                                      policy_entry=lambda job_id: read_policy(ws)["jobs"].get(job_id, {})),
         clock=clock, report=report, lock_wait_s=lock_wait,
         policy_change=job_change(name, spec, resumed=spec.resumed, notes=notes),
     ).outcome
