@@ -234,9 +234,10 @@ def markup(text: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, fit: Sequence[str] = ()) -> None:
-    """A plain aligned table, or a rich one when styling a TTY; every cell printable. `fit`: the
-    headers of the columns that may be cut with `…`, first cut first, to keep the table within the
-    terminal's width (`COLUMNS`; 100 when unknown) — for a wide listing whose `--json` has every value."""
+    """A plain aligned table, or a rich one when styling a TTY; every cell printable. `fit`: on a
+    terminal (rich fits its own), the headers of the columns that may be cut with `…`, first cut
+    first, to keep the table within its width (`COLUMNS`) — for a wide listing whose `--json` has
+    every value; output into a pipe or a file keeps every value whole."""
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
         from rich.console import Console  # rich loads only when styling a TTY
@@ -249,7 +250,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, fit: Sequenc
         return
     headers = list(headers)
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    if fit:
+    if fit and sys.stdout.isatty():  # a pipe or a file keeps every value whole (grep, a log)
         for name in fit:  # a column with nothing in it goes first (COUNTERS: `-` all down)
             i = headers.index(name) if name in headers else -1
             if i >= 0 and _overflow(widths) > 0 and all(row[i] == "-" for row in cells):

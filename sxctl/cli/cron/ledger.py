@@ -89,8 +89,8 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
     emit(result.to_json(), human)
 
 
-#: the columns of `cron runs` cut (with …) to fit the terminal, first cut first (`--json` has them whole)
-_CUT_FIRST = ("EXECUTION ID", "EVIDENCE", "COUNTERS", "ERROR", "DELIVERY", "WORK", "READ", "JOB", "STARTED")
+#: the columns of `cron runs` cut (with …) to fit a terminal, first cut first (`--json` has them whole)
+_CUT_FIRST = ("EXECUTION ID", "COUNTERS", "ERROR", "DELIVERY", "WORK", "READ", "STARTED", "JOB", "EVIDENCE")
 
 
 def _dispatch_note(run: dict) -> str:
