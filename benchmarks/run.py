@@ -102,7 +102,7 @@ def make_project(root: Path) -> Path:
 
 
 def make_store(root: Path, jobs: int, due: int = 0) -> None:
-    from sxctl.cron.schema import encode_compact
+    from sxctl.jsondata import compact_json
 
     now = time.time_ns() // 1_000_000
     store = {"formatVersion": 1, "agentSchedulerSeed": str(uuid.uuid4()), "activeClaims": [], "jobs": []}
@@ -116,7 +116,7 @@ def make_store(root: Path, jobs: int, due: int = 0) -> None:
         })
     scheduler = root / ".scheduler"
     scheduler.mkdir(exist_ok=True)
-    (scheduler / "cron-jobs.json").write_bytes(encode_compact(store))
+    (scheduler / "cron-jobs.json").write_bytes(compact_json(store))
     store["jobs"] = store["jobs"][:1]
 
 
