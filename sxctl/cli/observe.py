@@ -138,8 +138,8 @@ def next_(count: int, tz: str | None) -> None:
     emit(result.to_json(), human)
 
 
-@click.command("watch", cls=Command)
-@click.option("--duration", "duration_s", type=DURATION, metavar="SECONDS",
+@click.command("watch", cls=Command, streams="always")
+@click.option("--duration", "duration_s", type=DURATION, metavar="DURATION",
               help="Stop after this long (default: until interrupted).")
 def watch_command(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.

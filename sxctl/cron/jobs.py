@@ -248,7 +248,8 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     _misplaced(spec, kind)
     text = _check_text(kind, spec.text)
     if not spec.schedule.given:
-        raise UsageError("Invalid cron schedule input")
+        raise UsageError("Invalid cron schedule input",
+                         hint="a job needs one schedule: --cron EXPR, --every DURATION, --at TIME or --in DURATION")
     schedule = resolve_schedule(spec.schedule, now_ms, notes)
     if warnings is not None and (said := pass_rate_warning(schedule)):
         warnings.append(said)

@@ -196,6 +196,8 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     for line in proc.stderr:  # -v says when the wait begins
         if b"waiting for " in line:
             break
+    with pytest.raises(subprocess.TimeoutExpired):  # it is waiting: let some of that time pass
+        proc.wait(timeout=0.3)
     proc.send_signal(getattr(signal, signum))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -204,6 +206,7 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     [written] = (folder / "inbox").glob("*.json")
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
     assert doc["stem"] == written.stem and doc["state"] == "pending"
+    assert 250 <= doc["waited_ms"] < 30_000  # the time it really waited, not 0
 
 
 def test_status_without_any_session_still_shows_the_scheduler(project, store):

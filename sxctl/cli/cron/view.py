@@ -8,7 +8,7 @@ import click
 
 from ...api import list_jobs, next_fires, show_job
 from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
-from ...api.times import format_ms, format_relative_ms, load_zone
+from ...api.times import format_duration_ms, format_ms, format_relative_ms, load_zone
 from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import when
 
@@ -70,6 +70,8 @@ def show(name) -> None:
         say(f"{name}: {row['state']}, next {when(row['next_run_ms'], _shown_in(row, None, None))}{target}")
         if row.get("failure"):
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
+        if row.get("policy"):
+            say(f"policy: {_policy_text(row['policy'], _shown_in(row, None, None))}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
@@ -124,3 +126,31 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
     emit(result.to_json(), human)
 
 
+
+
+def _policy_text(policy: dict, zone) -> str:
+    """sxctl's policy of a job in one line (`cron show`; `--json` has every field)."""
+    parts = []
+    if policy.get("holdMaxMs") is not None:
+        parts.append(f"hold up to {format_duration_ms(policy['holdMaxMs'])} for a live agent")
+    catch_up = policy.get("catchUp") or "once"
+    stale = f" (stale after {format_duration_ms(policy['staleAfterMs'])})" if policy.get("staleAfterMs") else ""
+    note = "" if policy.get("missedNote", True) else ", no missed note"
+    parts.append(f"catch-up {catch_up}{stale}{note}")
+    if policy.get("activeHours"):
+        days = policy.get("activeDays")
+        shown = ",".join(days) if isinstance(days, list) else days or "every day"
+        parts.append(f"active {policy['activeHours']} {shown}")
+    if policy.get("maxRunsPerDay"):
+        parts.append(f"at most {policy['maxRunsPerDay']} run(s) a day")
+    if policy.get("maxUnconsumed"):
+        parts.append(f"pause after {policy['maxUnconsumed']} unread")
+    if policy.get("maxRuns"):
+        parts.append(f"expires after {policy['maxRuns']} run(s) ({policy.get('runs') or 0} so far)")
+    if policy.get("untilMs") is not None:
+        parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
+    if policy.get("tz"):
+        parts.append(f"zone {policy['tz']}")
+    if policy.get("paused"):
+        parts.append(f"paused: {policy['paused']}")
+    return "; ".join(parts)
