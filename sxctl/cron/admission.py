@@ -12,9 +12,9 @@ from typing import Any
 from ..clock import Clock
 from ..project import freshest_live, list_sessions
 from ..report import Reporter
+from .fate import Fate, expiry, occurrence_fate
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
-from .fate import Fate, expiry, occurrence_fate
 from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
