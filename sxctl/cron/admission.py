@@ -31,6 +31,7 @@ class AdmissionReport:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
+    given_up: list[str] = field(default_factory=list)  # ids of the jobs run past --hold-max (not in --json)
 
 
 def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
@@ -116,6 +117,7 @@ class Admission:
                                       "giveUpAtMs": fate.hold["giveUpAtMs"]})
             return False
         if fate.reason == "given_up":
+            self.done.given_up.append(job["id"])
             self.report.warn(f"{job['name']}: {fate.detail}")
         return fate.action == "run"
 

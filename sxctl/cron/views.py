@@ -85,8 +85,8 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     if preview is not None:
         row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
         row["next_note"] = next_text(preview)
-    elif life["status"] == "paused" and entry.get("paused"):
-        row["next_note"] = entry["paused"]["message"]
+    elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
+        row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
     if failure:
         row["failure"] = failure  # a finished one-shot whose run did not succeed: why, and which run
     return row
