@@ -50,7 +50,9 @@ def simulate(from_time, until, agent_down, pass_every, tz) -> None:
             parts.append(f"{event['count']} occurrences" + (f" to {at(event['last_ms'])}" if "last_ms" in event
                                                               else ""))
         if event.get("reason"):
-            parts.append(event["reason"].replace("_", " ") if event["fate"] == "skipped" else event["reason"])
+            words = {"no_live_session": "no live agent", "max_unconsumed": "unread messages"}
+            parts.append(words.get(event["reason"], event["reason"].replace("_", " "))
+                         if event["fate"] in ("skipped", "held", "paused") else event["reason"])
         if event.get("until_ms"):
             parts.append(f"gives up at {at(event['until_ms'])}")
         if event.get("detail"):
