@@ -170,3 +170,25 @@ def test_a_huge_span_runs_a_capped_number_of_passes_and_says_so(policies, monkey
     doc = result.json()
     assert doc["truncated"] and doc["passes"] == 5 and "only the first 5 run" in doc["warnings"][0]
     assert doc["stopped_at_ms"] == NINE + 5 * 10 * MIN
+
+
+def test_a_rehearsal_never_writes_to_another_projects_inbox_or_runs_the_delivery_command(project, tmp_path):
+    other = tmp_path / "other"
+    (other / ".scorpiox" / "sessions" / SID).mkdir(parents=True)
+    (other / ".scorpiox" / "sessions" / SID / "stats.json").write_text(  # live when the first run is due
+        json.dumps({"updated_ms": NINE + HOUR, "model": "m"}))
+    marker = tmp_path / "delivered"
+    for args in (("away", "--to-project", str(other), "--payload", "agent-turn", "--text", "hello"),
+                 ("post", "--payload", "delivery", "--text", "hi")):
+        added = project.run("cron", "add", args[0], "--every", "1h", *args[1:], clock=FakeClock(NINE - MIN))
+        assert added.code == 0, added.err
+    before = snapshot(other)
+    env = project.env(SXCTL_DELIVER_CMD=f"touch {marker}")
+    result = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 3 * HOUR), "--json",
+                         env=env, clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    fates = {(e["job"], e["fate"]) for e in result.json()["events"]}
+    assert ("away", "failed") in fates and ("away", "dispatched") not in fates and ("post", "dispatched") in fates
+    failed = next(e for e in result.json()["events"] if e["fate"] == "failed")
+    assert "outside the project: not rehearsed" in failed["reason"]
+    assert snapshot(other) == before and not marker.exists()
