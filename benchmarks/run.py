@@ -102,7 +102,7 @@ def make_project(root: Path) -> Path:
 
 
 def make_store(root: Path, jobs: int, due: int = 0) -> None:
-    from sxctl.cron.schema import encode_compact
+    from sxctl.jsondata import compact_json
 
     now = time.time_ns() // 1_000_000
     store = {"formatVersion": 1, "agentSchedulerSeed": str(uuid.uuid4()), "activeClaims": [], "jobs": []}
@@ -116,7 +116,7 @@ def make_store(root: Path, jobs: int, due: int = 0) -> None:
         })
     scheduler = root / ".scheduler"
     scheduler.mkdir(exist_ok=True)
-    (scheduler / "cron-jobs.json").write_bytes(encode_compact(store))
+    (scheduler / "cron-jobs.json").write_bytes(compact_json(store))
     store["jobs"] = store["jobs"][:1]
 
 
@@ -251,7 +251,7 @@ def main() -> int:
         make_project(folder)
         make_store(folder, 10_000, due=50)
         tick = interleaved({"tick": sxctl("--workspace", str(folder), "--project", str(folder), "cron", "tick",
-                                          "--dry-run", "--max-runs", "50", "--json"),
+                                          "--dry-run", "--max-per-pass", "50", "--json"),
                             "bare": [sys.executable, "-c", "import json; json.load(open("
                                      f"{str(folder / '.scheduler' / 'cron-jobs.json')!r}))"]},
                            root, max(5, runs // 3))
@@ -348,7 +348,7 @@ def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
             copy = root / f"tick-{jobs}-{n}"
             shutil.copytree(template, copy, symlinks=True)
             make_session(copy, "2026_09_21_quiet_euler")  # live now: the 50 due jobs are dispatched
-            elapsed = timed(sxctl("--project", str(copy), "cron", "tick", "--max-runs", "50", "-q"), copy)
+            elapsed = timed(sxctl("--project", str(copy), "cron", "tick", "--max-per-pass", "50", "-q"), copy)
             if n:  # the first is the warm-up
                 samples[jobs].append(elapsed)
             shutil.rmtree(copy)

@@ -11,7 +11,7 @@ from .version import __version__
 
 _API = tuple(name for names in _PARTS.values() for name in names if name[0].islower())
 _ERRORS = ("SxctlError", "UsageError", "NotFoundError", "ConflictError", "InvalidDataError", "WaitTimeoutError",
-           "TooLateError")
+           "TooLateError", "SystemRefusedError", "ExitStatus", "ErrorCode")
 
 __all__ = ["__version__", *_API, *_ERRORS]
 

@@ -70,6 +70,23 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
-def compact_json(obj: dict[str, Any]) -> bytes:
-    """One of sxctl's own records as compact UTF-8 JSON with a trailing newline."""
+def compact_json(obj: Any) -> bytes:
+    """Compact UTF-8 JSON and one newline: the on-disk form of the store, ledger rows and
+    sxctl's own records."""
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+def strict_loads(raw: bytes) -> Any:
+    """JSON that refuses duplicate keys (a strict reader must not let the last one win)."""
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result = dict(pairs)
+        if len(result) != len(pairs):
+            counts: dict[str, int] = {}
+            for key, _ in pairs:
+                counts[key] = counts.get(key, 0) + 1
+            duplicate = next(key for key, _ in pairs if counts[key] > 1)
+            raise ValueError(f"duplicate key {duplicate!r}")
+        return result
+
+    return loads(raw, object_pairs_hook=no_duplicates)

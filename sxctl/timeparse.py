@@ -252,6 +252,17 @@ def format_duration_ms(ms: int) -> str:
     return f"{days}d{hours}h"
 
 
+def duration_text(ms: int) -> str:
+    """A duration as a DURATION would give it, exactly: `24h`, `1h30m`, `45s`, `0s` (what
+    `parse_duration_ms` reads back to the same value)."""
+    parts, rest = [], abs(int(ms))
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
 def format_relative_ms(target_ms: int, now_ms: int) -> str:
     """`in 0m12s` for the future, `3m ago` for the past."""
     delta = target_ms - now_ms

@@ -36,6 +36,26 @@ SCRUBBED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPAT
 PINNED = {"TZ": "UTC", "COLUMNS": "100", "LINES": "40", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
 
 
+# The programs sxctl runs that act on the user's own machine: a test meets stand-ins first on
+# PATH, never the user's crontab or systemd. The crontab stand-in keeps the table in a file beside
+# the test's HOME (as crontab(1) of Debian's cron does: `-l` says "no crontab for USER" until `-`
+# installed one); the systemctl stand-in refuses, so a test that wants systemctl brings its own.
+STAND_INS = {
+    "crontab": """#!/bin/sh
+table='{table}'
+case "$1" in
+  -l) [ -f "$table" ] || {{ echo "no crontab for $(id -un)" >&2; exit 1; }}; cat "$table" ;;
+  -) cat > "$table.new" && mv "$table.new" "$table" ;;
+  *) echo "crontab stand-in: unsupported arguments: $*" >&2; exit 2 ;;
+esac
+""",
+    "systemctl": """#!/bin/sh
+echo "systemctl stand-in: the tests never run the real systemctl" >&2
+exit 1
+""",
+}
+
+
 def scrubbed(name: str) -> bool:
     return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
 
@@ -44,8 +64,8 @@ def scrubbed(name: str) -> bool:
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
     (the project fixture's too), UTC, a 100-column terminal that asked for nothing, a UTF-8 locale,
-    and a throw-away working folder; HOME and the folder are beside `tmp_path`, which stays the
-    test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
+    stand-ins for crontab(1) and systemctl first on PATH, and a throw-away working folder; HOME
+    and the folder are beside `tmp_path`, which stays the test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
     started from `os.environ` (or `project.env()`) see the same."""
     for name in list(os.environ):
         if scrubbed(name):
@@ -56,6 +76,12 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     cwd = base / "cwd"
     cwd.mkdir()
     monkeypatch.setenv("HOME", str(home))
+    stand_ins = base / "bin"
+    stand_ins.mkdir()
+    for program, script in STAND_INS.items():
+        (stand_ins / program).write_text(script.format(table=base / "crontab"))
+        (stand_ins / program).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_ins}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
     for name, value in PINNED.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(cwd)

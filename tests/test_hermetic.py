@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ HOSTILE = {
     "SXCTL_MAX_LOG_BYTES": "10", "SXCTL_SESSION": "nope", "SXCTL_PROJECT": "/nonexistent",
     "SX_SESSION_DIR": "/nonexistent", "SXCTL_DELIVER_CMD": "false", "SCORPIOX_HOME": "/nonexistent",
     "COMIS_HOME": "/nonexistent", "TZ": "Pacific/Kiritimati", "COLUMNS": "20", "NO_COLOR": "",
-    "HOME": "/nonexistent",
+    "HOME": "/nonexistent", "SXCTL_WORKSPACE": "/nonexistent", "SXCTL_AGENT": "nope", "SCORPIOX_INBOX": "0",
+    "SX_SESSION_ID": "nope", "PYTHONIOENCODING": "latin-1", "LC_ALL": "C",
 }
 
 
@@ -55,6 +57,17 @@ def test_every_test_starts_scrubbed_and_pinned(hermetic):
     assert Path(os.environ["HOME"]) == hermetic and list(hermetic.iterdir()) == []
     assert Path.cwd() != REPO and list(Path.cwd().iterdir()) == []
     assert time.strftime("%z", time.localtime(0)) == "+0000"
+    assert Path(shutil.which("crontab") or "").parent == hermetic.parent / "bin"
+    assert Path(shutil.which("systemctl") or "").parent == hermetic.parent / "bin"
+
+
+def test_crontab_and_systemctl_are_stand_ins(project):
+    """No test reads or replaces the crontab of the user running the suite, or starts a unit."""
+    assert project.run("cron", "export", "--target", "crontab", "--install").code == 0
+    table = Path(os.environ["HOME"]).parent / "crontab"
+    assert f"cd {project.root}" in table.read_text()
+    refused = subprocess.run(["systemctl", "--user", "daemon-reload"], capture_output=True, text=True)
+    assert refused.returncode == 1 and "never run the real systemctl" in refused.stderr
 
 
 def test_the_invoke_fixture_runs_the_cli_in_that_environment(invoke, tmp_path):
@@ -70,7 +83,16 @@ def test_the_suites_own_knobs_are_no_variables_of_sxctl():
     """The scrub keeps TEST_KNOBS (a seed to repeat a run, the model test's size); sxctl must
     never read one, or a knob would leak into what a test sees."""
     assert TEST_KNOBS & variables_sxctl_reads() == set()
-    assert HOSTILE.keys() - {"TZ", "COLUMNS", "NO_COLOR", "HOME", "SCORPIOX_HOME"} <= variables_sxctl_reads()
+    assert HOSTILE.keys() - {"TZ", "COLUMNS", "NO_COLOR", "HOME", "SCORPIOX_HOME", "PYTHONIOENCODING",
+                             "LC_ALL"} <= variables_sxctl_reads()
+
+
+def test_every_variable_sxctl_reads_gets_a_hostile_value():
+    """The man pages' ENVIRONMENT table names what sxctl reads and what it only sets for the
+    programs it runs; each one it reads is exported in CI's hostile run."""
+    from sxctl.cli.environment import ENVIRONMENT
+    read = {name for name, what in ENVIRONMENT.items() if not what.startswith("Set for")}
+    assert read <= HOSTILE.keys()
 
 
 def test_ci_runs_the_whole_suite_under_the_same_hostile_values():

@@ -20,6 +20,8 @@ from ..project import (
     Session,
     WorktreeCopies,
     is_valid_session_id,
+    list_sessions,
+    live_sessions,
     liveness_of,
     read_stats,
 )
@@ -49,6 +51,9 @@ class ReferenceAgent:
         self.clock = clock
         #: set by a signal (before or after `start`): finish the turn, then shut down
         self.stopping = threading.Event()
+        #: why a stop was asked for before `started` was announced: announced right after it
+        self.early_stop: str | None = None
+        self.announced = False
         self.idle_since = time.monotonic()
 
     def emit(self, event: str, **fields: object) -> None:
@@ -97,6 +102,13 @@ class ReferenceAgent:
         self.timers.load()
         self.write_stats()
         self.emit("started", session=sid, session_dir=str(self.dir), pid=os.getpid())
+        self.announced = True
+        others = [info.id for info in live_sessions(list_sessions(self.options.project, self.clock)) if info.id != sid]
+        if others:  # commands without --session now choose between agents, and may change their mind
+            self.emit("warning", message=f"another agent is live in this project (session {', '.join(others)}): "
+                      "commands without --session use the freshest of them; pin one with --session ID")
+        if self.early_stop is not None:
+            self.emit("stopping", signal=self.early_stop)
 
     def write_stats(self, *, stopped: bool = False) -> None:
         self.runner.write_stats(self.timers.active_slots(), stopped=stopped)
@@ -180,9 +192,14 @@ class ReferenceAgent:
         return time.monotonic() - self.idle_since >= self.options.idle_exit_s
 
     def request_stop(self, signal_name: str) -> None:
+        """Finish the current turn and stop; `stopping` is announced after `started`, never before
+        (a stop asked for while the agent starts is announced once it has)."""
         if not self.stopping.is_set():
             self.stopping.set()
-            self.emit("stopping", signal=signal_name)
+            if self.announced:
+                self.emit("stopping", signal=signal_name)
+            else:
+                self.early_stop = signal_name
 
     def shutdown(self) -> int:
         worker = self.runner.worker

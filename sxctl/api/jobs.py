@@ -14,7 +14,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron import jobs, store
 from ..cron.jobs import JobSpec, Target, WakeGate
 from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
-from ..cron.policy import PolicyOptions
+from ..cron.policy import PolicyOptions, read_policy
 from ..cron.schedule import ScheduleInput
 from ..cron.transaction import job_change, mutate_store
 from ..errors import UsageError
@@ -83,9 +83,12 @@ class JobChange:
     outcome: dict[str, Any]
     notes: list[str] = Factory(list)  # type: ignore[assignment]
     show_notes: bool = False
+    #: what the change made that may not do what was meant (also warned on stderr); in the JSON when any
+    warnings: list[str] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.outcome, **({"notes": self.notes} if self.show_notes and self.notes else {})}
+        return {"ok": True, **self.outcome, **({"notes": self.notes} if self.show_notes and self.notes else {}),
+                **({"warnings": self.warnings} if self.warnings else {})}
 
 
 def add_job(
@@ -133,13 +136,13 @@ def add_job(
                           policy_change=job_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
-    for warning in warnings:
-        reporter(report).warn(f"{name}: {warning}")
+    said = [f"{name}: {warning}" for warning in warnings]
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
-        reporter(report).warn(
-            f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
-            "(a one-shot for good) unless the environment of the pass sets it")
-    return JobChange(ws, result, notes)
+        said.append(f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
+                    "(a one-shot for good) unless the environment of the pass sets it")
+    for warning in said:
+        reporter(report).warn(warning)
+    return JobChange(ws, result, notes, warnings=said)
 
 
 def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = None, cron: str | None = None,
@@ -158,15 +161,17 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     warnings: list[str] = []
     result = mutate_store(
         ws, lambda doc, now: jobs.update_job(doc, name, spec, default_project=default_project, now_ms=now,
-                                      report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings),
+                                      report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings,
+                                      policy_entry=lambda job_id: read_policy(ws)["jobs"].get(job_id, {})),
         clock=clock, report=report, lock_wait_s=lock_wait,
         policy_change=job_change(name, spec, resumed=spec.resumed, notes=notes),
     ).outcome
     for note in notes:
         reporter(report).note(note)
-    for warning in warnings:
-        reporter(report).warn(f"{result['jobName']}: {warning}")
-    return JobChange(ws, result, notes, show_notes=True)
+    said = [f"{result['jobName']}: {warning}" for warning in warnings]
+    for warning in said:
+        reporter(report).warn(warning)
+    return JobChange(ws, result, notes, show_notes=True, warnings=said)
 
 
 def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, session: str | None = None,

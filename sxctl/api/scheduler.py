@@ -23,7 +23,8 @@ from .jobs import ledger_ceiling
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
-    from ..cron.runner import PassReport, SchedulerPass
+    from ..cron.pass_report import PassReport
+    from ..cron.runner import SchedulerPass
     from ..cron.workspace import Workspace
 
 
@@ -125,7 +126,7 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
 
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,
          report: Reporter | None = None, **options: Any) -> PassOutcome:
-    """One scheduler pass: reconcile dead claims, dispatch at most `max_runs` due jobs into the
+    """One scheduler pass: reconcile dead claims, dispatch at most `max_per_pass` due jobs into the
     agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields.
     Every pass but a dry run leaves its heartbeat (`.scheduler/sxctl-tick.json`)."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)

@@ -147,8 +147,9 @@ def next_(count: int, tz: str | None) -> None:
 def watch_command(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.
 
-    A live full-screen view on a terminal (q or Ctrl-C to quit); with --json, a stream of JSON
-    Lines events for monitors (inotify where available, polling otherwise).
+    A live full-screen view on a terminal (q or Ctrl-C to quit); with --json, or when standard
+    output is not a terminal (a pipe, a file), a stream of JSON Lines events for monitors, one
+    per line (inotify where available, polling otherwise).
 
     \b
     Examples:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..project import freshest_live, list_sessions
+from ..project import freshest_live, last_seen, list_sessions
 from ..report import Reporter
 from .fate import Fate, expiry, occurrence_fate
 from .ledger import Group, Ledger
@@ -31,7 +31,8 @@ class AdmissionReport:
     waiting: list[dict[str, Any]] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
-    given_up: list[str] = field(default_factory=list)  # ids of the jobs run past --hold-max (not in --json)
+    #: occurrences run past their --hold-max with no live agent (their run fails `precondition`)
+    given_up: list[dict[str, Any]] = field(default_factory=list)
 
 
 def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
@@ -110,15 +111,15 @@ class Admission:
         if fate.action in ("expire", "pause"):
             self.pause(job, "expired" if fate.action == "expire" else "max_unconsumed", fate.detail)
             return False
-        if fate.action == "hold":
-            assert fate.hold is not None  # a held fate carries its hold state
-            self.done.waiting.append({"jobId": job["id"], "name": job["name"], "status": "waiting",
-                                      "reason": fate.reason, "dueSinceMs": fate.hold["dueSinceMs"],
-                                      "giveUpAtMs": fate.hold["giveUpAtMs"]})
-            return False
-        if fate.reason == "given_up":
-            self.done.given_up.append(job["id"])
-            self.report.warn(f"{job['name']}: {fate.detail}")
+        if fate.hold is not None:  # the pass tells it once, with when the agent was last seen (cron/pass_report.py)
+            held = fate.hold
+            seen = last_seen(list_sessions(run_target_project(job, self.project, workspace=self.workspace), self.clock))
+            row = {"jobId": job["id"], "name": job["name"], "status": held["status"], "reason": held["reason"],
+                   "dueSinceMs": held["dueSinceMs"], "giveUpAtMs": held["giveUpAtMs"], "agentLastSeenMs": seen}
+            if fate.action == "hold":
+                self.done.waiting.append(row)
+                return False
+            self.done.given_up.append(row)
         return fate.action == "run"
 
     def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:
@@ -203,7 +204,6 @@ class Admission:
             record_skip(entry, times[0], times[-1], len(times), reason, now)
             self.done.skipped.append({"jobId": job["id"], "name": job["name"], "reason": reason,
                                       "count": len(times), "firstMs": times[0], "lastMs": times[-1]})
-            self.report.note(f"{job['name']}: skipped {len(times)} occurrence(s) ({reason.replace('_', ' ')})")
         return fate
 
     def pause(self, job: dict[str, Any], reason: str, why: str) -> None:

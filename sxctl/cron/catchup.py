@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..report import Reporter
 from ..timeparse import format_ms
 from .schedule import CronPattern, job_zone, job_zone_name, load_cron_zone, next_run
 
@@ -13,30 +12,35 @@ SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 
 
-def count_skipped(job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any],
-                  report: Reporter) -> None:
-    """Occurrences strictly after the one we run and at or before the claim: never run. Recorded
-    in the run's report `entry` and warned about."""
-    schedule = job["schedule"]
+def count_skipped(job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
+    """Occurrences strictly after the one we run and at or before the claim: never run, folded
+    into this run. Recorded in the run's report `entry` (the pass reports them once, with the run:
+    cron/pass_report.py)."""
+    span = missed_between(job["schedule"], scheduled_for, claimed_at)
+    if span is not None:
+        shown, first, last = span
+        entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+
+
+def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[int | str, int | None, int | None] | None:
+    """The occurrences of `schedule` strictly after `after` and at or before `until`: their count
+    (`≥10000` past the cap), first and last; None when there are none (or for a one-shot, which
+    has one occurrence)."""
     if schedule["kind"] == "every":
         every = schedule["everyMs"]
-        count = (claimed_at - scheduled_for) // every
-        first, last = scheduled_for + every, scheduled_for + count * every
+        count = (until - after) // every
+        first, last = after + every, after + count * every
     elif schedule["kind"] == "at":
-        return  # a one-shot has one occurrence: it misses nothing
+        return None
     else:
         pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
-        count = pattern.count_between(scheduled_for, claimed_at, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
-        found = next_run(schedule, scheduled_for) if count else None
+        count = pattern.count_between(after, until, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
+        found = next_run(schedule, after) if count else None
         first = found[0] if found else None
-        last = pattern.last_at_or_before(claimed_at, zone) if count else None
+        last = pattern.last_at_or_before(until, zone) if count else None
     if count <= 0:
-        return
-    shown = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
-    entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
-    span = f"{_hhmm(first)}–{_hhmm(last)} UTC"
-    # the run's own trigger word, as the ledger records it (one vocabulary)
-    report.warn(f"{job['name']}: ran 1 {entry['trigger']} occurrence, skipped {shown} ({span})")
+        return None
+    return (count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"), first, last
 
 
 def missed_note(job: dict[str, Any], entry: dict[str, Any], policy: dict[str, Any]) -> str | None:
@@ -62,7 +66,3 @@ def skipped_count(run: dict[str, Any]) -> int:
     """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
     value = run.get("skipped_occurrences", 0)
     return value if isinstance(value, int) else SKIP_COUNT_CAP
-
-
-def _hhmm(ms: int | None) -> str:
-    return "?" if ms is None else format_ms(ms, "%H:%M")

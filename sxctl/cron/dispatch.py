@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..errors import NotFoundError, SxctlError, UsageError
+from ..errors import ExitStatus, SxctlError, UsageError
 from ..inbox.message import MAX_MESSAGE_BYTES, InboxMessage
 from ..inbox.request import SendRequest
 from ..inbox.sending import send
@@ -34,6 +34,11 @@ WAKE_GATE_CONTEXT_CHARS = 4000
 
 def pre_dispatch_failure(stage: str, error_kind: str) -> dict[str, Any]:
     return {"kind": "pre_dispatch_failure", "stage": stage, "errorKind": error_kind}
+
+
+#: what a target project refused as it is (not found; a symbolic link or a file that is not
+#: what it should be): the run's precondition failed, nothing inside sxctl did
+_TARGET_REFUSED = (ExitStatus.NOT_FOUND, ExitStatus.INVALID_DATA)
 
 
 class DispatchFailure(Exception):
@@ -86,7 +91,9 @@ def resolve_target(job: dict[str, Any], default_project: Path, default_to: str,
         if conversation != "live":
             check_session_id(conversation)
         session = resolve_target_session(project, conversation, clock=clock)
-    except (NotFoundError, UsageError) as error:
+    except SxctlError as error:
+        if not isinstance(error, UsageError) and error.exit_code not in _TARGET_REFUSED:
+            raise
         raise DispatchFailure("executor_precondition", "precondition", error.message) from None
     if session.state != "live":
         report.warn(f"{job['name']}: session {session.id} is {session.state}; the message will wait there")
@@ -110,6 +117,8 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
         kind = "resource" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "internal"
         raise DispatchFailure("dispatch_rejected", kind, str(error)) from None
     except SxctlError as error:
+        if error.exit_code in _TARGET_REFUSED:  # the target as it is: a symbolic link, a folder gone, …
+            raise DispatchFailure("executor_precondition", "precondition", error.message) from None
         raise DispatchFailure("dispatch_rejected", "internal", error.message) from None
     outcome: dict[str, Any] = {"kind": "inbox_dispatch", "sessionId": session.id, "stem": result.stem, "mode": mode}
     if wake_gate is not None:
@@ -286,7 +295,7 @@ class Dispatcher:
 
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         """The occurrence's terminal outcome, by the job's payload kind; a failure before anything
-        was delivered is its `pre_dispatch_failure` outcome (and a warning)."""
+        was delivered is its `pre_dispatch_failure` outcome, its reason kept for the run's line."""
         try:
             kind = job["payload"]["kind"]
             if kind == "delivery":
@@ -304,7 +313,6 @@ class Dispatcher:
                 return send_to_inbox(session, occurrence, job["payload"]["text"], mode, self.clock, self.report)
             return self._agent_turn(job, occurrence, session)
         except DispatchFailure as failure:
-            self.report.warn(f"{job['name']}: not dispatched: {failure}")
             self.reasons[occurrence.execution_id] = str(failure)
             return failure.outcome
 

@@ -30,7 +30,10 @@ RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("
               req("detail", Nullable(Str(0, DETAIL_CAP))),
               # since when every pass found the store lock busy (null once a pass ran): shows a pass
               # that hangs or a lock left behind; absent in older records
-              opt("busySinceMs", Nullable(EPOCH_MS))])
+              opt("busySinceMs", Nullable(EPOCH_MS)),
+              # the workspace the pass ran for (its real path): a heartbeat copied or moved along
+              # with the project says nothing about a pass here; absent in older records
+              opt("workspace", Str(1, 4096))])
 
 
 def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None) -> None:
@@ -48,7 +51,8 @@ def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, det
         busy_since = (before.get("busySinceMs") if before is not None and before.get("outcome") == "busy"
                       else None) or now
     doc = {"formatVersion": 1, "lastPassMs": now, "host": socket.gethostname(), "pid": os.getpid(),
-           "sxctlVersion": __version__, "outcome": outcome, "detail": detail, "busySinceMs": busy_since}
+           "sxctlVersion": __version__, "outcome": outcome, "detail": detail, "busySinceMs": busy_since,
+           "workspace": os.path.realpath(ws.root)}
     try:
         atomic_write(folder / FILE_NAME, (json.dumps(doc) + "\n").encode(),
                      temp=folder / f"{FILE_NAME}.{uuid.uuid4()}.tmp", durable=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from ..errors import ConflictError, ErrorCode, UsageError
 from ..project import check_session_id
 from ..report import Reporter
 from .policy import PolicyOptions
-from .schedule import ScheduleInput, next_run, resolve_schedule
+from .schedule import ScheduleInput, job_zone_name, next_run, pass_rate_warning, resolve_schedule
 from .schema import KIB, scorpiox_target
 from .store import find_job
 from .targets import INBOX_CHANNEL, holds_project, resolve_project, stored_project
@@ -249,6 +250,8 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     if not spec.schedule.given:
         raise UsageError("Invalid cron schedule input")
     schedule = resolve_schedule(spec.schedule, now_ms, notes)
+    if warnings is not None and (said := pass_rate_warning(schedule)):
+        warnings.append(said)
     if any(job["name"] == name for job in store["jobs"]):
         raise ConflictError(f'A cron job named "{name}" already exists', code=ErrorCode.NAME_TAKEN)
     live_authored = [j for j in store["jobs"] if j["source"] == "authored"
@@ -279,8 +282,10 @@ def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
 
 def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_project: str, now_ms: int,
                report: Reporter, workspace: Path, notes: list[str] | None = None,
-               warnings: list[str] | None = None) -> dict[str, Any]:
-    """Change a job in place; returns `{jobName, updated}`."""
+               warnings: list[str] | None = None,
+               policy_entry: Callable[[str], dict[str, Any]] = lambda job_id: {}) -> dict[str, Any]:
+    """Change a job in place; returns `{jobName, updated}`. `policy_entry(id)` is the job's entry
+    in sxctl's policy file (where an `every`/`at` job keeps its zone)."""
     if spec.session_strategy is not None or spec.continuation is not None or spec.max_history_turns is not None:
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
     if spec.paused and spec.resumed:
@@ -288,7 +293,8 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
     if replace(spec, policy=None) == JobSpec() and not (spec.policy and spec.policy.given):
         raise UsageError("nothing to change: give a schedule, payload, target or another option to update")
     job = _editable(store, name, "update")
-    spec = replace(spec, schedule=_schedule_change(job["schedule"], spec.schedule, notes))
+    zone = job_zone_name(job, policy_entry(job["id"]))
+    spec = replace(spec, schedule=_schedule_change(job["schedule"], zone, spec.schedule, notes))
     index = store["jobs"].index(job)
     old_kind = job["payload"]["kind"]
     kind = payload_kind(spec.payload) if spec.payload is not None else old_kind
@@ -304,6 +310,8 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
         head["name"] = check_name(spec.new_name)
     if spec.schedule.given:
         head["schedule"] = resolve_schedule(spec.schedule, now_ms, notes)
+        if warnings is not None and (said := pass_rate_warning(head["schedule"])):
+            warnings.append(said)
         head["lifecycle"] = _lifecycle(head["schedule"], now_ms, spec.paused)
     elif spec.paused or spec.resumed:
         head["lifecycle"] = _paused_or_resumed(job["lifecycle"], paused=spec.paused)
@@ -325,16 +333,18 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
     return {"jobName": store["jobs"][index]["name"], "updated": True}
 
 
-def _schedule_change(current: dict[str, Any], given: ScheduleInput, notes: list[str] | None) -> ScheduleInput:
-    """What `cron update` means by its schedule flags, against the job's schedule: `--tz` alone
-    moves a cron job to another zone, `--anchor` alone re-anchors an `every` job, and a new
-    `--cron` keeps the job's zone unless `--tz` is given (said in a note)."""
+def _schedule_change(current: dict[str, Any], zone: str, given: ScheduleInput,
+                     notes: list[str] | None) -> ScheduleInput:
+    """What `cron update` means by its schedule flags, against the job's schedule and its zone
+    (`job_zone_name`): `--tz` alone moves a job to another zone, `--anchor` alone re-anchors an
+    `every` job, and a new schedule keeps the job's zone unless `--tz` is given (said in a note):
+    `--at 09:00` on a New York job is 09:00 in New York."""
     kind = current["kind"]
     if given.given:
-        if given.cron is not None and given.tz is None and kind == "cron" and current["tz"] != "UTC":
+        if given.tz is None and zone != "UTC" and given.in_ is None:
             if notes is not None:
-                notes.append(f"kept the job's zone {current['tz']} (give --tz to change it)")
-            return replace(given, tz=current["tz"])
+                notes.append(f"kept the job's zone {zone} (give --tz to change it)")
+            return replace(given, tz=zone)
         return given
     if given.tz is None and given.anchor is None and given.fold is None:
         return given

@@ -19,9 +19,9 @@ from typing import Any
 from .. import faults, jsondata
 from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..fsio import PendingFile, file_stamp, open_regular, read_refusal
+from ..jsondata import compact_json
 from ..locks import MkdirLock
 from .ledger_rows import IDENTITY_KEYS, check_row
-from .schema import encode_compact
 
 DEFAULT_MAX_LOG_BYTES = 2_000_000
 MAX_MAX_LOG_BYTES = 32 * 1024 * 1024
@@ -346,7 +346,7 @@ def append_rows(
     if cache is not None:
         cache.clear()  # whatever happens below, the next append trusts only a completed write
     for row in rows:
-        line = encode_compact(row)
+        line = compact_json(row)
         if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
             raise ConflictError("Cron execution terminal exceeds its reserved byte ceiling",
                 code=ErrorCode.CAPACITY, file=path)

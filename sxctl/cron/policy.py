@@ -17,10 +17,11 @@ from typing import Any
 from .. import faults
 from ..errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
+from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import parse_time_in_zone_ms
 from .schedule import load_cron_zone
-from .schema import EPOCH_MS, encode_compact, strict_loads
+from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace
 
@@ -168,7 +169,7 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
     most recent skip records — the same number for all, as many as fit; the totals stay — so
     no write grows the file past what its readers take. The entries are trimmed in place (the
     caller's policy is what was written). Settings alone beyond the cap: exit 4, nothing written."""
-    data = encode_compact(doc)
+    data = compact_json(doc)
     if len(data) <= FILE_CAP:
         return data
     skips = [entry["skips"] for entry in doc["jobs"].values() if "skips" in entry]
@@ -177,7 +178,7 @@ def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
     def keeping(count: int) -> bytes:
         for record, recent in zip(skips, full, strict=True):
             record["recent"] = recent[-count:] if count else []
-        return encode_compact(doc)
+        return compact_json(doc)
 
     low, high = 0, RECENT_SKIPS  # the most records per job that fit lies in [low, high] once `low` fits
     if len(keeping(0)) > FILE_CAP:

@@ -152,7 +152,7 @@ def _events(report: PassReport, at: int, held: set[tuple[str, int]],
             event(wait["name"], "held", wait["dueSinceMs"], reason=wait["reason"], until_ms=wait["giveUpAtMs"])
     for paused in report.admission.paused:
         event(paused["name"], "paused", None, reason=paused["reason"], detail=paused["message"])
-    given_up = set(report.admission.given_up)
+    given_up = {row["jobId"] for row in report.admission.given_up}
     for run in report.runs:
         stands_for = 1 + skipped_count(run)
         fate = ("given_up" if run["jobId"] in given_up else "failed" if run.get("reason")

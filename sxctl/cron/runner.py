@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,11 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
-from .admission import Admission, AdmissionReport
-from .catchup import count_skipped, missed_note, skipped_count
+from .admission import Admission
+from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .pass_report import PassReport
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
 from .schedule import next_run
@@ -41,7 +42,7 @@ class TickOptions:
     """The options of one scheduler pass (`cron tick`, `cron run`), durations in seconds."""
 
     project: Path
-    max_runs: int = 3
+    max_per_pass: int = 3  # due jobs run at most; the rest are deferred to the next pass
     to: str = "live"
     turn_mode: str = "queue"
     catchup_after: float = 90.0  # seconds, as every duration the API takes
@@ -54,36 +55,6 @@ class TickOptions:
     retain_executions: int = 1000
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
     dry_run: bool = False
-
-
-@dataclass
-class PassReport:
-    """What one scheduler pass did; `to_json()` is the document `cron tick --json` prints."""
-
-    boot_id: str
-    now_ms: int
-    workspace: Path
-    store_exists: bool = True
-    reconciled: dict[str, Any] = field(default_factory=lambda: {
-        "recoveredBeforeStart": 0, "ownerLostAfterStart": 0, "settledFromTerminal": 0, "executionIds": []})
-    runs: list[dict[str, Any]] = field(default_factory=list)
-    deferred: list[dict[str, Any]] = field(default_factory=list)
-    skipped: str | None = None
-    no_future: list[str] = field(default_factory=list)
-    admission: AdmissionReport = field(default_factory=AdmissionReport)
-
-    def to_json(self, warnings: list[str]) -> dict[str, Any]:
-        doc: dict[str, Any] = {
-            "ok": True, "bootId": self.boot_id, "now_ms": self.now_ms, "workspace": str(self.workspace),
-            "store_exists": self.store_exists, "reconciled": self.reconciled, "runs": self.runs,
-            "deferred": self.deferred, "waiting": self.admission.waiting,
-            "skippedOccurrences": self.admission.skipped, "paused": self.admission.paused,
-            "skipped_missed_total": sum(skipped_count(r) for r in self.runs),
-            "warnings": warnings,
-        }
-        if self.skipped:
-            doc["skipped"] = self.skipped
-        return doc
 
 
 def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
@@ -183,13 +154,14 @@ class SchedulerPass:
         self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
                                    clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
         self.result.admission = self.admission.done
+        self.result.see(store, self.policy)
 
     def _tick(self) -> None:
         self._terminalize_orphans()
         self._reconcile()
         ran = 0
         for job in self._due():
-            if ran >= self.options.max_runs:
+            if ran >= self.options.max_per_pass:
                 self.result.deferred.append({"jobId": job["id"], "name": job["name"],
                                              "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
             elif self.admission.admit(job):
@@ -328,7 +300,7 @@ class SchedulerPass:
                                  "trigger": trigger, "scheduledForMs": scheduled_for}
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
-                count_skipped(job, scheduled_for, now, entry, self.report)
+                count_skipped(job, scheduled_for, now, entry)
             self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
             return
         if not manual:
@@ -342,7 +314,7 @@ class SchedulerPass:
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                count_skipped(job, scheduled_for, now, entry, self.report)
+                count_skipped(job, scheduled_for, now, entry)
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")

@@ -23,6 +23,7 @@ from ..timeparse import (
     LATEST_SCHEDULABLE_MS,
     canonical_zone_name,
     datetime_of_ms,
+    duration_text,
     epoch_ms,
     format_duration_ms,
     format_ms,
@@ -38,6 +39,7 @@ NICKNAMES = {
     "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
+PASS_INTERVAL_MS = 60_000  # how often every engine `cron export` writes runs a pass
 _SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are seen from both sides
 #: near a DST change the search walks wall times from 3 h before the bound to 3 h past the first
 #: hit: for an every-second pattern that is 21,600 candidates
@@ -276,6 +278,16 @@ class ScheduleInput:
     @property
     def given(self) -> bool:
         return any(v is not None for v in (self.cron, self.every, self.at, self.in_))
+
+
+def pass_rate_warning(schedule: dict[str, Any]) -> str | None:
+    """What to say when a job is due more often than a pass runs (once a minute, from every engine
+    `cron export` writes): it runs at most once a pass, the occurrences in between folded into it."""
+    if schedule["kind"] != "every" or schedule["everyMs"] >= PASS_INTERVAL_MS:
+        return None
+    return (f"--every {duration_text(schedule['everyMs'])} is shorter than a minute, but the scheduler pass "
+            "(`cron tick` from cron, a systemd timer or Kubernetes) runs once a minute: the job runs at most "
+            "once a pass, and each run stands for the occurrences since the last")
 
 
 def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:

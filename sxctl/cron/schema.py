@@ -1,19 +1,17 @@
 """The comis strict v1 store format (`cron-jobs.json`), as data in the schema kit
 (cron/schema_kit.py): every job variant, claim and the root, in schema order. Whole-store rules
 that span objects (uniqueness, claims, conversationRef) are in `validate_store`; the store's
-canonical encoding is `encode_compact`. Nothing is ever repaired.
+canonical encoding is `compact_json`. Nothing is ever repaired.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from collections.abc import Collection
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from .. import jsondata
 from .schema_kit import (
     MAX_SAFE_INT,
     Arr,
@@ -355,22 +353,3 @@ def canonical_store(store: dict[str, Any], only_jobs: Collection[str] | None = N
     }
 
 
-def encode_compact(obj: Any) -> bytes:
-    """Compact UTF-8 JSON and one newline: the on-disk form of the store and of ledger rows."""
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-
-
-def strict_loads(raw: bytes) -> Any:
-    """JSON that refuses duplicate keys (a strict reader must not let the last one win)."""
-
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        result = dict(pairs)
-        if len(result) != len(pairs):
-            counts: dict[str, int] = {}
-            for key, _ in pairs:
-                counts[key] = counts.get(key, 0) + 1
-            duplicate = next(key for key, _ in pairs if counts[key] > 1)
-            raise ValueError(f"duplicate key {duplicate!r}")
-        return result
-
-    return jsondata.loads(raw, object_pairs_hook=no_duplicates)

@@ -15,10 +15,11 @@ from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file
+from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock, pid_alive
 from ..report import Reporter
 from ..timeparse import format_ms
-from .schema import canonical_store, encode_compact, strict_loads, validate_store
+from .schema import canonical_store, validate_store
 from .schema_kit import SchemaError
 from .workspace import Workspace
 
@@ -195,7 +196,7 @@ def init_workspace(ws: Workspace) -> list[str]:
     for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
         if _touch_sentinel(sentinel):
             created.append(str(sentinel))
-    for path, data in ((ws.store, encode_compact(new_store())), (ws.ledger, b"")):
+    for path, data in ((ws.store, compact_json(new_store())), (ws.ledger, b"")):
         try:
             link_create(path, data, temp=path.with_name(f"{path.name}.{uuid.uuid4()}.tmp"))
             created.append(str(path))
@@ -219,7 +220,7 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
         raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
     canonical = canonical_store(store, touched)
-    data = encode_compact(canonical) if touched is None or cache is None else _encode_reusing(
+    data = compact_json(canonical) if touched is None or cache is None else _encode_reusing(
         canonical, touched, cache)
     if len(data) > STORE_CAP:
         raise ConflictError("Cron store byte capacity reached", code=ErrorCode.CAPACITY, file=ws.store)
@@ -234,19 +235,19 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
 
 
 def _encode_reusing(canonical: dict[str, Any], touched: Collection[str], cache: dict[str, Any]) -> bytes:
-    """`encode_compact(canonical)`, byte for byte, with each untouched job encoded once per pass
+    """`compact_json(canonical)`, byte for byte, with each untouched job encoded once per pass
     (`cache` keeps the jobs' order and bytes from one write to the next)."""
     jobs = canonical["jobs"]
     order = [job["id"] for job in jobs]
     if cache.get("order") != order:
-        cache.update(order=order, parts=[encode_compact(job)[:-1] for job in jobs])
+        cache.update(order=order, parts=[compact_json(job)[:-1] for job in jobs])
     parts = list(cache["parts"])
     for index, job in enumerate(jobs):
         if job["id"] in touched:
-            parts[index] = encode_compact(job)[:-1]
-    head = encode_compact({"formatVersion": canonical["formatVersion"],
+            parts[index] = compact_json(job)[:-1]
+    head = compact_json({"formatVersion": canonical["formatVersion"],
                            "agentSchedulerSeed": canonical["agentSchedulerSeed"]})[:-2]
-    claims = encode_compact(canonical["activeClaims"])[:-1]
+    claims = compact_json(canonical["activeClaims"])[:-1]
     return b"".join([head, b',"jobs":[', b",".join(parts), b'],"activeClaims":', claims, b"}\n"])
 
 

@@ -4,6 +4,7 @@ the way cron and sh will read it, and installed or removed under a per-user lock
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -58,6 +59,14 @@ def _crontab_words(tick: TickCommand) -> list[str]:
 
 def _begin_line(tick: TickCommand) -> str:
     return f"# BEGIN sxctl cron tick for {tick.project} ({MARKER}; remove with --uninstall)"
+
+
+_BEGIN = re.compile(r"# BEGIN sxctl cron tick for (.+) \(" + re.escape(MARKER) + r"; remove with --uninstall\)")
+
+
+def block_projects(text: str) -> list[str]:
+    """The project of every sxctl block in a crontab's text (any project's), in order."""
+    return [match.group(1) for line in text.split("\n") if (match := _BEGIN.fullmatch(line))]
 
 
 def _end_line(tick: TickCommand) -> str:

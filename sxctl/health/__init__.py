@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from .cron_checks import check_cron_files, check_job_targets, check_ledger, check_scheduler
+from .cron_checks import (
+    check_cron_files,
+    check_crontab_blocks,
+    check_job_targets,
+    check_ledger,
+    check_scheduler,
+)
 from .findings import Findings
 from .session_checks import (
     check_agent,
@@ -50,4 +56,5 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("scheduler", lambda: check_scheduler(found, ws, files[0], now, environ, crontab_text, project))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
+    found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))
     return found.checks

@@ -14,8 +14,9 @@ from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
 from ..cron.views import check_files
-from ..engines import TickCommand, has_block, systemd_unit_dir
+from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
 from ..errors import SxctlError
+from ..project import SCORPIOX_DIR
 from .findings import CLOCK_SKEW_MS, Findings
 
 #: a workspace with jobs and no pass for this long has no working scheduler
@@ -66,7 +67,12 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
     else:
         age = now - beat["lastPassMs"]
         where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
-        if age < -CLOCK_SKEW_MS:
+        ran_for = beat.get("workspace")
+        if ran_for is not None and ran_for != os.path.realpath(ws.root):
+            found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat was written by a pass for "
+                      f"{ran_for} (this workspace was copied or moved from there): no pass is known to run here",
+                      install if not engine else "check the installed entry: " + engine)
+        elif age < -CLOCK_SKEW_MS:
             found.add("scheduler", "fail", f"the heartbeat {path} is {-age // 1000}s ahead of this clock (written "
                       f"on {beat['host']}): the clocks disagree, so no pass can be shown to run",
                       f"timedatectl status   # here and on {beat['host']}: synchronise both clocks (NTP); "
@@ -162,6 +168,21 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
                       f"({ws.root}): a copied, moved or mounted workspace still sends there",
                       f"nothing while {first.resolved} stays where it is; for a project moved under the workspace: "
                       + update(first.job["name"], "DIR"))
+
+
+def check_crontab_blocks(found: Findings, crontab_text) -> None:
+    """sxctl blocks in the user's crontab for a folder that holds no project any more (moved or
+    deleted): cron runs a pass there every minute that fails, and mails it. Reported only when
+    there is one (the scheduler check says whether this project's block is installed)."""
+    text = crontab_text()
+    if text is None:
+        return
+    for folder in dict.fromkeys(block_projects(text)):
+        if not os.path.isdir(os.path.join(folder, SCORPIOX_DIR)):
+            found.add("crontab blocks", "warn", f"your crontab runs a pass every minute in {folder}, which holds no "
+                      "project any more (moved or deleted?); each one fails",
+                      f"crontab -e   # delete the lines from '# BEGIN sxctl cron tick for {folder}' to its '# END' "
+                      "line; in the project's new folder: sxctl cron export --target crontab --install")
 
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:

@@ -3,7 +3,6 @@ folder's liveness from its `stats.json`, and the rules that pick "the" session."
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ErrorCode, NotFoundError, UsageError
 from ..fsio import open_regular
+from ..jsondata import strict_loads
 from ..record import Factory, record
 from ..report import Reporter
 from ..timeparse import format_duration_ms
@@ -32,7 +32,7 @@ def read_stats(session_dir: Path) -> dict[str, Any] | None:
         fd = open_regular(session_dir / "stats.json")
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(_STATS_CAP)
-        data = json.loads(raw)
+        data = strict_loads(raw)  # a key twice is a file that lies: which one the agent meant is unknown
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):
@@ -123,6 +123,13 @@ def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
     live = live_sessions(infos)
     return live[0] if live else None
+
+
+def last_seen(infos: list[SessionInfo]) -> int | None:
+    """When an agent of these sessions was last seen: the newest `stats.json` write (its
+    heartbeat, whatever the state now), None when none was ever written."""
+    times = [info.liveness.updated_ms for info in infos if info.liveness.updated_ms is not None]
+    return max(times) if times else None
 
 
 def live_sessions(infos: list[SessionInfo]) -> list[SessionInfo]:

@@ -38,3 +38,16 @@ def test_send_message_with_a_mode_sends_a_tilde_text_as_it_is(in_project):
     result = send_message("~home", mode="auto", soft_wait=False)
     assert _written(in_project, result.stem)["text"] == "~home"
     assert _written(in_project, send_message("plain", soft_wait=False).stem)["mode"] == "auto"
+
+
+def test_every_error_class_and_the_status_enums_are_importable_from_the_package():
+    """A caller catches what the API raises by importing it from `sxctl`, never `sxctl.errors`."""
+    import inspect
+
+    import sxctl
+    from sxctl import errors
+
+    public = {name for name, value in vars(errors).items()
+              if inspect.isclass(value) and value.__module__ == errors.__name__ and not name.startswith("_")}
+    assert public <= set(sxctl.__all__)
+    assert all(getattr(sxctl, name) is getattr(errors, name) for name in public)

@@ -17,8 +17,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from sxctl.callbacks.table import encode_table, parse_table
 from sxctl.clock import FakeClock
 from sxctl.cron.ledger_rows import check_row
-from sxctl.cron.schema import encode_compact, strict_loads, validate_store
+from sxctl.cron.schema import validate_store
 from sxctl.inbox.message import InboxMessage
+from sxctl.jsondata import compact_json, strict_loads
 from tests.comis_strict import check_store_bytes
 from tests.conftest import EXAMPLES, clean_env, run_cli
 
@@ -82,7 +83,7 @@ def test_stores_sxctl_writes_load_back_and_pass_the_independent_checker(names):
         raw = path.read_bytes()
         store = strict_loads(raw)
         validate_store(store)
-        assert encode_compact(store) == raw and check_store_bytes(raw) == []
+        assert compact_json(store) == raw and check_store_bytes(raw) == []
         assert {j["name"] for j in store["jobs"]} == set(names)
 
 

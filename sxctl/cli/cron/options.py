@@ -58,7 +58,9 @@ def policy_options(command):
     """sxctl's own per-job settings (kept in .scheduler/sxctl-policy.json, beside the store)."""
     options = [
         click.option("--hold-max", "hold_max", type=DURATION, metavar="DURATION",
-                     help="A due run waits this long for a live agent, then is given up (default 24h)."),
+                     help="A due run waits this long for a live agent, then is given up (default 24h). "
+                     "0 does not wait: with no live agent the occurrence is given up at once (0 is no wait, "
+                     "not no limit)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["once", "skip"]),
                      help="Missed occurrences: once = one catch-up run (default); skip = skip stale ones."),
         click.option("--stale-after", "stale_after", type=DURATION, metavar="DURATION",

@@ -9,15 +9,16 @@ import click
 
 from ...api import run_job, tick
 from ...api.scheduler import tick_log
-from ...api.times import format_ms
 from ..output import DURATION, Command, completing, emit, in_workspace, reporter, say, settings
 from .options import max_log_option
 
 
 def _pass_options(command):
     options = [
-        click.option("--max-runs", type=click.IntRange(1), default=3, show_default=True,
-                     help="At most N due jobs per pass; the rest are deferred."),
+        click.option("--max-per-pass", "max_per_pass", type=click.IntRange(1), default=3, show_default=True,
+                     metavar="N", help="At most N due jobs per pass; the rest are deferred to the next pass."),
+        # its old name, deprecated: on `cron add` --max-runs is a job's lifetime
+        click.option("--max-runs", "max_runs_alias", type=click.IntRange(1), hidden=True),
         click.option("--to", "to", metavar="SESSION|live", default="live", show_default=True,
                      help="Target of jobs without a delivery target."),
         click.option("--turn-mode", type=click.Choice(["auto", "interrupt", "queue"]), default="queue",
@@ -39,37 +40,18 @@ def _pass_options(command):
     return max_log_option(command)
 
 
-def _where() -> dict:
-    return {"clock": settings().clock, "report": reporter(), **in_workspace()}
-
-
-def _pass_lines(result) -> list[str]:
-    lines = []
-    rec = result.reconciled
-    if rec["executionIds"]:
-        lines.append(f"reconciled {len(rec['executionIds'])} claim(s): {rec['recoveredBeforeStart']} recovered "
-                     f"before start, {rec['ownerLostAfterStart']} owner lost after start, "
-                     f"{rec['settledFromTerminal']} settled from terminal")
-    for run in result.runs:
-        detail = run.get("errorKind") or ""
-        outcome = run.get("outcome") or {}
-        if outcome.get("kind") == "inbox_dispatch":
-            detail = f"→ {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
-        if run.get("reason"):  # a run that did not succeed says why, with or without -q
-            detail = run["reason"].removeprefix(f"{run['status']} ")
-        lines.append(f"ran {run['name']} ({run['trigger']}): {run['status']} {detail}".rstrip())
-        if run.get("skipped_occurrences"):
-            lines.append(f"skipped {run['skipped_occurrences']} missed occurrence(s) of {run['name']}")
-    for job in result.deferred:
-        lines.append(f"deferred {job['name']} (more than --max-runs due)")
-    for job in result.admission.waiting:
-        lines.append(f"waiting {job['name']}: due since {_clock(job['dueSinceMs'])}, no live agent "
-                     f"(gives up at {_clock(job['giveUpAtMs'])})")
-    for skip in result.admission.skipped:
-        lines.append(f"skipped {skip['count']} occurrence(s) of {skip['name']} ({skip['reason'].replace('_', ' ')})")
-    for job in result.admission.paused:
-        lines.append(f"paused {job['name']}: {job['message']}")
-    return lines
+def _where(kw: dict) -> dict:
+    """The pass's clock, reporter and workspace; the deprecated `--max-runs N` taken as
+    `--max-per-pass N`, with a warning (on stderr and in the JSON document's warnings)."""
+    report = reporter()
+    alias = kw.pop("max_runs_alias")
+    if alias is not None:
+        if click.get_current_context().get_parameter_source("max_per_pass") == click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError("--max-runs is the old name of --max-per-pass: give only --max-per-pass")
+        kw["max_per_pass"] = alias
+        report.warn("--max-runs on cron tick/run is deprecated: use --max-per-pass (on cron add, --max-runs is a "
+                    "job's lifetime)")
+    return {"clock": settings().clock, "report": report, **in_workspace()}
 
 
 @click.command("tick", cls=Command, mutating=True)
@@ -94,8 +76,8 @@ def tick_command(log, log_max, **kw) -> None:
     """
     if log is not None:
         _log_to(log, log_max)
-    result = tick(**_where(), **kw)
-    emit(result.to_json(), lambda: _say_lines(_pass_lines(result.report)))
+    result = tick(**_where(kw), **kw)
+    emit(result.to_json(), lambda: _say_lines(result.report.lines()))
 
 
 @click.command("run", cls=Command, mutating=True)
@@ -111,12 +93,12 @@ def run(name, mode, **kw) -> None:
       sxctl cron run nightly
       sxctl cron run --mode due --json
     """
-    result = run_job(name, mode=mode, agent=settings().agent, **_where(), **kw)
+    result = run_job(name, mode=mode, agent=settings().agent, **_where(kw), **kw)
     if not result.failed:
-        emit(result.to_json(), lambda: _say_lines(_pass_lines(result.outcome.report)))
+        emit(result.to_json(), lambda: _say_lines(result.outcome.report.lines()))
         return
     if not settings().json:
-        _say_lines(_pass_lines(result.outcome.report))
+        _say_lines(result.outcome.report.lines())
     result.raise_if_failed()  # exit 10, the reason on stderr (or the JSON document, "ok": false)
 
 
@@ -128,10 +110,6 @@ def _log_to(path: str, max_kib: int) -> None:
         stream.flush()
     sys.stdout = sys.stderr = io.TextIOWrapper(io.BufferedWriter(sink), encoding="utf-8", errors="backslashreplace",
                                                line_buffering=True, write_through=True)
-
-
-def _clock(ms: int) -> str:
-    return format_ms(ms, "%Y-%m-%d %H:%M:%S", None)
 
 
 def _say_lines(lines: list[str]) -> None:

@@ -200,3 +200,36 @@ def test_a_cleanly_stopped_agent_can_be_restarted_at_once(project, agents):
     second = agents(project, "--turn-seconds", "0.1")  # no agent_owns_session, no 10 s wait
     assert second.named("started")
     assert second.stop() == 0
+
+
+def test_a_stop_asked_for_while_starting_is_announced_after_started(project):
+    """`run_agent(on_ready=…)` may stop the agent before it announced itself: a follower still
+    reads `started` first, then `stopping`, then `stopped`, and the run ends."""
+    from sxctl import run_agent
+
+    events: list[dict] = []
+    run = run_agent(events.append, project=str(project.root), session=SID, poll_ms=10,
+                    on_ready=lambda handle: handle.stop("test"))
+    names = [event["event"] for event in events]
+    assert names[:2] == ["started", "stopping"] and names[-1] == "stopped", names
+    assert events[1]["signal"] == "test" and run.turns == 0
+
+
+def test_an_agent_started_beside_a_live_one_warns_which_session_commands_will_use(project):
+    """A second `agent run` without --session makes a second live session: it says so, since
+    commands without --session now choose between the two."""
+    from sxctl import run_agent
+
+    project.session(SID, live=True)
+    events: list[dict] = []
+    run = run_agent(events.append, project=str(project.root), poll_ms=10,
+                    on_ready=lambda handle: handle.stop("test"))
+    [warning] = [event["message"] for event in events if event["event"] == "warning"]
+    assert warning == (f"another agent is live in this project (session {SID}): commands without --session "
+                       "use the freshest of them; pin one with --session ID")
+    assert run.session_id != SID
+    project.session(SID, live=False)
+    alone: list[dict] = []
+    run_agent(alone.append, project=str(project.root), session=run.session_id, poll_ms=10,
+              on_ready=lambda handle: handle.stop("test"))
+    assert [event for event in alone if event["event"] == "warning"] == []

@@ -396,10 +396,31 @@ def test_a_relative_target_through_a_symbolic_link_is_refused_and_doctor_fails_i
     make_absolute(project.root, "t1", Path("lnk"))  # a relative target, as a hand-edited store holds it
     assert endpoint(project.root, "t1")["channelInstanceId"] == "lnk"
     ran = run(project, "cron", "run", "t1", "--json")
-    assert ran.json()["run"]["errorKind"] == "precondition" and "goes through the symbolic link" in ran.err, ran.out
+    forced = ran.json()["run"]  # its reason in the document (stderr no longer repeats it)
+    assert forced["errorKind"] == "precondition" and "goes through the symbolic link" in forced["reason"], ran.out
     assert all_messages(victim.root) == []
     code, [check] = doctor_checks(project, "job targets")
     assert code == 9 and check["status"] == "fail" and "through a symbolic link" in check["message"], check
+
+
+def test_a_target_whose_scorpiox_folder_is_a_symbolic_link_is_a_precondition_failure(project, tmp_path):
+    """A target project whose `.scorpiox` is a link to another project's: refused as it is (a
+    precondition of the run, exit 10 naming the link), never "failed internal", and nothing lands
+    where the link points."""
+    victim = Project(tmp_path / "victim", project.home)
+    (victim.root / ".scorpiox").mkdir(parents=True)
+    live(victim)
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / ".scorpiox").symlink_to(victim.root / ".scorpiox")
+    live(project)
+    assert run(project, "cron", "add", "t1", "--every", "1h", "--payload", "agent-turn", "--text", "hi",
+               "--to-project", str(linked)).code == 0
+    ran = run(project, "cron", "run", "t1", "--json")
+    assert ran.code == 10 and ran.json()["run"]["errorKind"] == "precondition", ran.out
+    assert ran.json()["run"]["reason"] == (
+        f"failed precondition: refusing to use {linked / '.scorpiox'}: it is a symbolic link")
+    assert all_messages(victim.root) == []
 
 
 def test_a_fix_for_a_job_named_like_an_option_puts_the_name_after_dashes(project, tmp_path):

@@ -107,7 +107,7 @@ def test_the_crontab_line_run_by_sh_with_crons_environment_dispatches_a_due_job(
     assert (done.stdout, done.stderr) == ("", "")  # the pass writes its own log: cron has nothing to mail
     assert [json.loads(p.read_text())["text"].split("\n")[0] for p in inbox(project)] == ["beat"]
     [log] = (home / ".local" / "state" / "sxctl").glob("tick-*.log")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(catchup\): dispatched → .*\n", log.read_text())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(catchup, due [^)]*\): dispatched → .*\n", log.read_text())
     beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
     assert beat["outcome"] == "ok" and beat["detail"].startswith("1 run(s)")
 
@@ -392,7 +392,7 @@ def test_env_reaches_the_container_of_the_cronjob(project, tmp_path):
 # --- the pass's own log ---------------------------------------------------------------------------
 
 def test_the_tick_log_stays_under_its_bound_after_many_passes(project, tmp_path):
-    """Each pass appends its JSON document (about 400 bytes) to a log capped at 1 KiB: after 40
+    """Each pass appends its JSON document (about 500 bytes) to a log capped at 1 KiB: after 40
     passes the log and its .1 are both under the cap and hold the last passes, in order, whole."""
     project.session()
     log = tmp_path / "state" / "deep" / "tick.log"
@@ -411,7 +411,7 @@ def test_the_tick_log_stays_under_its_bound_after_many_passes(project, tmp_path)
         stamps.append(stamp)
     assert stamps[-1] == "2026-12-30T15:20:00Z"  # the clock of the last pass
     minutes = [calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60 for stamp in stamps]
-    assert len(minutes) >= 3 and minutes == list(range(minutes[0], minutes[0] + len(minutes)))  # none lost
+    assert len(minutes) >= 2 and minutes == list(range(minutes[0], minutes[0] + len(minutes)))  # none lost
 
 
 def test_two_writers_rotating_at_once_lose_no_line_and_rotate_once(tmp_path):

@@ -141,6 +141,24 @@ def test_the_heartbeat_a_pass_writes_is_trusted(project):
     assert check["status"] == "ok" and "last pass 60s ago" in check["message"]
 
 
+def test_a_heartbeat_copied_with_the_project_is_not_a_pass_here(project):
+    """`cp -a` of a project copies the original's heartbeat: the copy has no pass of its own, so
+    doctor fails there (and still trusts the original's)."""
+    start = now_ms()
+    scheduled(project, at_ms=start)
+    copy = project.root.parent / "copy"
+    shutil.copytree(project.root, copy, symlinks=True)
+    result = project.run("--project", str(copy), "doctor", "--json", clock=FakeClock(start + 60_000))
+    assert result.code == 9, result.out
+    [check] = checks(result, "scheduler")
+    assert check["status"] == "fail" and check["message"] == (
+        f"1 scheduled job(s) and the heartbeat was written by a pass for {os.path.realpath(project.root)} "
+        "(this workspace was copied or moved from there): no pass is known to run here")
+    assert check["fix"].startswith("sxctl cron export --target crontab --install")
+    [original] = checks(project.run("doctor", "--json", clock=FakeClock(start + 60_000)), "scheduler")
+    assert original["status"] == "ok"
+
+
 def test_a_pass_keeps_its_heartbeat_within_its_size(project, monkeypatch):
     """A failed pass records its error; a long one is cut, so the heartbeat stays readable."""
     from sxctl.cron import heartbeat
@@ -437,3 +455,20 @@ def test_an_edit_with_the_clock_behind_the_last_run_cannot_re_arm_it(project):
     assert store.read_bytes() == before
     again = project.run("cron", "tick", "--json", clock=FakeClock(base + 1_000))
     assert again.json()["runs"] == [], again.out
+
+
+def test_doctor_names_a_crontab_block_left_for_a_moved_project(project):
+    """`mv` of a project leaves its crontab block running a failing pass in the old folder every
+    minute: doctor, run in the new folder, names it and how to remove it."""
+    project.session()
+    assert project.run("cron", "export", "--target", "crontab", "--install").code == 0
+    assert checks(project.run("doctor", "--json"), "crontab blocks") == []
+    old = os.path.realpath(project.root)
+    moved = project.root.parent / "moved"
+    project.root.rename(moved)
+    result = project.run("doctor", "--json", cwd=moved)
+    [check] = checks(result, "crontab blocks")
+    assert check["status"] == "warn" and check["message"] == (
+        f"your crontab runs a pass every minute in {old}, which holds no project any more (moved or deleted?); "
+        "each one fails")
+    assert check["fix"].startswith(f"crontab -e   # delete the lines from '# BEGIN sxctl cron tick for {old}'")

@@ -202,3 +202,14 @@ def test_the_change_waiter_watches_folders_created_after_it_started(tmp_path):
         assert time.monotonic() - started < 10
     finally:
         waiter.close()
+
+
+def test_watch_into_a_pipe_streams_json_lines_without_json(project):
+    """`watch` whose output is not a terminal (CliRunner's is not) prints the same JSON Lines as
+    `watch --json`, one event a line, as its help says."""
+    project.session(SID, live=True)
+    piped = project.run("--session", SID, "watch", "--duration", "0.2")
+    assert piped.code == 0
+    events = [json.loads(line) for line in piped.out.splitlines()]
+    assert events[0]["event"] == "watching" and events[0]["session"] == SID
+    assert "standard output is not a terminal" in " ".join(project.run("watch", "--help").out.split())

@@ -11,7 +11,7 @@ import pytest
 from sxctl.clock import FakeClock
 from sxctl.project import liveness_of, resolve_config, select_session, worktree_copies
 from sxctl.report import Reporter
-from tests.conftest import EXAMPLES, now_ms
+from tests.conftest import EXAMPLES, SID, now_ms
 
 
 def test_project_found_by_walking_up(project):
@@ -277,3 +277,14 @@ def test_rotation_during_write_is_warned(project):
     check_rotation_after_write(chosen, FakeClock(now_ms()), report)
     assert report.warnings == [
         "possible rotation during write: 2026_09_21_brave_curie is now the live session, not 2026_09_21_quiet_euler"]
+
+
+def test_a_stats_file_with_a_key_twice_is_not_believed(project):
+    """`{"updated_ms": <an hour ago>, "updated_ms": <now>}` lies about when the agent was last
+    seen; neither value wins: the session's state is unknown, not live."""
+    folder = project.session(SID, live=True)
+    stats = json.loads((folder / "stats.json").read_text())
+    stale = stats["updated_ms"] - 3_600_000
+    (folder / "stats.json").write_text(f'{{"updated_ms": {stale}, "updated_ms": {stats["updated_ms"]}}}')
+    listed = project.run("session", "list", "--json").json()
+    assert [s["state"] for s in listed["sessions"] if s["id"] == SID] == ["unknown"], listed
