@@ -57,7 +57,7 @@ def _span(value: str, tz: str | None) -> tuple[int, int]:
 
 
 def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
-                      tz: str | None = None, max_runs: int = 3, workspace=None, project=None,
+                      tz: str | None = None, max_per_pass: int = 3, workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
                       clock: Clock = SYSTEM_CLOCK) -> Simulation:
     """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
@@ -79,5 +79,5 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
         warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
     result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
-                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_runs=max_runs)
+                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass)
     return Simulation(ws, display_zone(tz), result, warnings)

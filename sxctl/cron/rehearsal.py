@@ -62,7 +62,7 @@ class SimulatedDispatcher(Dispatcher):
 
 
 def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_every_ms: int,
-             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_runs: int = 3) -> Rehearsal:
+             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3) -> Rehearsal:
     """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace
     and `project`; the simulated agent is live except in `agent_down` ([from, to) spans)."""
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
@@ -78,7 +78,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             up = not any(start <= at < end for start, end in agent_down)
             if up:
                 _write_stats(session_dir, at)
-            report = _one_pass(sim_ws, sim_project, at, environ, max_runs)
+            report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
             result.passes += 1
             result.events += _events(report, at, held, told)
             if up:
@@ -116,10 +116,10 @@ def _write_stats(session_dir: Path, at: int) -> None:
     (session_dir / "stats.json").write_text(json.dumps({"updated_ms": at, "model": SIM_MODEL}), encoding="utf-8")
 
 
-def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_runs: int) -> PassReport:
+def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int) -> PassReport:
     clock = FakeClock(at)
     report = Reporter()
-    options = TickOptions(project=project, max_runs=max_runs, terminalize_orphans=True, no_gates=True)
+    options = TickOptions(project=project, max_per_pass=max_per_pass, terminalize_orphans=True, no_gates=True)
     scheduler = SchedulerPass(ws, options, environ=environ, clock=clock, report=report)
     scheduler.dispatcher = SimulatedDispatcher(options.project, options.to, ws.root, options.turn_mode,
                                                options.deliver_timeout, True, environ, clock, report)
@@ -162,7 +162,7 @@ def _events(report: PassReport, at: int, held: set[tuple[str, int]],
         if stem:
             told[stem] = row
     for deferred in report.deferred:
-        event(deferred["name"], "deferred", deferred["nextRunAtMs"], reason="--max-runs-per-pass")
+        event(deferred["name"], "deferred", deferred["nextRunAtMs"], reason="--max-per-pass")
     return events
 
 
