@@ -25,7 +25,7 @@ def list_(tz) -> None:
       sxctl cron list --json | jq -r '.jobs[] | select(.state=="scheduled") | .job.name'
     """
 
-    result = list_jobs(tz=tz, agent=settings().agent, **in_workspace())
+    result = list_jobs(tz=tz, agent=settings().agent, clock=settings().clock, **in_workspace())
     rows, zone = result.rows, result.zone
 
     def human() -> None:
@@ -36,12 +36,20 @@ def list_(tz) -> None:
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
              r["state"],
-             when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
+             _next(r, _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
 
     emit(result.to_json(), human)
+
+
+def _next(row: dict, zone) -> str:
+    """The NEXT cell: the next run the pass will make, and what waits before it (or why none)."""
+    note = row.get("next_note")
+    if row["next_run_ms"] is None:
+        return note or "-"
+    return f"{when(row['next_run_ms'], zone)}{f' after {note}' if note else ''}"
 
 
 def _shown_in(row: dict, tz: str | None, zone):
@@ -62,12 +70,12 @@ def show(name) -> None:
       sxctl cron show nightly --json
     """
 
-    result = show_job(name, **in_workspace())
+    result = show_job(name, clock=settings().clock, **in_workspace())
     row = result.row
 
     def human() -> None:
         target = f", target {target_label(row['target'])}" if row["target"] else ""
-        say(f"{name}: {row['state']}, next {when(row['next_run_ms'], _shown_in(row, None, None))}{target}")
+        say(f"{name}: {row['state']}, next {_next(row, _shown_in(row, None, None))}{target}")
         if row.get("failure"):
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         if row.get("policy"):
@@ -117,7 +125,7 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
 
         table(["WHEN", "IN", "JOB", "NOTE"], [
             [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
-             ", ".join(n for n, on in ((overdue(f), f["overdue"]),
+             ", ".join(n for n, on in ((overdue(f), f["overdue"]), (f"after {f.get('note')}", f.get("note")),
                                         ("paused", f["paused"]), ("running", f.get("running")),
                                         ("dst", f["dst"])) if on)]
             for f in fires
