@@ -128,6 +128,15 @@ def zone_hint(name: str) -> str:
     return "an IANA zone name such as Europe/Berlin, America/New_York or UTC (`local` is this machine's zone)"
 
 
+def is_iana_zone_name(name: str) -> bool:
+    """Whether `name` is an IANA zone a job may keep: not `localtime` (this machine's link, whose
+    meaning changes from host to host), `Factory`, or the `posix/` and `right/` copies."""
+    if name == "UTC":
+        return True
+    return name in _zone_names() and name not in ("localtime", "Factory") \
+        and not name.startswith(("posix/", "right/"))
+
+
 def canonical_zone_name(name: str) -> str:
     """The IANA spelling of a zone named in any case (`utc` -> `UTC`, as comis accepts), or
     `name` itself when no zone matches."""
@@ -185,16 +194,16 @@ def parse_time_ms(
         try:
             instant = datetime.fromisoformat(value.replace("z", "Z"))
         except ValueError:
-            raise UsageError("Invalid offset-bearing timestamp") from None
+            raise UsageError("Invalid offset-bearing timestamp", hint=time_hint(value)) from None
         if instant.tzinfo is None:
-            raise UsageError("Invalid offset-bearing timestamp")
+            raise UsageError("Invalid offset-bearing timestamp", hint=time_hint(value))
         return epoch_ms(instant), False
     if not re.fullmatch(_NAIVE, value):
-        raise UsageError("Invalid naive wall-clock timestamp")
+        raise UsageError("Invalid naive wall-clock timestamp", hint=time_hint(value))
     try:
         naive = datetime.fromisoformat(value)
     except ValueError:
-        raise UsageError("Invalid naive wall-clock timestamp") from None
+        raise UsageError("Invalid naive wall-clock timestamp", hint=time_hint(value)) from None
     except OverflowError:
         raise UsageError("Wall-clock timestamp exceeds the safe epoch range") from None
     zone = load_zone(tz or "UTC")
@@ -209,6 +218,24 @@ def parse_time_ms(
                                   "for the first or --fold later for the second")
         return epoch_ms(naive.replace(tzinfo=zone, fold=0 if fold == "earlier" else 1)), True
     return epoch_ms(earlier), True
+
+
+#: the TIME forms sxctl accepts, for the hint of a TIME it cannot read
+TIME_FORMATS = ("2026-09-21T09:00 (a wall time, read in --tz; seconds optional), 2026-09-21T07:00Z (UTC) or "
+                "2026-09-21T09:00+02:00 (an offset)")
+
+
+def time_hint(text: str) -> str:
+    """What a TIME that cannot be read may have meant (the error message itself stays comis's):
+    a zone abbreviation (`CEST`), an hour or minute off the clock (`25:00`), or the forms."""
+    abbreviation = re.search(r"(?:\s|\d)([A-Za-z]{2,5})$", text.strip())
+    if abbreviation:
+        return (f"zone abbreviations such as {abbreviation.group(1)!r} are ambiguous: give the wall time with --tz "
+                f"(e.g. --tz Europe/Berlin) or an offset (+02:00); accepted: {TIME_FORMATS}")
+    clock = re.search(r"[T ](\d{2}):(\d{2})", text)
+    if clock and (int(clock.group(1)) > 23 or int(clock.group(2)) > 59):
+        return f"{clock.group(1)}:{clock.group(2)} is not a time of day (hours 00-23, minutes 00-59)"
+    return f"accepted: {TIME_FORMATS}"
 
 
 def parse_time_in_zone_ms(text: str, tz: str | None) -> int:

@@ -32,6 +32,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "cron_checks": ("cron_status", "job_runs", "validate_workspace", "wake_agent", "CronStatus", "RunList",
                     "Validation", "Wake"),
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
+    "rehearsal": ("simulate_schedule", "Simulation"),
     "observe": ("project_status", "project_metrics", "upcoming", "watch", "StatusView", "Metrics", "Upcoming",
                 "Watch"),
     "agent": ("run_agent", "AgentRun"),

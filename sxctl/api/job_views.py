@@ -7,11 +7,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.admission import hold_state
-from ..cron.ledger import scan_ledger
-from ..cron.limits import job_history, limit_usage
 from ..cron.policy import read_policy
-from ..cron.run_failures import failed_one_shots
+from ..cron.previews import job_previews
+from ..cron.run_failures import failed_one_shots_of
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
 from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
@@ -25,13 +23,14 @@ from ..cron.views import (  # noqa: F401
     target_label,
     timeline,
 )
-from ..errors import InvalidDataError, UsageError
+from ..errors import UsageError
 from ..record import record
 from ..timeparse import parse_time_in_zone_ms
 from .jobs import display_zone, ledger_ceiling, store_or_empty
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
+    from ..cron.fate import Preview
     from ..cron.workspace import Workspace
 
 # --- list / show / next ---------------------------------------------------------------------------
@@ -50,15 +49,17 @@ class JobList:
 
 
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
-              agent: str | None = None) -> JobList:
-    """Every job of the store; times are for display in `tz` (default: local)."""
+              agent: str | None = None, clock: Clock = SYSTEM_CLOCK) -> JobList:
+    """Every job of the store; times are for display in `tz` (default: local). A job's next run
+    is the next one the pass will make (`sxctl.cron.fate`)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     zone = display_zone(tz)
-    policy = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session))
+    policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session), clock)
     failed = _failed_one_shots(ws, store)
     return JobList(ws, default_agent_id(store, agent, os.environ),
-                   [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"])) for job in store["jobs"]],
+                   [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
+                            preview=previews.get(job["id"])) for job in store["jobs"]],
                    zone)
 
 
@@ -72,51 +73,36 @@ class JobDetail:
         return {"ok": True, **self.row}
 
 
-def show_job(name: str, *, workspace=None, project=None, session: str | None = None) -> JobDetail:
+def show_job(name: str, *, workspace=None, project=None, session: str | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> JobDetail:
     """Job `name` in full (NotFoundError, exit 3, if there is none)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     job = find_job(store, name)
-    counted = _counted(ws, {**store, "jobs": [job]}, read_policy(ws), target_project(ws, project, session=session))
+    counted, previews = _counted(ws, {**store, "jobs": [job]}, read_policy(ws),
+                                 target_project(ws, project, session=session), clock)
     failure = _failed_one_shots(ws, {**store, "jobs": [job]}).get(job["id"])
-    return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure))
+    return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure,
+                             preview=previews.get(job["id"])))
 
 
 def _failed_one_shots(ws: Workspace, store: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Finished one-shots whose run did not succeed (`sxctl.cron.views.failed_one_shots`); the
     ledger is read only when there is a finished one-shot, and an invalid one (`cron validate`
     names it) leaves them `done`."""
-    if not any(job["lifecycle"]["status"] == "one_shot_terminal" for job in store["jobs"]):
-        return {}
-    try:
-        return failed_one_shots(store, scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling()))
-    except InvalidDataError:
-        return {}
+    return failed_one_shots_of(ws, store, ledger_ceiling())
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
-             clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
-    """The policy as the views show it: each job's runs as the pass counts them
-    (`sxctl.cron.limits.limit_usage`) — a claim left by a killed pass that dispatched counts
-    before the next pass settles it, and a job with --max-runs or --max-runs-per-day shows what
-    the ledger proves when the policy file says less. An invalid ledger (`cron validate` names
-    it; the pass refuses it) leaves the counts of the policy file."""
-    claimed = {claim["jobId"] for claim in store["activeClaims"]}
-    jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
-            and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay"))]
-    if not jobs:
-        return policy
-    try:
-        ledger = scan_ledger(ws.ledger, max_log_bytes=ledger_ceiling())
-    except InvalidDataError:
-        return policy
-    history = job_history(ledger, {job["id"] for job in jobs}) if ledger is not None else None
+             clock: Clock) -> tuple[dict[str, Any], dict[str, Preview]]:
+    """The policy as the views show it — each job's runs as the pass counts them
+    (`sxctl.cron.previews.counted_usages`) — and each scheduled job's next run as the pass will
+    decide it (`sxctl.cron.previews.job_previews`)."""
+    found = job_previews(ws, store, policy, default_project, clock, 1, max_log_bytes=ledger_ceiling())
     entries = dict(policy["jobs"])
-    for job in jobs:
-        usage = limit_usage(job, entries[job["id"]], claims=store["activeClaims"], ledger=ledger,
-                            project=default_project, clock=clock, workspace=ws.root, unread=False, history=history)
-        entries[job["id"]] = {**entries[job["id"]], "runs": usage.runs}
-    return {**policy, "jobs": entries}
+    for job_id, usage in found.usages.items():
+        entries[job_id] = {**entries[job_id], "runs": usage.runs}
+    return {**policy, "jobs": entries}, found.previews
 
 
 @record
@@ -169,32 +155,14 @@ def next_fires(
         store = store_or_empty(ws)
         if name is not None:
             find_job(store, name)
-        zones = None if tz is not None else kept_zones(store, read_policy(ws))  # a job's own --tz
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones)
-        _mark_held(ws, store, fires, target_project(ws, project, session=session), clock)
+        policy = read_policy(ws)
+        zones = None if tz is not None else kept_zones(store, policy)  # a job's own --tz
+        found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
+                             after=bound, max_log_bytes=ledger_ceiling())
+        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones,
+                         previews=found.previews, policy=policy)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)
-
-
-def _mark_held(ws: Workspace, store: dict[str, Any], fires: list[dict[str, Any]], default_project,
-               clock: Clock) -> None:
-    """Each fire of a store job says whether the pass holds it for want of a live agent
-    (`waiting`: the pass's own rule, `sxctl.cron.admission.hold_state`, with the pass's default
-    `--to live`), so `cron next` never promises a run the pass will not make."""
-    for fire in fires:
-        fire["waiting"] = None
-    overdue = [fire for fire in fires if fire["overdue"]]
-    if not overdue:
-        return
-    policy = read_policy(ws)
-    jobs = {job["id"]: job for job in store["jobs"]}
-    now = clock.now_ms()
-    for fire in overdue:
-        job = jobs[fire["jobId"]]
-        fire["waiting"] = hold_state(job, policy["jobs"].get(job["id"], {}), now, project=default_project, to="live",
-                                     clock=clock, workspace=ws.root)
-
-
 
 
 def job_names(*, workspace=None, project=None, session: str | None = None) -> list[str]:

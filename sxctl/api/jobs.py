@@ -159,12 +159,14 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
     warnings: list[str] = []
+    effective: dict[str, Any] = {}
     result = mutate_store(
         ws, lambda doc, now: jobs.update_job(doc, name, spec, default_project=default_project, now_ms=now,
                                       report=reporter(report), workspace=ws.root, notes=notes, warnings=warnings,
-                                      policy_entry=lambda job_id: read_policy(ws)["jobs"].get(job_id, {})),
+                                      policy_entry=lambda job_id: read_policy(ws)["jobs"].get(job_id, {}),
+                                      effective=effective),
         clock=clock, report=report, lock_wait_s=lock_wait,
-        policy_change=job_change(name, spec, resumed=spec.resumed, notes=notes),
+        policy_change=job_change(name, spec, resumed=spec.resumed, notes=notes, effective=effective),
     ).outcome
     for note in notes:
         reporter(report).note(note)

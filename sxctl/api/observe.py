@@ -29,6 +29,7 @@ from .scope import find_session, find_workspace
 if TYPE_CHECKING:
     from ..cron.workspace import Workspace
     from ..observe import Snapshot, Stranded
+    from ..observe.timeline import Row
     from ..project import Session
 
 
@@ -115,7 +116,7 @@ class Upcoming:
     session: Session
     zone: Any
     now_ms: int
-    rows: list[dict[str, Any]]
+    rows: list[Row]  # by `source`: InboxRow, CallbackRow or CronRow (sxctl.observe.timeline; docs/api.md)
     stranded: list[Stranded] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
@@ -159,7 +160,7 @@ class Watch:
     def status(self) -> dict[str, Any]:
         return status(self.session, self.workspace, clock=self.clock)
 
-    def upcoming(self, count: int) -> list[dict[str, Any]]:
+    def upcoming(self, count: int) -> list[Row]:
         return merged_next(self.session, self.workspace, count, display_zone(None), clock=self.clock)
 
 

@@ -110,8 +110,11 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
         raise
     report = outcome.report
     state = "busy" if report.skipped else "ok" if report.store_exists else "no_store"
-    record_pass(scheduler.ws, state, clock=scheduler.clock,
-                detail=f"{len(report.runs)} run(s), {len(report.admission.waiting)} waiting")
+    unwritten = record_pass(scheduler.ws, state, clock=scheduler.clock,
+                            detail=f"{len(report.runs)} run(s), {len(report.admission.waiting)} waiting")
+    if unwritten is not None:
+        scheduler.report.warn(f"this pass could not record its heartbeat ({unwritten}): `sxctl doctor` "
+                              "cannot show that passes run")
     return outcome
 
 

@@ -142,12 +142,20 @@ def set_timer(
     if replace and slot is None:
         raise UsageError("--replace needs --slot N")
     chosen = find_session(session, project=project, clock=clock, report=report)
+    _note_repeat_zero(repeat, report)
     result = verbs.set_timer(chosen, message, milliseconds(every), repeat=repeat, slot_id=slot, replace=replace,
                  first_in_ms=None if first_in is None else milliseconds(first_in),
                  options=_options(expect_rev, verify, clock, report))
     written = result.outcome
     return _written(chosen, result, scheduled_text(written), "set",
                     slot=_slot_json(written, result.doc["updated_ms"]))
+
+
+def _note_repeat_zero(repeat: int | None, report: Reporter | None) -> None:
+    """`--repeat 0` is one fire, as the agent's tool stores it: say so before the tool's line
+    ("repeats 1 times") surprises."""
+    if repeat == 0:
+        reporter(report).note("--repeat 0 means one fire (stored as repeat_count 1, as the agent's tool does)")
 
 
 def edit_timer(
@@ -167,6 +175,7 @@ def edit_timer(
     """Change an active timer; a message- or repeat-only edit keeps its next fire time.
     TooLateError (exit 7) if it fired its last time or was cancelled while this wrote."""
     chosen = find_session(session, project=project, clock=clock, report=report)
+    _note_repeat_zero(repeat, report)
     result = verbs.edit_timer(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
                   repeat=repeat, first_in_ms=None if first_in is None else milliseconds(first_in),
                   options=_options(expect_rev, verify, clock, report))

@@ -184,8 +184,8 @@ def view_table(session: Session) -> TableView:
 
 # --- validation with the SetCallback tool's strings (callbacks.md §3) ---------------------------
 
-def tool_error(cls: type[SxctlError], message: str, code: ErrorCode) -> SxctlError:
-    return cls(message, code=code, verbatim=True)
+def tool_error(cls: type[SxctlError], message: str, code: ErrorCode, **extra: Any) -> SxctlError:
+    return cls(message, code=code, verbatim=True, **extra)
 
 
 def check_message(message: str | None) -> str:
@@ -209,7 +209,7 @@ def check_delay_ms(delay_ms: int) -> int:
     if delay_ms % 1000 or not 1000 <= delay_ms <= 3_600_000:
         raise tool_error(
             UsageError, f"Error: delay_seconds must be between 1 and 3600 (got {_seconds_text(delay_ms)})",
-            ErrorCode.INVALID_VALUE,
+            ErrorCode.INVALID_VALUE, hint="--every takes whole seconds from 1s to 1h (e.g. 30s, 2m, 1h)",
         )
     return delay_ms
 
@@ -219,7 +219,7 @@ def check_first_in_ms(first_in_ms: int) -> int:
     if not 0 <= first_in_ms <= 3_600_000:
         raise tool_error(
             UsageError, f"Error: first_in must be between 0 and 3600 seconds (got {_seconds_text(first_in_ms)})",
-            ErrorCode.INVALID_VALUE,
+            ErrorCode.INVALID_VALUE, hint="--first-in takes 0s to 1h (e.g. 0, 90s, 5m)",
         )
     return first_in_ms
 

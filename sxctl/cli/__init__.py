@@ -57,9 +57,13 @@ class SxctlGroup(Group):
             code = _broken_pipe()
         except click.exceptions.Exit as exit_:
             code = exit_.exit_code
-        except click.exceptions.NoArgsIsHelpError as shown:  # `sxctl`, `sxctl inbox`: help, not an error
-            click.echo(shown.ctx.get_help())
-            code = ExitStatus.OK
+        except click.exceptions.NoArgsIsHelpError as shown:  # `sxctl`, `sxctl -q inbox`: help, not an error
+            if _wants(args, "--json"):  # … unless a script asked for a document: help is none
+                path = shown.ctx.command_path
+                code = _fail(SxctlError(f"Missing command. (see '{path} --help')", code=ErrorCode.USAGE), args)
+            else:
+                click.echo(shown.ctx.get_help())
+                code = ExitStatus.OK
         except click.ClickException as error:
             where = error.ctx.command_path if getattr(error, "ctx", None) else "sxctl"
             kind = ErrorCode.INVALID_VALUE if isinstance(error, click.BadParameter) else ErrorCode.USAGE
@@ -68,7 +72,7 @@ class SxctlGroup(Group):
         except (click.Abort, KeyboardInterrupt):
             code = _fail(SxctlError("interrupted", code=ErrorCode.INTERRUPTED), args)
         except OSError as error:  # what the disk or the system refused, named, never a traceback
-            code = _fail(SystemRefusedError.from_os_error(error), args)
+            code = _stdout_refused(error) if _stdout_failing() else _fail(SystemRefusedError.from_os_error(error), args)
         except Exception as error:  # noqa: BLE001 - the last line of defence: exit 1, never a traceback
             if _wants(args, "-v", "--verbose"):
                 import traceback  # only for a crash shown with -v (about 3 ms on every start-up otherwise)
@@ -79,7 +83,20 @@ class SxctlGroup(Group):
             sys.stdout.flush()
         except BrokenPipeError:
             code = _broken_pipe()
+        except OSError as error:  # `> /dev/full`: the output could not be written
+            code = _stdout_refused(error)
         sys.exit(code)
+
+    def _main_shell_completion(self, ctx_args, prog_name, complete_var=None) -> None:
+        """Shell completion: a malformed request (a COMP_CWORD that is no number or beyond the
+        words, a variable missing, fish's odd spacing) completes nothing, silently, exit 0 —
+        a keypress never prints "internal error"."""
+        try:
+            super()._main_shell_completion(ctx_args, prog_name, complete_var)
+        except SystemExit:
+            raise
+        except Exception:  # noqa: BLE001 - a completion never fails
+            sys.exit(ExitStatus.OK)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -142,19 +159,43 @@ def _refuse_undecodable(args: list[str]) -> None:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise UsageError(f"argument {shown!r} is not valid UTF-8 text") from None
+            raise UsageError(f"argument '{shown}' is not valid UTF-8 text") from None
 
 
 def _broken_pipe() -> ExitStatus:
     """The reader of stdout went away (`sxctl cron list | head -1`): no message, no traceback,
     the status a shell reports for a process that SIGPIPE ended."""
+    _drop_stdout()
+    return ExitStatus.BROKEN_PIPE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered goes nowhere, and the interpreter's last
+    flush cannot fail again (a traceback after the exit status was chosen)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+        os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # not a real file (in tests): nothing to protect
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a real file (in tests): nothing to protect
         pass
-    return ExitStatus.BROKEN_PIPE
+
+
+def _stdout_failing() -> bool:
+    """Whether stdout itself cannot be written (an OSError came from printing, not from a file)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return False  # the next flush says so, and it is a broken pipe (141, silent)
+    except OSError:
+        return True
+    return False
+
+
+def _stdout_refused(error: OSError) -> int:
+    """Stdout could not be written (`sxctl cron list > /dev/full`: ENOSPC, EIO): one line on
+    stderr, never a JSON document on the stdout that failed, and exit 8 (the system refused)."""
+    _drop_stdout()
+    return _fail(SystemRefusedError.from_os_error(error, "cannot write standard output:"), [])
 
 
 def _wants(args: list[str], *flags: str) -> bool:

@@ -10,7 +10,7 @@ import threading
 import click
 
 from ..errors import ExitStatus
-from .output import Group, emit_json, say, settings
+from .output import DURATION, Group, emit_json, say, settings
 
 
 def renderer(as_json: bool):
@@ -50,13 +50,13 @@ def agent() -> None:
     """
 
 
-@agent.command("run")
+@agent.command("run", streams="always")
 @click.option("--init", is_flag=True, help="Create ./.scorpiox/ if no project is found.")
 @click.option("--exec", "exec_cmd", metavar="CMD", help="Run CMD for each turn (turn text on stdin).")
-@click.option("--turn-seconds", type=click.FloatRange(0), default=1.0, show_default=True,
+@click.option("--turn-seconds", type=DURATION, default="1", show_default=True, metavar="DURATION",
               help="How long a default turn keeps the agent busy.")
 @click.option("--poll-ms", type=click.IntRange(10), default=200, show_default=True)
-@click.option("--idle-exit", "idle_exit", type=click.FloatRange(0), metavar="SECONDS",
+@click.option("--idle-exit", "idle_exit", type=DURATION, metavar="DURATION",
               help="Stop after this long idle with nothing pending or due.")
 @click.option("--max-turns", type=click.IntRange(1), help="Stop after N turns.")
 @click.option("--model", default="sxctl-reference", show_default=True)

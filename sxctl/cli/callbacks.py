@@ -42,7 +42,7 @@ def list_(all_: bool) -> None:
 
 def _verify_option(command):
     command = click.option("--no-verify", is_flag=True, help="Do not watch for a lost update after writing.")(command)
-    command = click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="SECONDS",
+    command = click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="DURATION",
                            help="How long to watch a live agent's file for a lost update.")(command)
     return click.option("--expect-rev", type=click.IntRange(0), metavar="R",
                         help="Fail (exit 4) unless the table is at revision R.")(command)
@@ -61,8 +61,10 @@ def _when(ms: int) -> str:
 @click.argument("message")
 @click.option("--every", "--delay", "every_s", type=DURATION, required=True, metavar="DURATION",
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
-@click.option("--repeat", type=int, default=20, show_default=True, help="Number of fires; -1 = forever.")
-@click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.")
+@click.option("--repeat", type=int, default=20, show_default=True,
+              help="Number of fires (0 = one, as the agent's tool stores it); -1 = forever.")
+@click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.",
+              shell_complete=completing("slots"))
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
 @click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION",
               help="First fire after this long (0-3600 s) instead of one period.")
@@ -196,7 +198,7 @@ def resume(expect_rev, verify_s, no_verify) -> None:
               shell_complete=completing("sessions"),
               help="Into the live session, or this session (which need not be live).")
 @click.option("--dry-run", is_flag=True, help="Only print what would move.")
-@click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="SECONDS",
+@click.option("--verify", "verify_s", type=DURATION, default="1", show_default=True, metavar="DURATION",
               help="How long to watch a live agent's file for a lost update.")
 @click.option("--no-verify", is_flag=True, help="Do not watch for a lost update after writing.")
 def move(sources, to, dry_run, verify_s, no_verify) -> None:
@@ -236,7 +238,7 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
 
 @callbacks.command("next")
 @click.option("-n", "limit", type=click.IntRange(1, 10_000), default=10, show_default=True, help="How many fires.")
-@click.option("--slot", "slot_id", type=int, help="Only this slot.")
+@click.option("--slot", "slot_id", type=int, help="Only this slot.", shell_complete=completing("slots"))
 def next_(limit, slot_id) -> None:
     """Preview the next fires, assuming an idle agent and instant turns (nothing is written).
 

@@ -6,6 +6,7 @@ so it lives here and not behind the API."""
 from __future__ import annotations
 
 import shutil
+import signal
 
 import click
 
@@ -13,7 +14,7 @@ from ..errors import ExitStatus
 from .output import Command, emit, emit_json, say, settings
 
 
-@click.command("demo", cls=Command)
+@click.command("demo", cls=Command, streams="always")
 @click.option("--keep", is_flag=True, help="Keep the demo project instead of removing it.")
 @click.option("--fast", is_flag=True, help="Shorter turns (for CI).")
 def demo(keep: bool, fast: bool) -> None:
@@ -31,14 +32,22 @@ def demo(keep: bool, fast: bool) -> None:
 
     s = settings()
     tour = Demo(fast, s.json, lambda text: say(text, lines=True), emit_json)
-    if not s.json:
-        say(f"sxctl demo in {tour.project}\n", lines=True)
-    passed, failed = tour.run()
-    if not keep:
-        shutil.rmtree(tour.project, ignore_errors=True)
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM as Ctrl-C: the project is removed
+    try:
+        if not s.json:
+            say(f"sxctl demo in {tour.project}\n", lines=True)
+        passed, failed = tour.run()
+    finally:  # interrupted or not, the throw-away project goes (the tour has stopped its agent)
+        signal.signal(signal.SIGTERM, previous)
+        if not keep:
+            shutil.rmtree(tour.project, ignore_errors=True)
     summary = {"event": "summary", "ts_ms": s.clock.now_ms(), "ok": failed == 0, "passed": passed, "failed": failed,
                "steps": len(tour.steps), "project": str(tour.project) if keep else None}
     kept = f"; project kept at {tour.project}" if keep else ""
     emit(summary, lambda: say(f"{passed} check(s) passed, {failed} failed{kept}"))
     if failed:
         raise click.exceptions.Exit(ExitStatus.INTERNAL)  # a failed check: exit 1, as documented
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # exit 130 (`interrupted`), after the tour's and this command's clean-up

@@ -64,7 +64,7 @@ TEXT_INPUT_LIMIT = 64_002
 @click.option("--priority", type=click.IntRange(0, 9), help="Read before unprefixed messages, lower first.")
 @click.option("--stem", help="Use this file name stem instead of the time-based one.")
 @click.option("--key", help="Idempotency key: a repeat send with it returns the first message.")
-@click.option("--wait", "wait_s", type=DURATION, metavar="SECONDS",
+@click.option("--wait", "wait_s", type=DURATION, metavar="DURATION",
               help="Wait until consumed; exit 6 if still pending then (0 = forever).")
 @click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
 @click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
@@ -165,10 +165,10 @@ def show(stem: str) -> None:
     emit(result.to_json(), human)
 
 
-@inbox.command("wait")
+@inbox.command("wait", streams="with --follow")
 @click.argument("stem", required=False, shell_complete=completing("stems"))
 @click.option("--key", help="Wait for the message sent with this idempotency key.")
-@click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="SECONDS",
+@click.option("--timeout", "timeout_s", type=DURATION, default="60", show_default=True, metavar="DURATION",
               help="Give up after this long (exit 6); 0 waits forever.")
 @click.option("--follow", is_flag=True, help="Re-home the message if the session rotates.")
 def wait(stem, key, timeout_s, follow) -> None:

@@ -133,7 +133,7 @@ def next_(count: int, tz: str | None) -> None:
     def note(row: dict) -> str:
         notes = []
         if row["source"] == "inbox":
-            notes.append("at the next poll")
+            notes.append("at the next poll" if row["agent_live"] else "when an agent runs (none is live)")
         if row.get("idle_only"):
             notes.append("if idle")
         for flag in ("overdue", "paused", "dst"):
@@ -141,6 +141,8 @@ def next_(count: int, tz: str | None) -> None:
                 notes.append(flag)
         if row.get("waiting"):
             notes.append("waits for a live agent")
+        if row.get("note"):
+            notes.append(f"after {row['note']}")
         return ", ".join(notes)
 
     def human() -> None:
@@ -149,15 +151,16 @@ def next_(count: int, tz: str | None) -> None:
         else:
             table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
                 [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
-                 _when(r["at_ms"]) if r["at_ms"] > now else "now", r["source"], what(r), note(r)] for r in rows])
+                 _when(r["at_ms"]) if r["at_ms"] > now else ("now" if r.get("agent_live", True) else "-"),
+                 r["source"], what(r), note(r)] for r in rows])
         for entry in result.stranded:  # what will not happen where it is
             say(f"stranded  {entry.describe()}; fix: {' && '.join(entry.fixes())}")
 
     emit(result.to_json(), human)
 
 
-@click.command("watch", cls=Command)
-@click.option("--duration", "duration_s", type=DURATION, metavar="SECONDS",
+@click.command("watch", cls=Command, streams="always")
+@click.option("--duration", "duration_s", type=DURATION, metavar="DURATION",
               help="Stop after this long (default: until interrupted).")
 def watch_command(duration_s: float | None) -> None:
     """Watch timers count down, messages arrive and get consumed, and cron runs land.

@@ -74,20 +74,34 @@ FAULT_INJECT = click.Option(
 )
 
 
+def _json_option(streams: str) -> click.Option:
+    """`--json` of a command whose JSON is a stream of JSON Lines (`streams`: when it streams)."""
+    shown = "Print JSON Lines (one JSON document per event) on stdout" if streams == "always" else \
+        f"Print one JSON document on stdout; JSON Lines (one per event) {streams}"
+    return click.Option(["--json"], is_flag=True, help=f"{shown}.", expose_value=False, callback=_store("json"),
+                        is_eager=True)
+
+
 class Command(click.Command):
     """Every sxctl command: it takes the global options, and, when `mutating=True` (it writes),
-    the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand."""
+    the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand.
+    `streams="always"` (or "with --follow", …): its `--json` help says JSON Lines."""
 
-    def __init__(self, *args: Any, mutating: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, mutating: bool = False, streams: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.params.extend(_GLOBAL_OPTIONS)
+        self.params.extend(_GLOBAL_OPTIONS if streams is None else
+                           [_json_option(streams) if "--json" in option.opts else option for option in _GLOBAL_OPTIONS])
         if mutating:
             self.params.append(FAULT_INJECT)
 
 
 class Group(click.Group):
     """Every sxctl command group: the global options, and its commands and sub-groups are
-    `Command`s and `Group`s too."""
+    `Command`s and `Group`s too.
+
+    A group given no command (`sxctl`, `sxctl -q`, `sxctl cron --no-color`) shows its help and
+    exits 0 whatever global options came with it; with `--json` it is a usage error (exit 2, a
+    JSON document), since a script that asked for JSON cannot read help (`sxctl.cli` decides)."""
 
     command_class = Command
 
@@ -95,26 +109,50 @@ class Group(click.Group):
         super().__init__(*args, **kwargs)
         self.params.extend(_GLOBAL_OPTIONS)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """As click's, with "Did you mean …" for a mistyped command (`sxctl cron ad`)."""
+        if args and not args[0].startswith("-") and not ctx.resilient_parsing \
+                and self.get_command(ctx, args[0]) is None:
+            raise click.exceptions.NoSuchCommand(args[0], possibilities=self.list_commands(ctx), ctx=ctx)
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        if not (getattr(ctx, "_protected_args", []) or ctx.args or ctx.resilient_parsing):
+            raise click.exceptions.NoArgsIsHelpError(ctx)  # options but no command: as no arguments at all
+        return super().invoke(ctx)
+
 
 Group.group_class = Group
 
 
 class Duration(click.ParamType):
     """A DURATION: `90` (seconds), `250ms`, `30s`, `5m`, `1h30m`, `7d` -> seconds, as the API
-    takes them."""
+    takes them. The one type of every option that takes a length of time (`--idle-exit 5m` as
+    `--wait 5m`); `whole=True`: a whole number of seconds (an int), for the store's fields that
+    hold one (`--timeout-seconds 2h`)."""
 
     name = "duration"
+
+    def __init__(self, *, whole: bool = False) -> None:
+        self.whole = whole
 
     def convert(self, value, param, ctx):
         if isinstance(value, int | float):
             return value
+        what = f"value for {param.opts[0] if param else 'duration'}"
         try:
-            return parse_duration_ms(value, what=f"value for {param.opts[0] if param else 'duration'}") / 1000
+            ms = parse_duration_ms(value, what=what)
         except UsageError as error:
             self.fail(error.message, param, ctx)
+        if not self.whole:
+            return ms / 1000
+        if ms % 1000:
+            self.fail(f"invalid {what} {value!r}: a whole number of seconds (e.g. 90, 30s, 5m, 2h)", param, ctx)
+        return ms // 1000
 
 
 DURATION = Duration()
+WHOLE_SECONDS = Duration(whole=True)
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -195,8 +233,11 @@ def markup(text: str) -> str:
     return escape(printable(text))
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table, or a rich one when styling a TTY; every cell printable."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, fit: Sequence[str] = ()) -> None:
+    """A plain aligned table, or a rich one when styling a TTY; every cell printable. `fit`: on a
+    terminal (rich fits its own), the headers of the columns that may be cut with `…`, first cut
+    first, to keep the table within its width (`COLUMNS`) — for a wide listing whose `--json` has
+    every value; output into a pipe or a file keeps every value whole."""
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
     if color_enabled():
         from rich.console import Console  # rich loads only when styling a TTY
@@ -207,9 +248,40 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
             rich_table.add_row(*(markup(cell) for cell in row))
         Console().print(rich_table)
         return
+    headers = list(headers)
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    for row in [list(headers), *cells]:
+    if fit and sys.stdout.isatty():  # a pipe or a file keeps every value whole (grep, a log)
+        for name in fit:  # a column with nothing in it goes first (COUNTERS: `-` all down)
+            i = headers.index(name) if name in headers else -1
+            if i >= 0 and _overflow(widths) > 0 and all(row[i] == "-" for row in cells):
+                del headers[i], widths[i]
+                cells = [row[:i] + row[i + 1:] for row in cells]
+        widths = _fitted(widths, [headers.index(name) for name in fit if name in headers], headers)
+        cells = [[cell if len(cell) <= widths[i] else cell[: widths[i] - 1] + "…" for i, cell in enumerate(row)]
+                 for row in cells]
+    for row in [headers, *cells]:
         say("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+def _overflow(widths: list[int]) -> int:
+    """By how many characters a row of these column widths overflows the terminal."""
+    import shutil  # only for a table that fits the terminal
+
+    return sum(widths) + 2 * (len(widths) - 1) - shutil.get_terminal_size((100, 24)).columns
+
+
+def _fitted(widths: list[int], order: list[int], headers: Sequence[str]) -> list[int]:
+    """Column widths within the terminal: the columns of `order` cut in turn, none narrower than
+    its header or 8 characters."""
+    over = _overflow(widths)
+    widths = list(widths)
+    for i in order:
+        if over <= 0:
+            break
+        cut = min(over, max(0, widths[i] - max(len(headers[i]), 8)))
+        widths[i] -= cut
+        over -= cut
+    return widths
 
 
 # --- text given in a file or on stdin -----------------------------------------------------------

@@ -12,10 +12,10 @@ from typing import Any
 from ..clock import Clock
 from ..project import freshest_live, last_seen, list_sessions
 from ..report import Reporter
-from ..timeparse import format_ms
+from .fate import Fate, expiry, occurrence_fate
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
-from .policy import DEFAULT_HOLD_MAX_MS, is_active_time, record_skip
+from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
@@ -102,31 +102,25 @@ class Admission:
 
     def admit(self, job: dict[str, Any]) -> bool:
         """True: claim and run the job's due occurrence now. False: admission dealt with it (the
-        job and the policy in memory say how; the pass writes them)."""
+        job and the policy in memory say how; the pass writes them). Each occurrence's fate is
+        the one rule the previews show too (`fate.occurrence_fate`)."""
         entry = self.policy["jobs"].get(job["id"], {})
-        now = self.clock.now_ms()
-        recurring = job["schedule"]["kind"] != "at"
         usage = self.usage(job, entry) if entry else LimitUsage(0, None)
         self._fold_proven(job, entry, usage)
-        if recurring and self._expired(job, entry, job["lifecycle"]["nextRunAtMs"], usage):
+        fate = self._skip_occurrences(job, entry, self.clock.now_ms(), usage)
+        if fate.action in ("expire", "pause"):
+            self.pause(job, "expired" if fate.action == "expire" else "max_unconsumed", fate.detail)
             return False
-        if recurring and entry and not self._skip_occurrences(job, entry, now, usage):
-            return False
-        held = hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock,
-                          workspace=self.workspace)
-        if held is not None:  # the pass tells it once, with when the agent was last seen (cron/pass_report.py)
+        if fate.hold is not None:  # the pass tells it once, with when the agent was last seen (cron/pass_report.py)
+            held = fate.hold
             seen = last_seen(list_sessions(run_target_project(job, self.project, workspace=self.workspace), self.clock))
             row = {"jobId": job["id"], "name": job["name"], "status": held["status"], "reason": held["reason"],
                    "dueSinceMs": held["dueSinceMs"], "giveUpAtMs": held["giveUpAtMs"], "agentLastSeenMs": seen}
-            if held["status"] == "waiting":
+            if fate.action == "hold":
                 self.done.waiting.append(row)
                 return False
             self.done.given_up.append(row)
-        limit = entry.get("maxUnconsumed")
-        if limit and usage.unread is not None and usage.unread >= limit:
-            self.pause(job, "max_unconsumed", f"its last {limit} message(s) are all unread")
-            return False
-        return True
+        return fate.action == "run"
 
     def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:
         """Count a settled scheduled run against the job's limits (`count_dispatch`)."""
@@ -170,60 +164,47 @@ class Admission:
     # --- the rules ------------------------------------------------------------------------------
 
     def _expired(self, job: dict[str, Any], entry: dict[str, Any], next_at: int, usage: LimitUsage) -> bool:
-        until, most = entry.get("untilMs"), entry.get("maxRuns")
-        if until is not None and next_at > until:
-            self.pause(job, "expired", f"its next run would be after --until {_clock_text(until)}")
-            return True
-        if most is not None and usage.runs >= most:
-            self.pause(job, "expired", f"it has run {usage.runs} time(s) (--max-runs {most})")
-            return True
-        return False
+        expired = expiry(job, entry, next_at, usage)
+        if expired is not None:
+            self.pause(job, "expired", expired.detail)
+        return expired is not None
 
-    def _skip_occurrences(self, job: dict[str, Any], entry: dict[str, Any], now: int, usage: LimitUsage) -> bool:
-        """Skip due occurrences the policy does not run, one by one, recording them; True when
-        one is still due to run."""
-        zone = job_zone(job, entry)
+    def _skip_occurrences(self, job: dict[str, Any], entry: dict[str, Any], now: int, usage: LimitUsage) -> Fate:
+        """Skip due occurrences the policy does not run, one by one, recording them; the fate of
+        the first one it does not skip."""
         life = job["lifecycle"]
+
+        def held() -> dict[str, Any] | None:
+            return hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock,
+                              workspace=self.workspace)
+
         skipped: dict[str, list[int]] = {}
+        fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
         for _ in range(OCCURRENCE_BUDGET):
-            due_at = life["nextRunAtMs"]
-            if due_at > now:
+            if fate.action != "skip":
                 break
-            reason = self._skip_reason(entry, due_at, now, zone, usage)
-            if reason is None:
-                break
-            skipped.setdefault(reason, []).append(due_at)
-            found = next_run(job["schedule"], due_at)
+            assert fate.reason is not None  # a skip has its reason
+            found = next_run(job["schedule"], life["nextRunAtMs"])
+            skipped.setdefault(fate.reason, []).append(life["nextRunAtMs"])
             if found is None:
+                fate = Fate("run")  # no future occurrence: the pass runs this one and reports it
                 break
             life["nextRunAtMs"] = found[0]
+            fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
         else:  # still due after the budget: the rest go together, up to now, for the same reason
             found = next_run(job["schedule"], now)
-            if found is not None and reason is not None:
-                skipped.setdefault(reason, []).append(life["nextRunAtMs"])
+            if found is not None and fate.reason is not None:
+                skipped.setdefault(fate.reason, []).append(life["nextRunAtMs"])
                 life["nextRunAtMs"] = found[0]
+                fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
         if skipped:
             self.touched.add(job["id"])
+            self.policy_changed = self.store_changed = True
         for reason, times in skipped.items():
             record_skip(entry, times[0], times[-1], len(times), reason, now)
             self.done.skipped.append({"jobId": job["id"], "name": job["name"], "reason": reason,
                                       "count": len(times), "firstMs": times[0], "lastMs": times[-1]})
-        if skipped:
-            self.policy_changed = self.store_changed = True
-            if job["schedule"]["kind"] != "at" and self._expired(job, entry, life["nextRunAtMs"], usage):
-                return False
-        return life["nextRunAtMs"] <= now
-
-    def _skip_reason(self, entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage) -> str | None:
-        if entry.get("catchUp") == "skip" and now - due_at > entry["staleAfterMs"]:
-            return "stale"
-        local = local_time(due_at, zone)
-        if not is_active_time(entry, local):
-            return "inactive_hours"
-        most = entry.get("maxRunsPerDay")
-        if most is not None and usage.runs_on(local.date().isoformat()) >= most:
-            return "max_runs_per_day"
-        return None
+        return fate
 
     def pause(self, job: dict[str, Any], reason: str, why: str) -> None:
         """comis's own pause (reason `operator`), with sxctl's reason kept in the policy."""
@@ -238,7 +219,3 @@ class Admission:
         self.done.paused.append({"jobId": job["id"], "name": job["name"], "reason": reason, "message": message})
         self.report.warn(f"{job['name']}: {message}")
         self.policy_changed = self.store_changed = True
-
-
-def _clock_text(ms: int) -> str:
-    return format_ms(ms, "%Y-%m-%d %H:%M UTC")

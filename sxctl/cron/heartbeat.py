@@ -14,7 +14,7 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
-from ..jsondata import loads
+from ..jsondata import strict_loads
 from ..version import __version__
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
@@ -36,12 +36,14 @@ RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("
               opt("workspace", Str(1, 4096))])
 
 
-def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None) -> None:
+def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK,
+                detail: str | None = None) -> str | None:
     """Write the heartbeat (atomic, 0600) where a `.scheduler/` folder exists; a pass never
-    creates one just to say it ran. A failure to write it never fails the pass."""
+    creates one just to say it ran. A failure to write it never fails the pass: it is returned
+    (why), for the pass to warn that `doctor` cannot see it."""
     folder = ws.scheduler
     if not folder.is_dir() or folder.is_symlink():
-        return
+        return None
     if detail is not None:
         detail = detail.encode("utf-8", "replace")[:DETAIL_CAP].decode("utf-8", "ignore")
     now = clock.now_ms()
@@ -56,8 +58,11 @@ def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, det
     try:
         atomic_write(folder / FILE_NAME, (json.dumps(doc) + "\n").encode(),
                      temp=folder / f"{FILE_NAME}.{uuid.uuid4()}.tmp", durable=False)
-    except (OSError, SxctlError):
-        pass  # advisory: the store and the ledger are what count; `doctor` sees a heartbeat it cannot trust
+    except SxctlError as error:  # advisory: the store and the ledger are what count
+        return error.message
+    except OSError as error:
+        return f"{folder / FILE_NAME}: {error.strerror or error}"
+    return None
 
 
 def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
@@ -75,7 +80,7 @@ def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
     if len(raw) > FILE_CAP:
         return {"invalid": f"larger than {FILE_CAP} bytes"}
     try:
-        doc = loads(raw)
+        doc = strict_loads(raw)  # a key twice (`"outcome": "failed", "outcome": "ok"`) is a record that lies
         RECORD.check(doc, "$")
     except ValueError as error:
         return {"invalid": str(error)}

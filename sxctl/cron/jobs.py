@@ -248,7 +248,8 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     _misplaced(spec, kind)
     text = _check_text(kind, spec.text)
     if not spec.schedule.given:
-        raise UsageError("Invalid cron schedule input")
+        raise UsageError("Invalid cron schedule input",
+                         hint="a job needs one schedule: --cron EXPR, --every DURATION, --at TIME or --in DURATION")
     schedule = resolve_schedule(spec.schedule, now_ms, notes)
     if warnings is not None and (said := pass_rate_warning(schedule)):
         warnings.append(said)
@@ -283,9 +284,11 @@ def _editable(store: dict[str, Any], name: str, verb: str) -> dict[str, Any]:
 def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_project: str, now_ms: int,
                report: Reporter, workspace: Path, notes: list[str] | None = None,
                warnings: list[str] | None = None,
-               policy_entry: Callable[[str], dict[str, Any]] = lambda job_id: {}) -> dict[str, Any]:
+               policy_entry: Callable[[str], dict[str, Any]] = lambda job_id: {},
+               effective: dict[str, Any] | None = None) -> dict[str, Any]:
     """Change a job in place; returns `{jobName, updated}`. `policy_entry(id)` is the job's entry
-    in sxctl's policy file (where an `every`/`at` job keeps its zone)."""
+    in sxctl's policy file (where an `every`/`at` job keeps its zone); `effective["tz"]` receives
+    the zone of the new schedule (the job's own when no --tz was given), for the policy change."""
     if spec.session_strategy is not None or spec.continuation is not None or spec.max_history_turns is not None:
         raise UsageError("session_strategy and continuation_mode cannot be changed; remove and recreate the job")
     if spec.paused and spec.resumed:
@@ -295,6 +298,8 @@ def update_job(store: dict[str, Any], name: str, spec: JobSpec, *, default_proje
     job = _editable(store, name, "update")
     zone = job_zone_name(job, policy_entry(job["id"]))
     spec = replace(spec, schedule=_schedule_change(job["schedule"], zone, spec.schedule, notes))
+    if effective is not None:
+        effective["tz"] = spec.schedule.tz  # the zone the policy file keeps for the new schedule
     index = store["jobs"].index(job)
     old_kind = job["payload"]["kind"]
     kind = payload_kind(spec.payload) if spec.payload is not None else old_kind
@@ -340,20 +345,19 @@ def _schedule_change(current: dict[str, Any], zone: str, given: ScheduleInput,
     `every` job, and a new schedule keeps the job's zone unless `--tz` is given (said in a note):
     `--at 09:00` on a New York job is 09:00 in New York."""
     kind = current["kind"]
+    keep = given.tz is None and zone != "UTC"
+    if keep and (given.given or (kind == "every" and given.anchor is not None)) and notes is not None:
+        notes.append(f"kept the job's zone {zone} (give --tz to change it)")
     if given.given:
-        if given.tz is None and zone != "UTC" and given.in_ is None:
-            if notes is not None:
-                notes.append(f"kept the job's zone {zone} (give --tz to change it)")
-            return replace(given, tz=zone)
-        return given
+        return replace(given, tz=zone) if keep else given
     if given.tz is None and given.anchor is None and given.fold is None:
         return given
     if kind == "cron" and given.anchor is None and given.fold is None:
         return replace(given, cron=current["expr"])
     if kind != "cron" and given.anchor is None and given.fold is None:
         return given  # --tz alone on an every/at job: its zone, kept in the policy file (transaction.job_change)
-    if kind == "every" and given.fold is None and given.anchor is not None:
-        return replace(given, every=f"{current['everyMs']}ms")
+    if kind == "every" and given.anchor is not None:  # re-anchored in the job's zone (its gaps and folds)
+        return replace(given, every=f"{current['everyMs']}ms", tz=zone if keep else given.tz)
     flags = ", ".join(f for f, v in (("--tz", given.tz), ("--anchor", given.anchor), ("--fold", given.fold)) if v)
     raise UsageError(f"{flags} cannot change a job scheduled by {kind} on its own; give the whole schedule "
                      "(--cron, --every or --at) with it")

@@ -19,7 +19,7 @@ from ..errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
-from ..timeparse import parse_time_in_zone_ms
+from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
@@ -42,6 +42,8 @@ def _zone_rule(value: str) -> str | None:
         load_cron_zone(value)
     except UsageError:
         return f"unknown time zone {value!r}"
+    if not is_iana_zone_name(value):
+        return f"not an IANA time zone name {value!r}"
     return None
 
 

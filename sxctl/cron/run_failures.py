@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .ledger import Ledger, project_run
+from ..errors import InvalidDataError
+from .ledger import Ledger, project_run, scan_ledger
+from .workspace import Workspace
 
 #: a run that ended with one of these statuses did not succeed (`cron run` exits 10, a one-shot is
 #: `failed` in `cron list`, `status` and `doctor` name the job)
@@ -72,3 +74,15 @@ def failed_one_shots(store: dict[str, Any], ledger: Ledger | None) -> dict[str, 
             if run["status"] in FAILED_STATUSES:
                 failed[job["id"]] = {"executionId": run["executionId"], "reason": failure_reason(job, run)}
     return failed
+
+
+def failed_one_shots_of(ws: Workspace, store: dict[str, Any], max_log_bytes: int) -> dict[str, dict[str, Any]]:
+    """`failed_one_shots` with the workspace's ledger, the one rule for "a one-shot that failed"
+    (`cron list`, `status`): the ledger is read only when there is a finished one-shot, and an
+    invalid one (`cron validate` names it) leaves them `done`."""
+    if not any(job["lifecycle"]["status"] == "one_shot_terminal" for job in store["jobs"]):
+        return {}
+    try:
+        return failed_one_shots(store, scan_ledger(ws.ledger, max_log_bytes=max_log_bytes))
+    except InvalidDataError:
+        return {}

@@ -27,6 +27,7 @@ from ..timeparse import (
     epoch_ms,
     format_duration_ms,
     format_ms,
+    is_iana_zone_name,
     load_zone,
     local_zone_name,
     parse_duration_ms,
@@ -251,6 +252,9 @@ def honoured_zone_name(tz: str) -> str:
                              "give one, e.g. Europe/Berlin") from None
     zone_name = canonical_zone_name(zone_name)
     load_cron_zone(zone_name)
+    if not is_iana_zone_name(zone_name):
+        raise UsageError("Invalid cron timezone", hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
+                         "Europe/Berlin, or --tz local for this machine's zone")
     if len(zone_name.encode()) > 128:
         raise UsageError("Invalid cron timezone")
     return zone_name
@@ -295,10 +299,10 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
     chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
     if len(chosen) != 1:
         raise UsageError("Invalid cron schedule input", hint="give exactly one of --cron, --every, --at, --in")
-    if spec.fold is not None and spec.at is None:
+    if spec.fold is not None and spec.at is None and spec.anchor is None:
         raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
     if spec.cron is not None:
-        zone_name = honoured_zone_name(spec.tz or "UTC")
+        zone_name = honoured_zone_name(spec.tz if spec.tz is not None else "UTC")
         zone = load_cron_zone(zone_name)
         pattern = CronPattern.parse(spec.cron)
         if pattern.next_after(now_ms, zone) is None:
@@ -313,7 +317,7 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
                              hint=f"--every takes a DURATION above 0 and up to {MAX_SAFE_INT} ms (30s, 5m, 1h30m)")
         anchor = now_ms
         if spec.anchor is not None:
-            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz)
+            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold)
             if anchor < 0:
                 raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
         return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}

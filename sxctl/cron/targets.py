@@ -93,6 +93,13 @@ def linked_through(stored: str, resolved: Path, workspace: Path) -> Path | None:
     return None
 
 
+def _is_link(path: str) -> bool:
+    try:
+        return os.path.islink(path)
+    except ValueError:  # a NUL
+        return False
+
+
 def inside(path: Path, workspace: Path) -> bool:
     return path == workspace or workspace in path.parents
 
@@ -106,7 +113,8 @@ class TargetProblem:
     this workspace was copied from: runs go into that project's agent), `absolute` (an absolute
     target inside the workspace, written by an older sxctl: a copy, a move or a mount breaks it)
     `outside` (a project outside the workspace: it stays where it is when the workspace
-    moves) or `linked` (a relative target through a symbolic link: refused at dispatch).
+    moves), `linked` (a relative target through a symbolic link: refused at dispatch) or `link`
+    (a project whose `.scorpiox` is a symbolic link: refused at dispatch).
     `suggestion`: the folder `cron update NAME --to-project` should name, when known."""
 
     kind: str
@@ -132,6 +140,8 @@ def target_problems(store: dict[str, Any], workspace: Path) -> list[TargetProble
             problems.append(TargetProblem("linked", job, stored, resolved, None))
         elif not holds_project(resolved):
             problems.append(TargetProblem("missing", job, stored, resolved, _relocated(stored, workspace)))
+        elif _is_link(os.path.join(resolved, SCORPIOX_DIR)):  # sxctl never writes through one: every run fails
+            problems.append(TargetProblem("link", job, stored, resolved, None))
         elif absolute and inside(resolved, workspace):
             problems.append(TargetProblem("absolute", job, stored, resolved, resolved))
         elif not inside(resolved, workspace):

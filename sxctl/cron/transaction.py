@@ -105,8 +105,8 @@ def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> No
                          "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger)
 
 
-def job_change(name: str, spec: JobSpec, *, resumed: bool = False,
-               notes: list[str] | None = None) -> PolicyChange | None:
+def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[str] | None = None,
+               effective: dict[str, Any] | None = None) -> PolicyChange | None:
     """The policy edit of a job change (None when there is none): its policy flags applied
     (checked against the job as written), on a resume a fresh start for the limits that paused
     it — `limitsFromMs` reset, and `runs` dropped once --max-runs was reached — and on a new
@@ -118,6 +118,7 @@ def job_change(name: str, spec: JobSpec, *, resumed: bool = False,
         return None
 
     def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
+        tz = (effective or {}).get("tz", spec.schedule.tz)  # the job's zone kept by `cron update`
         job = find_job(store, spec.new_name or name)
         before = policy["jobs"].get(job["id"], {})
         zoned = tz is not None and job["schedule"]["kind"] != "cron"

@@ -10,11 +10,12 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import read_data_file
 from ..timeparse import format_ms
+from .fate import next_text
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .policy import FILE_CAP, describe, read_policy
@@ -22,6 +23,9 @@ from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
 from .targets import INBOX_CHANNEL, run_target_project
 from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .fate import Preview
 
 STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
 
@@ -64,17 +68,25 @@ def target_label(target: dict[str, Any] | None) -> str:
 
 
 def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, workspace: Path,
-            full: bool = False, failure: dict[str, Any] | None = None) -> dict[str, Any]:
+            full: bool = False, failure: dict[str, Any] | None = None, preview: Preview | None = None
+            ) -> dict[str, Any]:
     """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target (its
     project resolved against `workspace`) and policy (`policy` is the policy file's document). A
     job with no policy entry has `"policy": null` in a listing (every default; 10,000 jobs need
-    not repeat them); `full` fills them in."""
+    not repeat them); `full` fills them in. With the job's `preview` (`fate.preview_runs`), the
+    next run is the next one the pass will make (None when it expires or pauses first) and
+    `next_note` says what waits before it, or why there is none."""
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
     life = job["lifecycle"]
     row: dict[str, Any] = {
         "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
         "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None,
-        "tz": job_zone_name(job, entry)}
+        "tz": job_zone_name(job, entry), "next_note": None}
+    if preview is not None:
+        row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
+        row["next_note"] = next_text(preview)
+    elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
+        row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
     if failure:
         row["failure"] = failure  # a finished one-shot whose run did not succeed: why, and which run
     return row
@@ -115,9 +127,13 @@ def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool 
 
 
 def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
-             include_paused: bool = False, zones: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             include_paused: bool = False, zones: dict[str, Any] | None = None,
+             previews: dict[str, Preview] | None = None, policy: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` or,
-    for a job in `zones` (id -> zone), in its own zone."""
+    for a job in `zones` (id -> zone), in its own zone. A job in `previews` (id ->
+    `fate.preview_runs`) shows only the runs the pass will make, each with the `note` of what it
+    skipped before it and whether it is held (`waiting`); a job paused by sxctl says why
+    (`note`, from `policy`)."""
     fires: list[dict[str, Any]] = []
     shown_in = zone
     for job in store["jobs"]:
@@ -131,19 +147,30 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
         if status == "one_shot_claimed":
             fires.append(_fire(job, life["scheduledForMs"], zone, now_ms, running=True))
             continue
+        preview = (previews or {}).get(job["id"])
+        if preview is not None:
+            for index, run in enumerate(preview.runs):
+                fire = _fire(job, run["at_ms"], zone, now_ms, dst=run["dst"],
+                             overdue=index == 0 and run["at_ms"] <= now_ms)
+                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=run["fate"].hold)
+                fires.append(fire)
+            continue
         paused = status == "paused"
         occurrences = series(job["schedule"], life["nextRunAtMs"], count if (not paused or include_paused) else 1)
+        why = ((policy or {"jobs": {}})["jobs"].get(job["id"]) or {}).get("paused")
         for index, (at_ms, dst) in enumerate(occurrences):
-            fires.append(_fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused),
-                               dst=dst, overdue=index == 0 and at_ms <= now_ms and not paused))
+            fire = _fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused), dst=dst,
+                         overdue=index == 0 and at_ms <= now_ms and not paused)
+            fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
+            fires.append(fire)
     fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
     return fires[:count]
 
 
 def _fire(job: dict[str, Any] | None, at_ms: int, zone, now_ms: int, *, paused: bool = False, dst: bool = False,
           overdue: bool = False, running: bool = False) -> dict[str, Any]:
-    fire = {"jobId": job["id"] if job else None, "name": job["name"] if job else None, "at_ms": at_ms,
-            "at_local": local_iso(at_ms, zone), "overdue": overdue, "paused": paused, "dst": dst}
+    fire: dict[str, Any] = {"jobId": job["id"] if job else None, "name": job["name"] if job else None, "at_ms": at_ms,
+                            "at_local": local_iso(at_ms, zone), "overdue": overdue, "paused": paused, "dst": dst}
     if running:
         fire["running"] = True
     return fire

@@ -13,7 +13,7 @@ from ..cron.ledger import project_run
 from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
-from ..cron.views import check_files
+from ..cron.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
@@ -26,10 +26,20 @@ BUSY_FAIL_MS = 15 * 60_000
 LEDGER_WARN_SHARE = 0.8
 
 
-def check_cron_files(found: Findings, ws, max_log_bytes: int) -> tuple[dict[str, Any], Any] | None:
+def check_cron_files(found: Findings, ws, max_log_bytes: int, now: int) -> tuple[dict[str, Any], Any] | None:
     """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
-    reads them (a pass stops on any of them): the store and the ledger, or None when one is invalid."""
+    reads them (a pass stops on any of them, and on a claim or run recorded after this clock's
+    now): the store and the ledger, or None when one is invalid."""
     store, ledger, problems = check_files(ws, max_log_bytes)
+    if store is not None and ledger is not None and not problems:
+        behind = [p for p in cross_check(store, ledger, ws, now) if p.code == "clock_behind"]
+        if behind:
+            where = os.path.basename(behind[0].file)
+            found.add("cron files", "fail", f"{behind[0].message}: this clock is behind what {where} records, "
+                      "and every scheduler pass and cron edit stops on it (clock_behind)",
+                      "timedatectl status   # fix this clock (NTP), or wait until then; sxctl cron validate names "
+                      "each record")
+            return None
     if problems:
         names = ", ".join(dict.fromkeys(os.path.basename(p.file) for p in problems))
         stops = "every scheduler pass stops on it" if os.path.lexists(ws.store) else "cron commands stop on it"
@@ -139,7 +149,7 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         return problem.job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed") \
             and problem.job["payload"]["kind"] in ("agent_turn", "heartbeat_event")
 
-    for kind in ("linked", "missing", "copied", "absolute", "outside"):
+    for kind in ("linked", "link", "missing", "copied", "absolute", "outside"):
         group = [p for p in problems if p.kind == kind]
         if not group:
             continue
@@ -147,11 +157,17 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
         where = f"{first.resolved}" + ("" if first.stored == str(first.resolved) else f" (stored as {first.stored!r})")
         jobs = f"job {first.job['name']} sends" if len(group) == 1 else f"{len(group)} jobs ({names(group)}) send"
         also = "" if len(group) == 1 else " (the first)"
-        status = "fail" if kind in ("linked", "missing", "copied") and any(blocking(p) for p in group) else "warn"
+        status = "fail" if kind in ("linked", "link", "missing", "copied") and any(blocking(p) for p in group) \
+            else "warn"
         if kind == "linked":
             found.add("job targets", status, f"{jobs} to {where}{also}, through a symbolic link below this "
                       f"workspace ({ws.root}): a relative target must be a folder of the workspace, and a run "
                       "is refused (`precondition`) rather than sent where the link points", fixes(group))
+        elif kind == "link":
+            found.add("job targets", status, f"{jobs} to {where}{also}, whose .scorpiox is a symbolic link: sxctl "
+                      "never writes through one, so every run fails `precondition`",
+                      f"replace {first.resolved / '.scorpiox'} by the folder it points to, or send to the project "
+                      "that holds that folder: " + fixes(group))
         elif kind == "missing":
             found.add("job targets", status, f"{jobs} to a project that is not there: {where}{also} holds no "
                       ".scorpiox/ folder, so every run fails `precondition`", fixes(group))

@@ -13,7 +13,7 @@ from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.policy import read_policy
 from ..cron.receipts import run_consumption
-from ..cron.run_failures import last_failures
+from ..cron.run_failures import failed_one_shots_of, last_failures
 from ..cron.store import read_store
 from ..cron.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
@@ -65,7 +65,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     jobs = {job["id"]: job for job in store["jobs"]}
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
     failed = last_failures(store, runs)
-    failed_ids = {failure["jobId"] for failure in failed}
+    failed_ids = failed_one_shots_of(ws, store, max_log_bytes)
     by_state: dict[str, int] = {}
     for job in store["jobs"]:
         state = job_state(job, policy.get(job["id"]))

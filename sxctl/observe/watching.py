@@ -35,9 +35,10 @@ class Snapshot:
     moved: dict[str, MovedMark] = field(default_factory=dict)
     arrived: dict[str, list[str]] = field(default_factory=dict)  # state -> stems moved in since the last look
     ledger_size: int = -1
-    runs: dict[str, str] = field(default_factory=dict)
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)  # execution id -> (status, job id)
     jobs_stamp: tuple = ()
     jobs: dict[str, str] = field(default_factory=dict)  # job name -> state (`paused:expired` …)
+    job_names: dict[str, str] = field(default_factory=dict)  # job id -> name (a `cron_run` event names its job)
 
 
 def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapshot | None = None) -> Snapshot:
@@ -78,18 +79,22 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
         snap.runs = _ledger_runs(ws)
     stamp = tuple(file_stamp(path) for path in (ws.store, ws.policy))
     if previous is not None and stamp == previous.jobs_stamp:
-        snap.jobs_stamp, snap.jobs = stamp, previous.jobs
+        snap.jobs_stamp, snap.jobs, snap.job_names = stamp, previous.jobs, previous.job_names
     else:
-        snap.jobs_stamp, snap.jobs = stamp, _job_states(ws)
+        snap.jobs_stamp = stamp
+        snap.jobs, snap.job_names = _job_states(ws)
     return snap
 
 
-def _job_states(ws) -> dict[str, str]:
+def _job_states(ws) -> tuple[dict[str, str], dict[str, str]]:
+    """Each job's state by name, and each job's name by id."""
     try:
         store, policy = read_store(ws), read_policy(ws)["jobs"]
     except SxctlError:
-        return {}
-    return {job["name"]: job_state(job, policy.get(job["id"])) for job in (store or {"jobs": []})["jobs"]}
+        return {}, {}
+    jobs = (store or {"jobs": []})["jobs"]
+    return ({job["name"]: job_state(job, policy.get(job["id"])) for job in jobs},
+            {job["id"]: job["name"] for job in jobs})
 
 
 def _stems(folder) -> set[str]:
@@ -131,14 +136,15 @@ def _look_moved(folder, before: MovedMark | None) -> tuple[MovedMark, set[str]]:
     return mark, {name[:-5] for name in new}
 
 
-def _ledger_runs(ws) -> dict[str, str]:
+def _ledger_runs(ws) -> dict[str, tuple[str, str]]:
     try:
         ledger = scan_ledger(ws.ledger)
     except InvalidDataError:
         return {}
     if ledger is None:
         return {}
-    return {eid: project_run(group)["status"] for eid, group in ledger.groups.items() if group.start is not None}
+    return {eid: (project_run(group)["status"], group.start["jobId"])
+            for eid, group in ledger.groups.items() if group.start is not None}
 
 
 def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
@@ -171,9 +177,9 @@ def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
             else:
                 add("timer_changed", slot=slot_id, fire_at_ms=after[2] if after else None)
         add("callbacks", rev=new.rev, active=sum(1 for s in new.slots.values() if s[0] is True))
-    for execution_id, status_now in new.runs.items():
-        if old.runs.get(execution_id) != status_now:
-            add("cron_run", executionId=execution_id, status=status_now)
+    for execution_id, (status_now, job_id) in new.runs.items():
+        if old.runs.get(execution_id, ("",))[0] != status_now:  # name: None for a job removed since
+            add("cron_run", executionId=execution_id, status=status_now, jobId=job_id, name=new.job_names.get(job_id))
     for name, state in new.jobs.items():
         if old.jobs.get(name, state) != state:  # a job that changed state (paused:expired …)
             add("cron_job", name=name, state=state, was=old.jobs[name])

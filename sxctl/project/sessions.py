@@ -193,15 +193,31 @@ def _newest_key(info: SessionInfo) -> tuple:
     return (prefix is not None, prefix or "", info.liveness.updated_ms or 0, mtime, info.id.encode())
 
 
+def _did_you_mean(project: Path, session_id: str) -> str | None:
+    """"did you mean …?" naming the session ids close to a mistyped one, or None."""
+    import difflib  # only a mistyped id pays for it
+
+    try:
+        names = [entry.name for entry in os.scandir(ProjectLayout(project).sessions) if entry.is_dir()]
+    except OSError:
+        return None
+    close = difflib.get_close_matches(session_id, names, n=3, cutoff=0.6)
+    return f"did you mean {' or '.join(close)}? (`sxctl session list` shows them)" if close else None
+
+
 def _explicit_session(
     project: Path, session_id: str, source: str, clock: Clock
 ) -> Session:
     check_session_id(session_id)
     folder = ProjectLayout(project).session(session_id)
     if os.path.islink(folder) or not folder.is_dir():
-        raise NotFoundError(
+        missing = NotFoundError(
             f"session {session_id} not found in {ProjectLayout(project).sessions}", code=ErrorCode.SESSION_NOT_FOUND
         )
+        hint = _did_you_mean(project, session_id)
+        if hint:
+            missing.extra["hint"] = hint
+        raise missing
     return as_session(session_info(folder, clock), project, source)
 
 

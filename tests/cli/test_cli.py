@@ -131,3 +131,85 @@ def test_readme_setup_commands_and_ci_agree():
     extracted = subprocess.run(["awk", program, str(REPO / "README.md")], capture_output=True, text=True, check=True)
     assert extracted.stdout.splitlines() == setup
     assert "git clone" in ci and "mktemp -d" in ci  # in a fresh clone, away from this checkout
+
+
+@pytest.mark.parametrize("args", [[], ["-q"], ["--no-color", "-v"], ["cron"], ["cron", "-q"], ["inbox", "--no-color"]])
+def test_a_group_without_a_command_shows_its_help_and_exits_0(project, args):
+    result = project.run(*args)
+    assert result.code == 0 and result.out.startswith("Usage: sxctl") and result.err == ""
+
+
+@pytest.mark.parametrize("args", [["--json"], ["--json", "cron"], ["cron", "--json"], ["inbox", "--json", "-q"]])
+def test_a_group_without_a_command_with_json_is_a_json_usage_error(project, args):
+    result = project.run(*args)
+    assert result.code == 2
+    error = result.json()["error"]
+    assert error["code"] == "usage" and error["message"].startswith("Missing command. (see 'sxctl")
+
+
+def test_every_length_of_time_option_takes_one_duration_type():
+    from sxctl.cli.output import Duration
+
+    parsed_by_the_api = {"--every", "--in"}  # a job's schedule: the API parses it with the same DURATION grammar
+    seen = set()
+    for path, command in ALL_COMMANDS:
+        for param in command.params:
+            where = f"sxctl {' '.join(path)} {getattr(param, 'opts', ['?'])[0]}"
+            assert param.metavar != "SECONDS", where
+            if param.metavar == "DURATION" and param.opts[0] not in parsed_by_the_api:
+                assert isinstance(param.type, Duration), where
+                seen.add(param.opts[0])
+    assert {"--idle-exit", "--turn-seconds", "--timeout-seconds", "--wake-gate-timeout", "--wait", "--verify",
+            "--lock-wait", "--duration", "--catchup-after"} <= seen
+
+
+def test_idle_exit_and_the_job_seconds_take_units(project):
+    project.session("s1", live=False)
+    assert project.run("--session", "s1", "agent", "run", "--idle-exit", "5x").code == 2
+    result = project.run("--session", "s1", "agent", "run", "--idle-exit", "50ms", "--json")
+    assert result.code == 0, result.err
+    assert project.run("cron", "init", "-q").code == 0
+    project.run("cron", "add", "u", "--every", "1h", "--payload", "agent-turn", "--text", "hi", "--timeout-seconds", "10m")
+    job = next(j for j in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["jobs"]
+               if j["name"] == "u")
+    assert job["payload"]["timeoutSeconds"] == 600
+    half = project.run("cron", "add", "v", "--every", "1h", "--payload", "agent-turn", "--text", "hi",
+                       "--timeout-seconds", "1.5s")
+    assert half.code == 2 and "a whole number of seconds" in half.err
+
+
+def test_json_help_says_json_lines_on_the_commands_that_stream(project):
+    for args in (["watch"], ["agent", "run"], ["demo"]):
+        assert "Print JSON Lines (one JSON document per event)" in " ".join(project.run(*args, "--help").out.split())
+    assert "JSON Lines (one per event) with --follow" in " ".join(project.run("inbox", "wait", "--help").out.split())
+    for args in (["inbox", "list"], ["cron", "list"], ["status"]):
+        shown = " ".join(project.run(*args, "--help").out.split())
+        assert "--json Print one JSON document on stdout." in shown and "JSON Lines" not in shown
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (["cron", "ad"], "sxctl: No such command 'ad'. Did you mean 'add'? (see 'sxctl cron --help')", None),
+    (["--session", "2026_09_21_quiet_eulr", "inbox", "list"], None,
+     "did you mean 2026_09_21_quiet_euler? (`sxctl session list` shows them)"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x"], "sxctl: Invalid cron schedule input",
+     "a job needs one schedule: --cron EXPR, --every DURATION, --at TIME or --in DURATION"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "tomorrow"],
+     "sxctl: Invalid naive wall-clock timestamp", "accepted: 2026-09-21T09:00 (a wall time, read in --tz"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "2026-12-03T25:00"],
+     "sxctl: Invalid naive wall-clock timestamp", "25:00 is not a time of day (hours 00-23, minutes 00-59)"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--at", "2026-12-03T10:00 CEST"],
+     "sxctl: Invalid naive wall-clock timestamp", "zone abbreviations such as 'CEST' are ambiguous"),
+    (["cron", "add", "j", "--payload", "agent-turn", "--text", "x", "--cron", "0 9 * * *", "--tz", "America/NewYork"],
+     "sxctl: Invalid cron timezone", "did you mean America/New_York?"),
+])
+def test_mistakes_get_a_did_you_mean_or_the_accepted_forms(project, args, message, hint):
+    project.session("2026_09_21_quiet_euler", live=False)
+    project.run("cron", "init", "-q")
+    result = project.run(*args)
+    assert result.code in (2, 3) and "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    if message is not None:
+        assert lines[0] == message
+    if hint is not None:
+        assert lines[-1].startswith(f"sxctl: hint: {hint}"), lines
+        assert result.code == project.run(*args, "--json").json()["error"]["exit"]

@@ -45,3 +45,24 @@ def test_a_legacy_slot_without_active_but_with_fires_left_is_completed_as_callba
     listed = project.run("callbacks", "list", "--json").json()
     assert 5 in [slot["id"] for slot in listed["slots"]]
     assert _complete("sxctl cb cancel ", cwd=project.root, env=project.env()) == ["0", "3", "5"]
+
+
+def test_slot_options_complete_the_active_slots(project):
+    project.session("s1", live=False)
+    for message in ("a", "b"):
+        assert project.run("--session", "s1", "-q", "cb", "set", message, "--every", "1m").code == 0
+    env = project.env()
+    assert _complete("sxctl --session s1 cb next --slot ", cwd=project.root, env=env) == ["0", "1"]
+    assert _complete("sxctl --session s1 cb set x --every 5 --replace --slot ", cwd=project.root, env=env) == ["0", "1"]
+
+
+def test_a_malformed_completion_request_completes_nothing_silently(project):
+    base = {**project.env(), "_SXCTL_COMPLETE": "bash_complete"}
+    for extra, drop in (({"COMP_WORDS": "sxctl cb", "COMP_CWORD": "x"}, ()),
+                        ({"COMP_WORDS": "sxctl cb"}, ("COMP_CWORD",)),
+                        ({}, ("COMP_WORDS", "COMP_CWORD")),
+                        ({"_SXCTL_COMPLETE": "fish_complete", "COMP_WORDS": "sxctl ", "COMP_CWORD": " "}, ()),
+                        ({"_SXCTL_COMPLETE": "zsh_complete"}, ("COMP_WORDS", "COMP_CWORD"))):
+        env = {k: v for k, v in {**base, **extra}.items() if k not in drop}
+        result = run_cli([], env=env, cwd=project.root)
+        assert (result.code, result.out, result.err) == (0, "", ""), extra

@@ -6,6 +6,7 @@ transcript with `--keep`) run side by side in one test."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,18 @@ def test_the_tour_does_not_take_a_fired_timer_for_an_idle_agent():
     assert watch.wait_idle(timeout=0.1) is False  # the timer's turn runs
     watch.events += [{"event": "turn_end"}]
     assert watch.wait_idle(timeout=0.1) is True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_demo_removes_its_project(project, tmp_path, signum):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    demo = subprocess.Popen([sys.executable, "-m", "sxctl", "demo", "--fast"], cwd=tmp_path,
+                            env=project.env(TMPDIR=str(scratch)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    first = demo.stdout.readline()
+    assert first.startswith("sxctl demo in ") and list(scratch.glob("sxctl-demo-*"))
+    demo.send_signal(signum)
+    _, err = demo.communicate(timeout=60)
+    assert demo.returncode == 130 and err.strip().splitlines()[-1] == "sxctl: interrupted", err
+    assert "Traceback" not in err and list(scratch.glob("sxctl-demo-*")) == []

@@ -126,6 +126,47 @@ def test_update_at_of_a_zoned_one_shot_reads_the_time_in_the_jobs_zone(project, 
     assert _job(store, "once")["schedule"] == {"kind": "at", "atMs": int(utc.timestamp() * 1000)}
 
 
+def test_update_anchor_alone_reads_the_time_in_the_jobs_zone_with_its_gaps_and_folds(project, store):
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    assert project.run("cron", "add", "ny", "--every", "1h", "--tz", "America/New_York",
+                       "--payload", "heartbeat-event", "--text", "x").code == 0
+    result = project.run("cron", "update", "ny", "--anchor", "2031-03-17 09:00", "--json")
+    assert result.code == 0 and result.json()["notes"] == [
+        "kept the job's zone America/New_York (give --tz to change it)"]
+    nine = datetime(2031, 3, 17, 9, 0, tzinfo=ZoneInfo("America/New_York"))
+    assert _job(store, "ny")["schedule"]["anchorMs"] == int(nine.timestamp() * 1000)
+    gap = project.run("cron", "update", "ny", "--anchor", "2031-03-09 02:30")  # the clocks go forward
+    assert gap.code == 2 and "does not exist" in gap.err
+    assert project.run("cron", "update", "ny", "--anchor", "2031-11-02 01:30").code == 2  # twice: say which
+    later = project.run("cron", "update", "ny", "--anchor", "2031-11-02 01:30", "--fold", "later")
+    second = datetime(2031, 11, 2, 1, 30, fold=1, tzinfo=ZoneInfo("America/New_York"))
+    assert later.code == 0 and _job(store, "ny")["schedule"]["anchorMs"] == int(second.timestamp() * 1000)
+
+
+@pytest.mark.parametrize("new", [["--every", "1h"], ["--at", "2031-01-07 09:00"], ["--in", "1h"]])
+def test_a_cron_job_changed_to_another_kind_keeps_its_zone_in_the_policy_file(project, store, new):
+    """The note "kept the job's zone" is true: the zone moves from comis's cron schedule to the
+    policy file, where an every/at job keeps it (its active hours are counted in it)."""
+    assert project.run("cron", "add", "c", "--cron", "0 9 * * *", "--tz", "America/Chicago",
+                       "--payload", "heartbeat-event", "--text", "x").code == 0
+    result = project.run("cron", "update", "c", *new, "--active-hours", "09:00-10:00", "--json")
+    assert result.code == 0 and result.json()["notes"] == [
+        "kept the job's zone America/Chicago (give --tz to change it)"]
+    shown = project.run("cron", "show", "c", "--json").json()
+    assert shown["tz"] == "America/Chicago", shown
+
+
+@pytest.mark.parametrize("zone", ["localtime", "Factory", "right/UTC", "posix/UTC", ""])
+@pytest.mark.parametrize("kind", [["--cron", "0 9 * * *"], ["--every", "1h"], ["--at", "2031-01-07 09:00"]])
+def test_a_zone_that_is_not_an_iana_name_is_refused_for_every_kind(project, store, zone, kind):
+    before = store.read_bytes()
+    result = project.run("cron", "add", "z", *kind, "--tz", zone, "--payload", "heartbeat-event", "--text", "x")
+    assert result.code == 2 and result.err.startswith("sxctl: Invalid cron timezone\n"), result.err
+    assert store.read_bytes() == before
+
+
 def test_a_keyed_send_that_waits_for_a_retracted_message_is_exit_4(project):
     project.session(live=False)
     stem = project.run("inbox", "send", "deploy", "--key", "k", "--no-wait", "--json").json()["stem"]
@@ -155,6 +196,8 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     for line in proc.stderr:  # -v says when the wait begins
         if b"waiting for " in line:
             break
+    with pytest.raises(subprocess.TimeoutExpired):  # it is waiting: let some of that time pass
+        proc.wait(timeout=0.3)
     proc.send_signal(getattr(signal, signum))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
@@ -163,6 +206,7 @@ def test_ctrl_c_while_waiting_says_where_the_message_is(project, verb, signum):
     [written] = (folder / "inbox").glob("*.json")
     assert doc["ok"] is False and doc["error"]["code"] == "interrupted"
     assert doc["stem"] == written.stem and doc["state"] == "pending"
+    assert 250 <= doc["waited_ms"] < 30_000  # the time it really waited, not 0
 
 
 def test_status_without_any_session_still_shows_the_scheduler(project, store):

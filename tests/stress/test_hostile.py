@@ -486,6 +486,24 @@ def test_a_reader_that_goes_away_is_the_broken_pipe_status_and_silence(project, 
     assert b"Traceback" not in err and b"Error" not in err, err
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["--help"], ["session", "list", "--json"], ["cron", "list"]])
+def test_a_full_stdout_is_exit_8_and_one_line(project, args):
+    project.session(SID, live=False)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "sxctl", *args], cwd=project.root, env=project.env(),
+                              stdout=full, stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode == 8, proc.stderr
+    assert proc.stderr == b"sxctl: cannot write standard output: No space left on device\n"
+
+
+def test_a_non_utf8_argument_is_shown_escaped_once(project):
+    proc = _sh(project, "\"$PY\" -m sxctl inbox send \"$(printf 'bad \\377')\" --no-wait")
+    assert proc.stderr == b"sxctl: argument 'bad \\xff' is not valid UTF-8 text\n"
+    proc = _sh(project, "\"$PY\" -m sxctl --json inbox send \"$(printf 'bad \\377')\" --no-wait")
+    assert json.loads(proc.stdout)["error"]["message"] == "argument 'bad \\xff' is not valid UTF-8 text"
+
+
 def test_arguments_that_are_not_utf8_are_a_usage_error(project):
     folder = project.session(SID, live=False)
     for script in ("\"$PY\" -m sxctl inbox send \"$(printf 'bad \\377')\" --no-wait",

@@ -84,9 +84,13 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
             headers.append("EVIDENCE")
             for row, r in zip(rows, found, strict=True):
                 row.append(_evidence_text(r.get("evidence")))
-        table(headers, rows)
+        table(headers, rows, fit=_CUT_FIRST)
 
     emit(result.to_json(), human)
+
+
+#: the columns of `cron runs` cut (with …) to fit a terminal, first cut first (`--json` has them whole)
+_CUT_FIRST = ("EXECUTION ID", "COUNTERS", "ERROR", "DELIVERY", "WORK", "READ", "STARTED", "JOB", "EVIDENCE")
 
 
 def _dispatch_note(run: dict) -> str:

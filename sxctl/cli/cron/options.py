@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ...api.times import format_ms, format_relative_ms, local_zone
-from ..output import DURATION, completing, settings
+from ..output import DURATION, WHOLE_SECONDS, completing, settings
 
 
 def schedule_options(command):
@@ -35,11 +35,13 @@ def job_options(command):
         click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE."),
         click.option("--wake-mode", type=click.Choice(["now", "next-heartbeat"]), help="Heartbeat only (default now)."),
         click.option("--model", metavar="NAME", help="Agent turn only."),
-        click.option("--timeout-seconds", type=int, help="Agent turn time limit (1-86400)."),
+        click.option("--timeout-seconds", type=WHOLE_SECONDS, metavar="DURATION",
+                     help="Agent turn time limit, whole seconds 1s-24h (e.g. 90, 10m)."),
         click.option("--wake-gate", type=click.Path(dir_okay=False, path_type=Path),
                      help="Agent turn: a JS/TS script that decides whether the turn is needed."),
         click.option("--wake-gate-language", type=click.Choice(["js", "ts"])),
-        click.option("--wake-gate-timeout", type=int, metavar="SECONDS", help="1-300 (default 30)."),
+        click.option("--wake-gate-timeout", type=WHOLE_SECONDS, metavar="DURATION",
+                     help="Whole seconds 1s-5m (default 30s)."),
         click.option("--to", "to", metavar="SESSION|live",
                      help="Target session for agent turns and deliveries (default live; update: kept)."),
         click.option("--to-project", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
@@ -90,7 +92,7 @@ def max_log_option(command):
 
 def lock_wait_option(command):
     return click.option("--lock-wait", "lock_wait_s", type=DURATION, default="10", show_default=True,
-                        metavar="SECONDS", help="How long to wait for the store lock (then exit 4).")(command)
+                        metavar="DURATION", help="How long to wait for the store lock (then exit 4).")(command)
 
 
 def when(ms: int | None, zone=None) -> str:

@@ -8,7 +8,7 @@ import click
 
 from ...api import list_jobs, next_fires, show_job
 from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
-from ...api.times import format_ms, format_relative_ms, load_zone
+from ...api.times import format_duration_ms, format_ms, format_relative_ms, load_zone
 from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import when
 
@@ -25,7 +25,7 @@ def list_(tz) -> None:
       sxctl cron list --json | jq -r '.jobs[] | select(.state=="scheduled") | .job.name'
     """
 
-    result = list_jobs(tz=tz, agent=settings().agent, **in_workspace())
+    result = list_jobs(tz=tz, agent=settings().agent, clock=settings().clock, **in_workspace())
     rows, zone = result.rows, result.zone
 
     def human() -> None:
@@ -36,12 +36,20 @@ def list_(tz) -> None:
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
              r["state"],
-             when(r["next_run_ms"], _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
+             _next(r, _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
 
     emit(result.to_json(), human)
+
+
+def _next(row: dict, zone) -> str:
+    """The NEXT cell: the next run the pass will make, and what waits before it (or why none)."""
+    note = row.get("next_note")
+    if row["next_run_ms"] is None:
+        return note or "-"
+    return f"{when(row['next_run_ms'], zone)}{f' after {note}' if note else ''}"
 
 
 def _shown_in(row: dict, tz: str | None, zone):
@@ -62,14 +70,16 @@ def show(name) -> None:
       sxctl cron show nightly --json
     """
 
-    result = show_job(name, **in_workspace())
+    result = show_job(name, clock=settings().clock, **in_workspace())
     row = result.row
 
     def human() -> None:
         target = f", target {target_label(row['target'])}" if row["target"] else ""
-        say(f"{name}: {row['state']}, next {when(row['next_run_ms'], _shown_in(row, None, None))}{target}")
+        say(f"{name}: {row['state']}, next {_next(row, _shown_in(row, None, None))}{target}")
         if row.get("failure"):
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
+        if row.get("policy"):
+            say(f"policy: {_policy_text(row['policy'], _shown_in(row, None, None))}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
@@ -115,7 +125,7 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
 
         table(["WHEN", "IN", "JOB", "NOTE"], [
             [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
-             ", ".join(n for n, on in ((overdue(f), f["overdue"]),
+             ", ".join(n for n, on in ((overdue(f), f["overdue"]), (f"after {f.get('note')}", f.get("note")),
                                         ("paused", f["paused"]), ("running", f.get("running")),
                                         ("dst", f["dst"])) if on)]
             for f in fires
@@ -124,3 +134,31 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
     emit(result.to_json(), human)
 
 
+
+
+def _policy_text(policy: dict, zone) -> str:
+    """sxctl's policy of a job in one line (`cron show`; `--json` has every field)."""
+    parts = []
+    if policy.get("holdMaxMs") is not None:
+        parts.append(f"hold up to {format_duration_ms(policy['holdMaxMs'])} for a live agent")
+    catch_up = policy.get("catchUp") or "once"
+    stale = f" (stale after {format_duration_ms(policy['staleAfterMs'])})" if policy.get("staleAfterMs") else ""
+    note = "" if policy.get("missedNote", True) else ", no missed note"
+    parts.append(f"catch-up {catch_up}{stale}{note}")
+    if policy.get("activeHours"):
+        days = policy.get("activeDays")
+        shown = ",".join(days) if isinstance(days, list) else days or "every day"
+        parts.append(f"active {policy['activeHours']} {shown}")
+    if policy.get("maxRunsPerDay"):
+        parts.append(f"at most {policy['maxRunsPerDay']} run(s) a day")
+    if policy.get("maxUnconsumed"):
+        parts.append(f"pause after {policy['maxUnconsumed']} unread")
+    if policy.get("maxRuns"):
+        parts.append(f"expires after {policy['maxRuns']} run(s) ({policy.get('runs') or 0} so far)")
+    if policy.get("untilMs") is not None:
+        parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
+    if policy.get("tz"):
+        parts.append(f"zone {policy['tz']}")
+    if policy.get("paused"):
+        parts.append(f"paused: {policy['paused']}")
+    return "; ".join(parts)

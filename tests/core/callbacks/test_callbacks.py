@@ -124,7 +124,8 @@ def test_errors_are_the_tool_strings_on_one_line_and_write_nothing(project, exam
     before = data_files(example_session)
     result = project.run("--session", SID, "callbacks", *args)
     assert result.code == exit_code
-    assert result.err.strip().splitlines() == [line] and result.out == ""
+    hint = ["sxctl: hint: --every takes whole seconds from 1s to 1h (e.g. 30s, 2m, 1h)"] if "delay_seconds" in line else []
+    assert result.err.strip().splitlines() == [line, *hint] and result.out == ""  # the option named in the hint
     assert data_files(example_session) == before
     doc = project.run("--session", SID, "callbacks", *args, "--json").json()
     assert doc["ok"] is False and doc["error"]["exit"] == exit_code
@@ -146,6 +147,8 @@ def test_set_replace_and_repeat_zero(project, example_session):
                             "--repeat", "0", "--json").out)
     assert doc["slot"]["id"] == 0 and doc["slot"]["repeat_count"] == 1
     assert doc["text"] == "Callback scheduled: fires every 10s, repeats 1 times."
+    human = invoke(project, "cb", "set", "again", "--every", "10", "--slot", "0", "--replace", "--repeat", "0")
+    assert "sxctl: --repeat 0 means one fire (stored as repeat_count 1, as the agent's tool does)" in human.err
     assert invoke(project, "cb", "set", "x", "--every", "5", "--replace").code == 2
 
 

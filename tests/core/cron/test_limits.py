@@ -489,3 +489,50 @@ def test_a_max_runs_added_later_counts_the_scheduled_runs_the_ledger_holds(sched
     assert sched.job("jL")["policy"]["runs"] == 2
     [paused] = _hourly_passes(sched, NINE + 3 * HOUR, 3)
     assert _texts(sched, "L") == 4 and "it has run 3 time(s) (--max-runs 3)" in paused["message"]
+
+
+def test_the_human_cron_show_says_the_policy(project):
+    assert project.run("cron", "add", "day", "--every", "1h", "--payload", "heartbeat-event", "--text", "t",
+                       "--tz", "Europe/Berlin", "--active-hours", "08:00-18:00", "--active-days", "mon-fri",
+                       "--max-runs-per-day", "5", "--max-runs", "3", "--hold-max", "2h").code == 0
+    lines = project.run("cron", "show", "day").out.splitlines()
+    assert lines[1] == ("policy: hold up to 2h0m for a live agent; catch-up once; active 08:00-18:00 mon,tue,wed,thu,fri; "
+                        "at most 5 run(s) a day; expires after 3 run(s) (0 so far); zone Europe/Berlin")
+
+
+def _on_a_terminal(project, *args: str, columns: int) -> list[str]:
+    """`sxctl ARGS` with its stdout on a pseudo-terminal `columns` wide (no colour: the plain table)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "sxctl", *args, "--no-color"], cwd=project.root,
+                          env=project.env(COLUMNS=str(columns)), stdout=follower, stderr=subprocess.PIPE, timeout=60)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and everything was read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.returncode == 0, proc.stderr
+    return b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_cron_runs_fits_the_terminal_and_json_keeps_every_value(project, columns):
+    assert project.run("cron", "add", "a-rather-long-job-name", "--every", "1h", "--payload", "agent-turn",
+                       "--text", "t").code == 0
+    assert project.run("cron", "run", "a-rather-long-job-name", "--mode", "force").code == 10  # no live session
+    for extra in ((), ("--evidence",)):
+        lines = _on_a_terminal(project, "cron", "runs", "--all-jobs", *extra, columns=columns)
+        assert len(lines) == 2 and all(len(line) <= columns for line in lines), lines
+        assert lines[0].split()[:3] == ["JOB", "STARTED", "STATUS"] and "…" in lines[1]
+        assert "COUNTERS" not in lines[0] and "EVIDENCE" not in lines[0]  # nothing in them: left out
+    [run] = project.run("cron", "runs", "--all-jobs", "--json").json()["runs"]
+    assert len(run["executionId"]) == 36 and run["errorKind"] == "precondition"
+    piped = project.run("cron", "runs", "--all-jobs", env=project.env(COLUMNS=str(columns))).out.splitlines()
+    assert run["executionId"] in piped[1] and "…" not in piped[1]  # a pipe gets every value whole

@@ -237,6 +237,10 @@ def test_until_and_max_runs_expire_a_job_without_deleting_it(sched):
 def test_active_hours_skip_occurrences_outside_them(sched):
     sched.add(NINE - 4 * 3_600_000, "office", "--cron", "0 * * * *", "--tz", "Europe/Berlin",
               "--payload", "heartbeat-event", "--text", "x", "--active-hours", "09:00-17:00", "--active-days", "mon-fri")
+    rehearsed = sched.run(NINE - 3 * 3_600_000, "cron", "simulate", "--from", "2026-12-01T06:00Z", "--until",
+                          "2026-12-01T10:00Z", "--pass-every", "1h", "--json").json()["events"]
+    assert [(e["fate"], e["reason"]) for e in rehearsed] == [("skipped", "inactive_hours")] * 2 + [
+        ("dispatched", None)] * 3  # what the passes below do, rehearsed first (and nothing written)
     for hour in range(-3, 2):  # 06:00-10:00 UTC = 07:00-11:00 Berlin
         at = NINE + hour * 3_600_000
         sched.agent_at(at)
@@ -389,6 +393,11 @@ def test_a_failed_one_shot_is_failed_in_cron_list_and_a_problem_in_status_and_do
     [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
     assert check["status"] == "warn" and check["message"] == f"job stretch: its last run failed: {REASON}"
     assert check["fix"] == "sxctl cron runs stretch"
+    again = sched.run(later, "cron", "run", "stretch", env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
+    assert again.code == 0  # a manual run by hand later: the one-shot's own run still failed
+    states = {row["job"]["name"]: row["state"] for row in sched.run(later, "cron", "list", "--json").json()["jobs"]}
+    assert states == {"stretch": "failed", "fine": "done"}
+    assert sched.run(later, "status", "--json").json()["cron"]["jobs_by_state"] == {"failed": 1, "done": 1}
 
 
 # --- receipts ----------------------------------------------------------------------------------------

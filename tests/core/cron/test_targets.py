@@ -421,6 +421,10 @@ def test_a_target_whose_scorpiox_folder_is_a_symbolic_link_is_a_precondition_fai
     assert ran.json()["run"]["reason"] == (
         f"failed precondition: refusing to use {linked / '.scorpiox'}: it is a symbolic link")
     assert all_messages(victim.root) == []
+    code, [check] = doctor_checks(project, "job targets")
+    assert code == 9 and check["status"] == "fail" and check["message"] == (
+        f"job t1 sends to {linked}, whose .scorpiox is a symbolic link: sxctl never writes through one, so "
+        "every run fails `precondition`"), check
 
 
 def test_a_fix_for_a_job_named_like_an_option_puts_the_name_after_dashes(project, tmp_path):

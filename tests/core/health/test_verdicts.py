@@ -472,3 +472,48 @@ def test_doctor_names_a_crontab_block_left_for_a_moved_project(project):
         f"your crontab runs a pass every minute in {old}, which holds no project any more (moved or deleted?); "
         "each one fails")
     assert check["fix"].startswith(f"crontab -e   # delete the lines from '# BEGIN sxctl cron tick for {old}'")
+
+
+def test_a_heartbeat_with_a_key_twice_is_not_believed(project):
+    """`"outcome": "failed", "outcome": "ok"`: which one the pass wrote is unknown, so doctor
+    trusts neither."""
+    start = now_ms()
+    beat = scheduled(project, at_ms=start)
+    doc = json.loads(beat.read_text())
+    doc["outcome"] = "failed"
+    beat.write_text(json.dumps(doc).replace('"outcome": "failed"', '"outcome": "failed", "outcome": "ok"'))
+    result = project.run("doctor", "--json", clock=FakeClock(start + 60_000))
+    [check] = checks(result, "scheduler")
+    assert result.code == 9 and check["status"] == "fail" and "duplicate key 'outcome'" in check["message"], check
+
+
+def test_a_pass_that_cannot_record_its_heartbeat_says_so(project, tmp_path):
+    start = now_ms()
+    beat = scheduled(project, at_ms=start)
+    beat.unlink()
+    beat.symlink_to(tmp_path / "elsewhere")
+    result = project.run("cron", "tick", "--json", clock=FakeClock(start + 60_000))
+    assert result.code == 0 and not (tmp_path / "elsewhere").exists()
+    assert result.json()["warnings"] == [
+        f"this pass could not record its heartbeat (refusing to write {beat}: it is a symbolic link): "
+        "`sxctl doctor` cannot show that passes run"]
+    assert "warning: this pass could not record its heartbeat" in result.err
+
+
+def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
+    """A ledger written by a clock that ran ahead stops every pass (`clock_behind`); doctor says
+    so even beside a fresh heartbeat, as `cron validate` does."""
+    ahead = now_ms() + 2 * HOUR
+    scheduled(project, at_ms=ahead)  # a clock two hours ahead ...
+    assert project.run("cron", "run", "hourly", clock=FakeClock(ahead)).code == 10  # ... recorded a (failed) run
+    now = ahead - HOUR
+    assert project.run("cron", "validate", clock=FakeClock(now)).code == 5
+    beat = project.root / ".scheduler" / "sxctl-tick.json"
+    doc = json.loads(beat.read_text())
+    doc["lastPassMs"] = now
+    beat.write_text(json.dumps(doc))
+    result = project.run("doctor", "--json", clock=FakeClock(now))
+    [check] = checks(result, "cron files")
+    assert result.code == 9 and check["status"] == "fail", check
+    assert "started after now: this clock is behind what cron-executions.jsonl records" in check["message"]
+    assert check["fix"].startswith("timedatectl status")

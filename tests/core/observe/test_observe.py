@@ -119,7 +119,7 @@ def test_watch_json_follows_the_agent(project):
     set_at = next(i for i, e in enumerate(events) if e["event"] == "timer_set" and e["slot"] == 0)
     fired_at = next(i for i, e in enumerate(events) if e["event"] == "timer_fired" and e["slot"] == 0)
     assert set_at < fired_at and events[fired_at]["retired"] is True
-    assert any(e["event"] == "cron_run" and e["status"] == "dispatched" for e in events)
+    assert any(e["event"] == "cron_run" and e["status"] == "dispatched" and e["name"] == "watched" for e in events)
     assert all(isinstance(e["ts_ms"], int) for e in events)
 
 
@@ -202,6 +202,16 @@ def test_the_change_waiter_watches_folders_created_after_it_started(tmp_path):
         assert time.monotonic() - started < 10
     finally:
         waiter.close()
+
+
+def test_a_cron_run_event_names_its_job():
+    from sxctl.observe.watching import Snapshot, diff
+
+    old = Snapshot(runs={"e1": ("started", "j1")}, job_names={"j1": "nightly"})
+    new = Snapshot(runs={"e1": ("completed", "j1"), "e2": ("started", "gone")}, job_names={"j1": "nightly"})
+    runs = [e for e in diff(old, new, 5) if e["event"] == "cron_run"]
+    assert [(e["executionId"], e["status"], e["jobId"], e["name"]) for e in runs] == [
+        ("e1", "completed", "j1", "nightly"), ("e2", "started", "gone", None)]
 
 
 def test_watch_into_a_pipe_streams_json_lines_without_json(project):

@@ -1,0 +1,83 @@
+"""`cron simulate` as a use case: rehearse the scheduler over a span of time, on a copy of the
+store, the policy file, the ledger and the sessions (sxctl.cron.rehearsal); nothing is written
+in the project."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..cron.rehearsal import MAX_PASSES, Rehearsal, rehearse
+from ..cron.store import read_store
+from ..errors import UsageError
+from ..record import record
+from ..timeparse import parse_time_in_zone_ms
+from .jobs import display_zone
+from .scope import find_workspace, target_project
+
+if TYPE_CHECKING:
+    from ..cron.workspace import Workspace
+
+
+@record
+class Simulation:
+    """`cron simulate`: each occurrence's fate in each simulated pass, and what the agent was told."""
+
+    workspace: Workspace
+    zone: Any
+    rehearsal: Rehearsal
+    warnings: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.rehearsal
+        return {"ok": True, "workspace": str(self.workspace.root), "from_ms": r.from_ms, "until_ms": r.until_ms,
+                "pass_every_ms": r.pass_every_ms, "agent_down": [{"from_ms": a, "to_ms": b} for a, b in r.agent_down],
+                "passes": r.passes, "truncated": r.truncated, "stopped_at_ms": r.stopped_at_ms,
+                "events": r.events, "warnings": self.warnings}
+
+
+def _time(flag: str, value: str, tz: str | None) -> int:
+    try:
+        return parse_time_in_zone_ms(value, tz)
+    except UsageError as error:
+        raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
+
+
+def _span(value: str, tz: str | None) -> tuple[int, int]:
+    """`FROM..TO` -> [from, to) in epoch ms."""
+    ends = value.split("..")
+    if len(ends) != 2 or not all(end.strip() for end in ends):
+        raise UsageError(f"invalid --agent-down {value!r}: FROM..TO, e.g. 2026-12-01T10:00Z..2026-12-01T14:00Z")
+    start, end = (_time("--agent-down", part.strip(), tz) for part in ends)
+    if end <= start:
+        raise UsageError(f"invalid --agent-down {value!r}: it ends before it starts")
+    return start, end
+
+
+def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
+                      tz: str | None = None, max_per_pass: int = 3, workspace=None, project=None,
+                      session: str | None = None, environ: Mapping[str, str] = os.environ,
+                      clock: Clock = SYSTEM_CLOCK) -> Simulation:
+    """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
+    in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
+    reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
+    nothing in the project; no delivery command and no wake gate runs."""
+    start, end = _time("--from", from_time, tz), _time("--until", until, tz)
+    if end < start:
+        raise UsageError(f"--until {until!r} is before --from {from_time!r}")
+    if pass_every < 1:
+        raise UsageError(f"--pass-every {pass_every:g}s is shorter than one second")
+    spans = [_span(value, tz) for value in agent_down]
+    ws = find_workspace(workspace, project=project, session=session)
+    if read_store(ws) is None:
+        raise UsageError(f"no cron store at {ws.store}: nothing to simulate")
+    every_ms = round(pass_every * 1000)
+    warnings = []
+    if (end - start) // every_ms + 1 > MAX_PASSES:
+        warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
+                        "(a shorter span or a longer --pass-every covers the rest)")
+    result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
+                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass)
+    return Simulation(ws, display_zone(tz), result, warnings)

@@ -1,0 +1,73 @@
+"""`sxctl cron simulate`: rehearse the schedule before trusting it (added to the cron group by
+`sxctl.cli.cron`)."""
+
+from __future__ import annotations
+
+import click
+
+from ...api import simulate_schedule
+from ...api.times import format_ms
+from ..output import DURATION, Command, completing, emit, in_workspace, say, settings, table
+
+FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "skipped", "held": "held",
+              "given_up": "given up", "paused": "paused", "failed": "failed", "deferred": "deferred"}
+
+
+@click.command("simulate", cls=Command)
+@click.option("--from", "from_time", metavar="TIME", required=True, help="First simulated pass.")
+@click.option("--until", metavar="TIME", required=True, help="No pass after this time.")
+@click.option("--agent-down", "agent_down", metavar="FROM..TO", multiple=True,
+              help="No agent runs from FROM to TO (repeatable); otherwise it reads every message at once.")
+@click.option("--pass-every", "pass_every", type=DURATION, default="1m", show_default=True, metavar="DURATION",
+              help="Time between simulated passes (cron runs `cron tick` once a minute).")
+@click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
+              help="Zone of TIMEs that name none, and of the times shown (default: local).")
+def simulate(from_time, until, agent_down, pass_every, tz) -> None:
+    """Rehearse the schedule: run the real scheduler pass over a copy of the store, policy and
+    ledger with a simulated clock, and print each occurrence's fate and what the agent is told.
+
+    The simulated agent reads every message at once, except while --agent-down. Nothing in the
+    project is written, no SXCTL_DELIVER_CMD and no wake gate runs, and no agent need be running.
+    At most 10080 passes run (a week of minutes; a warning says where it stopped). --json prints one JSON document.
+
+    \b
+    Examples:
+      sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-02T06:00Z
+      sxctl cron simulate --from now --until +1d --agent-down 2026-12-01T10:00Z..2026-12-01T14:00Z --json
+    """
+    result = simulate_schedule(from_time=from_time, until=until, agent_down=agent_down, pass_every=pass_every,
+                               tz=tz, clock=settings().clock, **in_workspace())
+    doc, zone = result.to_json(), result.zone
+    for warning in result.warnings:
+        say(f"sxctl: warning: {warning}", err=True)
+
+    def at(ms) -> str:
+        return "-" if ms is None else format_ms(ms, "%Y-%m-%d %H:%M", zone)
+
+    def what(event: dict) -> str:
+        parts = []
+        if event["count"] > 1:
+            parts.append(f"{event['count']} occurrences" + (f" to {at(event['last_ms'])}" if "last_ms" in event
+                                                              else ""))
+        if event.get("reason"):
+            words = {"no_live_session": "no live agent", "max_unconsumed": "unread messages"}
+            parts.append(words.get(event["reason"], event["reason"].replace("_", " "))
+                         if event["fate"] in ("skipped", "held", "paused") else event["reason"])
+        if event.get("until_ms"):
+            parts.append(f"gives up at {at(event['until_ms'])}")
+        if event.get("detail"):
+            parts.append(event["detail"])
+        if event.get("told") is not None:
+            parts.append(f"told at {at(event['read_ms'])}: {event['told']}")
+        return "; ".join(parts)
+
+    def human() -> None:
+        events = doc["events"]
+        say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])} to {at(doc['until_ms'])}; nothing was written")
+        if not events:
+            say("no occurrence came due")
+            return
+        table(["PASS", "JOB", "OCCURRENCE", "FATE", "DETAIL"],
+              [[at(e["pass_ms"]), e["job"], at(e["occurrence_ms"]), FATE_WORDS[e["fate"]], what(e)] for e in events])
+
+    emit(doc, human)

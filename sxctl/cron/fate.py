@@ -1,0 +1,170 @@
+"""The fate of one occurrence of a job: THE rule the scheduler pass acts on (cron/admission.py)
+and every preview shows (`cron list/show/next`, `next`, `watch`, `upcoming()`) — run it (on
+time or as a catch-up), skip it (why), expire or pause the job (why), or hold it for a live agent
+(and give it up past --hold-max). `cron simulate` runs the pass itself (cron/rehearsal.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..timeparse import format_ms
+from .limits import LimitUsage
+from .policy import is_active_time
+from .schedule import job_zone, job_zone_name, local_time, next_run
+
+#: occurrences a preview judges per job before it stops looking (an every-minute job outside
+#: its active hours skips ~1,000 before the next run; a month of them stays under this)
+PREVIEW_BUDGET = 50_000
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
+    `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
+    stale, inactive_hours or max_runs_per_day), `expire` (the job is paused; `reason` until or
+    max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session: waits,
+    unclaimed, until `hold["giveUpAtMs"]`) or `not_due` (its time has not come). `detail`: why,
+    in words."""
+
+    action: str
+    reason: str | None = None
+    detail: str = ""
+    hold: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"action": self.action, "reason": self.reason, "detail": self.detail or None}
+
+
+def clock_text(ms: int) -> str:
+    return format_ms(ms, "%Y-%m-%d %H:%M UTC")
+
+
+def expiry(job: dict[str, Any], entry: dict[str, Any], due_at: int, usage: LimitUsage) -> Fate | None:
+    """A recurring job's lifetime: the `expire` fate when the occurrence at `due_at` lies past
+    its --until or it has spent its --max-runs; None while it lives."""
+    if job["schedule"]["kind"] == "at":
+        return None
+    until, most = entry.get("untilMs"), entry.get("maxRuns")
+    if until is not None and due_at > until:
+        return Fate("expire", "until", f"its next run would be after --until {clock_text(until)}")
+    if most is not None and usage.runs >= most:
+        return Fate("expire", "max_runs", f"it has run {usage.runs} time(s) (--max-runs {most})")
+    return None
+
+
+def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage) -> str | None:
+    """Why a recurring job's policy does not run the occurrence at `due_at` in a pass at `now`."""
+    if entry.get("catchUp") == "skip" and now - due_at > entry["staleAfterMs"]:
+        return "stale"
+    local = local_time(due_at, zone)
+    if not is_active_time(entry, local):
+        return "inactive_hours"
+    most = entry.get("maxRunsPerDay")
+    if most is not None and usage.runs_on(local.date().isoformat()) >= most:
+        return "max_runs_per_day"
+    return None
+
+
+def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now: int, usage: LimitUsage, *,
+                    held: Callable[[], dict[str, Any] | None] | None = None) -> Fate:
+    """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
+    policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
+    holds a due job for want of a live agent (admission.hold_state; asked only when it matters)."""
+    expired = expiry(job, entry, due_at, usage)
+    if expired is not None:
+        return expired
+    if due_at > now:
+        return Fate("not_due")
+    if job["schedule"]["kind"] != "at" and entry:
+        reason = skip_reason(entry, due_at, now, job_zone(job, entry), usage)
+        if reason is not None:
+            return Fate("skip", reason, skip_text(reason, job, entry))
+    state = held() if held is not None else None
+    if state is not None and state["status"] == "waiting":
+        return Fate("hold", "no_live_session", f"waits for a live agent until {clock_text(state['giveUpAtMs'])}",
+                    hold=state)
+    limit = entry.get("maxUnconsumed")
+    if limit and usage.unread is not None and usage.unread >= limit:
+        return Fate("pause", "max_unconsumed", f"its last {limit} message(s) are all unread")
+    if state is not None:
+        return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
+                    "hold limit; this occurrence is given up", hold=state)
+    return Fate("run")
+
+
+def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
+    """A skip reason in words, with the job's own window and zone."""
+    zone = job_zone_name(job, entry)
+    if reason == "inactive_hours":
+        days = f" {','.join(entry['activeDays'])}" if entry.get("activeDays") else ""
+        return f"active hours {entry['activeHours']}{days} {zone}"
+    if reason == "max_runs_per_day":
+        return f"--max-runs-per-day {entry['maxRunsPerDay']} ({zone} days)"
+    return f"stale: more than --stale-after {entry.get('staleAfterMs', 0) // 1000}s late"
+
+
+# --- previews --------------------------------------------------------------------------------------
+
+@dataclass
+class Preview:
+    """A job's coming runs as the pass will decide them (`preview_runs`): each `{at_ms, dst,
+    fate, skipped, note}` (`skipped` occurrences before it were skipped, `note` says why), and
+    `end`, the fate that stops the series (expire or pause), if any."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    end: Fate | None = None
+
+
+def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
+                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET) -> Preview:
+    """The next `count` occurrences of a scheduled job that will run, each judged by
+    `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
+    before it spent against its limits, and the agent reading what it is sent (unread messages
+    count only for the occurrence due now)."""
+    preview = Preview()
+    life = job["lifecycle"]
+    if life["status"] != "scheduled":
+        return preview
+    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
+    at, dst = life["nextRunAtMs"], False
+    skipped: list[str] = []
+    for step in range(budget):
+        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
+        spent.unread = None
+        if fate.action in ("expire", "pause"):
+            preview.end = fate
+            return preview
+        if fate.action == "skip":
+            skipped.append(fate.detail)
+        else:
+            note = "; ".join(dict.fromkeys(skipped)) or None
+            preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
+            skipped = []
+            if fate.action == "run" and fate.reason is None:
+                _spend(spent, job, entry, at)
+            if len(preview.runs) >= count:
+                return preview
+        found = next_run(job["schedule"], at)
+        if found is None:
+            return preview
+        at, dst = found
+    return preview
+
+
+def _spend(usage: LimitUsage, job: dict[str, Any], entry: dict[str, Any], at: int) -> None:
+    """One more run of the job, as the pass counts it (limits.count_dispatch)."""
+    usage.runs += 1
+    if entry.get("maxRunsPerDay"):
+        date = local_time(at, job_zone(job, entry)).date().isoformat()
+        usage.days[date] = usage.runs_on(date) + 1
+
+
+def next_text(preview: Preview) -> str | None:
+    """What waits before the job's next run, or why it has none, in words (`cron list/show`)."""
+    if preview.runs:
+        return preview.runs[0]["note"]
+    if preview.end is not None:
+        return f"{'expires' if preview.end.action == 'expire' else 'pauses'}: {preview.end.detail}"
+    return None

@@ -1,0 +1,73 @@
+"""The store's jobs as the previews show them (`cron list/show/next`, `next`, `watch`,
+`upcoming()`): each job's limits counted as the pass counts them and its coming runs judged by
+the pass's own rule (`fate.preview_runs`). Read-only: no lock, no write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import InvalidDataError
+from .admission import hold_state
+from .fate import Preview, preview_runs
+from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from .limits import LimitUsage, job_history, limit_usage
+from .views import schedule_computable
+from .workspace import Workspace
+
+
+@dataclass
+class JobPreviews:
+    """Per job id: its limits' `usages` (what `cron list/show` count) and its coming runs
+    (`previews`, scheduled jobs with a computable schedule only)."""
+
+    usages: dict[str, LimitUsage] = field(default_factory=dict)
+    previews: dict[str, Preview] = field(default_factory=dict)
+
+
+def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock, *,
+                   max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, unread: bool = False) -> dict[str, LimitUsage]:
+    """Each job's runs as the pass counts them (`limits.limit_usage`), for the jobs where the
+    ledger matters: a claim left by a killed pass that dispatched counts before the next pass
+    settles it, and a job with --max-runs or --max-runs-per-day counts what the ledger proves
+    when the policy file says less (with `unread`, --max-unconsumed's unread messages too). An
+    invalid ledger (`cron validate` names it; the pass refuses it) leaves the policy file's counts."""
+    claimed = {claim["jobId"] for claim in store["activeClaims"]}
+    jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
+            and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay")
+                 or (unread and entry.get("maxUnconsumed")))]
+    if not jobs:
+        return {}
+    try:
+        ledger: Ledger | None = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes)
+    except InvalidDataError:
+        return {}
+    history = job_history(ledger, {job["id"] for job in jobs}) if ledger is not None else None
+    return {job["id"]: limit_usage(job, policy["jobs"][job["id"]], claims=store["activeClaims"], ledger=ledger,
+                                   project=project, clock=clock, workspace=ws.root, unread=unread, history=history)
+            for job in jobs}
+
+
+def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock,
+                 count: int, *, after: int | None = None, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
+                 to: str = "live") -> JobPreviews:
+    """The next `count` runs of every scheduled job, as the pass at its time would decide them
+    with the pass's defaults (`--to live`): skipped occurrences are not runs, an expired or
+    limit-paused job ends its series, an overdue one says whether it is held for a live agent.
+    `after` (a time in the future; default now): the runs from then on."""
+    now = clock.now_ms()
+    found = JobPreviews(counted_usages(ws, store, policy, project, clock, max_log_bytes=max_log_bytes, unread=True))
+    for job in store["jobs"]:
+        if job["source"] == "built_in" or job["lifecycle"]["status"] != "scheduled" \
+                or not schedule_computable(job["schedule"]):
+            continue
+        entry = policy["jobs"].get(job["id"], {})
+        usage = found.usages.get(job["id"]) or LimitUsage(entry.get("runs", 0), entry.get("day"))
+
+        def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
+            return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
+
+        found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
+    return found

@@ -1,0 +1,194 @@
+"""One truth about the schedule: the previews (`cron next/list`, `next`), `cron simulate` and the
+real pass agree on every occurrence's fate, and `cron simulate` writes nothing in the project."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from sxctl.clock import FakeClock
+
+SID = "2026_12_01_steady_hopper"
+NINE = int(datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp() * 1000)  # 04:00 in New York
+HOUR, MIN = 3_600_000, 60_000
+DAY_END = NINE + 24 * HOUR
+
+
+def iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
+@pytest.fixture
+def policies(project):
+    """A project whose agent is live at NINE, with one job for every policy."""
+    folder = project.root / ".scorpiox" / "sessions" / SID
+    folder.mkdir(parents=True)
+    (folder / "stats.json").write_text(json.dumps({"updated_ms": NINE, "model": "m"}))
+    for args in (
+        ("office", "--every", "30m", "--anchor", "2026-12-01 04:00", "--tz", "America/New_York",
+         "--active-hours", "08:00-18:00"),
+        ("daily", "--every", "1h", "--max-runs-per-day", "3", "--tz", "America/New_York"),
+        ("thrice", "--every", "2h", "--max-runs", "3"),
+        ("until", "--every", "1h", "--until", "2026-12-01T12:30Z"),
+    ):
+        result = project.run("cron", "add", *args, "--payload", "heartbeat-event", "--text", f"from {args[0]}",
+                             clock=FakeClock(NINE - MIN))
+        assert result.code == 0, result.err
+    return project
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    files = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = Path(folder) / name
+            files[str(path.relative_to(root))] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return files
+
+
+def simulate(project, *args: str) -> dict:
+    result = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(DAY_END - 1), "--tz", "UTC",
+                         "--pass-every", "30m", *args, "--json", clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def by_job(pairs) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for name, at in pairs:
+        found.setdefault(name, []).append(at)
+    return {name: sorted(times) for name, times in found.items()}
+
+
+def test_previews_simulate_and_the_real_pass_agree_on_every_policy(policies):
+    project = policies
+    fires = project.run("cron", "next", "-n", "200", "--json", clock=FakeClock(NINE)).json()["fires"]
+    previewed = by_job((f["name"], f["at_ms"]) for f in fires if f["at_ms"] < DAY_END)
+    rehearsed = simulate(project)
+    simulated = by_job((e["job"], e["occurrence_ms"]) for e in rehearsed["events"] if e["fate"] == "dispatched")
+    for step in range(48):  # the real pass, every 30 minutes for a day, the agent live and reading
+        at = NINE + step * 30 * MIN
+        (project.root / ".scorpiox" / "sessions" / SID / "stats.json").write_text(
+            json.dumps({"updated_ms": at, "model": "m"}))
+        assert project.run("cron", "tick", clock=FakeClock(at)).code == 0
+    ledger = project.root / ".scheduler" / "cron-executions.jsonl"
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    names = {job["job"]["id"]: job["job"]["name"]
+             for job in project.run("cron", "list", "--json", clock=FakeClock(NINE)).json()["jobs"]}
+    ran = by_job((names[r["jobId"]], r["scheduledForMs"]) for r in rows if r["recordType"] == "started")
+    assert previewed == simulated == ran
+    assert len(ran["office"]) == 20  # 08:00-17:30 in New York, not UTC
+    assert len(ran["daily"]) == 6  # three a New York day: the 1st ends at 05:00 UTC on the 2nd
+    assert len(ran["thrice"]) == 3 and len(ran["until"]) == 3  # 09:59, 10:59, 11:59: none after 12:30
+    skipped = {(e["job"], e["reason"]) for e in rehearsed["events"] if e["fate"] == "skipped"}
+    assert skipped == {("office", "inactive_hours"), ("daily", "max_runs_per_day")}
+    paused = sorted((e["job"], e["reason"]) for e in rehearsed["events"] if e["fate"] == "paused")
+    assert paused == [("thrice", "expired"), ("until", "expired")]
+    told = [e["told"] for e in rehearsed["events"] if e["job"] == "office" and e["fate"] == "dispatched"]
+    assert told and all(text == "from office" for text in told)
+
+
+def test_cron_list_and_next_show_what_waits_not_a_run_the_pass_skips(policies):
+    project = policies
+    listing = project.run("cron", "list", "--tz", "UTC", clock=FakeClock(NINE + MIN))
+    office = next(line for line in listing.out.splitlines() if line.startswith("office"))
+    assert "13:00:00 UTC" in office and "after active hours 08:00-18:00 America/New_York" in office
+    row = next(r for r in project.run("cron", "list", "--json", clock=FakeClock(NINE + MIN)).json()["jobs"]
+               if r["job"]["name"] == "office")
+    assert row["next_run_ms"] == NINE + 4 * HOUR and row["next_note"] == "active hours 08:00-18:00 America/New_York"
+    shown = project.run("cron", "show", "office", clock=FakeClock(NINE + MIN))
+    assert "after active hours 08:00-18:00 America/New_York" in shown.out.splitlines()[0]
+    upcoming = project.run("next", "-n", "50", "--json", clock=FakeClock(NINE + MIN)).json()["rows"]
+    office_rows = [r for r in upcoming if r["source"] == "cron" and r["name"] == "office"]
+    assert office_rows[0]["at_ms"] == NINE + 4 * HOUR and office_rows[0]["skipped_before"] == 8
+
+
+def test_an_expired_job_shows_why_instead_of_a_next_run(policies):
+    project = policies
+    for step in range(8):
+        at = NINE + step * HOUR
+        (project.root / ".scorpiox" / "sessions" / SID / "stats.json").write_text(
+            json.dumps({"updated_ms": at, "model": "m"}))
+        assert project.run("cron", "tick", clock=FakeClock(at)).code == 0
+    rows = {r["job"]["name"]: r for r in project.run("cron", "list", "--json",
+                                                     clock=FakeClock(NINE + 8 * HOUR)).json()["jobs"]}
+    assert rows["until"]["state"] == "paused:expired" and "--until" in rows["until"]["next_note"]
+    assert rows["thrice"]["state"] == "paused:expired" and "--max-runs 3" in rows["thrice"]["next_note"]
+    assert rows["thrice"]["next_run_ms"] is None and rows["until"]["next_run_ms"] is None
+    listing = project.run("cron", "list", clock=FakeClock(NINE + 8 * HOUR)).out
+    assert "paused by sxctl: it has run 3 time(s) (--max-runs 3)" in listing
+
+
+def test_a_held_run_waits_for_the_agent_and_is_given_up_past_its_hold_limit(project):
+    folder = project.root / ".scorpiox" / "sessions" / SID
+    folder.mkdir(parents=True)
+    for name, hold in (("patient", "1d"), ("hasty", "30m")):
+        assert project.run("cron", "add", name, "--every", "1h", "--hold-max", hold, "--payload", "heartbeat-event",
+                           "--text", name, clock=FakeClock(NINE - MIN)).code == 0
+    doc = simulate(project, "--agent-down", f"{iso(NINE + 30 * MIN)}..{iso(NINE + 4 * HOUR)}")
+    fates = {(e["job"], e["fate"]) for e in doc["events"] if e["pass_ms"] < NINE + 4 * HOUR}
+    assert fates == {("patient", "held"), ("hasty", "held"), ("hasty", "given_up")}
+    back = next(e for e in doc["events"] if e["job"] == "patient" and e["fate"] == "catch_up")
+    assert back["pass_ms"] == NINE + 4 * HOUR and back["read_ms"] == NINE + 4 * HOUR
+    assert not folder.joinpath("stats.json").exists()  # the simulated agent lived in the copy only
+
+
+def test_cron_simulate_writes_nothing_in_the_project(policies):
+    project = policies
+    before = snapshot(project.root)
+    simulate(project, "--agent-down", f"{iso(NINE + HOUR)}..{iso(NINE + 5 * HOUR)}")
+    human = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 6 * HOUR),
+                        clock=FakeClock(NINE))
+    assert human.code == 0 and "dispatched" in human.out and "nothing was written" in human.out
+    assert snapshot(project.root) == before
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--from", "2026-12-02T00:00Z", "--until", "2026-12-01T00:00Z"), "is before --from"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--agent-down", "10:00"), "FROM..TO"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--agent-down",
+      "2026-12-01T12:00Z..2026-12-01T11:00Z"), "ends before it starts"),
+    (("--from", "someday", "--until", "2026-12-02T00:00Z"), "invalid --from 'someday'"),
+])
+def test_cron_simulate_refuses_bad_spans_in_one_line(policies, args, message):
+    result = policies.run("cron", "simulate", *args, clock=FakeClock(NINE))
+    assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) == 1
+
+
+def test_a_huge_span_runs_a_capped_number_of_passes_and_says_so(policies, monkeypatch):
+    import sxctl.api.rehearsal
+    import sxctl.cron.rehearsal
+    for module in (sxctl.cron.rehearsal, sxctl.api.rehearsal):
+        monkeypatch.setattr(module, "MAX_PASSES", 5)  # the rule, not the real cap's minutes of passes
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 400 * 24 * HOUR),
+                          "--pass-every", "10m", "--json", clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["truncated"] and doc["passes"] == 5 and "only the first 5 run" in doc["warnings"][0]
+    assert doc["stopped_at_ms"] == NINE + 5 * 10 * MIN
+
+
+def test_a_rehearsal_never_writes_to_another_projects_inbox_or_runs_the_delivery_command(project, tmp_path):
+    other = tmp_path / "other"
+    (other / ".scorpiox" / "sessions" / SID).mkdir(parents=True)
+    (other / ".scorpiox" / "sessions" / SID / "stats.json").write_text(  # live when the first run is due
+        json.dumps({"updated_ms": NINE + HOUR, "model": "m"}))
+    marker = tmp_path / "delivered"
+    for args in (("away", "--to-project", str(other), "--payload", "agent-turn", "--text", "hello"),
+                 ("post", "--payload", "delivery", "--text", "hi")):
+        added = project.run("cron", "add", args[0], "--every", "1h", *args[1:], clock=FakeClock(NINE - MIN))
+        assert added.code == 0, added.err
+    before = snapshot(other)
+    env = project.env(SXCTL_DELIVER_CMD=f"touch {marker}")
+    result = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 3 * HOUR), "--json",
+                         env=env, clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    fates = {(e["job"], e["fate"]) for e in result.json()["events"]}
+    assert ("away", "failed") in fates and ("away", "dispatched") not in fates and ("post", "dispatched") in fates
+    failed = next(e for e in result.json()["events"] if e["fate"] == "failed")
+    assert "outside the project: not rehearsed" in failed["reason"]
+    assert snapshot(other) == before and not marker.exists()
