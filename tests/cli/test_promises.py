@@ -108,52 +108,49 @@ def test_update_cron_keeps_the_jobs_zone_and_says_so(project, store):
     assert "kept the job's zone America/New_York" in result.err
 
 
+def _wall_ms(zone: str, *fields: int, fold: int = 0) -> int:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    return int(datetime(*fields, fold=fold, tzinfo=ZoneInfo(zone)).timestamp() * 1000)
+
+
+def _updated_keeping_zone(project, name: str, schedule: list[str], change: list[str], zone: str) -> None:
+    """`cron add NAME SCHEDULE --tz ZONE`, then `cron update NAME CHANGE` without --tz: the note
+    says the zone was kept."""
+    assert project.run("cron", "add", name, *schedule, "--tz", zone, "--payload", "heartbeat-event",
+                       "--text", "x").code == 0
+    result = project.run("cron", "update", name, *change, "--json")
+    assert result.code == 0 and result.json()["notes"] == [f"kept the job's zone {zone} (give --tz to change it)"]
+
+
 def test_update_at_of_a_zoned_one_shot_reads_the_time_in_the_jobs_zone(project, store):
     """An `at` job keeps its `--tz` in the policy file: a new `--at` without `--tz` is a time of
     that zone (said in a note), not UTC; `--tz UTC` still moves it."""
-    from datetime import datetime
-    from zoneinfo import ZoneInfo
-
-    assert project.run("cron", "add", "once", "--at", "2031-01-06 09:00", "--tz", "America/New_York",
-                       "--payload", "agent-turn", "--text", "hi").code == 0
-    result = project.run("cron", "update", "once", "--at", "2031-01-07 09:00", "--json")
-    assert result.code == 0 and result.json()["notes"] == [
-        "kept the job's zone America/New_York (give --tz to change it)"]
-    new_york = datetime(2031, 1, 7, 9, 0, tzinfo=ZoneInfo("America/New_York"))
-    assert _job(store, "once")["schedule"] == {"kind": "at", "atMs": int(new_york.timestamp() * 1000)}
+    _updated_keeping_zone(project, "once", ["--at", "2031-01-06 09:00"], ["--at", "2031-01-07 09:00"],
+                          "America/New_York")
+    assert _job(store, "once")["schedule"] == {"kind": "at", "atMs": _wall_ms("America/New_York", 2031, 1, 7, 9)}
     assert project.run("cron", "update", "once", "--at", "2031-01-07 09:00", "--tz", "UTC").code == 0
-    utc = datetime(2031, 1, 7, 9, 0, tzinfo=ZoneInfo("UTC"))
-    assert _job(store, "once")["schedule"] == {"kind": "at", "atMs": int(utc.timestamp() * 1000)}
+    assert _job(store, "once")["schedule"] == {"kind": "at", "atMs": _wall_ms("UTC", 2031, 1, 7, 9)}
 
 
 def test_update_anchor_alone_reads_the_time_in_the_jobs_zone_with_its_gaps_and_folds(project, store):
-    from datetime import datetime
-    from zoneinfo import ZoneInfo
-
-    assert project.run("cron", "add", "ny", "--every", "1h", "--tz", "America/New_York",
-                       "--payload", "heartbeat-event", "--text", "x").code == 0
-    result = project.run("cron", "update", "ny", "--anchor", "2031-03-17 09:00", "--json")
-    assert result.code == 0 and result.json()["notes"] == [
-        "kept the job's zone America/New_York (give --tz to change it)"]
-    nine = datetime(2031, 3, 17, 9, 0, tzinfo=ZoneInfo("America/New_York"))
-    assert _job(store, "ny")["schedule"]["anchorMs"] == int(nine.timestamp() * 1000)
+    _updated_keeping_zone(project, "ny", ["--every", "1h"], ["--anchor", "2031-03-17 09:00"], "America/New_York")
+    assert _job(store, "ny")["schedule"]["anchorMs"] == _wall_ms("America/New_York", 2031, 3, 17, 9)
     gap = project.run("cron", "update", "ny", "--anchor", "2031-03-09 02:30")  # the clocks go forward
     assert gap.code == 2 and "does not exist" in gap.err
     assert project.run("cron", "update", "ny", "--anchor", "2031-11-02 01:30").code == 2  # twice: say which
     later = project.run("cron", "update", "ny", "--anchor", "2031-11-02 01:30", "--fold", "later")
-    second = datetime(2031, 11, 2, 1, 30, fold=1, tzinfo=ZoneInfo("America/New_York"))
-    assert later.code == 0 and _job(store, "ny")["schedule"]["anchorMs"] == int(second.timestamp() * 1000)
+    second = _wall_ms("America/New_York", 2031, 11, 2, 1, 30, fold=1)
+    assert later.code == 0 and _job(store, "ny")["schedule"]["anchorMs"] == second
 
 
 @pytest.mark.parametrize("new", [["--every", "1h"], ["--at", "2031-01-07 09:00"], ["--in", "1h"]])
 def test_a_cron_job_changed_to_another_kind_keeps_its_zone_in_the_policy_file(project, store, new):
     """The note "kept the job's zone" is true: the zone moves from comis's cron schedule to the
     policy file, where an every/at job keeps it (its active hours are counted in it)."""
-    assert project.run("cron", "add", "c", "--cron", "0 9 * * *", "--tz", "America/Chicago",
-                       "--payload", "heartbeat-event", "--text", "x").code == 0
-    result = project.run("cron", "update", "c", *new, "--active-hours", "09:00-10:00", "--json")
-    assert result.code == 0 and result.json()["notes"] == [
-        "kept the job's zone America/Chicago (give --tz to change it)"]
+    _updated_keeping_zone(project, "c", ["--cron", "0 9 * * *"], [*new, "--active-hours", "09:00-10:00"],
+                          "America/Chicago")
     shown = project.run("cron", "show", "c", "--json").json()
     assert shown["tz"] == "America/Chicago", shown
 
