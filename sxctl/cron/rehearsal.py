@@ -80,7 +80,9 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
                 _write_stats(session_dir, at)
             report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
             result.passes += 1
-            result.events += _events(report, at, held, told)
+            result.events += [_real_paths(event, {str(sim_project): str(project), str(sim_ws.root): str(ws.root),
+                                                  temp: str(ws.root)})
+                              for event in _events(report, at, held, told)]
             if up:
                 _read_all(session_dir, at, told)
             at += pass_every_ms
@@ -110,6 +112,17 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
     session_dir = infos[0].dir if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent"
     session_dir.mkdir(exist_ok=True)
     return sim_ws, sim_project, session_dir
+
+
+def _real_paths(event: dict[str, Any], copies: dict[str, str]) -> dict[str, Any]:
+    """The event, its copies' paths rewritten in place as the project's own (a reason names the
+    folder the user knows, never the throw-away copy; in place: the agent's read is added later)."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            for copy, original in sorted(copies.items(), key=lambda pair: -len(pair[0])):
+                value = value.replace(copy, original)
+            event[key] = value
+    return event
 
 
 def _write_stats(session_dir: Path, at: int) -> None:

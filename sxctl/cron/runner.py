@@ -190,7 +190,10 @@ class SchedulerPass:
                 self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
                 continue
             due.append(job)
-        return due
+        # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
+        # its past due time, so it goes before the jobs that beat it last pass (never starved);
+        # runner.md §6 says store order (docs/protocol-amendments.md)
+        return sorted(due, key=lambda job: job["lifecycle"]["nextRunAtMs"])
 
     # --- writes ------------------------------------------------------------------------------------
 

@@ -32,8 +32,9 @@ def simulate(from_time, until, agent_down, pass_every, tz) -> None:
 
     \b
     Examples:
-      sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-02T06:00Z
-      sxctl cron simulate --from now --until +1d --agent-down 2026-12-01T10:00Z..2026-12-01T14:00Z --json
+      sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-02T06:00Z --json
+      sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-01T18:00Z \\
+        --agent-down 2026-12-01T10:00Z..2026-12-01T14:00Z --pass-every 5m
     """
     result = simulate_schedule(from_time=from_time, until=until, agent_down=agent_down, pass_every=pass_every,
                                tz=tz, clock=settings().clock, **in_workspace())

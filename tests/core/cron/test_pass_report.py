@@ -129,13 +129,31 @@ def test_max_per_pass_defers_and_its_old_name_still_works_with_a_warning(sched):
     old = sched.run(NINE + HOUR, "cron", "tick", "--max-runs", "1")
     assert old.code == 0
     assert "--max-runs on cron tick/run is deprecated: use --max-per-pass" in old.err
-    assert old.out.splitlines()[1:] == ["deferred b: due 10:00 UTC (more than --max-per-pass due)",
-                                        # deferred at 09:00 too: both its occurrences wait
-                                        "deferred c: 2 occurrences, 09:00–10:00 UTC (more than --max-per-pass due)"]
+    # c, deferred at 09:00, has waited longest: it runs first now (its 09:00 occurrence folded in)
+    assert old.out.splitlines()[0].startswith("ran c (catchup for 2 occurrences, 09:00–10:00 UTC): dispatched")
+    assert old.out.splitlines()[1:] == ["deferred a: due 10:00 UTC (more than --max-per-pass due)",
+                                        "deferred b: due 10:00 UTC (more than --max-per-pass due)"]
     both = sched.run(NINE + HOUR, "cron", "tick", "--max-runs", "1", "--max-per-pass", "2")
     assert both.code == 2 and "give only --max-per-pass" in both.err
     helps = sched.run(NINE, "cron", "tick", "--help").out
     assert "--max-per-pass" in helps and "--max-runs" not in helps
+
+
+def test_more_jobs_due_than_a_pass_takes_are_taken_longest_waiting_first(sched):
+    """Six jobs due every 5 minutes, a pass every 5 minutes taking 3: no job is starved, each
+    runs at least every other pass (store order would run the first three every time)."""
+    names = [f"j{n}" for n in range(6)]
+    for name in names:
+        sched.add(NINE - 5 * MIN, name, "--every", "5m", "--payload", "heartbeat-event", "--text", name)
+    ran: dict[str, int] = dict.fromkeys(names, 0)
+    for n in range(6):
+        at = NINE + n * 5 * MIN
+        sched.agent_at(at)
+        doc = sched.tick(at)
+        for row in doc["outcomes"]:
+            if row["fate"] == "ran":
+                ran[row["name"]] += 1
+    assert ran == dict.fromkeys(names, 3), ran
 
 
 def test_hold_max_0_is_documented_as_no_wait(sched):

@@ -192,3 +192,21 @@ def test_a_rehearsal_never_writes_to_another_projects_inbox_or_runs_the_delivery
     failed = next(e for e in result.json()["events"] if e["fate"] == "failed")
     assert "outside the project: not rehearsed" in failed["reason"]
     assert snapshot(other) == before and not marker.exists()
+
+
+def test_the_examples_of_its_help_run_and_name_no_throw_away_path(project):
+    """Every example in `cron simulate --help` runs as written (the man page and docs/cli.md are
+    made from it), and no reason it prints names the copy the rehearsal ran in."""
+    import shlex
+
+    before = FakeClock(int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp() * 1000))  # the examples' day
+    assert project.run("cron", "add", "away", "--every", "1h", "--payload", "agent-turn", "--text", "x",
+                       "--to", "2026_01_01_gone", clock=before).code == 0
+    helps = project.run("cron", "simulate", "--help").out.replace("\\\n", " ")
+    examples = [line.split() for line in helps.splitlines() if line.strip().startswith("sxctl cron simulate")]
+    assert len(examples) >= 2
+    for words in examples:
+        result = project.run(*shlex.split(" ".join(words))[1:], clock=before)
+        assert result.code == 0, (words, result.err)
+        assert "sxctl-simulate-" not in result.out + result.err
+        assert str(project.root) in result.out  # the failing target is named in the project's own folder
