@@ -9,10 +9,12 @@ import os
 
 #: the spec's points, plus `after-sidecar` (an inbox image published, its message not yet) and
 #: `after-move` (`inbox forward`: a message renamed into the target, the source not yet tidied;
-#: `callbacks move`: the timers added to the target's table, not yet cancelled at the source).
+#: `callbacks move`: the timers added to the target's table, not yet cancelled at the source) and
+#: `sidecar-linked` (`inbox forward`: an image linked under its temp name, not yet renamed).
 POINTS = (
     "before-rename",
     "after-sidecar",
+    "sidecar-linked",
     "after-move",
     "after-claim",
     "after-start",

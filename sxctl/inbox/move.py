@@ -29,6 +29,7 @@ its `.sxctl-forward.lock`, so a recovery never undoes a move that is still runni
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import re
 import stat
@@ -257,6 +258,7 @@ def _publish_sidecar(sidecar: Path, target: Path, own: set[str], check_free) -> 
     temp = Path(f"{target}.tmp")
     os.link(sidecar, temp, follow_symlinks=False)
     own.add(str(temp))
+    faults.hit("sidecar-linked")  # killed here: the next forward's recovery removes the temp
     try:
         check_free()
         refuse_symlink(target)
@@ -356,6 +358,9 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
             created = [path for path, body in key_index(new_inbox).get(to_stem, [])
                        if body.get("moved_from") == {"session": source.id, "stem": stem} and "pruned" not in body]
             ours = reservation is not None and reservation.ours()
+            if ours:  # an image the move had linked but not yet renamed into place (`<stem>.png.tmp`)
+                created += [path for path in new_inbox.path.glob(f"{glob.escape(to_stem)}.*.tmp")
+                            if path.name != f"{to_stem}.json.tmp" and path.is_file() and not path.is_symlink()]
             _undo(intent_path, reservation if ours else None,
                   new_inbox.sidecar_of(new_inbox.path, to_stem) if ours else None, created)
             if reservation is not None:

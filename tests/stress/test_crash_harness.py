@@ -172,7 +172,7 @@ def test_sigkill_at_random_moments(project, command, figures):
 
 OLD_SID = "2026_09_20_cool_newton"
 MOVE_COMMANDS = {
-    "inbox forward": (["inbox", "forward"], ("after-sidecar", "before-rename", "after-move")),
+    "inbox forward": (["inbox", "forward"], ("after-sidecar", "sidecar-linked", "before-rename", "after-move")),
     "callbacks move": (["cb", "move", "--no-verify"], ("before-rename", "after-move")),
 }
 
