@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import FakeClock
-from ..errors import ErrorCode, SxctlError, UsageError
+from ..errors import ErrorCode, InvalidDataError, SxctlError, UsageError
 from ..project import ProjectLayout, list_sessions
 from ..report import Reporter
 from ..timeparse import format_ms
@@ -27,6 +27,7 @@ from .workspace import Workspace
 
 MAX_PASSES = 10_080  # a week of passes a minute apart: the most one rehearsal runs (it says where it stopped)
 SIM_MODEL = "sxctl-simulate"
+SESSION_FILE_CAP = 16 * 1024 * 1024  # a message with its image is far smaller; transcripts are not copied
 
 
 @dataclass
@@ -50,6 +51,10 @@ class SimulatedDispatcher(Dispatcher):
 
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         if job["payload"]["kind"] == "delivery":
+            if not self.environ.get("SXCTL_DELIVER_CMD"):  # the real pass fails it: so does the rehearsal
+                failure = DispatchFailure("executor_not_bound", "precondition", "SXCTL_DELIVER_CMD is not set")
+                self.reasons[occurrence.execution_id] = str(failure)
+                return failure.outcome
             return {"kind": "delivery_only", "delivery": {"status": "accepted", "deliveredChunks": 1,
                                                           "settledAtMs": self.clock.now_ms()}}
         where = run_target_project(job, self.project, workspace=self.workspace)
@@ -78,7 +83,13 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             up = not any(start <= at < end for start, end in agent_down)
             if up:
                 _write_stats(session_dir, at)
-            report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
+            try:
+                report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
+            except SxctlError as error:  # named as the user's own file, not the throw-away copy
+                copies = {str(sim_project): str(project), str(sim_ws.root): str(ws.root), temp: str(ws.root)}
+                error.message = _real_paths({"m": error.message}, copies)["m"]
+                error.file = _real_paths({"f": error.file}, copies)["f"]
+                raise
             result.passes += 1
             result.events += [_real_paths(event, {str(sim_project): str(project), str(sim_ws.root): str(ws.root),
                                                   temp: str(ws.root)})
@@ -97,12 +108,16 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
     sim_project = temp / "project"
     sim_ws.scheduler.mkdir(parents=True)
     for path in (ws.store, ws.policy, ws.ledger):
-        if path.is_file() and not path.is_symlink():
+        if os.path.islink(path):  # refused as the pass refuses them, never silently left out
+            raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
+        if os.path.lexists(path) and not path.is_file():
+            raise InvalidDataError(str(path), "not a regular file")
+        if path.is_file():
             shutil.copy2(path, sim_ws.scheduler / path.name)
     sessions = ProjectLayout(project).sessions
     target = ProjectLayout(sim_project).sessions
     if sessions.is_dir() and not sessions.is_symlink():
-        shutil.copytree(sessions, target, symlinks=True)
+        _copy_sessions(sessions, target)
     target.mkdir(parents=True, exist_ok=True)
     for folder in target.iterdir():  # only the simulated agent is ever live
         stats = folder / "stats.json"
@@ -112,6 +127,20 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
     session_dir = infos[0].dir if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent"
     session_dir.mkdir(exist_ok=True)
     return sim_ws, sim_project, session_dir
+
+
+def _copy_sessions(source: Path, target: Path) -> None:
+    """The session folders as the pass reads them: folders and regular files up to
+    `SESSION_FILE_CAP` (messages, keys, stats, timers); never a symbolic link, a FIFO, a socket, a
+    device or a transcript-sized file, so the simulated agent writes nothing outside the copy."""
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in os.scandir(source):
+        if entry.is_symlink():
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            _copy_sessions(Path(entry.path), target / entry.name)
+        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= SESSION_FILE_CAP:
+            shutil.copy2(entry.path, target / entry.name, follow_symlinks=False)
 
 
 def _real_paths(event: dict[str, Any], copies: dict[str, str]) -> dict[str, Any]:

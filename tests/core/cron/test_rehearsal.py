@@ -210,3 +210,35 @@ def test_the_examples_of_its_help_run_and_name_no_throw_away_path(project):
         assert result.code == 0, (words, result.err)
         assert "sxctl-simulate-" not in result.out + result.err
         assert str(project.root) in result.out  # the failing target is named in the project's own folder
+
+
+def test_a_rehearsal_never_writes_through_links_and_refuses_what_the_pass_refuses(project, tmp_path):
+    """Links, FIFOs in a session folder are not copied (the simulated agent writes nothing where
+    they point); a linked policy file is exit 5 as for `cron tick`; a delivery with no
+    SXCTL_DELIVER_CMD fails as in the pass."""
+    before = FakeClock(int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp() * 1000))
+    outside = tmp_path / "outside"
+    (outside / "inbox").mkdir(parents=True)
+    (outside / "inbox" / "v1.json").write_text('{"text": "x"}')
+    (outside / "stats").write_text("ORIGINAL")
+    session = project.root / ".scorpiox" / "sessions" / "2026_12_01_linked"
+    session.mkdir(parents=True)
+    (session / "stats.json").symlink_to(outside / "stats")
+    (session / "inbox").symlink_to(outside / "inbox")
+    os.mkfifo(session / "x.fifo")
+    for name, payload in (("hb", "heartbeat-event"), ("del", "delivery")):
+        assert project.run("cron", "add", name, "--every", "1h", "--payload", payload, "--text", name,
+                           clock=before).code == 0
+    span = ["cron", "simulate", "--from", "2026-12-01T05:00Z", "--until", "2026-12-01T07:00Z", "--json"]
+    doc = project.run(*span, clock=before)
+    assert doc.code == 0, doc.err
+    fates = {(event["job"], event["fate"]) for event in doc.json()["events"]}
+    assert ("hb", "dispatched") in fates and ("del", "failed") in fates and ("del", "dispatched") not in fates
+    assert (outside / "stats").read_text() == "ORIGINAL" and sorted(os.listdir(outside / "inbox")) == ["v1.json"]
+    policy = project.root / ".scheduler" / "sxctl-policy.json"
+    policy.write_text('{"formatVersion": 1, "jobs": {}}')
+    moved = tmp_path / "policy.json"
+    policy.rename(moved)
+    policy.symlink_to(moved)
+    refused = project.run(*span[:-1], clock=before)
+    assert refused.code == 5 and refused.err == f"sxctl: invalid data in {policy}: refusing to use it: it is a symbolic link\n"
