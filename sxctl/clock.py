@@ -47,3 +47,8 @@ class FakeClock(Clock):
 
 
 SYSTEM_CLOCK = Clock()
+
+
+#: a time recorded further ahead of this machine's clock than this (a heartbeat, a lock's stamp)
+#: was written by a clock that disagrees: doctor fails it, metrics do not believe it
+CLOCK_SKEW_MS = 60_000

@@ -7,6 +7,7 @@ import os
 import shlex
 from typing import Any
 
+from ..clock import CLOCK_SKEW_MS
 from ..cron.heartbeat import FILE_NAME, read_heartbeat, written_elsewhere
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
@@ -17,7 +18,7 @@ from ..cron.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
-from .findings import CLOCK_SKEW_MS, Findings
+from .findings import Findings
 
 #: a workspace with jobs and no pass for this long has no working scheduler
 NO_PASS_FAIL_MS = 3 * 60_000

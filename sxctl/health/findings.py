@@ -9,9 +9,6 @@ from typing import Any
 
 from ..errors import SxctlError
 
-#: a heartbeat further ahead of this machine's clock than this was written by a clock that disagrees
-CLOCK_SKEW_MS = 60_000
-
 
 class Findings:
     """The checks `doctor` ran and how each went, collected so that one failing probe never

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 from ..callbacks.table import view_table
-from ..clock import Clock
+from ..clock import CLOCK_SKEW_MS, Clock
 from ..errors import SxctlError
 from ..fsio import read_data_file
 from ..inbox.folder import inbox_dirs
@@ -19,7 +19,7 @@ from ..locks import pid_alive
 from ..observe import stranded_sessions, summary
 from ..project import freshest_live, list_sessions, several_live_warning
 from ..report import Reporter
-from .findings import CLOCK_SKEW_MS, Findings, access_fix
+from .findings import Findings, access_fix
 
 STALE_TEMP_MS = 3_600_000
 LOCK_STALE_MS = 30_000

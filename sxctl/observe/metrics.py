@@ -11,13 +11,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..clock import Clock
+from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.heartbeat import OUTCOMES, read_heartbeat, written_elsewhere
 from ..cron.ledger import project_run, scan_ledger
 from ..cron.policy import PAUSE_REASONS
 from ..cron.receipts import run_consumption
 from ..cron.store import read_store
-from ..errors import InvalidDataError, SystemRefusedError
+from ..errors import InvalidDataError, SystemRefusedError, UsageError
 from ..record import Factory, record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -160,9 +160,11 @@ def _runs(ws, project: Path, clock: Clock, max_log_bytes: int) -> list[tuple[str
 
 def _heartbeat_families(gauge, cron: dict[str, Any], ws, now_ms: int) -> None:
     beat = read_heartbeat(ws)
-    trusted = beat is not None and "invalid" not in beat and written_elsewhere(beat, ws) is None
+    trusted = beat is not None and "invalid" not in beat and written_elsewhere(beat, ws) is None \
+        and beat["lastPassMs"] - now_ms <= CLOCK_SKEW_MS  # ahead of this clock: doctor fails it too
     gauge("sxctl_cron_heartbeat_invalid", "1 when the last pass's heartbeat cannot be trusted (unreadable, "
-          "not a heartbeat, or written for another workspace).", ({}, 1 if beat is not None and not trusted else 0))
+          "not a heartbeat, written for another workspace, or more than a minute ahead of this clock).",
+          ({}, 1 if beat is not None and not trusted else 0))
     host = {"host": beat["host"]} if trusted and beat is not None else {}
     gauge("sxctl_cron_last_pass_age_seconds", "Time since the last scheduler pass, per host (no sample: none yet).",
           *([(host, (now_ms - beat["lastPassMs"]) / 1000)] if host and beat is not None else []))
@@ -179,4 +181,9 @@ def write_metrics_file(path: str | os.PathLike, text: str) -> None:
     node-exporter, often another user, can read it; an existing one keeps its mode."""
     from ..engines.outside import replace_outside_file  # the engines load only for --metrics-file
 
+    real = Path(os.path.realpath(Path(path).parent)) / Path(path).name
+    if {".scorpiox", ".scheduler"} & set(real.parts):
+        raise UsageError(f"refusing to write the metrics to {path}: it is inside a .scorpiox/ or .scheduler/ "
+                         "folder, whose files the agent and the scheduler own; name a file of node-exporter's "
+                         "textfile folder")
     replace_outside_file(Path(path), text.encode("utf-8"), new_mode=0o644)

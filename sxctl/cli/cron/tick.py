@@ -62,7 +62,7 @@ def _where(kw: dict) -> dict:
 @click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
               metavar="KIB",
               help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")
-@click.option("--metrics-file", "metrics_file", type=click.Path(), metavar="FILE",
+@click.option("--metrics-file", "metrics_file", type=click.Path(readable=False), metavar="FILE",
               help="After the pass, replace FILE atomically with `sxctl metrics` (for node-exporter's textfile "
               "collector: name it *.prom); a failure to write it is a warning, never a failed pass.")
 def tick_command(log, log_max, **kw) -> None:

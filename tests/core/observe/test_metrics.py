@@ -113,11 +113,11 @@ def test_the_metrics_parse_and_agree_with_status_and_cron_runs(busy):
         ("brief", "expired"), ("chatty", "max_unconsumed")]
     assert value(families, "sxctl_cron_active_claims") == cron["active_claims"] == 0
     assert value(families, "sxctl_inbox_pending_messages") == status["inbox"]["pending"] == 3
-    assert value(families, "sxctl_inbox_oldest_pending_age_seconds") * 1000 == status["inbox"]["oldest_pending_age_ms"]
+    assert round(value(families, "sxctl_inbox_oldest_pending_age_seconds") * 1000) == status["inbox"]["oldest_pending_age_ms"]
     assert value(families, "sxctl_stranded_sessions") == len(status["stranded"]) == 1
     assert value(families, "sxctl_stranded_messages") == sum(s["pending"] for s in status["stranded"]) == 1
     assert value(families, "sxctl_agent_live") == (status["liveness"]["state"] == "live") == 1
-    assert value(families, "sxctl_agent_stats_age_seconds") * 1000 == status["liveness"]["stats_age_ms"] == 0
+    assert round(value(families, "sxctl_agent_stats_age_seconds") * 1000) == status["liveness"]["stats_age_ms"] == 0
     assert {labels["code"]: n for labels, n in families["sxctl_status_problems"]} == Counter(
         p["code"] for p in status["problems"])
     # the whole ledger's runs, by status and receipt, as `cron runs` shows them
@@ -194,7 +194,34 @@ def test_a_heartbeat_copied_from_another_workspace_gives_no_pass_age(busy):
     assert value(families, "sxctl_cron_heartbeat_invalid") == 1 and families["sxctl_cron_last_pass_age_seconds"] == []
 
 
+def test_a_heartbeat_ahead_of_this_clock_gives_no_pass_age(busy):
+    """A heartbeat a day ahead would make `last_pass_age_seconds > 900` never fire; doctor fails
+    it, and the metrics do not believe it either."""
+    beat = busy.root / ".scheduler" / "sxctl-tick.json"
+    doc = json.loads(beat.read_text())
+    beat.write_text(json.dumps({**doc, "lastPassMs": LATER + 24 * 60 * MIN}))
+    families = busy.metrics(LATER)
+    assert value(families, "sxctl_cron_heartbeat_invalid") == 1 and families["sxctl_cron_last_pass_age_seconds"] == []
+
+
 # --- cron tick --metrics-file ------------------------------------------------------------------------
+
+def test_the_metrics_file_is_never_one_of_the_agents_or_the_schedulers_files(busy):
+    """`--metrics-file .scheduler/cron-jobs.json` (or a timer table, an inbox message) would
+    destroy what the agent and the pass own: refused with a warning, the file untouched, the pass run."""
+    store = busy.root / ".scheduler" / "cron-jobs.json"
+    timers = next(p for p in (busy.root / ".scorpiox" / "sessions").iterdir() if not p.name.startswith(".")) \
+        / "callbacks.json"
+    timers.write_text('{"rev": 0, "slots": []}')
+    for n, target in enumerate((store, timers, timers.parent / "inbox" / "1999999999_000000000.json")):
+        existed = target.exists()
+        result = busy.run(LATER + n * MIN, "cron", "tick", "--json", "--metrics-file", str(target))
+        assert result.code == 0 and result.json()["ok"], result.err
+        assert any(f"metrics file {target} not written: refusing to write the metrics" in w
+                   for w in result.json()["warnings"])
+        assert target.exists() == existed and (not existed or b"# HELP" not in target.read_bytes())
+    assert busy.run(LATER + 3 * MIN, "cron", "list").code == 0
+
 
 def test_each_pass_replaces_the_metrics_file_with_what_metrics_prints(busy, tmp_path):
     target = tmp_path / "textfile" / "myapp.prom"
