@@ -87,19 +87,20 @@ def project_metrics(*, session=None, project=None, workspace=None, max_log_bytes
     ledger's runs by status and receipt, pending and stranded messages, overdue jobs, limits hit,
     the agent's liveness; each number by the rule `status` uses (they agree)."""
     chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
-    families = collect(status(chosen, ws, clock=clock), ws, chosen.project if chosen is not None else ws.root,
-                       clock, ledger_ceiling(max_log_bytes))
+    ceiling = ledger_ceiling(max_log_bytes)  # the verdict on the ledger and its counts: one ceiling
+    families = collect(status(chosen, ws, clock=clock, max_log_bytes=ceiling), ws,
+                       chosen.project if chosen is not None else ws.root, clock, ceiling)
     return Metrics(ws, families, exposition(families))
 
 
-def write_metrics(path, *, session=None, project=None, workspace=None, clock: Clock = SYSTEM_CLOCK,
-                  report: Reporter | None = None) -> bool:
+def write_metrics(path, *, session=None, project=None, workspace=None, max_log_bytes: int | None = None,
+                  clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> bool:
     """`cron tick --metrics-file`: replace the textfile `path` with `project_metrics`'s text
     (atomically; a symlink, FIFO or device there is refused). Never raises: a failure is a
     warning on `report`, and False."""
     try:
         write_metrics_file(path, project_metrics(session=session, project=project, workspace=workspace,
-                                                 clock=clock).text)
+                                                 max_log_bytes=max_log_bytes, clock=clock).text)
     except (SxctlError, OSError) as error:
         reason = error.message if isinstance(error, SxctlError) else (error.strerror or str(error))
         if report is not None:

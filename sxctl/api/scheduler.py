@@ -141,7 +141,7 @@ def tick(*, workspace=None, project=None, session: str | None = None, clock: Clo
             from .observe import write_metrics  # the views load only for --metrics-file
 
             write_metrics(metrics_file, session=session, project=scheduler.options.project, workspace=scheduler.ws,
-                          clock=clock, report=scheduler.report)
+                          max_log_bytes=scheduler.options.max_log_bytes, clock=clock, report=scheduler.report)
 
 
 def run_job(name: str | None = None, *, mode: str = "force", agent: str | None = None, workspace=None,

@@ -186,6 +186,17 @@ def test_an_invalid_store_or_heartbeat_is_a_metric_not_a_failure(busy):
     assert families["sxctl_cron_runs"] == [] and families["sxctl_cron_jobs"] == []
 
 
+def test_one_ledger_ceiling_decides_the_verdict_and_the_counts(busy):
+    """`--max-log-bytes` (as the pass was given it) is the ceiling of every part: a ledger over
+    it is invalid everywhere, one under it is counted everywhere."""
+    size = (busy.root / ".scheduler" / "cron-executions.jsonl").stat().st_size
+    for ceiling, invalid in ((size - 1, 1), (size + 1, 0)):
+        out = busy.run(LATER, "metrics", "--max-log-bytes", str(ceiling)).out
+        families = parse(out)
+        assert value(families, "sxctl_cron_file_invalid", file="ledger") == invalid, ceiling
+        assert (families["sxctl_cron_runs"] == []) == bool(invalid), ceiling
+
+
 def test_a_heartbeat_copied_from_another_workspace_gives_no_pass_age(busy):
     beat = busy.root / ".scheduler" / "sxctl-tick.json"
     doc = json.loads(beat.read_text())
