@@ -186,12 +186,12 @@ def test_an_invalid_store_or_heartbeat_is_a_metric_not_a_failure(busy):
     assert families["sxctl_cron_runs"] == [] and families["sxctl_cron_jobs"] == []
 
 
-def test_one_ledger_ceiling_decides_the_verdict_and_the_counts(busy):
+def test_one_ledger_ceiling_decides_the_verdict_and_the_counts(busy, project):
     """`--max-log-bytes` (as the pass was given it) is the ceiling of every part: a ledger over
     it is invalid everywhere, one under it is counted everywhere."""
     size = (busy.root / ".scheduler" / "cron-executions.jsonl").stat().st_size
     for ceiling, invalid in ((size - 1, 1), (size + 1, 0)):
-        out = busy.run(LATER, "metrics", "--max-log-bytes", str(ceiling)).out
+        out = project.run("metrics", clock=FakeClock(LATER), env={"SXCTL_MAX_LOG_BYTES": str(ceiling)}).out
         families = parse(out)
         assert value(families, "sxctl_cron_file_invalid", file="ledger") == invalid, ceiling
         assert (families["sxctl_cron_runs"] == []) == bool(invalid), ceiling
