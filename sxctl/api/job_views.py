@@ -56,7 +56,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     store = store_or_empty(ws)
     zone = display_zone(tz)
     policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session), clock)
-    failed = _failed_one_shots(ws, store)
+    failed = failed_one_shots_of(ws, store, ledger_ceiling())
     return JobList(ws, default_agent_id(store, agent, os.environ),
                    [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
                             preview=previews.get(job["id"])) for job in store["jobs"]],
@@ -81,16 +81,10 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     job = find_job(store, name)
     counted, previews = _counted(ws, {**store, "jobs": [job]}, read_policy(ws),
                                  target_project(ws, project, session=session), clock)
-    failure = _failed_one_shots(ws, {**store, "jobs": [job]}).get(job["id"])
+    failure = failed_one_shots_of(ws, {**store, "jobs": [job]}, ledger_ceiling()).get(job["id"])
     return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure,
                              preview=previews.get(job["id"])))
 
-
-def _failed_one_shots(ws: Workspace, store: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Finished one-shots whose run did not succeed (`sxctl.cron.views.failed_one_shots`); the
-    ledger is read only when there is a finished one-shot, and an invalid one (`cron validate`
-    names it) leaves them `done`."""
-    return failed_one_shots_of(ws, store, ledger_ceiling())
 
 
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
