@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConflictError, ErrorCode
+from .usage_model import DEFAULT_RL_PER_TURN, DEFAULT_RL_WINDOW_S, DEFAULT_TOKENS_PER_TURN
 
 ADJECTIVES = ("quiet", "brave", "calm", "eager", "gentle", "happy", "jolly", "keen", "lucid", "merry", "nimble",
               "proud", "rapid", "sharp", "steady", "witty")
@@ -41,6 +42,9 @@ class AgentOptions:
     max_turns: int | None = None
     model: str = "sxctl-reference"
     force: bool = False
+    tokens_per_turn: int = DEFAULT_TOKENS_PER_TURN  # the stand-in usage counters (agent/usage_model.py)
+    rl_per_turn: float = DEFAULT_RL_PER_TURN
+    rl_window_s: float = DEFAULT_RL_WINDOW_S
 
 
 @dataclass

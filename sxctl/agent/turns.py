@@ -18,6 +18,7 @@ from ..clock import Clock
 from ..fsio import atomic_write
 from ..project import Session
 from .parts import AgentOptions, Announce, Buffers, Turn, git_branch, signal_group
+from .usage_model import UsageModel
 
 BOUNDARY_S = 0.5
 
@@ -42,6 +43,8 @@ class TurnRunner:
         self.turn_started = 0.0
         self.capture_output = False
         self.last_stats = 0.0
+        self.usage = UsageModel(clock, tokens_per_turn=options.tokens_per_turn, rl_per_turn=options.rl_per_turn,
+                                rl_window_s=options.rl_window_s)
 
     def child_env(self) -> dict[str, str]:
         return {**os.environ, "SX_SESSION_DIR": str(self.dir), "SX_SESSION_ID": self.session.id,
@@ -181,6 +184,7 @@ class TurnRunner:
             if queued:
                 self.buffers.queue.clear()
         self.turns += 1
+        self.usage.turn_ended(turn.text)
         self.emit("turn_end", **fields)
         return late, queued
 
@@ -201,7 +205,7 @@ class TurnRunner:
 
     def write_stats(self, active_slots: list[dict[str, Any]], *, stopped: bool = False) -> None:
         """`stats.json` (reference-agent.md §6): the heartbeat that makes the session live, with the
-        timers' summary."""
+        timers' summary and the stand-in usage counters."""
         now = self.clock.now_ms()
         next_fire = min((s["fire_at_ms"] for s in active_slots), default=0)
         with self.state:
@@ -215,6 +219,7 @@ class TurnRunner:
             "bash": {"running": self.proc is not None,
                      "command": (self.options.exec_cmd or "") if self.proc is not None else ""},
             "bgtasks": {"running": 0, "total": 0},
+            "usage": self.usage.block(), "history": self.usage.history,
             "sxctl": {"agent": "reference", "pid": os.getpid(), "busy": busy, "turns": self.turns,
                       "queued": queued, "interrupts": interrupts, **({"stopped": True} if stopped else {})},
         }

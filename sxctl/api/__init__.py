@@ -31,6 +31,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "job_views": ("list_jobs", "show_job", "next_fires", "JobList", "JobDetail", "FireList"),
     "cron_checks": ("cron_status", "job_runs", "validate_workspace", "wake_agent", "CronStatus", "RunList",
                     "Validation", "Wake"),
+    "budget": ("show_budget", "set_budget", "Budget"),
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
     "rehearsal": ("simulate_schedule", "Simulation"),
     "observe": ("project_status", "project_metrics", "upcoming", "watch", "StatusView", "Metrics", "Upcoming",

@@ -12,6 +12,7 @@ from typing import Any
 from ..agent.loop import ReferenceAgent
 from ..agent.parts import AgentOptions
 from ..agent.transcript import INBOX, TRANSCRIPT  # noqa: F401
+from ..agent.usage_model import DEFAULT_RL_PER_TURN, DEFAULT_RL_WINDOW_S, DEFAULT_TOKENS_PER_TURN
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError
 from ..record import record
@@ -61,11 +62,16 @@ def run_agent(
     capture_output: bool = False,
     on_ready: Callable[[AgentHandle], None] | None = None,
     clock: Clock = SYSTEM_CLOCK,
+    tokens_per_turn: int = DEFAULT_TOKENS_PER_TURN,
+    rl_per_turn: float = DEFAULT_RL_PER_TURN,
+    rl_window: float = DEFAULT_RL_WINDOW_S,
 ) -> AgentRun:
     """Run the reference agent in a session until it stops (`idle_exit` seconds idle, `max_turns`,
     or asked to through its handle); every event goes to `on_event`. With `init`, a folder
     without a project becomes one. `on_ready` gets the agent's `AgentHandle` before the agent
-    announces that it started (the CLI makes SIGINT/SIGTERM a clean stop through it)."""
+    announces that it started (the CLI makes SIGINT/SIGTERM a clean stop through it).
+    `tokens_per_turn`, `rl_per_turn` and `rl_window` (seconds) shape the stand-in `usage` block
+    of its stats.json (reference-agent.md §6)."""
     try:
         root = find_project(project, session=session)
     except NotFoundError:
@@ -74,7 +80,8 @@ def run_agent(
         root = Path(os.path.realpath(project or os.getcwd()))
     options = AgentOptions(project=root, session_id=session or None,
                            exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
-                           idle_exit_s=idle_exit, max_turns=max_turns, model=model, force=force)
+                           idle_exit_s=idle_exit, max_turns=max_turns, model=model, force=force,
+                           tokens_per_turn=tokens_per_turn, rl_per_turn=rl_per_turn, rl_window_s=rl_window)
     reference = ReferenceAgent(options, on_event, clock=clock)
     if on_ready is not None:  # before `started` is announced: a stop asked for right after it must be clean
         on_ready(AgentHandle(reference))

@@ -43,9 +43,11 @@ class JobList:
     agent_id: str
     rows: list[dict[str, Any]]
     zone: Any
+    budget: dict[str, Any] | None = None  # the workspace's spend guards (`cron budget`)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id, "jobs": self.rows}
+        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id, "jobs": self.rows,
+                "budget": self.budget}
 
 
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
@@ -60,7 +62,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     return JobList(ws, default_agent_id(store, agent, os.environ),
                    [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
                             preview=previews.get(job["id"])) for job in store["jobs"]],
-                   zone)
+                   zone, policy.get("budget"))
 
 
 @record

@@ -16,6 +16,7 @@ from ..cron.jobs import JobSpec, Target, WakeGate
 from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
 from ..cron.policy import PolicyOptions, read_policy
 from ..cron.schedule import ScheduleInput
+from ..cron.spend_rules import GuardOptions
 from ..cron.transaction import job_change, mutate_store
 from ..errors import UsageError
 from ..record import Factory, record
@@ -209,11 +210,14 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
              new_name: str | None = None, hold_max: float | None = None, catch_up: str | None = None,
              stale_after: float | None = None, missed_note: bool | None = None, max_unconsumed: int | None = None,
              max_runs_per_day: int | None = None, until: str | None = None, max_runs: int | None = None,
-             active_hours: str | None = None, active_days: str | None = None) -> JobSpec:
+             active_hours: str | None = None, active_days: str | None = None,
+             rate_limit_ceiling: float | None = None, max_session_tokens: int | None = None,
+             max_tokens_per_day: int | None = None, on_missing_usage: str | None = None) -> JobSpec:
     """Every flag of `cron add` / `cron update` as the `spec` of `add_job` / `update_job`: the
     schedule (one of `cron`/`every`/`at`/`in_`), the payload, the target (`to`, `to_project`,
     `tenant`; None keeps an updated job's), the wake gate (a script file) and sxctl's policy
-    (`hold_max`, `stale_after` in seconds). What is None is not given."""
+    (`hold_max`, `stale_after` in seconds) with its spend guards (`rate_limit_ceiling` … `on_missing_usage`).
+    What is None is not given."""
     target = None
     if to is not None or to_project is not None or tenant is not None:
         project = os.path.realpath(to_project) if to_project else None
@@ -231,5 +235,7 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
         max_dependency_errors=max_dependency_errors, paused=paused, resumed=resumed, new_name=new_name,
         policy=PolicyOptions(hold_max=hold_max, catch_up=catch_up, stale_after=stale_after, missed_note=missed_note,
                              max_unconsumed=max_unconsumed, max_runs_per_day=max_runs_per_day, until=until,
-                             max_runs=max_runs, active_hours=active_hours, active_days=active_days),
+                             max_runs=max_runs, active_hours=active_hours, active_days=active_days,
+                             guards=GuardOptions(rate_limit_ceiling, max_session_tokens, max_tokens_per_day,
+                                                 on_missing_usage)),
     )

@@ -61,7 +61,14 @@ def agent() -> None:
 @click.option("--max-turns", type=click.IntRange(1), help="Stop after N turns.")
 @click.option("--model", default="sxctl-reference", show_default=True)
 @click.option("--force", is_flag=True, help="Adopt a session whose stats.json looks live.")
-def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, force) -> None:
+@click.option("--tokens-per-turn", type=click.IntRange(1, 10_000_000), default=1500, show_default=True,
+              metavar="N", help="Stand-in usage: tokens each turn adds to usage.total_tokens.")
+@click.option("--rl-per-turn", type=click.FloatRange(0, 1), default=0.02, show_default=True, metavar="FRACTION",
+              help="Stand-in usage: what each turn adds to usage.rl_5h while it is in the window.")
+@click.option("--rl-window", type=DURATION, default="5h", show_default=True, metavar="DURATION",
+              help="Stand-in usage: how long a turn counts in rl_5h (rl_5h falls as turns leave it).")
+def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, force, tokens_per_turn, rl_per_turn,
+        rl_window) -> None:
     """Run the reference agent in a session: inbox turns, interrupts, queue, timers, stats.json.
 
     \b
@@ -75,7 +82,8 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
     run_agent(renderer(s.json), init=init, exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
               idle_exit=idle_exit, max_turns=max_turns, model=model, force=force,
               session=s.session or os.environ.get("SXCTL_SESSION") or None, project=s.project,
-              capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock)
+              capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock, tokens_per_turn=tokens_per_turn,
+              rl_per_turn=rl_per_turn, rl_window=rl_window)
 
 
 def _stop_on_signals(agent) -> None:

@@ -17,6 +17,7 @@ from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
+from .spend import spend_verdict
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
@@ -54,14 +55,24 @@ def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *
 
 
 def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project: Path, to: str,
-               clock: Clock, workspace: Path) -> dict[str, Any] | None:
-    """What the pass does with a due job for want of a live agent (the one rule the pass and
-    `cron next` share): None when it need not wait; `status` `waiting` (held, not claimed) until
-    `giveUpAtMs`, then `given_up` (the pass runs it, and its dispatch fails)."""
-    if not waits_for_agent(job, project, to, clock, workspace=workspace):
-        return None
+               clock: Clock, workspace: Path, budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """What the pass does with a due job for want of a live agent, or because a spend guard
+    stops its dispatch (cron/spend.py; `budget`: the workspace's) — the one rule the pass and
+    `cron next` share: None when it need not wait; `status` `waiting` (held, not claimed) until
+    `giveUpAtMs`, then `given_up` (no live agent: the pass runs it, and its dispatch fails; a
+    guard: the occurrence is skipped with the guard's `reason`). A one-shot held by a guard has
+    no other occurrence to skip to: it waits (`giveUpAtMs` None) until the guard lets it go."""
     due_at = job["lifecycle"]["nextRunAtMs"]
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
+    if not waits_for_agent(job, project, to, clock, workspace=workspace):
+        verdict = spend_verdict(job, entry, budget, project=project, to=to, clock=clock, workspace=workspace)
+        if verdict is None or verdict.reason is None:
+            return None
+        if job["schedule"]["kind"] == "at":
+            return {"status": "waiting", "reason": verdict.reason, "detail": verdict.detail, "dueSinceMs": due_at,
+                    "giveUpAtMs": None}
+        return {"status": "waiting" if now <= give_up_at else "given_up", "reason": verdict.reason,
+                "detail": verdict.detail, "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
     return {"status": "waiting" if now <= give_up_at else "given_up", "reason": "no_live_session",
             "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
 
@@ -116,6 +127,8 @@ class Admission:
             seen = last_seen(list_sessions(run_target_project(job, self.project, workspace=self.workspace), self.clock))
             row = {"jobId": job["id"], "name": job["name"], "status": held["status"], "reason": held["reason"],
                    "dueSinceMs": held["dueSinceMs"], "giveUpAtMs": held["giveUpAtMs"], "agentLastSeenMs": seen}
+            if "detail" in held:  # held by a spend guard (cron/spend.py): why, in words
+                row["detail"] = held["detail"]
             if fate.action == "hold":
                 self.done.waiting.append(row)
                 return False
@@ -176,7 +189,7 @@ class Admission:
 
         def held() -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=self.project, to=self.to, clock=self.clock,
-                              workspace=self.workspace)
+                              workspace=self.workspace, budget=self.policy.get("budget"))
 
         skipped: dict[str, list[int]] = {}
         fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
@@ -198,6 +211,7 @@ class Admission:
                 life["nextRunAtMs"] = found[0]
                 fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
         if skipped:
+            entry = self.policy["jobs"].setdefault(job["id"], entry)  # a job guarded by the budget alone
             self.touched.add(job["id"])
             self.policy_changed = self.store_changed = True
         for reason, times in skipped.items():

@@ -23,10 +23,11 @@ PREVIEW_BUDGET = 50_000
 class Fate:
     """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
     `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
-    stale, inactive_hours or max_runs_per_day), `expire` (the job is paused; `reason` until or
-    max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session: waits,
-    unclaimed, until `hold["giveUpAtMs"]`) or `not_due` (its time has not come). `detail`: why,
-    in words."""
+    stale, inactive_hours, max_runs_per_day, max_tokens_per_day, or a spend guard's reason past
+    --hold-max), `expire` (the job is paused; `reason` until or max_runs), `pause` (`reason`
+    max_unconsumed), `hold` (`reason` no_live_session, or a spend guard's — rate_limit,
+    token_budget, usage_unreadable: waits, unclaimed, until `hold["giveUpAtMs"]`) or `not_due`
+    (its time has not come). `detail`: why, in words."""
 
     action: str
     reason: str | None = None
@@ -82,6 +83,11 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
         if reason is not None:
             return Fate("skip", reason, skip_text(reason, job, entry))
     state = held() if held is not None else None
+    if state is not None and state["reason"] != "no_live_session":  # a spend guard (cron/spend.py)
+        if state["status"] == "waiting":
+            until = f"; waits until {clock_text(state['giveUpAtMs'])}" if state["giveUpAtMs"] is not None else ""
+            return Fate("hold", state["reason"], f"{state['detail']}{until}", hold=state)
+        return Fate("skip", state["reason"], f"{state['detail']}, past its --hold-max")
     if state is not None and state["status"] == "waiting":
         return Fate("hold", "no_live_session", f"waits for a live agent until {clock_text(state['giveUpAtMs'])}",
                     hold=state)

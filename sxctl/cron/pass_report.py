@@ -90,7 +90,8 @@ class PassReport:
             rows.append(row)
         for held in self.admission.waiting:
             rows.append({**self._due_row(held, "held", held["dueSinceMs"]), "giveUpAtMs": held["giveUpAtMs"],
-                         "agentLastSeenMs": held["agentLastSeenMs"]})
+                         "agentLastSeenMs": held["agentLastSeenMs"],
+                         **({"reason": held["reason"], "detail": held["detail"]} if "detail" in held else {})})
         for job in self.deferred:
             rows.append(self._due_row(job, "deferred", job["nextRunAtMs"]))
         for skip in self.admission.skipped:
@@ -143,6 +144,10 @@ class PassReport:
                     f"(longer than its --hold-max, {duration_text(row['holdMaxMs'])})")
         if run is not None:
             return self._run_line(row, run)
+        if fate == "held" and "detail" in row:  # a spend guard (cron/spend.py)
+            until = (f"gives up at {self.when(row['giveUpAtMs'], row['zone'])}" if row["giveUpAtMs"] is not None
+                     else "a one-shot waits until the guard lets it go")
+            return f"waiting {name}: {self.what(row, single='due since')}, {row['detail']} ({until})"
         if fate == "held":
             return (f"waiting {name}: {self.what(row, single='due since')}, {self._agent(row)} "
                     f"(gives up at {self.when(row['giveUpAtMs'], row['zone'])})")

@@ -23,6 +23,15 @@ from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
+from .spend_rules import (
+    BUDGET,
+    GUARD_FIELDS,
+    SPEND_SKIP_REASONS,
+    GuardOptions,
+    apply_guards,
+    describe_guards,
+    needs_format_3,
+)
 from .workspace import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
@@ -31,7 +40,7 @@ DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live age
 RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond), fewer when the
 #                   file would outgrow FILE_CAP (fit_to_cap)
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day")
+SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", *SPEND_SKIP_REASONS)  # spend: format 3
 PAUSE_REASONS = ("max_unconsumed", "expired")
 LIFETIME_KEYS = ("maxRuns", "untilMs")  # recurring jobs only
 
@@ -48,15 +57,21 @@ def _zone_rule(value: str) -> str | None:
 
 
 def _version_rule(doc: Any) -> str | None:
-    """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`."""
+    """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`; format 3 is
+    format 2 plus the spend guards (cron/spend_rules.py)."""
     if doc["formatVersion"] == 1 and any("tz" in entry for entry in doc["jobs"].values()):
         return "a job's tz needs formatVersion 2"
+    if doc["formatVersion"] < 3 and needs_format_3(doc):
+        return "a spend guard (or its skip) needs formatVersion 3"
     return None
 
 
-def format_version(jobs: dict[str, Any]) -> int:
+def format_version(jobs: dict[str, Any], budget: dict[str, Any] | None = None) -> int:
     """The version a file with these entries is written as: 1 (what every sxctl reads) unless an
-    entry keeps a zone (2; an sxctl that knows only 1 refuses the file, exit 5, rather than drop it)."""
+    entry keeps a zone (2; an sxctl that knows only 1 refuses the file, exit 5, rather than drop
+    it), 3 when it keeps a spend guard or a budget."""
+    if needs_format_3({"jobs": jobs, "budget": budget}):
+        return 3
     return 2 if any("tz" in entry for entry in jobs.values()) else 1
 
 
@@ -99,6 +114,7 @@ ENTRY = Obj([
     opt("activeHours", Check(Str(11, 11), _clock_rule)),
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
+    *GUARD_FIELDS,  # format 3: the spend guards (cron/spend_rules.py)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -112,7 +128,8 @@ ENTRY = Obj([
                                req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
     ])),
 ])
-ROOT = Check(Obj([req("formatVersion", Enum((1, 2))), req("jobs", Map(ENTRY, 100_000))]), _version_rule)
+ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000)), opt("budget", BUDGET)]),
+             _version_rule)
 
 
 # --- reading and writing ------------------------------------------------------------------------
@@ -145,7 +162,8 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     written when nothing changed."""
     ids = {job["id"] for job in store["jobs"]}
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
-    doc = {"formatVersion": format_version(kept), "jobs": kept}
+    budget = policy.get("budget") or None  # the workspace's spend guards (cron budget)
+    doc = {"formatVersion": format_version(kept, budget), "jobs": kept, **({"budget": budget} if budget else {})}
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
@@ -154,7 +172,7 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     data = fit_to_cap(doc, path)
     if os.path.islink(path):
         raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
-    if read_data_file(path, READ_CAP) == data or (not kept and not os.path.lexists(path)):
+    if read_data_file(path, READ_CAP) == data or (not kept and not budget and not os.path.lexists(path)):
         return
 
     def before_rename() -> None:
@@ -214,10 +232,12 @@ class PolicyOptions:
     max_runs: int | None = None
     active_hours: str | None = None
     active_days: str | None = None
+    guards: GuardOptions | None = None  # the spend guards (cron/spend_rules.py)
 
     @property
     def given(self) -> bool:
-        return any(value is not None for value in vars(self).values())
+        return any(value is not None and (not isinstance(value, GuardOptions) or value.given)
+                   for value in vars(self).values())
 
 
 def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | None, now_ms: int,
@@ -261,6 +281,8 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("activeHours", None if options.active_hours == "none" else options.active_hours)
     if options.active_days is not None:
         put("activeDays", None if options.active_days == "none" else parse_active_days(options.active_days))
+    if options.guards is not None:
+        apply_guards(entry, options.guards)
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
@@ -338,5 +360,5 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
-        "tz": entry.get("tz"),
+        "tz": entry.get("tz"), **describe_guards(entry),
     }

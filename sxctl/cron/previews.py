@@ -67,7 +67,8 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
         usage = found.usages.get(job["id"]) or LimitUsage(entry.get("runs", 0), entry.get("day"))
 
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
-            return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
+            return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root,
+                              budget=policy.get("budget"))
 
         found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
     return found

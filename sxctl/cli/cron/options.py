@@ -79,10 +79,28 @@ def policy_options(command):
         click.option("--active-hours", metavar="HH:MM-HH:MM|none",
                      help="Run only in these hours of the job's zone; others are skipped."),
         click.option("--active-days", metavar="DAYS|none", help="With --active-hours: e.g. mon-fri or sat,sun."),
+        *guard_options(job=True),
     ]
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def guard_options(*, job: bool) -> list:
+    """The spend guards' flags (`cron add/update` and `cron budget set`), read from the agent's own
+    usage figures in its stats.json."""
+    whose = "" if job else " (every job without its own)"
+    return [
+        click.option("--rate-limit-ceiling", type=click.FloatRange(0, 1), metavar="FRACTION",
+                     help=f"Hold a due run while the live session's rl_5h or rl_7d is at or above this{whose} "
+                     "(0: none)."),
+        click.option("--max-session-tokens", type=click.IntRange(0), metavar="N",
+                     help=f"Hold a due run while the session's usage.total_tokens is at or above N{whose} (0: none)."),
+        click.option("--max-tokens-per-day", type=click.IntRange(0), metavar="N",
+                     help=f"Skip runs once the tokens attributed to the job's runs reach N a day{whose} (0: none)."),
+        click.option("--on-missing-usage", type=click.Choice(["run", "hold", "default"]),
+                     help="When a guard's figure cannot be read: run (default) or hold."),
+    ]
 
 
 def max_log_option(command):

@@ -118,6 +118,8 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             held = fire.get("waiting")
             if held is None:
                 return "overdue — due at the next pass"
+            if held.get("detail"):  # a spend guard holds it
+                return f"due — held: {held['detail']}"
             if held["status"] == "waiting":
                 until = format_ms(held["giveUpAtMs"], "%Y-%m-%d %H:%M", result.zone)
                 return f"due — waits for a live agent until {until}"
@@ -159,6 +161,14 @@ def _policy_text(policy: dict, zone) -> str:
         parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
+    if policy.get("rateLimitCeiling") is not None:  # the spend guards (the budget's apply where unset)
+        parts.append(f"rate-limit ceiling {policy['rateLimitCeiling']:g}")
+    if policy.get("maxSessionTokens") is not None:
+        parts.append(f"session tokens < {policy['maxSessionTokens']:,}")
+    if policy.get("maxTokensPerDay") is not None:
+        parts.append(f"at most {policy['maxTokensPerDay']:,} tokens a day")
+    if policy.get("onMissingUsage") is not None:
+        parts.append(f"missing usage: {policy['onMissingUsage']}")
     if policy.get("paused"):
         parts.append(f"paused: {policy['paused']}")
     return "; ".join(parts)

@@ -1,0 +1,162 @@
+"""The spend guards through the real pass (cron/spend.py): a rate-limit ceiling holds a due job
+until the figure falls, a session over its token budget gets no dispatch, a workspace budget
+guards every job without its own, hostile usage blocks behave as documented — and the strict
+comis checker passes after every command (the `sched` fixture checks the store each time)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.core.cron.test_scheduling import MIN, NINE, SID, sched  # noqa: F401 - the fixture
+
+HOUR = 60 * MIN
+
+
+def agent_with(sched, ms: int, usage) -> None:  # noqa: F811
+    """The session's agent live at `ms` with this `usage` block (anything, hostile included)."""
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    body = {"updated_ms": ms, "model": "m"}
+    if usage is not None:
+        body["usage"] = usage
+    (sched.folder / "stats.json").write_text(json.dumps(body))
+
+
+def usage(total: int = 1000, rl_5h: float = 0.1, rl_7d: float = 0.05) -> dict:
+    return {"input_tokens": total - 100, "output_tokens": 100, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+            "reasoning_tokens": 0, "total_tokens": total, "rl_5h": rl_5h, "rl_7d": rl_7d}
+
+
+def add_daily(sched, *flags: str) -> None:  # noqa: F811
+    sched.add(NINE - HOUR, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "morning", "--hold-max", "2h", *flags)
+
+
+def test_a_job_above_its_rate_limit_ceiling_is_held_and_runs_when_the_figure_falls(sched):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.8")
+    agent_with(sched, NINE + MIN, usage(rl_5h=0.85))
+    report = sched.tick(NINE + MIN)
+    [held] = report["waiting"]
+    assert (held["reason"], held["status"], held["giveUpAtMs"]) == ("rate_limit", "waiting", NINE + 2 * HOUR)
+    assert held["detail"] == "rl_5h 0.85 is at or above --rate-limit-ceiling 0.8"
+    assert report["runs"] == [] and sched.pending() == []
+    text = sched.run(NINE + MIN, "cron", "tick").out
+    assert "waiting daily: due since 09:00 UTC, rl_5h 0.85 is at or above --rate-limit-ceiling 0.8 " \
+           "(gives up at 11:00 UTC)" in text
+    [fire] = sched.run(NINE + MIN, "cron", "next", "daily", "-n", "1", "--json").json()["fires"]
+    assert fire["waiting"]["reason"] == "rate_limit"
+    assert "held: rl_5h 0.85" in sched.run(NINE + MIN, "cron", "next", "daily", "-n", "1").out
+
+    agent_with(sched, NINE + 30 * MIN, usage(rl_5h=0.5, rl_7d=0.8))  # the weekly figure is at the ceiling too
+    assert sched.tick(NINE + 30 * MIN)["waiting"][0]["detail"].startswith("rl_7d 0.8 is at or above")
+
+    agent_with(sched, NINE + 40 * MIN, usage(rl_5h=0.5, rl_7d=0.2))  # the figures fell: it runs
+    report = sched.tick(NINE + 40 * MIN)
+    [run] = report["runs"]
+    assert run["status"] == "dispatched" and report["waiting"] == []
+    assert [m["text"].split("\n")[0] for m in sched.pending()] == ["morning"]
+
+
+def test_a_held_occurrence_past_its_hold_max_is_skipped_with_the_guards_reason(sched):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.8")
+    agent_with(sched, NINE + 2 * HOUR + MIN, usage(rl_5h=0.9))
+    report = sched.tick(NINE + 2 * HOUR + MIN)
+    assert report["runs"] == [] and report["waiting"] == []
+    [skip] = report["skippedOccurrences"]
+    assert (skip["reason"], skip["firstMs"]) == ("rate_limit", NINE)
+    policy = json.loads(sched.policy_file.read_text())
+    assert policy["formatVersion"] == 3
+    [recent] = policy["jobs"][sched.job("daily")["job"]["id"]]["skips"]["recent"]
+    assert recent["reason"] == "rate_limit"
+    assert sched.job("daily")["job"]["lifecycle"]["nextRunAtMs"] == NINE + 24 * HOUR
+
+
+def test_a_session_over_its_token_budget_gets_no_dispatch(sched):  # noqa: F811
+    add_daily(sched, "--max-session-tokens", "50000")
+    agent_with(sched, NINE + MIN, usage(total=50_000))
+    [held] = sched.tick(NINE + MIN)["waiting"]
+    assert held["reason"] == "token_budget"
+    assert held["detail"] == f"session {SID} has used 50,000 tokens, at or above --max-session-tokens 50,000"
+    assert sched.pending() == [] and sched.ledger() == []
+    agent_with(sched, NINE + 2 * MIN, usage(total=49_999))
+    assert sched.tick(NINE + 2 * MIN)["runs"][0]["status"] == "dispatched"
+
+
+def test_the_workspace_budget_guards_every_job_without_its_own(sched):  # noqa: F811
+    add_daily(sched)
+    sched.add(NINE - HOUR, "own", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "own", "--rate-limit-ceiling", "1")
+    assert sched.run(NINE - HOUR, "cron", "budget", "set", "--rate-limit-ceiling", "0.5").code == 0
+    shown = sched.run(NINE - HOUR, "cron", "budget", "show", "--json").json()["budget"]
+    assert shown == {"rateLimitCeiling": 0.5, "maxSessionTokens": None, "maxTokensPerDay": None,
+                     "onMissingUsage": None}
+    assert sched.run(NINE, "cron", "list", "--json").json()["budget"] == {"rateLimitCeiling": 0.5}
+    agent_with(sched, NINE + MIN, usage(rl_5h=0.6))
+    report = sched.tick(NINE + MIN)
+    assert [w["name"] for w in report["waiting"]] == ["daily"]
+    assert [r["name"] for r in report["runs"]] == ["own"]  # its own ceiling (1) is not reached
+    assert sched.run(NINE + MIN, "cron", "budget", "clear").code == 0
+    assert "budget" not in json.loads(sched.policy_file.read_text())
+    agent_with(sched, NINE + 2 * MIN, usage(rl_5h=0.6))
+    assert [r["name"] for r in sched.tick(NINE + 2 * MIN)["runs"]] == ["daily"]
+
+
+def test_guards_are_shown_and_kept_strictly(sched):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.75", "--max-session-tokens", "2000000", "--on-missing-usage", "hold")
+    policy = sched.job("daily")["policy"]
+    assert (policy["rateLimitCeiling"], policy["maxSessionTokens"], policy["onMissingUsage"]) == (0.75, 2_000_000,
+                                                                                                  "hold")
+    assert "rate-limit ceiling 0.75; session tokens < 2,000,000; missing usage: hold" in sched.run(
+        NINE, "cron", "show", "daily").out
+    [row] = sched.run(NINE, "cron", "list", "--json").json()["jobs"]
+    assert row["policy"]["rateLimitCeiling"] == 0.75
+    assert json.loads(sched.policy_file.read_text())["formatVersion"] == 3
+    assert sched.run(NINE, "cron", "update", "daily", "--rate-limit-ceiling", "0", "--max-session-tokens", "0",
+                     "--on-missing-usage", "default").code == 0
+    assert json.loads(sched.policy_file.read_text())["formatVersion"] == 1  # nothing of format 3 is left
+    for bad in ("1.5", "-1", "nan"):
+        result = sched.run(NINE, "cron", "budget", "set", "--rate-limit-ceiling", bad)
+        assert result.code == 2 and "--rate-limit-ceiling" in result.err and "Traceback" not in result.err
+    doc = json.loads(sched.policy_file.read_text())
+    doc["jobs"][next(iter(doc["jobs"]))]["rateLimitCeiling"] = 0.5  # an older sxctl's version with a guard
+    sched.policy_file.write_text(json.dumps(doc))
+    refused = sched.run(NINE, "cron", "tick")
+    assert refused.code == 5 and "needs formatVersion 3" in refused.err
+
+
+HOSTILE = {
+    "string": {"total_tokens": "lots", "rl_5h": "0.99", "rl_7d": "0.1"},
+    "negative": {"total_tokens": -1, "rl_5h": -0.5, "rl_7d": 0.1},
+    "huge": {"total_tokens": 10**30, "rl_5h": 1e300, "rl_7d": 0.1},
+    "bool": {"total_tokens": True, "rl_5h": False, "rl_7d": 0.1},
+    "rl above 1": {"total_tokens": 10, "rl_5h": 1.5, "rl_7d": 7},
+    "fraction of a token": {"total_tokens": 10.5, "rl_5h": None, "rl_7d": 0.1},
+    "not an object": "unlimited",
+    "missing": None,
+    "partial": {"rl_7d": 0.1},
+}
+
+
+@pytest.mark.parametrize("kind", HOSTILE)
+@pytest.mark.parametrize("choice", ["run", "hold"])
+def test_a_hostile_usage_block_runs_or_holds_by_the_jobs_choice_and_says_why(sched, kind, choice):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.8", "--max-session-tokens", "1000", "--on-missing-usage", choice)
+    agent_with(sched, NINE + MIN, HOSTILE[kind])
+    result = sched.run(NINE + MIN, "cron", "tick", "--json")
+    assert result.code == 0 and "Traceback" not in result.err
+    report = result.json()
+    if choice == "run":
+        assert [r["status"] for r in report["runs"]] == ["dispatched"]
+    else:
+        [held] = report["waiting"]
+        assert held["reason"] == "usage_unreadable" and "--on-missing-usage hold" in held["detail"]
+        assert "usage unreadable (" in held["detail"] and report["runs"] == []
+
+
+def test_nan_in_stats_json_makes_the_session_unreadable_and_the_job_waits_for_a_live_agent(sched):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.8")
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    (sched.folder / "stats.json").write_text(f'{{"updated_ms": {NINE + MIN}, "usage": {{"rl_5h": NaN}}}}')
+    result = sched.run(NINE + MIN, "cron", "tick", "--json")
+    assert result.code == 0 and result.json()["waiting"][0]["reason"] == "no_live_session"
