@@ -13,6 +13,7 @@ from ..cron import views
 from ..cron.ledger import recent_runs, run_evidence
 from ..cron.policy import read_policy
 from ..cron.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
+from ..cron.spend_ledger import read_spend, tokens_of
 from ..cron.store import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
 from ..cron.targets import holds_project, run_target_project
 from ..errors import ErrorCode, InvalidDataError, UsageError
@@ -82,7 +83,9 @@ def job_runs(
     """The newest `limit` runs of job `name` (all jobs when None); only the tail of a large
     ledger is read (`exact` scans it all). Every inbox-dispatch run carries its `consumption`
     (`read`, `pending`, `retracted`, `lost`). With `evidence`, each `unknown` inbox-dispatch run
-    says where its message is now (found through its idempotency key)."""
+    says where its message is now (found through its idempotency key). `tokens`: the tokens
+    attributed to a run of a guarded job (an attribution from the agent's counters, not a bill;
+    None with `tokensNote` saying why; no key for a run of a job without a guard)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     job = find_job(store, name) if name is not None else None
@@ -90,10 +93,16 @@ def job_runs(
                         max_log_bytes=ledger_ceiling(max_log_bytes), exact=exact)
     jobs = {j["id"]: j for j in store["jobs"]}
     default_project = target_project(ws, project, session=session)
+    attributed = tokens_of(read_spend(ws.scheduler))  # the tokens of guarded runs (cron/spend_ledger.py)
     for run in found:
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:
             run["consumption"] = receipt
+        record = attributed.get(run["executionId"])
+        if record is not None:  # a run of a guarded job: its tokens, or why it has none
+            run["tokens"] = record.get("tokens")
+        if record is not None and record["state"] != "attributed":
+            run["tokensNote"] = record.get("why") or "not attributed yet: its message is not read with the agent idle"
     if evidence:
         _add_evidence(found, jobs, default_project, ws, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}

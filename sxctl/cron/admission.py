@@ -18,6 +18,8 @@ from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limi
 from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
 from .spend import spend_verdict
+from .spend_ledger import tokens_by_date
+from .spend_rules import effective_guards
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
@@ -97,6 +99,7 @@ class Admission:
         self.touched: set[str] = set()  # ids of the jobs this pass changed (the store checks just those)
         self.sessions: dict[Path, list] = {}  # session lists of the projects searched for an unknown run's message
         self._history: dict[str, list[Group]] | None = None  # the ledger by job (job_history), built when first asked
+        self.spend: Any = None  # the pass's token attribution (spend_ledger.Attribution), for --max-tokens-per-day
 
     def entry(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.policy["jobs"].setdefault(job["id"], {})
@@ -117,6 +120,9 @@ class Admission:
         the one rule the previews show too (`fate.occurrence_fate`)."""
         entry = self.policy["jobs"].get(job["id"], {})
         usage = self.usage(job, entry) if entry else LimitUsage(0, None)
+        cap = effective_guards(entry, self.policy.get("budget")).get("maxTokensPerDay")
+        if cap is not None and self.spend is not None:  # --max-tokens-per-day (cron/spend_ledger.py)
+            usage.token_cap, usage.tokens = cap, tokens_by_date(self.spend.load(), job["id"])
         self._fold_proven(job, entry, usage)
         fate = self._skip_occurrences(job, entry, self.clock.now_ms(), usage)
         if fate.action in ("expire", "pause"):

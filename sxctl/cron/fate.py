@@ -65,6 +65,8 @@ def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: Limit
     most = entry.get("maxRunsPerDay")
     if most is not None and usage.runs_on(local.date().isoformat()) >= most:
         return "max_runs_per_day"
+    if usage.token_cap is not None and usage.tokens.get(local.date().isoformat(), 0) >= usage.token_cap:
+        return "max_tokens_per_day"
     return None
 
 
@@ -78,7 +80,7 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
         return expired
     if due_at > now:
         return Fate("not_due")
-    if job["schedule"]["kind"] != "at" and entry:
+    if job["schedule"]["kind"] != "at" and (entry or usage.token_cap is not None):
         reason = skip_reason(entry, due_at, now, job_zone(job, entry), usage)
         if reason is not None:
             return Fate("skip", reason, skip_text(reason, job, entry))
@@ -108,6 +110,8 @@ def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
         return f"active hours {entry['activeHours']}{days} {zone}"
     if reason == "max_runs_per_day":
         return f"--max-runs-per-day {entry['maxRunsPerDay']} ({zone} days)"
+    if reason == "max_tokens_per_day":
+        return f"--max-tokens-per-day reached: tokens attributed to today's runs ({zone} days)"
     return f"stale: more than --stale-after {entry.get('staleAfterMs', 0) // 1000}s late"
 
 

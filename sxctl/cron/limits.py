@@ -28,6 +28,10 @@ class LimitUsage:
     unread: int | None = None
     days: dict[str, int] = field(default_factory=dict)
     proven: int | None = None
+    #: --max-tokens-per-day (the job's or the budget's) and the tokens attributed to its runs per
+    #: date (cron/spend_ledger.py); set by the pass's admission
+    token_cap: int | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
 
     def runs_on(self, date: str) -> int:
         counted = self.day["runs"] if self.day is not None and self.day["date"] == date else 0

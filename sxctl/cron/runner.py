@@ -29,6 +29,7 @@ from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
+from .spend_ledger import Attribution
 from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
 from .views import cross_check, schedule_computable
 from .workspace import Workspace
@@ -92,6 +93,7 @@ class SchedulerPass:
                                    report=self.report, workspace=ws.root)
         self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
                                      options.no_gates, environ, clock, self.report)
+        self.attribution = Attribution(ws.scheduler, clock)  # the tokens of guarded runs (cron/spend_ledger.py)
 
     # --- the pass ----------------------------------------------------------------------------------
 
@@ -153,12 +155,15 @@ class SchedulerPass:
         self.policy = read_policy(self.ws)
         self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
                                    clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
+        self.admission.spend = self.attribution
         self.result.admission = self.admission.done
         self.result.see(store, self.policy)
 
     def _tick(self) -> None:
         self._terminalize_orphans()
         self._reconcile()
+        if not self.options.dry_run:
+            self.attribution.close()
         ran = 0
         for job in self._due():
             if ran >= self.options.max_per_pass:
@@ -169,6 +174,7 @@ class SchedulerPass:
                 ran += 1
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
+        self.attribution.save()
 
     def _force(self, name: str) -> None:
         self._reconcile()
@@ -331,6 +337,8 @@ class SchedulerPass:
         self._append(terminal)
         faults.hit("after-terminal")
         if not manual:
+            self.attribution.dispatched(job, self.policy["jobs"].get(job["id"], {}), self.policy.get("budget"),
+                                        start, outcome, self.options.project)
             self.admission.after_run(job, start, outcome)
         self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))

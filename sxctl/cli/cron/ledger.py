@@ -71,8 +71,10 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
         if not found:
             say("no runs")
             return
-        headers = ["STARTED", "STATUS", "READ", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS", "EXECUTION ID"]
+        headers = ["STARTED", "STATUS", "READ", "TOKENS", "DELIVERY", "TRIGGER", "WORK", "ERROR", "COUNTERS",
+                   "EXECUTION ID"]
         rows = [[when(r["startedAtMs"]), r["status"], describe_consumption(r.get("consumption")),
+                 f"{r['tokens']:,}" if r.get("tokens") is not None else "-",
                  r["deliveryStatus"], r["trigger"], r["workKind"], r.get("errorKind"),
                  ", ".join(f"{c['name']}={c['value']}" for c in r.get("counters", [])) or None,
                  r["executionId"] + _dispatch_note(r)] for r in found]
@@ -90,7 +92,7 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
 
 
 #: the columns of `cron runs` cut (with …) to fit a terminal, first cut first (`--json` has them whole)
-_CUT_FIRST = ("EXECUTION ID", "COUNTERS", "ERROR", "DELIVERY", "WORK", "READ", "STARTED", "JOB", "EVIDENCE")
+_CUT_FIRST = ("EXECUTION ID", "COUNTERS", "ERROR", "DELIVERY", "WORK", "READ", "TOKENS", "STARTED", "JOB", "EVIDENCE")
 
 
 def _dispatch_note(run: dict) -> str:

@@ -160,3 +160,64 @@ def test_nan_in_stats_json_makes_the_session_unreadable_and_the_job_waits_for_a_
     (sched.folder / "stats.json").write_text(f'{{"updated_ms": {NINE + MIN}, "usage": {{"rl_5h": NaN}}}}')
     result = sched.run(NINE + MIN, "cron", "tick", "--json")
     assert result.code == 0 and result.json()["waiting"][0]["reason"] == "no_live_session"
+
+
+def read_all(sched, total: int, ms: int, *, busy: bool = False) -> None:  # noqa: F811
+    """The agent reads every pending message and its counters reach `total`."""
+    done = sched.folder / "inbox" / "done"
+    done.mkdir(parents=True, exist_ok=True)
+    for path in sorted((sched.folder / "inbox").glob("*.json")):
+        path.rename(done / path.name)
+    agent_with(sched, ms, usage(total=total))
+    stats = json.loads((sched.folder / "stats.json").read_text())
+    stats["sxctl"] = {"busy": busy}
+    (sched.folder / "stats.json").write_text(json.dumps(stats))
+
+
+def test_per_day_token_caps_count_the_attributed_tokens_across_runs(sched):  # noqa: F811
+    sched.add(NINE - HOUR, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "check", "--max-tokens-per-day", "1500")
+    agent_with(sched, NINE, usage(total=1000))
+    assert sched.tick(NINE)["runs"][0]["status"] == "dispatched"
+    read_all(sched, 1800, NINE + 5 * MIN, busy=True)  # read, but the agent is still busy with it
+    assert sched.tick(NINE + 5 * MIN)["runs"] == []
+    runs = sched.run(NINE + 5 * MIN, "cron", "runs", "hourly", "--json").json()["runs"]
+    assert runs[0]["tokens"] is None and runs[0]["tokensNote"].startswith("not attributed yet")
+    read_all(sched, 2000, NINE + 10 * MIN)  # idle again: 1,000 tokens are this run's
+    sched.tick(NINE + 10 * MIN)
+    agent_with(sched, NINE + HOUR, usage(total=2000))
+    assert sched.tick(NINE + HOUR)["runs"][0]["status"] == "dispatched"  # 1,000 < 1,500 today
+    read_all(sched, 2600, NINE + HOUR + 5 * MIN)
+    agent_with(sched, NINE + 2 * HOUR, usage(total=2600))
+    report = sched.tick(NINE + 2 * HOUR)  # 1,000 + 600 >= 1,500: the rest of the day is skipped
+    assert report["runs"] == []
+    [skip] = report["skippedOccurrences"]
+    assert skip["reason"] == "max_tokens_per_day"
+    runs = sched.run(NINE + 2 * HOUR, "cron", "runs", "hourly", "--json").json()["runs"]
+    assert [run["tokens"] for run in runs] == [600, 1000]
+    shown = sched.run(NINE + 2 * HOUR, "cron", "runs", "hourly").out
+    assert "TOKENS" in shown and "1,000" in shown and "600" in shown
+    spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
+    assert [run["state"] for run in spend["runs"]] == ["attributed", "attributed"]
+    sched.add(NINE + 2 * HOUR, "other", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
+    assert sched.run(NINE + 2 * HOUR, "cron", "runs", "other", "--json").json()["runs"] == []
+    agent_with(sched, NINE + 24 * HOUR, usage(total=2600))  # a new day in the job's zone: it runs again
+    assert "hourly" in [run["name"] for run in sched.tick(NINE + 24 * HOUR)["runs"]]
+
+
+def test_a_damaged_spend_file_is_invalid_data_naming_it_and_never_written_over(sched):  # noqa: F811
+    add_daily(sched, "--max-tokens-per-day", "100")
+    path = sched.root / ".scheduler" / "sxctl-spend.json"
+    for damage in (b'{"formatVersion": 1, "runs": [], "extra": 1}', b'{"formatVersion": 9, "runs": []}', b"[NaN]",
+                   b'{"formatVersion": 1, "runs": [{"executionId": "x"}]}'):
+        path.write_bytes(damage)
+        agent_with(sched, NINE + MIN, usage())
+        for args in (("cron", "tick"), ("cron", "runs", "daily")):
+            result = sched.run(NINE + MIN, *args)
+            assert result.code == 5 and "sxctl-spend.json" in result.err and "Traceback" not in result.err
+        assert path.read_bytes() == damage
+    path.unlink()
+    path.symlink_to(sched.root / "elsewhere.json")
+    agent_with(sched, NINE + MIN, usage())
+    result = sched.run(NINE + MIN, "cron", "tick")
+    assert result.code == 5 and not (sched.root / "elsewhere.json").exists()

@@ -1,0 +1,190 @@
+"""The tokens attributed to each run of a guarded job: `.scheduler/sxctl-spend.json`, sxctl's own
+file beside the comis store (comis's strict formats get no extra key). An ATTRIBUTION from the
+agent's own counters, not a bill: a run's tokens are the growth of the session's
+`usage.total_tokens` from its dispatch to the first pass that finds its message read and the
+agent idle again — whatever else the agent did meanwhile is counted in, and a run whose session
+rotated, whose message was never read within a day, or whose figures did not read has no
+attribution (`-`).
+
+The file is strict and versioned (formatVersion 1; an unknown key is exit 5 and it is never
+written over), replaced atomically under the store lock by the pass, and keeps the newest
+MAX_RUNS runs. `maxTokensPerDay` (cron/spend_rules.py) counts the attributed tokens of a job's
+runs per date of their occurrence in the job's zone (cron/fate.py skips past it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import InvalidDataError
+from ..fsio import atomic_write, read_data_file
+from ..jsondata import compact_json, strict_loads
+from ..project import session_info
+from ..project.layout import ProjectLayout, is_valid_session_id
+from ..project.usage import read_usage
+from .receipts import consumption
+from .schedule import job_zone, local_time
+from .schema import EPOCH_MS
+from .schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Obj, SchemaError, Str, opt, req
+from .spend_rules import GUARD_KEYS, effective_guards
+from .targets import run_target_project
+
+MAX_RUNS = 2000
+FILE_CAP = 1024 * 1024
+OPEN_FOR_MS = 24 * 3_600_000  # a run whose message is not read (or agent not idle) within this: no attribution
+RUN = Obj([
+    req("executionId", Str(1, 256)), req("jobId", Str(1, 256)), req("date", Str(10, 10)),
+    req("project", Str(1, 4096)), req("sessionId", Str(1, 128)), req("stem", Str(1, 256)),
+    req("dispatchedAtMs", EPOCH_MS), req("state", Enum(("open", "attributed", "unattributed"))),
+    opt("fromTokens", Int(0, MAX_SAFE_INT)), opt("tokens", Int(0, MAX_SAFE_INT)), opt("closedAtMs", EPOCH_MS),
+    opt("why", Str(1, 512)),
+])
+ROOT = Obj([req("formatVersion", Enum((1,))), req("runs", Arr(RUN, max_items=MAX_RUNS))])
+
+
+def spend_path(scheduler: Path) -> Path:
+    return scheduler / "sxctl-spend.json"
+
+
+def read_spend(scheduler: Path) -> dict[str, Any]:
+    """The validated file (an empty one when there is none); invalid: exit 5 naming it."""
+    path = spend_path(scheduler)
+    raw = read_data_file(path, FILE_CAP)
+    if raw is None:
+        return {"formatVersion": 1, "runs": []}
+    if len(raw) > FILE_CAP:
+        raise InvalidDataError(str(path), f"sxctl spend file is larger than {FILE_CAP} bytes")
+    try:
+        doc = strict_loads(raw)
+        ROOT.check(doc, "$")
+    except ValueError as error:
+        raise InvalidDataError(str(path), f"sxctl spend file contains invalid JSON ({error})") from None
+    except SchemaError as error:
+        raise InvalidDataError(str(path), f"sxctl spend file: {error}", json_path=error.path,
+                               rule=error.rule) from None
+    return doc
+
+
+def write_spend(scheduler: Path, doc: dict[str, Any]) -> None:
+    doc["runs"] = doc["runs"][-MAX_RUNS:]
+    atomic_write(spend_path(scheduler), compact_json(doc))
+
+
+def tokens_by_date(doc: dict[str, Any], job_id: str) -> dict[str, int]:
+    """The tokens attributed to a job's runs per date (in its zone) of their occurrence."""
+    days: dict[str, int] = {}
+    for run in doc["runs"]:
+        if run["jobId"] == job_id and run["state"] == "attributed":
+            days[run["date"]] = days.get(run["date"], 0) + run["tokens"]
+    return days
+
+
+def tokens_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each run's record by execution id (`cron runs`)."""
+    return {run["executionId"]: run for run in doc["runs"]}
+
+
+def _session_stats(project: Path, session_id: str, clock: Clock):
+    if not is_valid_session_id(session_id):
+        return None
+    folder = ProjectLayout(project).sessions / session_id
+    return session_info(folder, clock) if folder.is_dir() else None
+
+
+def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, project: Path, session_id: str,
+             stem: str, clock: Clock) -> None:
+    """A guarded job's run was dispatched into `session_id`: note the session's tokens now."""
+    info = _session_stats(project, session_id, clock)
+    total = read_usage(info.stats if info is not None else None).get("total_tokens")
+    run: dict[str, Any] = {"executionId": execution_id, "jobId": job_id, "date": date, "project": str(project),
+                           "sessionId": session_id, "stem": stem, "dispatchedAtMs": clock.now_ms(), "state": "open"}
+    if total is None:
+        run.update(state="unattributed", closedAtMs=clock.now_ms(), why="usage.total_tokens unreadable at dispatch")
+    else:
+        run["fromTokens"] = total
+    doc["runs"].append(run)
+
+
+def close_runs(doc: dict[str, Any], clock: Clock) -> bool:
+    """Attribute every open run whose message has been read while the agent is idle now (True
+    when one changed): the growth of total_tokens since its dispatch."""
+    changed = False
+    now = clock.now_ms()
+    for run in doc["runs"]:
+        if run["state"] != "open":
+            continue
+        why = _close(run, clock)
+        if why is None and run["state"] == "open" and now - run["dispatchedAtMs"] > OPEN_FOR_MS:
+            why = "its message was not read with the agent idle within a day"
+        if why is not None:
+            run.update(state="unattributed", closedAtMs=now, why=why)
+        changed = changed or run["state"] != "open"
+    return changed
+
+
+def _close(run: dict[str, Any], clock: Clock) -> str | None:
+    """Attribute `run` when it can be now; the reason it never can, or None (still open)."""
+    project = Path(run["project"])
+    receipt = consumption(project, run["sessionId"], run["stem"], clock)
+    if receipt["state"] in ("retracted", "lost"):
+        return f"its message is {receipt['state']}"
+    if receipt["state"] != "read" or "forwardedTo" in receipt:
+        return "its message went to another session" if "forwardedTo" in receipt else None
+    info = _session_stats(project, run["sessionId"], clock)
+    if info is None or info.state == "unknown":
+        return "the session is gone"
+    if info.state == "stale":
+        return None  # its agent may come back: a stopped one wrote its last figures
+    stats = info.stats or {}
+    block = stats.get("sxctl")
+    bash = stats.get("bash")
+    busy = (isinstance(block, dict) and block.get("busy") is True) or (isinstance(bash, dict)
+                                                                        and bash.get("running") is True)
+    if busy:
+        return None
+    total = read_usage(stats).get("total_tokens")
+    if total is None:
+        return "usage.total_tokens unreadable when its message was read"
+    if total < run["fromTokens"]:
+        return "usage.total_tokens went down (the counters were reset)"
+    run.update(state="attributed", tokens=total - run["fromTokens"], closedAtMs=clock.now_ms())
+    return None
+
+
+class Attribution:
+    """A pass's share of the file: `close()` first (runs read since the last pass), `dispatched`
+    after each run of a guarded job, `save()` before the store lock is released."""
+
+    def __init__(self, scheduler: Path, clock: Clock) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.doc: dict[str, Any] | None = None
+        self.changed = False
+
+    def load(self) -> dict[str, Any]:
+        if self.doc is None:
+            self.doc = read_spend(self.scheduler)
+        return self.doc
+
+    def close(self) -> None:
+        if spend_path(self.scheduler).exists() and close_runs(self.load(), self.clock):
+            self.changed = True
+
+    def dispatched(self, job: dict[str, Any], entry: dict[str, Any], budget: dict[str, Any] | None,
+                   start: dict[str, Any], outcome: dict[str, Any], project: Path) -> None:
+        """Open the attribution of a run of a job with a spend guard that sent an inbox message."""
+        if outcome.get("kind") != "inbox_dispatch" or not any(
+                effective_guards(entry, budget).get(key) is not None for key in GUARD_KEYS[:3]):
+            return
+        date = local_time(start["scheduledForMs"], job_zone(job, entry)).date().isoformat()
+        open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
+                 project=run_target_project(job, project, workspace=self.scheduler.parent),
+                 session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock)
+        self.changed = True
+
+    def save(self) -> None:
+        if self.changed and self.doc is not None:
+            write_spend(self.scheduler, self.doc)
+            self.changed = False
