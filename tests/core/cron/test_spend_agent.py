@@ -1,0 +1,88 @@
+"""The spend guards end to end: the real pass (in this process, on the real clock) against the
+reference agent (a subprocess) whose stand-in usage block rises with its turns and falls with
+time (agent/usage_model.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.comis_strict import check_store_bytes
+
+pytestmark = pytest.mark.slow
+
+
+def until(read, accept, timeout=30.0):
+    """What `read()` returns once `accept` holds (polled), or fail."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if accept(value):
+            return value
+        assert time.monotonic() < deadline, f"never accepted: {value!r}"
+        time.sleep(0.05)
+
+
+def figures(agent) -> dict:
+    try:
+        return json.loads((agent.dir / "stats.json").read_text()).get("usage") or {}
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
+def tick(project) -> dict:
+    result = project.run("cron", "tick", "--json")
+    assert result.code == 0, result.err
+    assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
+    return result.json()
+
+
+def test_a_job_above_its_ceiling_is_held_while_the_agents_rate_is_high_and_runs_when_it_falls(project, agents):
+    agent = agents(project, "--turn-seconds", "0.1", "--rl-per-turn", "0.6", "--rl-window", "3s")
+    assert project.run("inbox", "send", "warm up", "--wait", "20").code == 0
+    until(lambda: figures(agent).get("rl_5h"), lambda rate: rate == 0.6)
+    assert project.run("cron", "add", "check", "--in", "1s", "--payload", "heartbeat-event", "--text", "scheduled",
+                       "--rate-limit-ceiling", "0.5").code == 0
+    held = until(lambda: tick(project), lambda report: report["waiting"] or report["runs"])
+    assert held["runs"] == [] and held["waiting"][0]["reason"] == "rate_limit"
+    assert "rl_5h 0.6 is at or above --rate-limit-ceiling 0.5" in held["waiting"][0]["detail"]
+    until(lambda: figures(agent).get("rl_5h"), lambda rate: rate == 0)  # the turn left the window
+    ran = tick(project)
+    assert [run["status"] for run in ran["runs"]] == ["dispatched"]
+    agent.wait_for(lambda e: e["event"] == "turn_start" and e["text"].startswith("scheduled"))
+
+
+def test_a_session_over_its_token_budget_gets_no_dispatch_from_the_pass(project, agents):
+    agent = agents(project, "--turn-seconds", "0.1", "--tokens-per-turn", "1000")
+    assert project.run("inbox", "send", "warm up", "--wait", "20").code == 0
+    until(lambda: figures(agent).get("total_tokens", 0), lambda total: total >= 1000)
+    assert project.run("cron", "add", "check", "--every", "1s", "--payload", "heartbeat-event", "--text", "scheduled",
+                       "--max-session-tokens", "1000").code == 0
+    held = until(lambda: tick(project), lambda report: report["waiting"] or report["runs"])
+    assert held["runs"] == [] and held["waiting"][0]["reason"] == "token_budget"
+    assert not [e for e in agent.events if e["event"] == "turn_start" and e["text"].startswith("scheduled")]
+
+
+def test_a_per_day_token_cap_counts_the_tokens_the_agent_spent_on_each_run(project, agents):
+    agent = agents(project, "--turn-seconds", "0.1", "--tokens-per-turn", "1000")
+    assert project.run("cron", "add", "check", "--every", "1s", "--payload", "heartbeat-event", "--text", "scheduled",
+                       "--max-tokens-per-day", "1500").code == 0
+    dispatched = 0
+    for _ in range(5):
+        # the next pass that has something to do (the every-second job's next occurrence)
+        report = until(lambda: tick(project), lambda r: r["runs"] or r["skippedOccurrences"])
+        dispatched += len(report["runs"])
+        if any(skip["reason"] == "max_tokens_per_day" for skip in report["skippedOccurrences"]):
+            break
+        # the run just sent is read and the agent idle again before the next pass attributes it
+        until(lambda: figures(agent).get("total_tokens", 0), lambda total, n=dispatched: total >= 1000 * n)
+        until(lambda: json.loads((agent.dir / "stats.json").read_text())["sxctl"]["busy"], lambda busy: not busy)
+    else:
+        pytest.fail("the cap never stopped the job")
+    assert dispatched == 2  # ~1,000 tokens for the first run, under 1,500; the second reaches it
+    runs = project.run("cron", "runs", "check", "--json").json()["runs"]
+    tokens = [run["tokens"] for run in runs]
+    assert all(isinstance(t, int) and t >= 1000 for t in tokens) and len(tokens) == 2
+    assert sum(tokens) <= figures(agent)["total_tokens"]
