@@ -61,6 +61,7 @@ def status() -> None:
         oldest = f", oldest {format_duration_ms(inbox['oldest_pending_age_ms'])}" \
             if inbox["oldest_pending_age_ms"] is not None else ""
         say(f"inbox    {inbox['pending']} pending{oldest}, {inbox['consumed_last_hour']} consumed in the last hour")
+        say(f"usage    {doc['usage']['line']}")
         _cron_lines(doc)
 
     emit(doc, human)

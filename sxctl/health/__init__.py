@@ -26,6 +26,7 @@ from .session_checks import (
     check_temps_and_locks,
     check_timers,
 )
+from .spend_checks import check_spend
 
 __all__ = ["diagnose"]
 
@@ -55,6 +56,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
             found.guard("scheduler", lambda: check_scheduler(found, ws, files[0], now, environ, crontab_text, project))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
+            found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
     found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))
     return found.checks

@@ -94,6 +94,7 @@ def collect(doc: dict[str, Any], ws, project: Path, clock: Clock, max_log_bytes:
     gauge("sxctl_stranded_timers", "Active timers in sessions no agent reads (`sxctl callbacks move`).",
           ({}, sum(entry["timers"] for entry in stranded)))
     _cron_families(gauge, cron)
+    _spend_families(gauge, doc.get("usage") or {}, cron.get("guards", []))
     _run_families(gauge, cron, ws, project, clock, max_log_bytes)
     _heartbeat_families(gauge, cron, ws, clock.now_ms())
     codes: dict[str, int] = {}
@@ -121,6 +122,27 @@ def _cron_families(gauge, cron: dict[str, Any]) -> None:
           *[({"job": p["name"], "reason": p["reason"]}, 1) for p in paused])
     gauge("sxctl_cron_active_claims", "Runs claimed and not settled yet.",
           *([({}, cron["active_claims"])] if "active_claims" in cron else []))
+
+
+#: an agent that writes no usage block at all (not every agent does) is not a problem to count
+ABSENT = ("no readable stats.json", "stats.json has no usage block")
+
+
+def _spend_families(gauge, usage: dict[str, Any], guards: list[dict[str, Any]]) -> None:
+    """The agent's own usage figures (no sample: unreadable) and what the spend guards hold."""
+    gauge("sxctl_agent_usage_tokens", "The session's usage.total_tokens, from the agent's stats.json.",
+          *([({}, usage["total_tokens"])] if usage.get("total_tokens") is not None else []))
+    gauge("sxctl_agent_rate_limit_ratio", "The provider's rate-limit use the agent reports (rl_5h, rl_7d), 0-1.",
+          *[({"window": window}, usage[f"rl_{window}"]) for window in ("5h", "7d")
+            if usage.get(f"rl_{window}") is not None])
+    gauge("sxctl_agent_usage_unreadable", "1 for each usage figure the agent wrote that cannot be read.",
+          *[({"figure": name}, 1) for name, why in sorted((usage.get("unreadable") or {}).items())
+            if why not in ABSENT])
+    gauge("sxctl_cron_guard_held_jobs", "Due jobs a spend guard holds, by its reason.",
+          *[({"reason": reason}, sum(1 for row in guards if row["held"] and row["reason"] == reason))
+            for reason in ("rate_limit", "token_budget", "usage_unreadable")])
+    gauge("sxctl_cron_job_tokens_today", "Tokens attributed to a job's runs today (--max-tokens-per-day jobs).",
+          *[({"job": row["name"]}, row["tokensToday"]) for row in guards if row["tokensToday"] is not None])
 
 
 def _run_families(gauge, cron: dict[str, Any], ws, project: Path, clock: Clock, max_log_bytes: int) -> None:

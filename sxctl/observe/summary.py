@@ -19,6 +19,7 @@ from ..cron.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning
+from .spend_view import guard_problems, guard_states, session_usage
 from .stranded import stranded_problem, stranded_sessions
 
 #: consumed messages kept in done/ beyond which `status` (and `doctor`) suggest pruning
@@ -52,7 +53,7 @@ def is_waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, p
     """Whether the pass holds this due job now (the pass's own rule, `cron.admission.hold_state`): a job
     past its --hold-max is not waiting any more, it is given up at the next pass."""
     held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
-    return held is not None and held["status"] == "waiting"
+    return held is not None and held["status"] == "waiting" and held["reason"] == "no_live_session"
 
 
 def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
@@ -61,7 +62,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
                 "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": [],
                 "failed": []}
-    policy = read_policy(ws)["jobs"]
+    policy_doc = read_policy(ws)
+    policy = policy_doc["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
     failed = last_failures(store, runs)
@@ -81,13 +83,16 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     waiting = [job["name"] for job in scheduled
                if job["lifecycle"]["nextRunAtMs"] <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
+    guards = guard_states(ws, store, policy_doc, project, clock)  # the spend guards (observe/spend_view.py)
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
         "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting],
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting
+                    and job["name"] not in {row["name"] for row in guards if row["held"]}],
         "waiting": waiting,
+        "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
                             if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
@@ -134,7 +139,7 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,
                      "stats_age_ms": session.liveness.age_ms},
         "timers": timers, "inbox": inbox, "cron": cron, "stranded": [entry.to_json() for entry in stranded],
-        "problems": problems,
+        "usage": session_usage(session.stats), "problems": problems,
     }
 
 
@@ -161,6 +166,7 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})
+    problems += guard_problems(cron.get("guards", []))
     for name in cron.get("waiting", []):
         problems.append({"code": "cron_waiting_for_agent",
                          "message": f"cron job {name} is due and waits for a live agent (see its --hold-max)"})
@@ -187,5 +193,6 @@ def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> d
     return {
         "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,
         "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
-        "timers": None, "inbox": None, "cron": cron, "stranded": [], "problems": problems + _cron_problems(cron),
+        "timers": None, "inbox": None, "cron": cron, "stranded": [], "usage": None,
+        "problems": problems + _cron_problems(cron),
     }

@@ -221,3 +221,30 @@ def test_a_damaged_spend_file_is_invalid_data_naming_it_and_never_written_over(s
     agent_with(sched, NINE + MIN, usage())
     result = sched.run(NINE + MIN, "cron", "tick")
     assert result.code == 5 and not (sched.root / "elsewhere.json").exists()
+
+
+def test_status_doctor_and_metrics_show_the_usage_and_which_jobs_a_guard_holds(sched):  # noqa: F811
+    add_daily(sched, "--rate-limit-ceiling", "0.8")
+    sched.add(NINE - HOUR, "capped", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "x", "--max-session-tokens", "100", "--on-missing-usage", "run")
+    agent_with(sched, NINE + MIN, {**usage(total=51_331, rl_5h=0.85), "total_tokens": "many"})
+    at = NINE + MIN
+    doc = sched.run(at, "--session", SID, "status", "--json").json()
+    assert doc["usage"]["rl_5h"] == 0.85 and doc["usage"]["total_tokens"] is None
+    assert doc["usage"]["unreadable"] == {"total_tokens": "is a string ('many'), not a number"}
+    guards = {row["name"]: row for row in doc["cron"]["guards"]}
+    assert guards["daily"]["held"] is True and guards["daily"]["reason"] == "rate_limit"
+    assert guards["capped"]["held"] is False and "total_tokens" in guards["capped"]["unreadable"]
+    codes = {p["code"] for p in doc["problems"]}
+    assert {"cron_held_rate_limit", "cron_usage_unreadable"} <= codes and "cron_overdue" not in codes
+    human = sched.run(at, "--session", SID, "status").out
+    assert "usage    ? tokens, rl 5h 85% 7d 5%" in human
+    assert "cron job daily is due and held by a spend guard: rl_5h 0.85 is at or above" in human
+    assert "cron job capped: usage unreadable (total_tokens is a string ('many'), not a number); runs" in human
+    checks = [c for c in sched.run(at, "--session", SID, "doctor", "--json").json()["checks"]
+              if c["check"] == "spend guards"]
+    assert [c["status"] for c in checks] == ["warn", "warn"]
+    metrics = sched.run(at, "--session", SID, "metrics").out
+    assert 'sxctl_agent_rate_limit_ratio{workspace="' in metrics and 'window="5h"} 0.85' in metrics
+    assert 'sxctl_cron_guard_held_jobs{' in metrics and 'reason="rate_limit"} 1' in metrics
+    assert "sxctl_agent_usage_tokens{" not in metrics  # an unreadable figure has no sample
