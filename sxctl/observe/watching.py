@@ -12,6 +12,7 @@ from ..callbacks.table import doc_slots, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.ledger import project_run, scan_ledger
 from ..cron.policy import read_policy
+from ..cron.spend_rules import GUARD_KEYS
 from ..cron.store import read_store
 from ..cron.views import job_state
 from ..errors import InvalidDataError, SxctlError
@@ -19,6 +20,7 @@ from ..fsio import file_stamp
 from ..inbox.folder import inbox_dirs, is_message_name, message_names, unstamped_names
 from ..inbox.wait import rotation_target
 from ..project import Session, session_info
+from .spend_view import guard_states
 from .stranded import Stranded, stranded_sessions
 from .waiter import ChangeWaiter
 
@@ -39,6 +41,8 @@ class Snapshot:
     jobs_stamp: tuple = ()
     jobs: dict[str, str] = field(default_factory=dict)  # job name -> state (`paused:expired` …)
     job_names: dict[str, str] = field(default_factory=dict)  # job id -> name (a `cron_run` event names its job)
+    guarded: bool = False  # a job has a spend guard (its own or the budget's): `guards` is looked at
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)  # job name -> its spend guards' state
 
 
 def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapshot | None = None) -> Snapshot:
@@ -80,10 +84,34 @@ def snapshot(session: Session, ws, clock: Clock = SYSTEM_CLOCK, previous: Snapsh
     stamp = tuple(file_stamp(path) for path in (ws.store, ws.policy))
     if previous is not None and stamp == previous.jobs_stamp:
         snap.jobs_stamp, snap.jobs, snap.job_names = stamp, previous.jobs, previous.job_names
+        snap.guarded = previous.guarded
     else:
         snap.jobs_stamp = stamp
         snap.jobs, snap.job_names = _job_states(ws)
+        snap.guarded = _has_guards(ws)
+    if snap.guarded:  # the figures change with every stats.json write: looked at each time
+        snap.guards = _guards(ws, session, clock)
     return snap
+
+
+def _has_guards(ws) -> bool:
+    try:
+        policy = read_policy(ws)
+    except SxctlError:
+        return False
+    return bool(policy.get("budget")) or any(any(key in entry for key in GUARD_KEYS)
+                                             for entry in policy["jobs"].values())
+
+
+def _guards(ws, session: Session, clock: Clock) -> dict[str, dict[str, Any]]:
+    """Each guarded job's state: held (and why), and the figures its guards cannot read."""
+    try:
+        store, policy = read_store(ws), read_policy(ws)
+    except SxctlError:
+        return {}
+    rows = guard_states(ws, store or {"jobs": []}, policy, session.project, clock)
+    return {row["name"]: {"held": row["held"], "reason": row["reason"] if row["held"] else None,
+                          "detail": row["detail"], "unreadable": sorted(row["unreadable"])} for row in rows}
 
 
 def _job_states(ws) -> tuple[dict[str, str], dict[str, str]]:
@@ -183,6 +211,13 @@ def diff(old: Snapshot, new: Snapshot, now_ms: int) -> list[dict[str, Any]]:
     for name, state in new.jobs.items():
         if old.jobs.get(name, state) != state:  # a job that changed state (paused:expired …)
             add("cron_job", name=name, state=state, was=old.jobs[name])
+    for name, guard in new.guards.items():  # a spend guard began or stopped holding a job, or reading
+        was = old.guards.get(name)
+        if was is None and not guard["held"] and not guard["unreadable"]:
+            continue
+        if was is None or (was["held"], was["reason"], was["unreadable"]) != (guard["held"], guard["reason"],
+                                                                              guard["unreadable"]):
+            add("cron_guard", name=name, **guard)
     return events
 
 

@@ -86,3 +86,26 @@ def test_a_per_day_token_cap_counts_the_tokens_the_agent_spent_on_each_run(proje
     tokens = [run["tokens"] for run in runs]
     assert all(isinstance(t, int) and t >= 1000 for t in tokens) and len(tokens) == 2
     assert sum(tokens) <= figures(agent)["total_tokens"]
+
+
+def test_watch_json_emits_the_guards_state_changes(project):
+    from tests.conftest import SID, follow_json, now_ms
+
+    def agent_reports(rate: float) -> None:
+        project.session(SID, stats={"updated_ms": now_ms(), "usage": {"total_tokens": 10, "rl_5h": rate,
+                                                                      "rl_7d": 0.0}})
+
+    agent_reports(0.1)
+    assert project.run("cron", "add", "check", "--every", "1s", "--payload", "heartbeat-event", "--text", "x",
+                       "--rate-limit-ceiling", "0.5").code == 0
+    process, events = follow_json(project, "watch", "--json", "--duration", "30")
+    try:
+        for rate, held in ((0.9, True), (0.2, False)):
+            def seen(held=held) -> list:
+                return [e for e in list(events) if e["event"] == "cron_guard" and e["held"] is held]
+            until(lambda rate=rate, seen=seen: agent_reports(rate) or seen(), bool)
+        [on] = [e for e in events if e["event"] == "cron_guard" and e["held"]][:1]
+        assert (on["name"], on["reason"]) == ("check", "rate_limit") and "rl_5h 0.9" in on["detail"]
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
