@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.rehearsal import MAX_PASSES, Rehearsal, rehearse
 from ..cron.store import read_store
-from ..errors import UsageError
+from ..errors import SxctlError, UsageError
+from ..fsio import read_data_file
+from ..jsondata import strict_loads
 from ..record import record
 from ..timeparse import parse_time_in_zone_ms
 from .jobs import display_zone
@@ -45,6 +48,34 @@ def _time(flag: str, value: str, tz: str | None) -> int:
         raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
 
 
+USAGE_FILE_CAP = 1024 * 1024
+
+
+def _usage_steps(path: str | os.PathLike, tz: str | None) -> list[tuple[int, Any]]:
+    """`--usage FILE`: one usage block (an object the simulated agent reports throughout), or a
+    list of `{"from": TIME, "usage": {...}}` (each from its time on). The blocks are written as
+    they are into the simulated stats.json, so a hostile one is rehearsed as the pass would meet it."""
+    try:
+        raw = read_data_file(Path(path), USAGE_FILE_CAP)
+    except SxctlError as error:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: {error.message}") from None
+    if raw is None:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: no such file")
+    if len(raw) > USAGE_FILE_CAP:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: larger than {USAGE_FILE_CAP} bytes")
+    try:
+        doc = strict_loads(raw)
+    except ValueError as error:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: {error}") from None
+    if isinstance(doc, dict):
+        return [(0, doc)]
+    if not isinstance(doc, list) or not doc or not all(isinstance(step, dict) and set(step) == {"from", "usage"}
+                                                       and isinstance(step["from"], str) for step in doc):
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: a usage object, or a list of "
+                         '{"from": TIME, "usage": {...}}')
+    return sorted((_time("--usage from", step["from"], tz), step["usage"]) for step in doc)
+
+
 def _span(value: str, tz: str | None) -> tuple[int, int]:
     """`FROM..TO` -> [from, to) in epoch ms."""
     ends = value.split("..")
@@ -59,17 +90,19 @@ def _span(value: str, tz: str | None) -> tuple[int, int]:
 def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
                       tz: str | None = None, max_per_pass: int = 3, workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
-                      clock: Clock = SYSTEM_CLOCK) -> Simulation:
+                      clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None) -> Simulation:
     """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
     in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
     reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
-    nothing in the project; no delivery command and no wake gate runs."""
+    nothing in the project; no delivery command and no wake gate runs. `usage` (a JSON file):
+    the usage block the simulated agent reports, to rehearse the spend guards (`_usage_steps`)."""
     start, end = _time("--from", from_time, tz), _time("--until", until, tz)
     if end < start:
         raise UsageError(f"--until {until!r} is before --from {from_time!r}")
     if pass_every < 1:
         raise UsageError(f"--pass-every {pass_every:g}s is shorter than one second")
     spans = [_span(value, tz) for value in agent_down]
+    steps = _usage_steps(usage, tz) if usage is not None else None
     ws = find_workspace(workspace, project=project, session=session)
     if read_store(ws) is None:
         raise UsageError(f"no cron store at {ws.store}: nothing to simulate")
@@ -79,5 +112,6 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
         warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
     result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
-                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass)
+                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
+                      usage=steps)
     return Simulation(ws, display_zone(tz), result, warnings)

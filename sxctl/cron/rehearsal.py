@@ -67,9 +67,11 @@ class SimulatedDispatcher(Dispatcher):
 
 
 def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_every_ms: int,
-             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3) -> Rehearsal:
+             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3,
+             usage: list[tuple[int, Any]] | None = None) -> Rehearsal:
     """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace
-    and `project`; the simulated agent is live except in `agent_down` ([from, to) spans)."""
+    and `project`; the simulated agent is live except in `agent_down` ([from, to) spans) and
+    reports `usage` (`(from_ms, block)` steps, the last one begun in force; None: no block)."""
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
     with tempfile.TemporaryDirectory(prefix="sxctl-simulate-") as temp:
         sim_ws, sim_project, session_dir = _copy(ws, project, Path(temp), from_ms)
@@ -82,7 +84,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
                 break
             up = not any(start <= at < end for start, end in agent_down)
             if up:
-                _write_stats(session_dir, at)
+                _write_stats(session_dir, at, _usage_at(usage, at))
             try:
                 report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
             except SxctlError as error:  # named as the user's own file, not the throw-away copy
@@ -154,8 +156,16 @@ def _real_paths(event: dict[str, Any], copies: dict[str, str]) -> dict[str, Any]
     return event
 
 
-def _write_stats(session_dir: Path, at: int) -> None:
-    (session_dir / "stats.json").write_text(json.dumps({"updated_ms": at, "model": SIM_MODEL}), encoding="utf-8")
+def _usage_at(steps: list[tuple[int, Any]] | None, at: int) -> Any:
+    begun = [block for start, block in steps or [] if start <= at]
+    return begun[-1] if begun else None
+
+
+def _write_stats(session_dir: Path, at: int, usage: Any = None) -> None:
+    stats: dict[str, Any] = {"updated_ms": at, "model": SIM_MODEL}
+    if usage is not None:
+        stats["usage"] = usage
+    (session_dir / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
 
 
 def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int) -> PassReport:
@@ -191,7 +201,8 @@ def _events(report: PassReport, at: int, held: set[tuple[str, int]],
     for wait in report.admission.waiting:
         if (wait["jobId"], wait["dueSinceMs"]) not in held:
             held.add((wait["jobId"], wait["dueSinceMs"]))
-            event(wait["name"], "held", wait["dueSinceMs"], reason=wait["reason"], until_ms=wait["giveUpAtMs"])
+            event(wait["name"], "held", wait["dueSinceMs"], reason=wait["reason"], until_ms=wait["giveUpAtMs"],
+                  **({"detail": wait["detail"]} if "detail" in wait else {}))  # a spend guard says why
     for paused in report.admission.paused:
         event(paused["name"], "paused", None, reason=paused["reason"], detail=paused["message"])
     given_up = {row["jobId"] for row in report.admission.given_up}

@@ -248,3 +248,37 @@ def test_status_doctor_and_metrics_show_the_usage_and_which_jobs_a_guard_holds(s
     assert 'sxctl_agent_rate_limit_ratio{workspace="' in metrics and 'window="5h"} 0.85' in metrics
     assert 'sxctl_cron_guard_held_jobs{' in metrics and 'reason="rate_limit"} 1' in metrics
     assert "sxctl_agent_usage_tokens{" not in metrics  # an unreadable figure has no sample
+
+
+def test_cron_simulate_rehearses_a_guard_with_a_usage_file(sched, tmp_path):  # noqa: F811
+    sched.add(NINE - HOUR, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "check", "--rate-limit-ceiling", "0.5")
+    steps = tmp_path / "usage.json"
+    steps.write_text(json.dumps([{"from": "2026-12-01T09:00Z", "usage": usage(rl_5h=0.9)},
+                                 {"from": "2026-12-01T10:30Z", "usage": usage(rl_5h=0.1)}]))
+    before = sched.policy_file.read_bytes()
+    result = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until", "2026-12-01T11:00Z",
+                       "--pass-every", "30m", "--usage", str(steps), "--json")
+    assert result.code == 0, result.err
+    fates = [(e["fate"], e["reason"]) for e in result.json()["events"]]
+    assert fates == [("held", "rate_limit"), ("catch_up", None), ("dispatched", None)]
+    [held] = [e for e in result.json()["events"] if e["fate"] == "held"]
+    assert held["detail"] == "rl_5h 0.9 is at or above --rate-limit-ceiling 0.5"
+    human = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until", "2026-12-01T11:00Z",
+                      "--pass-every", "30m", "--usage", str(steps), "--tz", "UTC").out
+    assert "held        rate limit; gives up at" in human and "rl_5h 0.9 is at or above" in human
+    assert sched.policy_file.read_bytes() == before  # nothing was written
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps({"rl_5h": "high", "rl_7d": -1}))
+    result = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until", "2026-12-01T09:30Z",
+                       "--pass-every", "30m", "--usage", str(hostile), "--json")
+    assert result.code == 0 and [e["fate"] for e in result.json()["events"]] == ["dispatched"]  # run on missing
+    for bad, why in (("[1, 2]", "a usage object, or a list"), ("{", "invalid --usage"), (None, "no such file")):
+        path = tmp_path / "bad.json"
+        if bad is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(bad)
+        result = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until",
+                           "2026-12-01T09:30Z", "--usage", str(path))
+        assert result.code == 2 and why in result.err and "Traceback" not in result.err
