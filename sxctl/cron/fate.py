@@ -137,7 +137,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     life = job["lifecycle"]
     if life["status"] != "scheduled":
         return preview
-    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
+    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
+                       token_cap=usage.token_cap, tokens=dict(usage.tokens))
     at, dst = life["nextRunAtMs"], False
     skipped: list[str] = []
     for step in range(budget):

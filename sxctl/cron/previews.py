@@ -14,6 +14,8 @@ from .admission import hold_state
 from .fate import Preview, preview_runs
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
+from .spend_ledger import read_spend, tokens_by_date
+from .spend_rules import effective_guards
 from .views import schedule_computable
 from .workspace import Workspace
 
@@ -58,6 +60,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     limit-paused job ends its series, an overdue one says whether it is held for a live agent.
     `after` (a time in the future; default now): the runs from then on."""
     now = clock.now_ms()
+    spend: dict[str, Any] | None = None
     found = JobPreviews(counted_usages(ws, store, policy, project, clock, max_log_bytes=max_log_bytes, unread=True))
     for job in store["jobs"]:
         if job["source"] == "built_in" or job["lifecycle"]["status"] != "scheduled" \
@@ -65,6 +68,10 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
             continue
         entry = policy["jobs"].get(job["id"], {})
         usage = found.usages.get(job["id"]) or LimitUsage(entry.get("runs", 0), entry.get("day"))
+        cap = effective_guards(entry, policy.get("budget")).get("maxTokensPerDay")
+        if cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend_ledger.py)
+            spend = spend if spend is not None else _spend_or_none(ws)
+            usage.token_cap, usage.tokens = cap, tokens_by_date(spend, job["id"])
 
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root,
@@ -72,3 +79,11 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
 
         found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
     return found
+
+
+def _spend_or_none(ws: Workspace) -> dict[str, Any]:
+    """The attributed tokens, or none when the file is invalid (the pass names it; a preview still shows)."""
+    try:
+        return read_spend(ws.scheduler)
+    except InvalidDataError:
+        return {"formatVersion": 1, "runs": []}

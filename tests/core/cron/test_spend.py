@@ -282,3 +282,15 @@ def test_cron_simulate_rehearses_a_guard_with_a_usage_file(sched, tmp_path):  # 
         result = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until",
                            "2026-12-01T09:30Z", "--usage", str(path))
         assert result.code == 2 and why in result.err and "Traceback" not in result.err
+
+
+def test_cron_next_says_the_days_token_cap_skips_the_rest_of_the_day(sched):  # noqa: F811
+    sched.add(NINE - HOUR, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "check", "--max-tokens-per-day", "500")
+    agent_with(sched, NINE, usage(total=1000))
+    sched.tick(NINE)
+    read_all(sched, 1600, NINE + 5 * MIN)
+    sched.tick(NINE + 5 * MIN)  # 600 tokens attributed: over the cap for the rest of 2026-12-01
+    [fire] = sched.run(NINE + 5 * MIN, "cron", "next", "hourly", "-n", "1", "--json").json()["fires"]
+    assert fire["at_ms"] == NINE + 15 * HOUR  # midnight UTC, the next day
+    assert "--max-tokens-per-day reached" in fire["note"]
