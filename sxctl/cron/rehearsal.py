@@ -22,6 +22,7 @@ from ..timeparse import format_ms
 from .catchup import skipped_count
 from .dispatch import Dispatcher, DispatchFailure, Occurrence
 from .runner import PassReport, SchedulerPass, TickOptions
+from .spend_ledger import spend_path
 from .targets import run_target_project
 from .workspace import Workspace
 
@@ -109,7 +110,7 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
     sim_ws = Workspace(temp / "project" if same else temp / "workspace")
     sim_project = temp / "project"
     sim_ws.scheduler.mkdir(parents=True)
-    for path in (ws.store, ws.policy, ws.ledger):
+    for path in (ws.store, ws.policy, ws.ledger, spend_path(ws.scheduler)):  # + the tokens already attributed
         if os.path.islink(path):  # refused as the pass refuses them, never silently left out
             raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
         if os.path.lexists(path) and not path.is_file():
