@@ -18,6 +18,7 @@ from ..inbox.sending import inbox_switch
 from ..locks import pid_alive
 from ..observe import stranded_sessions, summary
 from ..project import freshest_live, list_sessions, several_live_warning
+from ..project.usage import read_usage, usage_line
 from ..report import Reporter
 from .findings import Findings, access_fix
 
@@ -50,7 +51,10 @@ def check_agent(found: Findings, project: Path, clock: Clock) -> None:
                   "stop the agent you do not want (each reads only its own session), or pin one with "
                   "--session ID / SXCTL_SESSION in every command")
     else:
-        found.add("agent", "ok", f"session {live.id} is live (stats.json {(live.liveness.age_ms or 0) // 1000}s old)")
+        usage = read_usage(live.stats)  # the agent's own figures, when it writes them (project/usage.py)
+        said = "" if "usage" not in (live.stats or {}) else f"; usage {usage_line(usage)}"
+        found.add("agent", "ok", f"session {live.id} is live (stats.json {(live.liveness.age_ms or 0) // 1000}s old"
+                  f"{said})")
 
 
 def check_stranded(found: Findings, project: Path, clock: Clock) -> None:

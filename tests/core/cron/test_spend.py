@@ -241,9 +241,10 @@ def test_status_doctor_and_metrics_show_the_usage_and_which_jobs_a_guard_holds(s
     assert "usage    ? tokens, rl 5h 85% 7d 5%" in human
     assert "cron job daily is due and held by a spend guard: rl_5h 0.85 is at or above" in human
     assert "cron job capped: usage unreadable (total_tokens is a string ('many'), not a number); runs" in human
-    checks = [c for c in sched.run(at, "--session", SID, "doctor", "--json").json()["checks"]
-              if c["check"] == "spend guards"]
-    assert [c["status"] for c in checks] == ["warn", "warn"]
+    doctor = sched.run(at, "--session", SID, "doctor", "--json").json()["checks"]
+    assert [c["status"] for c in doctor if c["check"] == "spend guards"] == ["warn", "warn"]
+    [agent] = [c for c in doctor if c["check"] == "agent"]
+    assert agent["message"].endswith("; usage ? tokens, rl 5h 85% 7d 5%)")
     metrics = sched.run(at, "--session", SID, "metrics").out
     assert 'sxctl_agent_rate_limit_ratio{workspace="' in metrics and 'window="5h"} 0.85' in metrics
     assert 'sxctl_cron_guard_held_jobs{' in metrics and 'reason="rate_limit"} 1' in metrics
