@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sxctl.agent.usage_model import UsageModel
 from sxctl.clock import FakeClock
@@ -88,3 +90,20 @@ def test_the_reference_agent_counts_grow_per_turn_and_the_rate_falls_with_time()
     assert model.block()["rl_5h"] == 0 and model.block()["rl_7d"] == 0.075
     usage = read_usage({"updated_ms": 1, "usage": model.block(), "history": model.history})
     assert usage.unreadable == {} and usage.history_turns == 3
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=100, deadline=None)
+@given(block=_JSON | st.dictionaries(st.sampled_from(FIGURES), _JSON), history=_JSON)
+def test_any_usage_block_reads_without_raising_and_every_figure_is_a_value_or_a_reason(block, history):
+    usage = read_usage({"updated_ms": 1, "usage": block, "history": history})
+    assert set(usage.figures) | set(usage.unreadable) == set(FIGURES)
+    assert not set(usage.figures) & set(usage.unreadable)
+    for name, value in usage.figures.items():
+        assert value >= 0 and (value <= 1 if name.startswith("rl_") else isinstance(value, int))
+    json.dumps(usage.to_json(), allow_nan=False)
+    usage_line(usage)
