@@ -84,8 +84,8 @@ def job_runs(
     ledger is read (`exact` scans it all). Every inbox-dispatch run carries its `consumption`
     (`read`, `pending`, `retracted`, `lost`). With `evidence`, each `unknown` inbox-dispatch run
     says where its message is now (found through its idempotency key). `tokens`: the tokens
-    attributed to a run of a guarded job (an attribution from the agent's counters, not a bill;
-    None with `tokensNote` saying why; no key for a run of a job without a guard)."""
+    attributed to a run (an attribution from the agent's counters, not a bill; None with
+    `tokensNote` saying why; no key for a run never attributed: no guard and no counters)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     job = find_job(store, name) if name is not None else None

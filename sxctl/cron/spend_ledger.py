@@ -1,10 +1,10 @@
-"""The tokens attributed to each run of a guarded job: `.scheduler/sxctl-spend.json`, sxctl's own
-file beside the comis store (comis's strict formats get no extra key). An ATTRIBUTION from the
-agent's own counters, not a bill: a run's tokens are the growth of the session's
-`usage.total_tokens` from its dispatch to the first pass that finds its message read and the
-agent idle again — whatever else the agent did meanwhile is counted in, and a run whose session
-rotated, whose message was never read within a day, or whose figures did not read has no
-attribution (`-`).
+"""The tokens attributed to each run — of a job with a spend guard, and of any job while the agent
+publishes its token counters: `.scheduler/sxctl-spend.json`, sxctl's own file beside the comis
+store (comis's strict formats get no extra key). An ATTRIBUTION from the agent's own counters,
+not a bill: a run's tokens are the growth of the session's `usage.total_tokens` from its
+dispatch to the first pass that finds its message read and the agent idle again — whatever else
+the agent did meanwhile is counted in, and a run whose session rotated, whose message was never
+read within a day, or whose figures did not read has no attribution (`-`).
 
 The file is strict and versioned (formatVersion 1; an unknown key is exit 5 and it is never
 written over), replaced atomically under the store lock by the pass, and keeps the newest
@@ -94,10 +94,13 @@ def _session_stats(project: Path, session_id: str, clock: Clock):
 
 
 def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, project: Path, session_id: str,
-             stem: str, clock: Clock) -> None:
-    """A guarded job's run was dispatched into `session_id`: note the session's tokens now."""
+             stem: str, clock: Clock, guarded: bool = True) -> bool:
+    """A run was dispatched into `session_id`: note the session's tokens now (True when noted).
+    A run of a job without a guard is noted only when the agent publishes its counters."""
     info = _session_stats(project, session_id, clock)
     total = read_usage(info.stats if info is not None else None).get("total_tokens")
+    if total is None and not guarded:
+        return False
     run: dict[str, Any] = {"executionId": execution_id, "jobId": job_id, "date": date, "project": str(project),
                            "sessionId": session_id, "stem": stem, "dispatchedAtMs": clock.now_ms(), "state": "open"}
     if total is None:
@@ -105,6 +108,7 @@ def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, 
     else:
         run["fromTokens"] = total
     doc["runs"].append(run)
+    return True
 
 
 def close_runs(doc: dict[str, Any], clock: Clock) -> bool:
@@ -174,15 +178,16 @@ class Attribution:
 
     def dispatched(self, job: dict[str, Any], entry: dict[str, Any], budget: dict[str, Any] | None,
                    start: dict[str, Any], outcome: dict[str, Any], project: Path) -> None:
-        """Open the attribution of a run of a job with a spend guard that sent an inbox message."""
-        if outcome.get("kind") != "inbox_dispatch" or not any(
-                effective_guards(entry, budget).get(key) is not None for key in GUARD_KEYS[:3]):
+        """Open the attribution of a run that sent an inbox message: every run of a job with a
+        spend guard, and the others when the agent publishes its token counters."""
+        if outcome.get("kind") != "inbox_dispatch":
             return
+        guarded = any(effective_guards(entry, budget).get(key) is not None for key in GUARD_KEYS[:3])
         date = local_time(start["scheduledForMs"], job_zone(job, entry)).date().isoformat()
-        open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
-                 project=run_target_project(job, project, workspace=self.scheduler.parent),
-                 session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock)
-        self.changed = True
+        if open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
+                    project=run_target_project(job, project, workspace=self.scheduler.parent),
+                    session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock, guarded=guarded):
+            self.changed = True
 
     def save(self) -> None:
         if self.changed and self.doc is not None:

@@ -295,3 +295,18 @@ def test_cron_next_says_the_days_token_cap_skips_the_rest_of_the_day(sched):  # 
     [fire] = sched.run(NINE + 5 * MIN, "cron", "next", "hourly", "-n", "1", "--json").json()["fires"]
     assert fire["at_ms"] == NINE + 15 * HOUR  # midnight UTC, the next day
     assert "--max-tokens-per-day reached" in fire["note"]
+
+
+def test_runs_of_jobs_without_a_guard_get_tokens_only_while_the_agent_publishes_them(sched):  # noqa: F811
+    add_daily(sched)
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    sched.agent_at(NINE)  # an agent that writes no usage block: nothing is attributed, no file is made
+    assert sched.tick(NINE)["runs"][0]["status"] == "dispatched"
+    assert not (sched.root / ".scheduler" / "sxctl-spend.json").exists()
+    assert "tokens" not in sched.run(NINE, "cron", "runs", "daily", "--json").json()["runs"][0]
+    agent_with(sched, NINE + 24 * HOUR, usage(total=300))
+    sched.tick(NINE + 24 * HOUR)
+    read_all(sched, 1000, NINE + 24 * HOUR + MIN)
+    sched.tick(NINE + 24 * HOUR + MIN)
+    runs = sched.run(NINE + 24 * HOUR + MIN, "cron", "runs", "daily", "--json").json()["runs"]
+    assert runs[0]["tokens"] == 700 and "tokens" not in runs[1]
