@@ -23,7 +23,7 @@ PREVIEW_BUDGET = 50_000
 class Fate:
     """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
     `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
-    stale, inactive_hours or max_runs_per_day), `expire` (the job is paused; `reason` until or
+    stale, inactive_hours, max_runs_per_day or overlap), `expire` (the job is paused; `reason` until or
     max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session: waits,
     unclaimed, until `hold["giveUpAtMs"]`) or `not_due` (its time has not come). `detail`: why,
     in words."""
@@ -88,6 +88,11 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
     limit = entry.get("maxUnconsumed")
     if limit and usage.unread is not None and usage.unread >= limit:
         return Fate("pause", "max_unconsumed", f"its last {limit} message(s) are all unread")
+    if usage.pending is not None and job["schedule"]["kind"] != "at":  # --overlap skip/replace (cron/overlap.py)
+        if entry.get("overlap") == "skip":
+            return Fate("skip", "overlap", skip_text("overlap", job, entry))
+        if entry.get("overlap") == "replace" and state is None:
+            return Fate("run", detail=f"replaces its unread previous message {usage.pending['stem']}")
     if state is not None:
         return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
@@ -102,6 +107,8 @@ def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
         return f"active hours {entry['activeHours']}{days} {zone}"
     if reason == "max_runs_per_day":
         return f"--max-runs-per-day {entry['maxRunsPerDay']} ({zone} days)"
+    if reason == "overlap":
+        return "--overlap skip: its previous message is still unread"
     return f"stale: more than --stale-after {entry.get('staleAfterMs', 0) // 1000}s late"
 
 
@@ -127,19 +134,21 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     life = job["lifecycle"]
     if life["status"] != "scheduled":
         return preview
-    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
+    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
+                       pending=usage.pending)
     at, dst = life["nextRunAtMs"], False
     skipped: list[str] = []
     for step in range(budget):
         fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
-        spent.unread = None
+        spent.unread = spent.pending = None  # the agent reads what the runs before send
         if fate.action in ("expire", "pause"):
             preview.end = fate
             return preview
         if fate.action == "skip":
             skipped.append(fate.detail)
         else:
-            note = "; ".join(dict.fromkeys(skipped)) or None
+            besides = [fate.detail] if fate.action == "run" and fate.reason is None and fate.detail else []
+            note = "; ".join(dict.fromkeys(skipped + besides)) or None  # besides: --overlap replace
             preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
             skipped = []
             if fate.action == "run" and fate.reason is None:

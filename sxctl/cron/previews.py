@@ -37,7 +37,7 @@ def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any],
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
     jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
             and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay")
-                 or (unread and entry.get("maxUnconsumed")))]
+                 or (unread and (entry.get("maxUnconsumed") or entry.get("overlap"))))]
     if not jobs:
         return {}
     try:

@@ -24,6 +24,7 @@ from .admission import Admission
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .overlap import replace_previous
 from .pass_report import PassReport
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
@@ -325,7 +326,14 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        replaced = None if manual else replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
+                                                        project=self.options.project, clock=self.clock,
+                                                        workspace=self.ws.root)
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        if replaced is not None:  # --overlap replace: the ledger says which message this run replaced
+            entry["replaced"] = replaced
+            if outcome["kind"] == "inbox_dispatch":
+                outcome["replaced"] = replaced
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
         self._append(terminal)

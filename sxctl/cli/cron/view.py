@@ -159,6 +159,8 @@ def _policy_text(policy: dict, zone) -> str:
         parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
+    if policy.get("overlap") not in (None, "queue"):
+        parts.append(f"overlap {policy['overlap']}")
     if policy.get("paused"):
         parts.append(f"paused: {policy['paused']}")
     return "; ".join(parts)

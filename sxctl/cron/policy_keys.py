@@ -1,0 +1,26 @@
+"""The keys of sxctl's policy file that came with format 3 (cron/policy.py holds the file): a
+job's overlap policy (`--overlap`), the workspace's catch-up budget (`cron defaults
+--max-catchup`) and maintenance windows (`cron pause --until`). An sxctl that knows only formats
+1 and 2 refuses a file that has any of them (exit 5) rather than drop them on its next write."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: what a due occurrence does while the job's previous message is still unread (`--overlap`)
+OVERLAP_MODES = ("queue", "skip", "replace")
+#: skip reasons an older sxctl does not know
+FORMAT_3_SKIPS = ("overlap", "maintenance")
+#: entry keys an older sxctl does not know
+FORMAT_3_ENTRY_KEYS = ("overlap",)
+
+
+def needs_format_3(doc: dict[str, Any]) -> str | None:
+    """What in the policy document `doc` needs format 3 (in words), or None."""
+    for entry in doc["jobs"].values():
+        for key in FORMAT_3_ENTRY_KEYS:
+            if key in entry:
+                return f"a job's {key}"
+        if any(skip["reason"] in FORMAT_3_SKIPS for skip in entry.get("skips", {}).get("recent", [])):
+            return "a skip for overlap or maintenance"
+    return None
