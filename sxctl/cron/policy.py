@@ -20,7 +20,7 @@ from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
-from .policy_keys import OVERLAP_MODES, needs_format_3
+from .policy_keys import DEFAULTS, OVERLAP_MODES, WORKSPACE_KEYS, needs_format_3
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
@@ -120,7 +120,8 @@ ENTRY = Obj([
                                req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
     ])),
 ])
-ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000))]), _version_rule)
+ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000)),
+                  opt("defaults", DEFAULTS)]), _version_rule)  # format 3: the workspace's defaults
 
 
 # --- reading and writing ------------------------------------------------------------------------
@@ -153,7 +154,8 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     written when nothing changed."""
     ids = {job["id"] for job in store["jobs"]}
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
-    doc = {"formatVersion": format_version(kept), "jobs": kept}
+    top = {key: policy[key] for key in WORKSPACE_KEYS if policy.get(key)}  # the workspace's own settings
+    doc = {"formatVersion": format_version(kept, top), "jobs": kept, **top}
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
@@ -162,7 +164,7 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     data = fit_to_cap(doc, path)
     if os.path.islink(path):
         raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
-    if read_data_file(path, READ_CAP) == data or (not kept and not os.path.lexists(path)):
+    if read_data_file(path, READ_CAP) == data or (not kept and not top and not os.path.lexists(path)):
         return
 
     def before_rename() -> None:

@@ -7,16 +7,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from .schema_kit import Int, Obj, opt
+
 #: what a due occurrence does while the job's previous message is still unread (`--overlap`)
 OVERLAP_MODES = ("queue", "skip", "replace")
 #: skip reasons an older sxctl does not know
 FORMAT_3_SKIPS = ("overlap", "maintenance")
 #: entry keys an older sxctl does not know
 FORMAT_3_ENTRY_KEYS = ("overlap",)
+#: the workspace's own settings, beside `jobs` (format 3)
+WORKSPACE_KEYS = ("defaults",)
+MAX_CATCHUP = 100_000
+#: `cron defaults`: what every pass of the workspace uses unless its own flag says otherwise
+DEFAULTS = Obj([opt("maxCatchup", Int(1, MAX_CATCHUP))])
 
 
 def needs_format_3(doc: dict[str, Any]) -> str | None:
     """What in the policy document `doc` needs format 3 (in words), or None."""
+    for key in WORKSPACE_KEYS:
+        if key in doc:
+            return f"the workspace's {key}"
     for entry in doc["jobs"].values():
         for key in FORMAT_3_ENTRY_KEYS:
             if key in entry:
@@ -24,3 +34,9 @@ def needs_format_3(doc: dict[str, Any]) -> str | None:
         if any(skip["reason"] in FORMAT_3_SKIPS for skip in entry.get("skips", {}).get("recent", [])):
             return "a skip for overlap or maintenance"
     return None
+
+
+def workspace_view(policy: dict[str, Any]) -> dict[str, Any]:
+    """The workspace's own settings as `cron list/show --json` show them (`workspacePolicy`), the
+    defaults filled in: the catch-up budget of every pass (`maxCatchup`, None: none)."""
+    return {"maxCatchup": policy.get("defaults", {}).get("maxCatchup")}

@@ -11,6 +11,7 @@ from typing import Any
 from ..clock import Clock
 from ..errors import InvalidDataError
 from .admission import hold_state
+from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
@@ -70,4 +71,5 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
 
         found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
+    budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found

@@ -21,6 +21,7 @@ from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
 from .admission import Admission
+from .burst import CatchupBudget, budget_of
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
@@ -44,6 +45,7 @@ class TickOptions:
 
     project: Path
     max_per_pass: int = 3  # due jobs run at most; the rest are deferred to the next pass
+    max_catchup: int | None = None  # catch-up runs at most (0: no budget; None: the workspace's, cron/burst.py)
     to: str = "live"
     turn_mode: str = "queue"
     catchup_after: float = 90.0  # seconds, as every duration the API takes
@@ -161,15 +163,26 @@ class SchedulerPass:
         self._terminalize_orphans()
         self._reconcile()
         ran = 0
+        budget = CatchupBudget(budget_of(self.options.max_catchup, self.policy))
         for job in self._due():
             if ran >= self.options.max_per_pass:
-                self.result.deferred.append({"jobId": job["id"], "name": job["name"],
-                                             "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
+                self._defer(job, "max_per_pass")
             elif self.admission.admit(job):
+                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000):
+                    self._defer(job, "max_catchup", budget.limit)
+                    continue
                 self._run_occurrence(job, manual=False)
                 ran += 1
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
+
+    def _defer(self, job: dict[str, Any], reason: str, limit: int | None = None) -> None:
+        """Leave a due job to the next pass (its past due time puts it first there); a job admission
+        had given up on is not given up now (its row goes)."""
+        self.admission.done.given_up = [row for row in self.admission.done.given_up if row["jobId"] != job["id"]]
+        self.result.deferred.append({"jobId": job["id"], "name": job["name"], "reason": reason,
+                                     "nextRunAtMs": job["lifecycle"]["nextRunAtMs"],
+                                     **({"maxCatchup": limit} if limit else {})})
 
     def _force(self, name: str) -> None:
         self._reconcile()

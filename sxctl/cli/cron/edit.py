@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job
+from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job, workspace_defaults
 from ...errors import UsageError
 from ..output import Command, completing, emit, in_workspace, printable, read_text_input, reporter, say, settings
 from .options import job_options, lock_wait_option, policy_options, schedule_options
@@ -115,6 +115,26 @@ def resume(name, lock_wait_s) -> None:
       sxctl cron resume nightly
     """
     _pause(name, False, lock_wait_s)
+
+
+@click.command("defaults", cls=Command, mutating=True)
+@click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+              help="After an outage, at most N catch-up runs per pass (0: no limit); `cron tick --max-catchup` "
+              "overrides it for one pass.")
+@lock_wait_option
+def defaults(max_catchup, lock_wait_s) -> None:
+    """Show, or set, the workspace's defaults for every scheduler pass (kept in the policy file).
+
+    \b
+    Examples:
+      sxctl cron defaults --max-catchup 5
+      sxctl cron defaults --json
+    """
+    result = workspace_defaults(max_catchup=max_catchup, lock_wait=lock_wait_s, clock=settings().clock,
+                                report=reporter(), **in_workspace())
+    budget = result.defaults.get("maxCatchup")
+    emit(result.to_json(), lambda: say(f"max-catchup: {budget} catch-up run(s) per pass" if budget
+                                       else "max-catchup: none (every overdue job runs as soon as it can)"))
 
 
 @click.command("remove", cls=Command, mutating=True)

@@ -80,6 +80,8 @@ def show(name) -> None:
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         if row.get("policy"):
             say(f"policy: {_policy_text(row['policy'], _shown_in(row, None, None))}")
+        if row["workspacePolicy"].get("maxCatchup"):
+            say(f"workspace: at most {row['workspacePolicy']['maxCatchup']} catch-up run(s) per pass")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
