@@ -1,13 +1,16 @@
 """The workspace's own settings in sxctl's policy file (format 3): `cron defaults` (what every
-pass of the workspace uses unless its flags say otherwise)."""
+pass of the workspace uses unless its flags say otherwise) and maintenance windows (`cron pause
+--until`, for `api.jobs.pause_job`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..cron.maintenance import new_window
 from ..cron.policy import read_policy
 from ..cron.policy_keys import MAX_CATCHUP
+from ..cron.store import find_job
 from ..cron.transaction import mutate_store
 from ..errors import UsageError
 from ..record import record
@@ -52,3 +55,32 @@ def workspace_defaults(*, max_catchup: int | None = None, workspace=None, projec
     mutate_store(ws, lambda doc, now_ms: None, clock=clock, report=report, lock_wait_s=lock_wait,
                  policy_change=change)
     return WorkspaceDefaults(ws, now)
+
+
+def window_change(ws: Workspace, name: str | None, *, paused: bool, until: str | None, reason: str | None,
+                  lock_wait: float, clock: Clock, report: Reporter | None) -> dict[str, Any]:
+    """`cron pause [NAME | --all] --until TIME --reason TEXT` opens a maintenance window (the
+    jobs stay scheduled: they resume by themselves at its end), `cron resume --all` ends the
+    workspace's; comis's `{jobName, updated, state}`-like outcome with the `maintenance` window
+    (None once ended)."""
+    if paused and until is None:
+        raise UsageError("--all and --reason need --until TIME: a maintenance window ends by itself")
+    if not paused and (until is not None or reason is not None):
+        raise UsageError("cron resume takes no --until or --reason")
+    outcome: dict[str, Any] = {"jobName": name, "all": name is None, "updated": True}
+
+    def change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
+        window = new_window(until, reason, now) if until is not None else None
+        if name is None:
+            holder = policy
+        else:
+            job = find_job(store, name)
+            holder = policy["jobs"].setdefault(job["id"], {})
+        if window is None:
+            holder.pop("maintenance", None)
+        else:
+            holder["maintenance"] = window
+        outcome["maintenance"] = window
+
+    mutate_store(ws, lambda doc, now: None, clock=clock, report=report, lock_wait_s=lock_wait, policy_change=change)
+    return outcome

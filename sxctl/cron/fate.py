@@ -11,6 +11,7 @@ from typing import Any
 
 from ..timeparse import format_ms
 from .limits import LimitUsage
+from .maintenance import window_at, window_text
 from .policy import is_active_time
 from .schedule import job_zone, job_zone_name, local_time, next_run
 
@@ -23,10 +24,10 @@ PREVIEW_BUDGET = 50_000
 class Fate:
     """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
     `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
-    stale, inactive_hours, max_runs_per_day or overlap), `expire` (the job is paused; `reason` until or
-    max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session: waits,
-    unclaimed, until `hold["giveUpAtMs"]`) or `not_due` (its time has not come). `detail`: why,
-    in words."""
+    stale, inactive_hours, max_runs_per_day, overlap or maintenance), `expire` (the job is
+    paused; `reason` until or max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason`
+    no_live_session: waits, unclaimed, until `hold["giveUpAtMs"]`; maintenance: a one-shot waits
+    for the window's end) or `not_due` (its time has not come). `detail`: why, in words."""
 
     action: str
     reason: str | None = None
@@ -68,15 +69,21 @@ def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: Limit
 
 
 def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now: int, usage: LimitUsage, *,
-                    held: Callable[[], dict[str, Any] | None] | None = None) -> Fate:
+                    held: Callable[[], dict[str, Any] | None] | None = None,
+                    windows: tuple[dict[str, Any], ...] = ()) -> Fate:
     """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
     policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
-    holds a due job for want of a live agent (admission.hold_state; asked only when it matters)."""
+    holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
+    `windows`: the maintenance windows that apply to the job (maintenance.windows_for)."""
     expired = expiry(job, entry, due_at, usage)
     if expired is not None:
         return expired
     if due_at > now:
         return Fate("not_due")
+    one_shot = job["schedule"]["kind"] == "at"  # it waits for the end of the window; a recurring job skips
+    window = window_at(windows, now if one_shot else due_at, now)
+    if window is not None:
+        return Fate("hold" if one_shot else "skip", "maintenance", window_text(window))
     if job["schedule"]["kind"] != "at" and entry:
         reason = skip_reason(entry, due_at, now, job_zone(job, entry), usage)
         if reason is not None:
@@ -125,7 +132,8 @@ class Preview:
 
 
 def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
-                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET) -> Preview:
+                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
+                 windows: tuple[dict[str, Any], ...] = ()) -> Preview:
     """The next `count` occurrences of a scheduled job that will run, each judged by
     `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
     before it spent against its limits, and the agent reading what it is sent (unread messages
@@ -139,7 +147,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     at, dst = life["nextRunAtMs"], False
     skipped: list[str] = []
     for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
+        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None,
+                               windows=windows)
         spent.unread = spent.pending = None  # the agent reads what the runs before send
         if fate.action in ("expire", "pause"):
             preview.end = fate
@@ -147,7 +156,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         if fate.action == "skip":
             skipped.append(fate.detail)
         else:
-            besides = [fate.detail] if fate.action == "run" and fate.reason is None and fate.detail else []
+            besides = [fate.detail] if fate.detail and (fate.action, fate.reason) in (
+                ("run", None), ("hold", "maintenance")) else []  # --overlap replace; a one-shot's window
             note = "; ".join(dict.fromkeys(skipped + besides)) or None  # besides: --overlap replace
             preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
             skipped = []

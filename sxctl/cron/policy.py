@@ -20,7 +20,7 @@ from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
-from .policy_keys import DEFAULTS, OVERLAP_MODES, WORKSPACE_KEYS, needs_format_3
+from .policy_keys import DEFAULTS, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
@@ -32,7 +32,7 @@ DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live age
 RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond), fewer when the
 #                   file would outgrow FILE_CAP (fit_to_cap)
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", "overlap")
+SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", "overlap", "maintenance")
 PAUSE_REASONS = ("max_unconsumed", "expired")
 LIFETIME_KEYS = ("maxRuns", "untilMs")  # recurring jobs only
 
@@ -107,6 +107,7 @@ ENTRY = Obj([
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
     opt("overlap", Enum(OVERLAP_MODES[1:])),  # format 3: skip or replace (queue, the default, is not stored)
+    opt("maintenance", WINDOW),  # format 3: this job's maintenance window (cron/maintenance.py)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -121,7 +122,8 @@ ENTRY = Obj([
     ])),
 ])
 ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000)),
-                  opt("defaults", DEFAULTS)]), _version_rule)  # format 3: the workspace's defaults
+                  opt("defaults", DEFAULTS), opt("maintenance", WINDOW)]),  # format 3: the workspace's
+             _version_rule)
 
 
 # --- reading and writing ------------------------------------------------------------------------
@@ -353,5 +355,5 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
-        "tz": entry.get("tz"), "overlap": entry.get("overlap", "queue"),
+        "tz": entry.get("tz"), "overlap": entry.get("overlap", "queue"), "maintenance": entry.get("maintenance"),
     }

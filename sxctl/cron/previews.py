@@ -15,6 +15,7 @@ from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
+from .maintenance import windows_for
 from .views import schedule_computable
 from .workspace import Workspace
 
@@ -70,6 +71,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
 
-        found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
+        found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held,
+                                                 windows=windows_for(policy, job["id"]))
     budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found

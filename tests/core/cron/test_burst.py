@@ -70,14 +70,14 @@ def test_list_show_next_and_simulate_show_the_budget(sched):
     names = _jobs(sched, 5)
     assert sched.run(NINE, "cron", "defaults", "--max-catchup", "2").code == 0
     listing = sched.run(NINE, "cron", "list", "--json").json()
-    assert listing["workspacePolicy"] == {"maxCatchup": 2}
+    assert listing["workspacePolicy"] == {"maxCatchup": 2, "maintenance": None}
     notes = {row["job"]["name"]: row["next_note"] for row in listing["jobs"]}
     assert notes == {names[0]: None, names[1]: None, names[2]: "catch-up budget 2 a pass: deferred 1 pass(es)",
                      names[3]: "catch-up budget 2 a pass: deferred 1 pass(es)",
                      names[4]: "catch-up budget 2 a pass: deferred 2 pass(es)"}
     shown = sched.run(NINE, "cron", "show", names[0])
     assert "workspace: at most 2 catch-up run(s) per pass" in shown.out
-    assert sched.run(NINE, "cron", "show", names[0], "--json").json()["workspacePolicy"] == {"maxCatchup": 2}
+    assert sched.run(NINE, "cron", "show", names[0], "--json").json()["workspacePolicy"]["maxCatchup"] == 2
     fires = sched.run(NINE, "cron", "next", "-n", "5", "--json").json()["fires"]
     assert [f["note"] for f in fires][4] == "catch-up budget 2 a pass: deferred 2 pass(es)"
     result = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T09:02Z",
