@@ -42,6 +42,16 @@ class CatchupBudget:
         return True
 
 
+def defer(deferred: list[dict[str, Any]], admission: Any, job: dict[str, Any], reason: str,
+          limit: int | None = None) -> None:
+    """Leave a due job to the next pass (`reason` max_per_pass or max_catchup; its past due time
+    puts it first there), in the pass's `deferred` rows; a job admission had given up on is not
+    given up now (its row in `admission`, the pass's AdmissionReport, goes)."""
+    admission.given_up = [row for row in admission.given_up if row["jobId"] != job["id"]]
+    deferred.append({"jobId": job["id"], "name": job["name"], "reason": reason,
+                     "nextRunAtMs": job["lifecycle"]["nextRunAtMs"], **({"maxCatchup": limit} if limit else {})})
+
+
 def budget_notes(previews: dict[str, Any], budget: int | None, now: int, catchup_after_ms: float) -> None:
     """What the previews say of the overdue jobs past the workspace's catch-up budget: in due
     order, the first `budget` run in the next pass, the rest a pass later per `budget` (each

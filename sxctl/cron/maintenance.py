@@ -29,6 +29,27 @@ def window_at(windows: tuple[dict[str, Any], ...], due_at: int, now: int) -> dic
     return None
 
 
+def prune_windows(policy: dict[str, Any], store: dict[str, Any], now: int) -> bool:
+    """Drop the windows that are over and hold back no occurrence any more — no recurring job
+    they apply to is still due inside them (a pass calls this after admitting its jobs, which
+    skipped those occurrences); True when any was dropped."""
+    def settled(window: dict[str, Any], jobs: list[dict[str, Any]]) -> bool:
+        end = window["untilMs"]
+        return end <= now and all(job["schedule"]["kind"] == "at" or job["lifecycle"].get("nextRunAtMs", end) >= end
+                                  for job in jobs)
+
+    dropped = False
+    if policy.get("maintenance") and settled(policy["maintenance"], store["jobs"]):
+        del policy["maintenance"]
+        dropped = True
+    for job in store["jobs"]:
+        entry = policy["jobs"].get(job["id"], {})
+        if entry.get("maintenance") and settled(entry["maintenance"], [job]):
+            del entry["maintenance"]
+            dropped = True
+    return dropped
+
+
 def window_text(window: dict[str, Any]) -> str:
     """A window in words: `maintenance until 2026-12-01 14:00 UTC: db migration`."""
     return f"maintenance until {format_ms(window['untilMs'], '%Y-%m-%d %H:%M UTC')}: {window['reason']}"

@@ -83,3 +83,13 @@ def replace_previous(job: dict[str, Any], entry: dict[str, Any], ledger: Ledger,
     if previous is None:
         return None
     return retract_previous(job, previous, project=project, clock=clock, workspace=workspace)
+
+
+def record_replaced(replaced: dict[str, Any] | None, entry: dict[str, Any], outcome: dict[str, Any]) -> None:
+    """What a run replaced (`replace_previous`), in its line of the pass's report (`entry`) and in
+    its ledger outcome (an `inbox_dispatch` one: cron-ledger.md §3)."""
+    if replaced is None:
+        return
+    entry["replaced"] = replaced
+    if outcome["kind"] == "inbox_dispatch":
+        outcome["replaced"] = replaced

@@ -21,11 +21,12 @@ from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
 from .admission import Admission
-from .burst import CatchupBudget, budget_of
+from .burst import CatchupBudget, budget_of, defer
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
-from .overlap import replace_previous
+from .maintenance import prune_windows
+from .overlap import record_replaced, replace_previous
 from .pass_report import PassReport
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
@@ -166,23 +167,16 @@ class SchedulerPass:
         budget = CatchupBudget(budget_of(self.options.max_catchup, self.policy))
         for job in self._due():
             if ran >= self.options.max_per_pass:
-                self._defer(job, "max_per_pass")
+                defer(self.result.deferred, self.admission.done, job, "max_per_pass")
             elif self.admission.admit(job):
                 if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000):
-                    self._defer(job, "max_catchup", budget.limit)
+                    defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
                     continue
                 self._run_occurrence(job, manual=False)
                 ran += 1
+        self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
-
-    def _defer(self, job: dict[str, Any], reason: str, limit: int | None = None) -> None:
-        """Leave a due job to the next pass (its past due time puts it first there); a job admission
-        had given up on is not given up now (its row goes)."""
-        self.admission.done.given_up = [row for row in self.admission.done.given_up if row["jobId"] != job["id"]]
-        self.result.deferred.append({"jobId": job["id"], "name": job["name"], "reason": reason,
-                                     "nextRunAtMs": job["lifecycle"]["nextRunAtMs"],
-                                     **({"maxCatchup": limit} if limit else {})})
 
     def _force(self, name: str) -> None:
         self._reconcile()
@@ -343,10 +337,7 @@ class SchedulerPass:
                                                         project=self.options.project, clock=self.clock,
                                                         workspace=self.ws.root)
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
-        if replaced is not None:  # --overlap replace: the ledger says which message this run replaced
-            entry["replaced"] = replaced
-            if outcome["kind"] == "inbox_dispatch":
-                outcome["replaced"] = replaced
+        record_replaced(replaced, entry, outcome)
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
         self._append(terminal)

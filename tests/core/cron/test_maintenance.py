@@ -48,6 +48,7 @@ def test_a_windows_occurrences_are_skipped_not_caught_up_and_the_jobs_resume_aft
     assert (run["trigger"], run["scheduledForMs"], run.get("skipped_occurrences")) == ("scheduled", NINE + 4 * HOUR,
                                                                                         None)
     assert [m["text"] for m in sched.pending()] == ["beat", "beat"]
+    assert "maintenance" not in json.loads(sched.policy_file.read_text())  # over: the pass dropped it
     skips = sched.job("beat")["policy"]["skips"]
     assert skips["total"] == 3 and {s["reason"] for s in skips["recent"]} == {"maintenance"}
 
