@@ -162,6 +162,8 @@ class PassReport:
             detail = f"→ {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
         if run.get("reason"):  # a run that did not succeed says why, with or without -q
             detail = run["reason"].removeprefix(f"{run['status']} ")
+        if run.get("replaced"):  # --overlap replace: what became of the unread message before it
+            detail = f"{detail}, replacing {run['replaced']['stem']} ({run['replaced']['state']})"
         trigger = run["trigger"]
         if row["count"] != 1:
             trigger = f"{trigger} for {self.what(row)}"

@@ -82,8 +82,10 @@ def test_replace_retracts_the_unread_message_and_the_ledger_and_receipts_say_so(
     assert runs[first["executionId"]]["consumption"]["state"] == "retracted"
     assert runs[second["executionId"]]["consumption"]["state"] == "pending"
     assert sched.run(NINE + HOUR, "cron", "validate").code == 0  # the ledger row is valid
+    human = sched.run(NINE + 2 * HOUR, "cron", "tick")
+    assert f"replacing {second['outcome']['stem']} (retracted)" in human.out, human.out
     _read_all(sched)
-    [third] = sched.tick(NINE + 2 * HOUR)["runs"]
+    [third] = sched.tick(NINE + 3 * HOUR)["runs"]
     assert "replaced" not in third and "replaced" not in third["outcome"]  # read: nothing to replace
 
 
