@@ -80,6 +80,8 @@ def test_list_show_next_and_simulate_show_the_budget(sched):
     assert sched.run(NINE, "cron", "show", names[0], "--json").json()["workspacePolicy"]["maxCatchup"] == 2
     fires = sched.run(NINE, "cron", "next", "-n", "5", "--json").json()["fires"]
     assert [f["note"] for f in fires][4] == "catch-up budget 2 a pass: deferred 2 pass(es)"
+    upcoming = sched.run(NINE, "--session", SID, "next", "-n", "5", "--json").json()["rows"]
+    assert [r["note"] for r in upcoming if r["source"] == "cron"][4] == "catch-up budget 2 a pass: deferred 2 pass(es)"
     result = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T09:02Z",
                        "--json")
     assert result.code == 0, result.err

@@ -112,6 +112,8 @@ def test_status_doctor_previews_and_simulate_show_the_window(sched):
     fires = sched.run(at, "cron", "next", "-n", "2", "--json").json()["fires"]
     assert [f["at_ms"] for f in fires] == [NINE + 4 * HOUR, NINE + 5 * HOUR] and fires[0]["skipped_before"] == 4
     assert "workspace: maintenance until" in sched.run(at, "cron", "show", "beat").out
+    upcoming = [r for r in sched.run(at, "--session", SID, "next", "--json").json()["rows"] if r["source"] == "cron"]
+    assert upcoming[0]["at_ms"] == NINE + 4 * HOUR and upcoming[0]["note"].startswith("maintenance until")
     result = sched.run(at, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T14:00Z",
                        "--pass-every", "1h", "--json")
     assert result.code == 0, result.err

@@ -114,6 +114,9 @@ def test_previews_show_an_overlap_skip_and_a_replace(sched):
     assert row["policy"]["overlap"] == "skip"
     fires = sched.run(NINE + HOUR, "cron", "next", "--json").json()["fires"]
     assert fires[0]["at_ms"] == NINE + 2 * HOUR and fires[0]["skipped_before"] == 1
+    upcoming = [r for r in sched.run(NINE + HOUR, "--session", SID, "next", "--json").json()["rows"]
+                if r["source"] == "cron"][0]
+    assert upcoming["at_ms"] == NINE + 2 * HOUR and upcoming["note"].startswith("--overlap skip")
     assert sched.run(NINE + HOUR, "cron", "update", "beat", "--overlap", "replace").code == 0
     [row] = sched.run(NINE + HOUR, "cron", "list", "--json").json()["jobs"]
     assert row["next_run_ms"] == NINE + HOUR and row["next_note"].startswith("replaces its unread previous message")
