@@ -185,3 +185,32 @@ def test_replace_never_retracts_a_message_a_ledger_row_names_outside_the_session
     [second] = sched.tick(NINE + HOUR)["runs"]
     assert second["status"] == "dispatched" and "replaced" not in second
     assert bait.read_text() == "{}" and not (bait.parent / "retracted").exists()
+
+
+class Killed(BaseException):
+    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
+
+
+@pytest.mark.parametrize("point", ["before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal"])
+def test_a_replacing_pass_killed_at_any_point_never_leaves_two_unread_messages(sched, monkeypatch, point):
+    from sxctl import faults
+    from tests.comis_strict import check_store_bytes
+
+    sched.folder.mkdir(parents=True)
+    _add(sched, "replace")
+    sched.tick(NINE)
+
+    def hit(at: str) -> None:
+        if at == point:
+            raise Killed(at)
+
+    monkeypatch.setattr(faults, "hit", hit)
+    with pytest.raises(Killed):
+        sched.run(NINE + HOUR, "cron", "tick")
+    monkeypatch.undo()
+    assert check_store_bytes((sched.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
+    assert len(sched.pending()) == 1  # the old message, or its replacement: never both, never none
+    report = sched.tick(NINE + 2 * HOUR, "--terminalize-orphans")
+    assert [r["status"] for r in report["runs"]] == ["dispatched"]
+    assert len(sched.pending()) == 1
+    assert sched.run(NINE + 2 * HOUR, "cron", "validate").code == 0
