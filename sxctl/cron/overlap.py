@@ -93,3 +93,15 @@ def record_replaced(replaced: dict[str, Any] | None, entry: dict[str, Any], outc
     entry["replaced"] = replaced
     if outcome["kind"] == "inbox_dispatch":
         outcome["replaced"] = replaced
+
+
+def mark_replaced(runs: list[dict[str, Any]]) -> None:
+    """The receipts of runs whose message a later `--overlap replace` run retracted say so
+    (`consumption.replacedBy`: that run's execution id), as far as `runs` hold both."""
+    by = {run["outcome"]["replaced"]["executionId"]: run["executionId"] for run in runs
+          if isinstance(run.get("outcome"), dict) and isinstance(run["outcome"].get("replaced"), dict)
+          and run["outcome"]["replaced"].get("state") == "retracted"}
+    for run in runs:
+        receipt = run.get("consumption")
+        if run["executionId"] in by and isinstance(receipt, dict) and receipt["state"] == "retracted":
+            receipt["replacedBy"] = by[run["executionId"]]

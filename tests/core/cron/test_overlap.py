@@ -79,7 +79,9 @@ def test_replace_retracts_the_unread_message_and_the_ledger_and_receipts_say_so(
     assert terminal["outcome"]["replaced"]["stem"] == first["outcome"]["stem"]
     assert [m["text"] for m in sched.pending()] == ["check"]  # exactly one unread message
     runs = {r["executionId"]: r for r in sched.run(NINE + HOUR, "cron", "runs", "beat", "--json").json()["runs"]}
-    assert runs[first["executionId"]]["consumption"]["state"] == "retracted"
+    assert runs[first["executionId"]]["consumption"] == {"state": "retracted", "replacedBy": second["executionId"]}
+    listed = sched.run(NINE + HOUR, "cron", "runs", "beat").out
+    assert "replaced" in listed.splitlines()[-1] and "pending" in listed, listed
     assert runs[second["executionId"]]["consumption"]["state"] == "pending"
     assert sched.run(NINE + HOUR, "cron", "validate").code == 0  # the ledger row is valid
     human = sched.run(NINE + 2 * HOUR, "cron", "tick")
