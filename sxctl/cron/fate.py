@@ -133,11 +133,12 @@ class Preview:
 
 def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
                  held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
-                 windows: tuple[dict[str, Any], ...] = ()) -> Preview:
+                 start: int | None = None, windows: tuple[dict[str, Any], ...] = ()) -> Preview:
     """The next `count` occurrences of a scheduled job that will run, each judged by
     `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
     before it spent against its limits, and the agent reading what it is sent (unread messages
-    count only for the occurrence due now)."""
+    count only for the occurrence due now). `start` (`cron next --from`): only the runs from
+    then on — those before it still spend the job's lifetime and daily limits."""
     preview = Preview()
     life = job["lifecycle"]
     if life["status"] != "scheduled":
@@ -145,6 +146,12 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
                        pending=usage.pending)
     at, dst = life["nextRunAtMs"], False
+    if start is not None and start > at and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")):
+        found = next_run(job["schedule"], start - 1)  # nothing before `start` changes what follows
+        if found is None:
+            return preview
+        (at, dst), held = found, None
+        spent.pending = None  # the message unread now says nothing of a run after `start`
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
         fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None,
@@ -163,8 +170,9 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         else:
             if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
                 notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
-            preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": skipped,
-                                 "note": "; ".join(notes) or None})
+            if start is None or at >= start:
+                preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": skipped,
+                                     "note": "; ".join(notes) or None})
             skipped, notes = 0, {}
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, entry, at)
