@@ -173,17 +173,24 @@ def test_replace_leaves_exactly_one_unread_message_with_the_reference_agent(proj
     assert states == ["read", "retracted", "retracted", "retracted", "pending"]
 
 
+def _point_the_last_row_outside_the_sessions(sched, run):
+    """A hostile ledger: the last row's message "is" in .scorpiox/inbox/ (session `..`), where a
+    pending file waits as bait (returned)."""
+    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    rows[-1]["outcome"]["sessionId"] = ".."
+    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
+    bait = sched.root / ".scorpiox" / "inbox" / f"{run['outcome']['stem']}.json"
+    bait.parent.mkdir()
+    bait.write_text("{}")
+    return bait
+
+
 def test_replace_never_retracts_a_message_a_ledger_row_names_outside_the_sessions(sched):
     sched.folder.mkdir(parents=True)
     _add(sched, "replace")
     [first] = sched.tick(NINE)["runs"]
-    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
-    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
-    rows[-1]["outcome"]["sessionId"] = ".."  # a hostile row: the message "is" in .scorpiox/inbox/
-    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
-    bait = sched.root / ".scorpiox" / "inbox" / f"{first['outcome']['stem']}.json"
-    bait.parent.mkdir()
-    bait.write_text("{}")
+    bait = _point_the_last_row_outside_the_sessions(sched, first)
     [second] = sched.tick(NINE + HOUR)["runs"]
     assert second["status"] == "dispatched" and "replaced" not in second
     assert bait.read_text() == "{}" and not (bait.parent / "retracted").exists()
@@ -226,13 +233,7 @@ def test_max_unconsumed_and_receipts_never_read_a_message_a_ledger_row_names_out
               "--text", "check", "--to", SID, "--max-unconsumed", "1")
     [first] = sched.tick(NINE)["runs"]
     _read_all(sched)
-    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
-    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
-    rows[-1]["outcome"]["sessionId"] = ".."  # a hostile row: the message "is" in .scorpiox/inbox/
-    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
-    bait = sched.root / ".scorpiox" / "inbox" / f"{first['outcome']['stem']}.json"
-    bait.parent.mkdir()
-    bait.write_text("{}")
+    bait = _point_the_last_row_outside_the_sessions(sched, first)
     [second] = sched.tick(NINE + HOUR)["runs"]
     assert second["status"] == "dispatched"  # not paused by an "unread" message outside the sessions
     shown = sched.run(NINE + HOUR, "cron", "runs", "beat", "--json").json()
