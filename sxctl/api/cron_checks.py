@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron import views
 from ..cron.ledger import recent_runs, run_evidence
+from ..cron.overlap import mark_replaced
 from ..cron.policy import read_policy
 from ..cron.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.spend_ledger import read_spend, tokens_of
@@ -82,7 +83,8 @@ def job_runs(
 ) -> RunList:
     """The newest `limit` runs of job `name` (all jobs when None); only the tail of a large
     ledger is read (`exact` scans it all). Every inbox-dispatch run carries its `consumption`
-    (`read`, `pending`, `retracted`, `lost`). With `evidence`, each `unknown` inbox-dispatch run
+    (`read`, `pending`, `retracted` — with `replacedBy` when an `--overlap replace` run retracted
+    it —, `lost`). With `evidence`, each `unknown` inbox-dispatch run
     says where its message is now (found through its idempotency key). `tokens`: the tokens
     attributed to a run (an attribution from the agent's counters, not a bill; None with
     `tokensNote` saying why; no key for a run never attributed: no guard and no counters)."""
@@ -103,6 +105,7 @@ def job_runs(
             run["tokens"] = record.get("tokens")
         if record is not None and record["state"] != "attributed":
             run["tokensNote"] = record.get("why") or "not attributed yet: its message is not read with the agent idle"
+    mark_replaced(found)  # a message retracted by --overlap replace: which run replaced it
     if evidence:
         _add_evidence(found, jobs, default_project, ws, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy import read_policy
+from ..cron.policy_keys import workspace_view
 from ..cron.previews import job_previews
 from ..cron.run_failures import failed_one_shots_of
 
@@ -24,7 +25,7 @@ from ..cron.views import (  # noqa: F401
     timeline,
 )
 from ..errors import UsageError
-from ..record import record
+from ..record import Factory, record
 from ..timeparse import parse_time_in_zone_ms
 from .jobs import display_zone, ledger_ceiling, store_or_empty
 from .scope import find_workspace, target_project
@@ -43,11 +44,11 @@ class JobList:
     agent_id: str
     rows: list[dict[str, Any]]
     zone: Any
-    budget: dict[str, Any] | None = None  # the workspace's spend guards (`cron budget`)
+    workspace_policy: dict[str, Any] = Factory(dict)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id, "jobs": self.rows,
-                "budget": self.budget}
+        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id,
+                "workspacePolicy": self.workspace_policy, "jobs": self.rows}
 
 
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
@@ -62,7 +63,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     return JobList(ws, default_agent_id(store, agent, os.environ),
                    [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
                             preview=previews.get(job["id"])) for job in store["jobs"]],
-                   zone, policy.get("budget"))
+                   zone, workspace_view(policy))
 
 
 @record
@@ -84,8 +85,8 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     counted, previews = _counted(ws, {**store, "jobs": [job]}, read_policy(ws),
                                  target_project(ws, project, session=session), clock)
     failure = failed_one_shots_of(ws, {**store, "jobs": [job]}, ledger_ceiling()).get(job["id"])
-    return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure,
-                             preview=previews.get(job["id"])))
+    return JobDetail({**job_row(job, counted, workspace=ws.root, full=True, failure=failure,
+                                preview=previews.get(job["id"])), "workspacePolicy": workspace_view(counted)})
 
 
 
@@ -153,10 +154,11 @@ def next_fires(
             find_job(store, name)
         policy = read_policy(ws)
         zones = None if tz is not None else kept_zones(store, policy)  # a job's own --tz
+        start = None if after is None else bound  # --from: the fires from then on; else overdue ones too
         found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
-                             after=bound, max_log_bytes=ledger_ceiling())
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones,
-                         previews=found.previews, policy=policy)
+                             after=start, max_log_bytes=ledger_ceiling())
+        fires = timeline(store, now, count, zone, name=name, include_paused=include_paused, zones=zones,
+                         previews=found.previews, policy=policy, after=start)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)
 

@@ -88,13 +88,15 @@ def _span(value: str, tz: str | None) -> tuple[int, int]:
 
 
 def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
-                      tz: str | None = None, max_per_pass: int = 3, workspace=None, project=None,
+                      tz: str | None = None, max_per_pass: int = 3, max_catchup: int | None = None,
+                      workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
                       clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None) -> Simulation:
     """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
     in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
     reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
-    nothing in the project; no delivery command and no wake gate runs. `usage` (a JSON file):
+    nothing in the project; no delivery command and no wake gate runs. `max_catchup` is the
+    passes' `--max-catchup` (None: the workspace's default, 0: no budget). `usage` (a JSON file):
     the usage block the simulated agent reports, to rehearse the spend guards (`_usage_steps`)."""
     start, end = _time("--from", from_time, tz), _time("--until", until, tz)
     if end < start:
@@ -113,5 +115,5 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
                         "(a shorter span or a longer --pass-every covers the rest)")
     result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
                       pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
-                      usage=steps)
+                      max_catchup=max_catchup, usage=steps)
     return Simulation(ws, display_zone(tz), result, warnings)

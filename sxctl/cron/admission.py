@@ -15,6 +15,7 @@ from ..report import Reporter
 from .fate import Fate, expiry, occurrence_fate
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
+from .maintenance import windows_for
 from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
 from .spend import spend_verdict
@@ -63,7 +64,8 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
     `cron next` share: None when it need not wait; `status` `waiting` (held, not claimed) until
     `giveUpAtMs`, then `given_up` (no live agent: the pass runs it, and its dispatch fails; a
     guard: the occurrence is skipped with the guard's `reason`). A one-shot held by a guard has
-    no other occurrence to skip to: it waits (`giveUpAtMs` None) until the guard lets it go."""
+    no other occurrence to skip to: it waits (`giveUpAtMs` None) until the guard lets it go. A
+    job not yet due is judged as the pass at its time will (`--hold-max 0`: given up at once)."""
     due_at = job["lifecycle"]["nextRunAtMs"]
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
     if not waits_for_agent(job, project, to, clock, workspace=workspace):
@@ -73,9 +75,9 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
         if job["schedule"]["kind"] == "at":
             return {"status": "waiting", "reason": verdict.reason, "detail": verdict.detail, "dueSinceMs": due_at,
                     "giveUpAtMs": None}
-        return {"status": "waiting" if now <= give_up_at else "given_up", "reason": verdict.reason,
+        return {"status": "waiting" if max(now, due_at) < give_up_at else "given_up", "reason": verdict.reason,
                 "detail": verdict.detail, "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
-    return {"status": "waiting" if now <= give_up_at else "given_up", "reason": "no_live_session",
+    return {"status": "waiting" if max(now, due_at) < give_up_at else "given_up", "reason": "no_live_session",
             "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
 
 
@@ -198,7 +200,8 @@ class Admission:
                               workspace=self.workspace, budget=self.policy.get("budget"))
 
         skipped: dict[str, list[int]] = {}
-        fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+        windows = windows_for(self.policy, job["id"])
+        fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         for _ in range(OCCURRENCE_BUDGET):
             if fate.action != "skip":
                 break
@@ -209,15 +212,15 @@ class Admission:
                 fate = Fate("run")  # no future occurrence: the pass runs this one and reports it
                 break
             life["nextRunAtMs"] = found[0]
-            fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+            fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         else:  # still due after the budget: the rest go together, up to now, for the same reason
             found = next_run(job["schedule"], now)
             if found is not None and fate.reason is not None:
                 skipped.setdefault(fate.reason, []).append(life["nextRunAtMs"])
                 life["nextRunAtMs"] = found[0]
-                fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+                fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         if skipped:
-            entry = self.policy["jobs"].setdefault(job["id"], entry)  # a job guarded by the budget alone
+            entry = self.policy["jobs"].setdefault(job["id"], entry)  # no settings: in a window, or a budget's guard
             self.touched.add(job["id"])
             self.policy_changed = self.store_changed = True
         for reason, times in skipped.items():

@@ -11,9 +11,11 @@ from typing import Any
 from ..clock import Clock
 from ..errors import InvalidDataError
 from .admission import hold_state
+from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
+from .maintenance import windows_for
 from .spend_ledger import read_spend, tokens_by_date
 from .spend_rules import effective_guards
 from .views import schedule_computable
@@ -39,7 +41,7 @@ def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any],
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
     jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
             and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay")
-                 or (unread and entry.get("maxUnconsumed")))]
+                 or (unread and (entry.get("maxUnconsumed") or entry.get("overlap"))))]
     if not jobs:
         return {}
     try:
@@ -77,7 +79,9 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root,
                               budget=policy.get("budget"))
 
-        found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
+        found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after,
+                                                 windows=windows_for(policy, job["id"]))
+    budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found
 
 

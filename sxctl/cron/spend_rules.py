@@ -40,18 +40,6 @@ GUARD_FIELDS = [
 BUDGET = Obj(GUARD_FIELDS)
 
 
-def needs_format_3(doc: dict[str, Any]) -> bool:
-    """Whether a policy document holds what only format 3 has: a guard, a budget, a guard's skip."""
-    if doc.get("budget"):
-        return True
-    for entry in doc["jobs"].values():
-        if any(key in entry for key in GUARD_KEYS):
-            return True
-        if any(skip["reason"] in SPEND_SKIP_REASONS for skip in entry.get("skips", {}).get("recent", [])):
-            return True
-    return False
-
-
 @dataclass
 class GuardOptions:
     """The guard flags of `cron add/update` and `cron budget set` (None: not given; 0 clears a

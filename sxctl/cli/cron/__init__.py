@@ -19,7 +19,8 @@ COMMANDS = {
     "resume": "edit:resume", "remove": "edit:remove", "list": "view:list_", "show": "view:show",
     "next": "view:next_", "status": "ledger:status", "runs": "ledger:runs", "validate": "ledger:validate",
     "wake": "ledger:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
-    "handoff": "engines:handoff", "simulate": "rehearse:simulate", "budget": "budget:budget",
+    "handoff": "engines:handoff", "simulate": "rehearse:simulate", "defaults": "edit:defaults",
+    "budget": "budget:budget",
 }
 
 

@@ -91,7 +91,7 @@ def test_the_workspace_budget_guards_every_job_without_its_own(sched):  # noqa: 
     shown = sched.run(NINE - HOUR, "cron", "budget", "show", "--json").json()["budget"]
     assert shown == {"rateLimitCeiling": 0.5, "maxSessionTokens": None, "maxTokensPerDay": None,
                      "onMissingUsage": None}
-    assert sched.run(NINE, "cron", "list", "--json").json()["budget"] == {"rateLimitCeiling": 0.5}
+    assert sched.run(NINE, "cron", "list", "--json").json()["workspacePolicy"]["budget"] == {"rateLimitCeiling": 0.5}
     agent_with(sched, NINE + MIN, usage(rl_5h=0.6))
     report = sched.tick(NINE + MIN)
     assert [w["name"] for w in report["waiting"]] == ["daily"]
