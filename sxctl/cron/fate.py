@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..timeparse import format_ms
+from .jitter import offset_of
 from .limits import LimitUsage
 from .policy import is_active_time
 from .schedule import job_zone, job_zone_name, local_time, next_run
@@ -71,10 +72,12 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
                     held: Callable[[], dict[str, Any] | None] | None = None) -> Fate:
     """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
     policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
-    holds a due job for want of a live agent (admission.hold_state; asked only when it matters)."""
+    holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
+    A job's --jitter delays when the occurrence is due (`jitter.offset_of`): lateness counts from then."""
     expired = expiry(job, entry, due_at, usage)
     if expired is not None:
         return expired
+    now -= offset_of(job, entry)  # the occurrence is due at due_at + the offset: as late as now - offset
     if due_at > now:
         return Fate("not_due")
     if job["schedule"]["kind"] != "at" and entry:
@@ -110,7 +113,8 @@ def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
 @dataclass
 class Preview:
     """A job's coming runs as the pass will decide them (`preview_runs`): each `{at_ms, dst,
-    fate, skipped, note}` (`skipped` occurrences before it were skipped, `note` says why), and
+    fate, skipped, note}` (`at_ms` with the job's --jitter; `skipped` occurrences before it were
+    skipped, `note` says why), and
     `end`, the fate that stops the series (expire or pause), if any."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -129,9 +133,10 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         return preview
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
     at, dst = life["nextRunAtMs"], False
+    offset = offset_of(job, entry)
     skipped: list[str] = []
     for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
+        fate = occurrence_fate(job, entry, at, max(at + offset, now), spent, held=held if step == 0 else None)
         spent.unread = None
         if fate.action in ("expire", "pause"):
             preview.end = fate
@@ -140,7 +145,7 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
             skipped.append(fate.detail)
         else:
             note = "; ".join(dict.fromkeys(skipped)) or None
-            preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
+            preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
             skipped = []
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, entry, at)

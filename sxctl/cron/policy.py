@@ -20,6 +20,7 @@ from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
+from .jitter import MAX_JITTER_MS, jitter_offset_ms
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
@@ -47,16 +48,26 @@ def _zone_rule(value: str) -> str | None:
     return None
 
 
+#: the keys of format 3 (format 2 plus jitter, host pinning and push monitoring)
+V3_KEYS = ("jitterMs", "host", "pingUrl")
+
+
 def _version_rule(doc: Any) -> str | None:
-    """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`."""
+    """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`; format 3 is
+    format 2 plus V3_KEYS."""
     if doc["formatVersion"] == 1 and any("tz" in entry for entry in doc["jobs"].values()):
         return "a job's tz needs formatVersion 2"
+    if doc["formatVersion"] < 3 and any(key in entry for entry in doc["jobs"].values() for key in V3_KEYS):
+        return f"a job's {'/'.join(V3_KEYS)} needs formatVersion 3"
     return None
 
 
 def format_version(jobs: dict[str, Any]) -> int:
     """The version a file with these entries is written as: 1 (what every sxctl reads) unless an
-    entry keeps a zone (2; an sxctl that knows only 1 refuses the file, exit 5, rather than drop it)."""
+    entry keeps a zone (2) or a V3_KEYS setting (3); an sxctl that knows only an older one
+    refuses the file, exit 5, rather than drop what it does not know."""
+    if any(key in entry for entry in jobs.values() for key in V3_KEYS):
+        return 3
     return 2 if any("tz" in entry for entry in jobs.values()) else 1
 
 
@@ -99,6 +110,7 @@ ENTRY = Obj([
     opt("activeHours", Check(Str(11, 11), _clock_rule)),
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
+    opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/jitter.py
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -112,7 +124,7 @@ ENTRY = Obj([
                                req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
     ])),
 ])
-ROOT = Check(Obj([req("formatVersion", Enum((1, 2))), req("jobs", Map(ENTRY, 100_000))]), _version_rule)
+ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000))]), _version_rule)
 
 
 # --- reading and writing ------------------------------------------------------------------------
@@ -214,6 +226,7 @@ class PolicyOptions:
     max_runs: int | None = None
     active_hours: str | None = None
     active_days: str | None = None
+    jitter: float | None = None
 
     @property
     def given(self) -> bool:
@@ -261,6 +274,10 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("activeHours", None if options.active_hours == "none" else options.active_hours)
     if options.active_days is not None:
         put("activeDays", None if options.active_days == "none" else parse_active_days(options.active_days))
+    if options.jitter is not None:
+        if options.jitter * 1000 > MAX_JITTER_MS:
+            raise UsageError(f"--jitter must be at most {MAX_JITTER_MS // 3_600_000}h")
+        put("jitterMs", round(options.jitter * 1000) or None)
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
@@ -338,5 +355,11 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
-        "tz": entry.get("tz"),
+        "tz": entry.get("tz"), "jitterMs": entry.get("jitterMs"),
     }
+
+
+def describe_job(job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """`describe` with what depends on the job's id: its fixed jitter offset (`jitterOffsetMs`)."""
+    return {**describe(entry), "jitterOffsetMs": jitter_offset_ms(job_id, entry.get("jitterMs"))
+            if entry.get("jitterMs") else None}

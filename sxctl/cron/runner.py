@@ -23,6 +23,7 @@ from ..report import Reporter
 from .admission import Admission
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
+from .jitter import run_at
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .pass_report import PassReport
 from .policy import read_policy, write_policy
@@ -184,7 +185,7 @@ class SchedulerPass:
         due = []
         for job in self.store["jobs"]:
             life = job["lifecycle"]
-            if job["source"] == "built_in" or life["status"] != "scheduled" or life["nextRunAtMs"] > now:
+            if job["source"] == "built_in" or life["status"] != "scheduled" or self._due_at(job) > now:
                 continue
             if not schedule_computable(job["schedule"]):
                 self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
@@ -193,7 +194,11 @@ class SchedulerPass:
         # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
         # its past due time, so it goes before the jobs that beat it last pass (never starved);
         # runner.md §6 says store order (docs/protocol-amendments.md)
-        return sorted(due, key=lambda job: job["lifecycle"]["nextRunAtMs"])
+        return sorted(due, key=self._due_at)
+
+    def _due_at(self, job: dict[str, Any]) -> int:
+        """When the pass runs the job's next occurrence: comis's time plus its --jitter."""
+        return run_at(job, self.policy["jobs"].get(job["id"], {}), job["lifecycle"]["nextRunAtMs"])
 
     # --- writes ------------------------------------------------------------------------------------
 
@@ -292,8 +297,8 @@ class SchedulerPass:
                            or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
             self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
             return
-        trigger = "manual" if manual else ("scheduled" if now - scheduled_for <= self.options.catchup_after * 1000
-                                           else "catchup")
+        late = now - (scheduled_for if manual else self._due_at(job))  # counted from its jittered time
+        trigger = "manual" if manual else ("scheduled" if late <= self.options.catchup_after * 1000 else "catchup")
         execution_id = str(uuid.uuid4())
         work_kind = work_kind_of(job)
         claim = {"executionId": execution_id, "bootId": self.boot_id, "jobId": job["id"], "agentId": job["agentId"],

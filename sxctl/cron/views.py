@@ -18,7 +18,7 @@ from ..timeparse import format_ms
 from .fate import next_text
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
-from .policy import FILE_CAP, describe, read_policy
+from .policy import FILE_CAP, describe_job, read_policy
 from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
 from .targets import INBOX_CHANNEL, run_target_project
@@ -80,7 +80,7 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     life = job["lifecycle"]
     row: dict[str, Any] = {
         "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
-        "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None,
+        "target": job_target(job, workspace), "policy": describe_job(job["id"], entry) if entry or full else None,
         "tz": job_zone_name(job, entry), "next_note": None}
     if preview is not None:
         row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None

@@ -159,5 +159,5 @@ def spec_from_options(kw: dict):
         hold_max=kw.get("hold_max"), catch_up=kw.get("catch_up"), stale_after=kw.get("stale_after"),
         missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
         max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
-        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"),
+        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"), jitter=kw.get("jitter"),
     )

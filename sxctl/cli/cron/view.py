@@ -159,6 +159,9 @@ def _policy_text(policy: dict, zone) -> str:
         parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
+    if policy.get("jitterMs"):
+        parts.append(f"jitter {format_duration_ms(policy['jitterMs'])} (runs "
+                     f"{format_duration_ms(policy.get('jitterOffsetMs') or 0)} after each due time)")
     if policy.get("paused"):
         parts.append(f"paused: {policy['paused']}")
     return "; ".join(parts)

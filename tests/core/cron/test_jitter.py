@@ -1,0 +1,113 @@
+"""Deterministic jitter (`--jitter`): each job runs a fixed offset after its due time, the same on
+every pass and after any restart, and comis's stored `nextRunAtMs` is never moved by it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from tests.core.cron.test_scheduling import MIN, NINE
+
+from . import test_scheduling
+
+sched = test_scheduling.sched  # a project at a fake time; every command's store is strictly checked
+
+DAY = 24 * 60 * MIN
+
+
+def offset(job_id: str, jitter_ms: int) -> int:
+    """The offset, computed here independently of sxctl: SHA-256 of the id, first 8 bytes."""
+    return int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") % jitter_ms
+
+
+def _jobs(sched, count: int) -> dict[str, dict]:
+    for index in range(count):
+        sched.add(NINE - 60 * MIN, f"j{index}", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "delivery",
+                  "--text", f"job {index}", "--jitter", "30m")
+    listing = sched.run(NINE - 60 * MIN, "cron", "list", "--json").json()
+    return {row["job"]["name"]: {**row, "id": row["job"]["id"]} for row in listing["jobs"]}
+
+
+def test_jobs_due_together_run_spread_over_their_window_once_each_and_keep_comis_next_run(sched):
+    jobs = _jobs(sched, 8)
+    offsets = {name: offset(row["id"], 30 * MIN) for name, row in jobs.items()}
+    assert {name: row["policy"]["jitterOffsetMs"] for name, row in jobs.items()} == offsets
+    assert all(row["policy"]["jitterMs"] == 30 * MIN for row in jobs.values())
+    assert len(set(offsets.values())) == len(offsets)  # spread, not all at 09:00
+    policy = json.loads(sched.policy_file.read_text())
+    assert policy["formatVersion"] == 3
+    env = sched.env(SXCTL_DELIVER_CMD="cat > /dev/null")
+    ran: dict[str, int] = {}
+    for minute in range(0, 32):
+        now = NINE + minute * MIN
+        result = sched.run(now, "cron", "tick", "--json", "--max-per-pass", "100", env=env)
+        assert result.code == 0, result.err
+        for run in result.json()["runs"]:
+            assert run["name"] not in ran  # once
+            assert run["trigger"] == "scheduled" and run["scheduledForMs"] == NINE
+            ran[run["name"]] = now
+        store = json.loads((sched.root / ".scheduler" / "cron-jobs.json").read_text())
+        for job in store["jobs"]:  # what comis computes: 09:00 until claimed, then tomorrow's 09:00
+            expected = NINE + DAY if job["name"] in ran else NINE
+            assert job["lifecycle"]["nextRunAtMs"] == expected
+    assert set(ran) == set(jobs)
+    for name, at in ran.items():  # the first pass (a minute apart) at or after its jittered time
+        assert at - MIN < NINE + offsets[name] <= at
+
+
+def test_a_restart_inside_the_window_loses_no_run_and_the_offset_is_the_same_next_day(sched):
+    jobs = _jobs(sched, 3)
+    env = sched.env(SXCTL_DELIVER_CMD="cat > /dev/null")
+    latest = max(offset(row["id"], 30 * MIN) for row in jobs.values())
+    sched.run(NINE, "cron", "tick", "--json", env=env)  # then no pass (a restart) until past the window
+    report = sched.run(NINE + latest + 5 * MIN, "cron", "tick", "--json", env=env).json()
+    assert sorted(run["name"] for run in report["runs"]) == sorted(
+        name for name, row in jobs.items() if offset(row["id"], 30 * MIN) > 0)
+    upcoming = sched.run(NINE + 40 * MIN, "cron", "next", "--json", "-n", "3").json()["fires"]
+    assert {f["name"]: f["at_ms"] for f in upcoming} == {
+        name: NINE + DAY + offset(row["id"], 30 * MIN) for name, row in jobs.items()}
+
+
+def test_cron_next_and_show_preview_the_jittered_time_and_status_is_not_overdue_inside_the_window(sched):
+    jobs = _jobs(sched, 1)
+    shift = offset(jobs["j0"]["id"], 30 * MIN)
+    fires = sched.run(NINE - 60 * MIN, "cron", "next", "--json", "-n", "2").json()["fires"]
+    assert [f["at_ms"] for f in fires] == [NINE + shift, NINE + DAY + shift]
+    shown = sched.run(NINE - 60 * MIN, "cron", "show", "j0")
+    assert "jitter 30m0s" in shown.out
+    if shift > 3 * MIN:
+        status = sched.run(NINE + shift - MIN, "status", "--json").json()
+        assert status["cron"]["overdue"] == []
+
+
+def test_jitter_values_are_checked_and_zero_clears_it(sched):
+    sched.add(NINE, "often", "--every", "10m", "--payload", "delivery", "--text", "x")
+    too_long = sched.run(NINE, "cron", "update", "often", "--jitter", "10m")
+    assert too_long.code == 2 and "--jitter 600s must be shorter" in too_long.err
+    assert sched.run(NINE, "cron", "update", "often", "--jitter", "8d").code == 2
+    assert sched.run(NINE, "cron", "update", "often", "--jitter", "5m").code == 0
+    assert json.loads(sched.policy_file.read_text())["formatVersion"] == 3
+    assert sched.run(NINE, "cron", "update", "often", "--jitter", "0").code == 0
+    assert sched.job("often")["policy"] is None or sched.job("often")["policy"]["jitterMs"] is None
+
+
+def test_an_older_format_holding_jitter_is_refused_not_dropped(sched):
+    sched.add(NINE, "often", "--every", "10m", "--payload", "delivery", "--text", "x", "--jitter", "1m")
+    doc = json.loads(sched.policy_file.read_text())
+    doc["formatVersion"] = 2
+    sched.policy_file.write_text(json.dumps(doc))
+    result = sched.run(NINE, "cron", "tick")
+    assert result.code == 5 and "formatVersion 3" in result.err
+
+
+def test_cron_simulate_runs_each_job_at_its_jittered_time(sched):
+    jobs = _jobs(sched, 3)
+    result = sched.run(NINE - 60 * MIN, "cron", "simulate", "--from", "2026-12-01T08:59Z", "--until",
+                       "2026-12-01T09:40Z", "--tz", "UTC", "--pass-every", "1m", "--json",
+                       env=sched.env(SXCTL_DELIVER_CMD="cat > /dev/null"))
+    assert result.code == 0, result.err
+    passes = {e["job"]: e["pass_ms"] for e in result.json()["events"] if e["fate"] == "dispatched"}
+    assert set(passes) == set(jobs)
+    for name, row in jobs.items():
+        due = NINE + offset(row["id"], 30 * MIN)
+        assert due <= passes[name] < due + MIN
