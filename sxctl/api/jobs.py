@@ -209,7 +209,8 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
              new_name: str | None = None, hold_max: float | None = None, catch_up: str | None = None,
              stale_after: float | None = None, missed_note: bool | None = None, max_unconsumed: int | None = None,
              max_runs_per_day: int | None = None, until: str | None = None, max_runs: int | None = None,
-             active_hours: str | None = None, active_days: str | None = None, jitter: float | None = None) -> JobSpec:
+             active_hours: str | None = None, active_days: str | None = None, jitter: float | None = None,
+             host: str | None = None, ping_url: str | None = None) -> JobSpec:
     """Every flag of `cron add` / `cron update` as the `spec` of `add_job` / `update_job`: the
     schedule (one of `cron`/`every`/`at`/`in_`), the payload, the target (`to`, `to_project`,
     `tenant`; None keeps an updated job's), the wake gate (a script file) and sxctl's policy
@@ -232,5 +233,5 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
         policy=PolicyOptions(hold_max=hold_max, catch_up=catch_up, stale_after=stale_after, missed_note=missed_note,
                              max_unconsumed=max_unconsumed, max_runs_per_day=max_runs_per_day, until=until,
                              max_runs=max_runs, active_hours=active_hours, active_days=active_days,
-                             jitter=jitter),
+                             jitter=jitter, host=host, ping_url=ping_url),
     )

@@ -20,7 +20,9 @@ from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
+from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
 from .jitter import MAX_JITTER_MS, jitter_offset_ms
+from .pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
@@ -111,6 +113,8 @@ ENTRY = Obj([
     opt("activeDays", Arr(Enum(DAYS), max_items=7)),
     opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
     opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/jitter.py
+    opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only a pass on this host runs it (cron/hosts.py)
+    opt("pingUrl", Check(Str(1, MAX_URL_LEN), url_rule)),  # format 3: push monitoring (cron/pings.py)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -227,6 +231,8 @@ class PolicyOptions:
     active_hours: str | None = None
     active_days: str | None = None
     jitter: float | None = None
+    host: str | None = None  # "any" clears
+    ping_url: str | None = None  # "none" clears
 
     @property
     def given(self) -> bool:
@@ -278,6 +284,10 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         if options.jitter * 1000 > MAX_JITTER_MS:
             raise UsageError(f"--jitter must be at most {MAX_JITTER_MS // 3_600_000}h")
         put("jitterMs", round(options.jitter * 1000) or None)
+    if options.host is not None:
+        put("host", None if options.host.lower() == ANY else check_host_name(options.host))
+    if options.ping_url is not None:
+        put("pingUrl", None if options.ping_url == "none" else check_ping_url(options.ping_url))
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
@@ -356,6 +366,8 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
         "tz": entry.get("tz"), "jitterMs": entry.get("jitterMs"),
+        "host": entry.get("host", ANY),
+        "pingUrl": mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None,  # never shown whole
     }
 
 

@@ -23,9 +23,11 @@ from ..report import Reporter
 from .admission import Admission
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
+from .hosts import pinned_elsewhere, this_host
 from .jitter import run_at
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .pass_report import PassReport
+from .pings import DEFAULT_TIMEOUT_S, Pinger
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
 from .schedule import next_run
@@ -56,6 +58,8 @@ class TickOptions:
     retain_executions: int = 1000
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
     dry_run: bool = False
+    ping_url: str | None = None  # the pass's own pings (api/scheduler.py); a job's are in its policy
+    ping_timeout: float = DEFAULT_TIMEOUT_S
 
 
 def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
@@ -81,7 +85,9 @@ class SchedulerPass:
         self.clock = clock
         self.report = report or Reporter()
         self.boot_id = f"sxctl-{uuid.uuid4()}"
-        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root)
+        self.host = this_host(environ)  # a job pinned to another host is left alone (cron/hosts.py)
+        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root, host=self.host)
+        self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/pings.py)
         self.lock: MkdirLock | None = None
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
@@ -186,6 +192,11 @@ class SchedulerPass:
         for job in self.store["jobs"]:
             life = job["lifecycle"]
             if job["source"] == "built_in" or life["status"] != "scheduled" or self._due_at(job) > now:
+                continue
+            pinned = pinned_elsewhere(self.policy["jobs"].get(job["id"], {}), self.host)
+            if pinned is not None:
+                self.result.elsewhere.append({"jobId": job["id"], "name": job["name"], "host": pinned,
+                                              "nextRunAtMs": life["nextRunAtMs"]})
                 continue
             if not schedule_computable(job["schedule"]):
                 self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
@@ -330,6 +341,9 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
+        if ping_url:
+            self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
@@ -346,6 +360,10 @@ class SchedulerPass:
             reason = self.dispatcher.reasons.get(execution_id)
             head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
             entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
+        if ping_url:
+            failed = projected["status"] in FAILED_STATUSES
+            self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
+                             f"{job['name']}: {entry.get('reason') if failed else projected['status']}")
         self.result.runs.append(entry)
 
 

@@ -163,6 +163,9 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
                          overdue=index == 0 and at_ms <= now_ms and not paused)
             fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
             fires.append(fire)
+    entries = (policy or {"jobs": {}})["jobs"]
+    for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes
+        fire["host"] = (entries.get(fire["jobId"]) or {}).get("host")
     fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
     return fires[:count]
 

@@ -160,4 +160,5 @@ def spec_from_options(kw: dict):
         missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
         max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
         active_hours=kw.get("active_hours"), active_days=kw.get("active_days"), jitter=kw.get("jitter"),
+        host=kw.get("host"), ping_url=kw.get("ping_url"),
     )
