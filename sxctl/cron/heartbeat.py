@@ -19,7 +19,7 @@ from ..fsio import atomic_write, read_data_file
 from ..jsondata import strict_loads
 from ..version import __version__
 from .hosts import check_host_name, this_host
-from .pings import MAX_BODY_LEN, MAX_PENDING, MAX_TRIES, MAX_URL_LEN, SUFFIXES, url_rule
+from .pings import MAX_BODY_LEN, MAX_PENDING, MAX_TRIES, MAX_URL_LEN, SUFFIXES, sent_url_rule
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Check, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace
@@ -44,7 +44,7 @@ RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("
               # error (the URL masked) and the pings to send again at the next pass
               opt("pings", Obj([req("sent", Int(0, MAX_SAFE_INT)), req("failed", Int(0, MAX_SAFE_INT)),
                                 req("dropped", Int(0, MAX_SAFE_INT)), req("lastError", Nullable(Str(0, 512))),
-                                req("pending", Arr(Obj([req("url", Check(Str(1, MAX_URL_LEN + 8), url_rule)),
+                                req("pending", Arr(Obj([req("url", Check(Str(1, MAX_URL_LEN + 8), sent_url_rule)),
                                                         req("body", Str(0, MAX_BODY_LEN)),
                                                         req("kind", Enum(tuple(SUFFIXES))),
                                                         req("tries", Int(0, MAX_TRIES)),

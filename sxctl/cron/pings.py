@@ -28,13 +28,18 @@ MAX_TRIES = 5  # a ping tried this often without success is dropped (counted)
 SUFFIXES = {"start": "/start", "success": "", "fail": "/fail"}
 
 
-def url_rule(url: str) -> str | None:
+def sent_url_rule(url: str) -> str | None:
+    """url_rule for a URL with its SUFFIXES (a kept ping, in the heartbeat)."""
+    return url_rule(url, MAX_URL_LEN + max(len(suffix) for suffix in SUFFIXES.values()))
+
+
+def url_rule(url: str, max_len: int = MAX_URL_LEN) -> str | None:
     """Why `url` is not a ping URL sxctl sends to (None when it is): http or https, a host, at
-    most MAX_URL_LEN characters, no control character or space."""
+    most `max_len` characters, no control character or space."""
     from urllib.parse import urlsplit  # urllib loads only for pings
 
-    if not 1 <= len(url) <= MAX_URL_LEN:
-        return f"a ping URL is 1-{MAX_URL_LEN} characters"
+    if not 1 <= len(url) <= max_len:
+        return f"a ping URL is 1-{max_len} characters"
     if any(ord(c) < 0x21 or 0x7F <= ord(c) <= 0x9F for c in url):
         return "a ping URL has no spaces or control characters"
     try:
@@ -164,7 +169,8 @@ class Pinger:
         except OSError as error:
             self.failed += 1
             self._dead.add(base)
-            self.last_error = f"{item['kind']} ping to {base}: {error}"[:512]
+            said = str(error).replace(item["url"], base)  # never the whole URL
+            self.last_error = f"{item['kind']} ping to {base}: {said}"[:512]
             self.warnings.append(f"{self.last_error}; it is sent again at the next pass")
             item["tries"] += 1
             self._keep(item)

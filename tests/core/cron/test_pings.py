@@ -163,3 +163,18 @@ def test_cron_simulate_records_pings_and_sends_none(sched, endpoint):
     human = sched.run(NINE - 60 * MIN, "cron", "simulate", "--from", "2026-12-01T08:59Z", "--until",
                       "2026-12-01T09:01Z", "--tz", "UTC", env=sched.env(SXCTL_DELIVER_CMD="cat"))
     assert "2 ping(s) recorded, none sent" in human.out and endpoint.received == []
+
+
+def test_a_kept_ping_to_the_longest_url_leaves_a_heartbeat_doctor_trusts(sched):
+    dead = dead_url()
+    url = f"{dead}/" + "k" * (1024 - len(dead) - 1)
+    sched.agent_at(NINE)
+    sched.add(NINE - MIN, "job", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "x", "--ping-url", url)
+    assert sched.run(NINE, "cron", "tick").code == 0
+    beat = json.loads(heartbeat_file(sched.root).read_text())
+    assert {p["url"] for p in beat["pings"]["pending"]} == {url + "/start", url}
+    doctor = sched.run(NINE + MIN, "doctor", "--json").json()
+    [scheduler] = [c for c in doctor["checks"] if c["check"] == "scheduler"]
+    assert scheduler["status"] == "ok", scheduler
+    assert url not in json.dumps(doctor)
