@@ -11,6 +11,7 @@ from ..clock import CLOCK_SKEW_MS
 from ..cron.heartbeat import FOLDER, read_heartbeat, written_elsewhere
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
+from ..cron.policy import read_policy
 from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
@@ -106,7 +107,12 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
                       "stop a hung `sxctl cron tick`, or rmdir a lock no process holds")
         else:
             found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
-    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled" and is_overdue(job, now)]
+    try:
+        entries = read_policy(ws)["jobs"]  # a job's --jitter moves when it is overdue
+    except SxctlError:  # the cron files check names it
+        entries = {}
+    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled"
+               and is_overdue(job, now, entries.get(job["id"]))]
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")

@@ -84,7 +84,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
+        "next_due_ms": min((run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"])
+                            for job in scheduled), default=None),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, policy.get(job["id"]))

@@ -75,9 +75,24 @@ def test_cron_next_and_show_preview_the_jittered_time_and_status_is_not_overdue_
     assert [f["at_ms"] for f in fires] == [NINE + shift, NINE + DAY + shift]
     shown = sched.run(NINE - 60 * MIN, "cron", "show", "j0")
     assert "jitter 30m0s" in shown.out
-    if shift > 3 * MIN:
-        status = sched.run(NINE + shift - MIN, "status", "--json").json()
-        assert status["cron"]["overdue"] == []
+
+
+
+def test_inside_its_jitter_window_a_job_is_not_overdue_anywhere(sched):
+    jobs = _jobs(sched, 3)
+    name, shift = max(((n, offset(row["id"], 30 * MIN)) for n, row in jobs.items()), key=lambda pair: pair[1])
+    assert shift > 4 * MIN  # ids are random: three offsets all under 4 of 30 minutes is 1 in 400
+    at = NINE + shift - MIN  # due at 09:00 for comis, run by the pass at 09:00 + shift
+    sched.agent_at(at)
+    status = sched.run(at, "status", "--json").json()
+    assert name not in status["cron"]["overdue"] and status["cron"]["next_due_ms"] == NINE + min(
+        offset(row["id"], 30 * MIN) for row in jobs.values())
+    doctor = sched.run(at, "doctor", "--json").json()
+    assert not [c for c in doctor["checks"] if c["check"] == "overdue" and name in c["message"]]
+    problems = sched.run(at, "cron", "status", "--json").json()["problems"]
+    assert not [p for p in problems if p["code"] == "overdue" and name in p["message"]]
+    late = sched.run(NINE + shift + 3 * MIN, "cron", "status", "--json").json()["problems"]
+    assert [p for p in late if p["code"] == "overdue" and name in p["message"]]
 
 
 def test_jitter_values_are_checked_and_zero_clears_it(sched):
