@@ -75,6 +75,8 @@ def mask_url(url: str) -> str:
     host = "".join(c for c in host if c.isprintable() and c != " ")[:255]
     if parts.scheme not in ("http", "https") or not host:
         return "…"
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 address, as it was written
     rest = "/…" if (parts.path not in ("", "/") or parts.query) else ""
     return f"{parts.scheme}://{host}{port}{rest}"
 
