@@ -18,6 +18,7 @@ from ..timeparse import format_ms
 from .fate import next_text
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from .pings import mask_url
 from .policy import FILE_CAP, describe_job, read_policy
 from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
@@ -164,8 +165,10 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
             fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
             fires.append(fire)
     entries = (policy or {"jobs": {}})["jobs"]
-    for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes
-        fire["host"] = (entries.get(fire["jobId"]) or {}).get("host")
+    for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes; --ping-url masked
+        entry = entries.get(fire["jobId"]) or {}
+        fire["host"] = entry.get("host")
+        fire["pingUrl"] = mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None
     fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
     return fires[:count]
 

@@ -128,6 +128,7 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
              ", ".join(n for n, on in ((overdue(f), f["overdue"]), (f"after {f.get('note')}", f.get("note")),
                                         ("paused", f["paused"]), ("running", f.get("running")),
                                         (f"on host {f.get('host')}", f.get("host")),
+                                        (f"pings {f.get('pingUrl')}", f.get("pingUrl")),
                                         ("dst", f["dst"])) if on)]
             for f in fires
         ])

@@ -99,6 +99,9 @@ def test_a_pass_pings_its_own_url_and_the_url_is_never_shown_whole(sched, endpoi
     listing = sched.run(NINE, "cron", "list", "--json")
     assert SECRET not in listing.out and listing.json()["jobs"][0]["policy"]["pingUrl"] == f"{endpoint.url}/…"
     assert SECRET in sched.policy_file.read_text()  # kept whole where the pass reads it (0600)
+    upcoming = sched.run(NINE, "cron", "next", "-n", "1")
+    assert f"pings {endpoint.url}/…" in upcoming.out and SECRET not in upcoming.out
+    assert sched.run(NINE, "cron", "next", "--json", "-n", "1").json()["fires"][0]["pingUrl"] == f"{endpoint.url}/…"
     result = sched.run(NINE + 2 * MIN, "cron", "tick", "--ping-url", f"{endpoint.url}/pass-{SECRET}", "--json")
     assert result.code == 0
     boot = result.json()["bootId"]
