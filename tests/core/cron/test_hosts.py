@@ -159,3 +159,13 @@ def test_an_older_policy_format_with_a_host_is_refused(sched):
     path.write_text(json.dumps({**doc, "formatVersion": 2}))
     assert sched.run(NINE, "cron", "list").code == 5
     assert FakeClock  # the clock of every command is the fixture's
+
+
+def test_a_heartbeat_folder_that_is_a_symbolic_link_is_not_written_through(sched, tmp_path):
+    sched.add(NINE - MIN, "free", "--every", "1h", *HEARTBEAT)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (sched.root / ".scheduler" / "sxctl-tick").symlink_to(outside)
+    result = on(sched, "alpha", NINE, "cron", "tick")
+    assert result.code == 0 and "could not record its heartbeat" in result.err and "symbolic link" in result.err
+    assert list(outside.iterdir()) == []
