@@ -27,7 +27,8 @@ def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
 
 def offset_of(job: dict[str, Any], entry: dict[str, Any]) -> int:
     """The delay the pass adds to each of this job's due times (0 without --jitter)."""
-    return jitter_offset_ms(job["id"], entry.get("jitterMs"))
+    jitter = entry.get("jitterMs")
+    return jitter_offset_ms(job["id"], jitter) if jitter else 0
 
 
 def run_at(job: dict[str, Any], entry: dict[str, Any], due_at: int) -> int:
