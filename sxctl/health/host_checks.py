@@ -25,6 +25,20 @@ def host_passes(ws, now: int) -> dict[str, dict[str, Any]]:
             and written_elsewhere(beat, ws) is None and beat["lastPassMs"] - now <= CLOCK_SKEW_MS}
 
 
+def check_pings(found: Findings, ws, now: int) -> None:
+    """Pings (--ping-url) that a host's last pass could not send: the monitor is not told, so it
+    warns (the pass goes on, and sends them again). Reported only when there are some."""
+    for host, beat in sorted(host_passes(ws, now).items()):
+        pings = beat.get("pings") or {}
+        if pings.get("pending") or pings.get("dropped"):
+            waiting = len(pings.get("pending", []))
+            found.add("pings", "warn", f"on {host}, {waiting} ping(s) wait to be sent again"
+                      + (f" and {pings['dropped']} were dropped" if pings.get("dropped") else "")
+                      + f": {pings.get('lastError') or 'the pass ran out of its ping time'}",
+                      "curl -fsS -m 10 https://YOUR-PING-HOST/   # can this host reach the monitor? "
+                      "(the next pass sends them again)")
+
+
 def check_hosts(found: Findings, ws, store: dict[str, Any], now: int) -> None:
     """Reported only when it matters: more than one host has a heartbeat here, or a job is pinned."""
     beats = host_passes(ws, now)

@@ -132,6 +132,9 @@ def test_a_dead_endpoint_changes_no_outcome_and_its_pings_are_sent_at_the_next_p
     beat = json.loads(heartbeat_file(sched.root).read_text())
     assert beat["outcome"] == "ok" and beat["pings"]["failed"] == 1  # then the endpoint counts as down this pass
     assert [p["kind"] for p in beat["pings"]["pending"]] == ["start", "start", "success", "success"]
+    [warned] = [c for c in sched.run(NINE, "doctor", "--json").json()["checks"] if c["check"] == "pings"]
+    assert warned["status"] == "warn" and "4 ping(s) wait to be sent again" in warned["message"]
+    assert f"{dead}/…" in warned["message"] and SECRET not in json.dumps(warned)
     # the endpoint is back (same paths, on the live server): the next pass sends what was kept
     for item in beat["pings"]["pending"]:
         item["url"] = item["url"].replace(dead, endpoint.url)
@@ -139,6 +142,7 @@ def test_a_dead_endpoint_changes_no_outcome_and_its_pings_are_sent_at_the_next_p
     assert sched.run(NINE + MIN, "cron", "tick", env=env).code == 0
     assert [path for path, _ in endpoint.received] == ["/pass/start", f"/{SECRET}/start", f"/{SECRET}", "/pass"]
     assert json.loads(heartbeat_file(sched.root).read_text())["pings"]["pending"] == []
+    assert [c for c in sched.run(NINE + MIN, "doctor", "--json").json()["checks"] if c["check"] == "pings"] == []
 
 
 def test_a_slow_endpoint_delays_a_pass_by_at_most_its_timeout(sched, endpoint):
