@@ -133,7 +133,13 @@ def test_metrics_give_the_last_pass_age_per_host(sched):
     families = parse(sched.run(NINE + 2 * MIN, "metrics").out)
     assert sorted(families["sxctl_cron_last_pass_age_seconds"], key=lambda s: s[0]["host"]) == [
         ({"host": "alpha"}, 120.0), ({"host": "beta"}, 60.0)]
-    (sched.root / ".scheduler" / "sxctl-tick" / "gamma.json").write_text("{}")
+    folder = sched.root / ".scheduler" / "sxctl-tick"
+    lying = {**json.loads((folder / "beta.json").read_text()), "host": "delta"}  # gamma's file names delta
+    (folder / "gamma.json").write_text(json.dumps(lying))
+    families = parse(sched.run(NINE + 2 * MIN, "metrics").out)
+    assert families["sxctl_cron_heartbeat_invalid"] == [({}, 1.0)]
+    assert {s[0]["host"] for s in families["sxctl_cron_last_pass_age_seconds"]} == {"alpha", "beta"}
+    (folder / "gamma.json").write_text("{}")
     families = parse(sched.run(NINE + 2 * MIN, "metrics").out)
     assert families["sxctl_cron_heartbeat_invalid"] == [({}, 1.0)]
     assert len(families["sxctl_cron_last_pass_age_seconds"]) == 2
