@@ -122,18 +122,25 @@ class Preview:
 
 
 def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
-                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET) -> Preview:
+                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
+                 start: int | None = None) -> Preview:
     """The next `count` occurrences of a scheduled job that will run, each judged by
     `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
     before it spent against its limits, and the agent reading what it is sent (unread messages
-    count only for the occurrence due now)."""
+    count only for the occurrence due now). `start` (`cron next --from`): only the runs from
+    then on — those before it still spend the job's lifetime and daily limits."""
     preview = Preview()
     life = job["lifecycle"]
     if life["status"] != "scheduled":
         return preview
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
     at, dst = life["nextRunAtMs"], False
-    offset = offset_of(job, entry)
+    offset = offset_of(job, entry)  # --jitter: each run is this much after its occurrence
+    if start is not None and start > at + offset and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")):
+        found = next_run(job["schedule"], start - offset - 1)  # nothing before `start` changes what follows
+        if found is None:
+            return preview
+        (at, dst), held = found, None
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
         fate = occurrence_fate(job, entry, at, max(at + offset, now), spent, held=held if step == 0 else None)
@@ -149,8 +156,9 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
                 at, dst = ahead[0], False
                 continue
         else:
-            preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": skipped,
-                                 "note": "; ".join(notes) or None})
+            if start is None or at + offset >= start:
+                preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": skipped,
+                                     "note": "; ".join(notes) or None})
             skipped, notes = 0, {}
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, entry, at)

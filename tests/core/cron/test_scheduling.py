@@ -17,6 +17,7 @@ from tests.comis_strict import check_store_bytes
 SID = "2026_12_01_steady_hopper"
 NINE = int(datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp() * 1000)  # a Tuesday
 MIN = 60_000
+HOUR = 60 * MIN
 
 
 @pytest.fixture
@@ -331,6 +332,16 @@ def test_a_zone_that_cannot_be_honoured_is_refused_not_dropped(sched, args):
         sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
 
 
+@pytest.mark.parametrize("args", [("--cron", "0 9 * * *"), ("--every", "1h")])
+def test_a_fixed_offset_named_like_a_region_is_refused_with_the_regions_zone(sched, args):
+    """`--tz EST` is a fixed UTC-05:00 all year: a 09:00 job would run at 10:00 in New York's summer."""
+    result = sched.run(NINE, "cron", "add", "poll", *args, "--tz", "EST", "--payload", "heartbeat-event", "--text", "x")
+    assert result.code == 2 and "fixed offset all year" in result.err
+    assert "give America/New_York, or Etc/GMT+5 if a fixed offset is meant" in result.err
+    assert sched.run(NINE, "cron", "add", "poll", *args, "--tz", "Etc/GMT+5", "--payload", "heartbeat-event",
+                     "--text", "x").code == 0
+
+
 def test_a_format_1_policy_file_with_a_zone_is_invalid(sched):
     sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
     policy = json.loads(sched.policy_file.read_text())
@@ -594,3 +605,24 @@ def test_a_preview_skips_ahead_to_the_next_window_as_the_walk_would(monkeypatch)
         shown = [[(run["at_ms"], run["skipped"], run["note"]) for run in preview.runs] for preview in (fast, slow)]
         assert shown[0] == shown[1] and len(shown[0]) == 3, f"seed {seed}, case {case}: {job} {entry}"
     assert sum(found is not None for found in jumps) >= 10, f"seed {seed}: the arithmetic was hardly used"
+
+
+def test_cron_next_from_a_future_time_starts_there_and_calls_nothing_overdue(sched):
+    """`cron next NAME --from T` showed today's fires, the first "overdue"; runs before T still
+    spend a job's --max-runs."""
+    sched.add(NINE - HOUR, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x")
+    sched.add(NINE - HOUR, "thrice", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "x", "--max-runs", "3")
+    sched.add(NINE - HOUR, "halted", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x")
+    assert sched.run(NINE - HOUR, "cron", "pause", "halted").code == 0
+    later = NINE + 30 * 24 * HOUR + 1  # 2026-12-31T09:00:00.001Z
+    for name, expected in (("daily", [later - 1 + 24 * HOUR, later - 1 + 48 * HOUR]), ("thrice", [])):
+        fires = sched.run(NINE - HOUR, "cron", "next", name, "-n", "2", "--from", "2026-12-31T09:00:00.001Z",
+                          "--json").json()["fires"]
+        assert [fire["at_ms"] for fire in fires] == expected, name
+        assert not any(fire["overdue"] for fire in fires)
+    fires = sched.run(NINE - HOUR, "cron", "next", "-n", "9", "--from", "2026-12-31T10:00Z", "--include-paused",
+                      "--json").json()["fires"]
+    assert {fire["name"] for fire in fires} == {"daily", "halted"} and min(f["at_ms"] for f in fires) > later
+    shown = sched.run(NINE - HOUR, "cron", "next", "daily", "-n", "1", "--from", "2026-12-31T10:00Z")
+    assert "2027-01-01" in shown.out and "overdue" not in shown.out
