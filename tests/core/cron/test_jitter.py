@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 
 from tests.core.cron.test_scheduling import MIN, NINE
 
@@ -126,3 +127,17 @@ def test_cron_simulate_runs_each_job_at_its_jittered_time(sched):
     for name, row in jobs.items():
         due = NINE + offset(row["id"], 30 * MIN)
         assert due <= passes[name] < due + MIN
+
+
+def test_cron_next_from_a_time_counts_the_jittered_runs_from_then(sched):
+    jobs = _jobs(sched, 1)
+    shift = offset(jobs["j0"]["id"], 30 * MIN)
+
+    def first_from(ms: int) -> int:
+        iso = datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        result = sched.run(NINE - 60 * MIN, "cron", "next", "--json", "-n", "1", "--from", iso)
+        assert result.code == 0, result.err
+        return result.json()["fires"][0]["at_ms"]
+
+    assert first_from(NINE + DAY) == NINE + DAY + shift  # the occurrence at 09:00 runs at 09:00 + shift
+    assert first_from(NINE + DAY + shift + 1) == NINE + 2 * DAY + shift
