@@ -62,7 +62,7 @@ def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_pro
 
 
 def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
-    """One cell: `read 14:02`, `pending 3m`, `retracted`, `lost`."""
+    """One cell: `read 14:02`, `pending 3m`, `retracted` (`replaced`: by --overlap replace), `lost`."""
     if receipt is None:
         return None
     state = receipt["state"]
@@ -70,6 +70,8 @@ def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
         return f"read {format_ms(receipt['readAtMs'], '%Y-%m-%d %H:%M:%S', None)}"
     if state == "pending":
         return f"pending {format_duration_ms(receipt['ageMs'])}"
+    if receipt.get("replacedBy"):
+        return "replaced"  # retracted by the job's next run (--overlap replace)
     return state
 
 

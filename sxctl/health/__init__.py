@@ -18,6 +18,7 @@ from .cron_checks import (
 )
 from .findings import Findings
 from .host_checks import check_hosts, check_pings
+from .maintenance_check import check_maintenance
 from .session_checks import (
     check_agent,
     check_history,
@@ -58,6 +59,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("hosts", lambda: check_hosts(found, ws, files[0], now))
             found.guard("pings", lambda: check_pings(found, ws, now))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
+            found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
     found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))
     return found.checks
