@@ -32,7 +32,7 @@ from .overlap import record_replaced, replace_previous
 from .pass_report import PassReport
 from .pings import DEFAULT_TIMEOUT_S, Pinger
 from .policy import read_policy, write_policy
-from .run_failures import FAILED_STATUSES, failure_reason
+from .run_failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
@@ -300,7 +300,7 @@ class SchedulerPass:
             job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
                                 "terminalAtMs": terminal["terminalAtMs"]}
         elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
-            _apply_dependency_rule(job, terminal["outcome"])
+            apply_dependency_rule(job, terminal["outcome"])
         if deferred:
             self.admission.store_changed = True
         else:
@@ -389,19 +389,3 @@ def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
 def _unsettled(root_run_id: str | None) -> dict[str, Any]:
     return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
             "errorKind": "internal"}
-
-
-def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None:
-    """comis's counter: success -> 0, dependency error -> +1 (pause at the limit), else unchanged.
-    Every outcome sxctl writes is neutral; only comis's own execution outcomes count."""
-    if outcome["kind"] not in ("agent_turn", "internal_action", "heartbeat_event"):
-        return
-    life = job["lifecycle"]
-    execution: dict[str, Any] = outcome["execution"] if isinstance(outcome.get("execution"), dict) else {}
-    if outcome["kind"] == "heartbeat_event" or execution.get("status") == "completed":
-        life["consecutiveDependencyErrors"] = 0
-    elif execution.get("errorKind") == "dependency":
-        life["consecutiveDependencyErrors"] += 1
-        limit = job.get("maxConsecutiveDependencyErrors")
-        if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
-            job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}
