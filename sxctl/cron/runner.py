@@ -176,7 +176,7 @@ class SchedulerPass:
             if ran >= self.options.max_per_pass:
                 defer(self.result.deferred, self.admission.done, job, "max_per_pass")
             elif self.admission.admit(job):
-                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000):
+                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
                     defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
                     continue
                 self._run_occurrence(job, manual=False)

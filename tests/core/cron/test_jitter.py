@@ -141,3 +141,24 @@ def test_cron_next_from_a_time_counts_the_jittered_runs_from_then(sched):
 
     assert first_from(NINE + DAY) == NINE + DAY + shift  # the occurrence at 09:00 runs at 09:00 + shift
     assert first_from(NINE + DAY + shift + 1) == NINE + 2 * DAY + shift
+
+
+def test_a_run_on_time_by_its_jittered_time_spends_no_catch_up_budget(sched):
+    """--max-catchup counts catch-ups by the jittered due time, as the run's trigger does: a job
+    due at 09:00 with an offset of 1m is on time at 09:02, not a catch-up to defer."""
+    for index in range(10):
+        sched.add(NINE - 60 * MIN, f"j{index}", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "delivery",
+                  "--text", f"job {index}", "--jitter", "2m")
+    listing = sched.run(NINE - 60 * MIN, "cron", "list", "--json").json()["jobs"]
+    offsets = {row["job"]["name"]: offset(row["job"]["id"], 2 * MIN) for row in listing}
+    now = NINE + 2 * MIN + 1000
+    on_time = sorted(name for name, shift in offsets.items() if now - (NINE + shift) <= 90_000)
+    assert len(on_time) >= 2  # 10 offsets in [0, 2m): the chance of fewer than 2 past 31s is about 1e-5
+    result = sched.run(now, "cron", "tick", "--json", "--max-per-pass", "100", "--max-catchup", "1",
+                       env=sched.env(SXCTL_DELIVER_CMD="cat > /dev/null"))
+    assert result.code == 0, result.err
+    report = result.json()
+    scheduled = sorted(run["name"] for run in report["runs"] if run["trigger"] == "scheduled")
+    assert scheduled == on_time
+    assert len([run for run in report["runs"] if run["trigger"] == "catchup"]) == min(1, 10 - len(on_time))
+    assert not [row for row in report["deferred"] if row["name"] in on_time]
