@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..errors import SxctlError, TooLateError, UsageError
-from ..inbox.message import check_stem
-from ..project import ProjectLayout, as_session, check_session_id, session_info
+from ..errors import SxctlError, TooLateError
+from ..project import ProjectLayout, as_session, session_info
 from .ledger import Group, Ledger
-from .receipts import consumption, execution_dispatch
+from .receipts import consumption, execution_dispatch, names_a_message
 from .targets import run_target_project
 
 
@@ -41,17 +40,6 @@ def unread_previous(job: dict[str, Any], groups: list[Group], *, project: Path, 
         return {"executionId": group.start["executionId"], "sessionId": moved["session"],  # type: ignore[index]
                 "stem": moved["stem"]}
     return None
-
-
-def names_a_message(session_id: str, stem: str) -> bool:
-    """Do the session id and stem a ledger row gives name a message below the project's sessions
-    (not `..`, not a path)? The names come from a file: they are checked as a user's are."""
-    try:
-        check_session_id(session_id)
-        check_stem(stem)
-    except UsageError:
-        return False
-    return True
 
 
 def retract_previous(job: dict[str, Any], previous: dict[str, Any], *, project: Path, clock: Clock,

@@ -173,17 +173,24 @@ def test_replace_leaves_exactly_one_unread_message_with_the_reference_agent(proj
     assert states == ["read", "retracted", "retracted", "retracted", "pending"]
 
 
+def _point_the_last_row_outside_the_sessions(sched, run):
+    """A hostile ledger: the last row's message "is" in .scorpiox/inbox/ (session `..`), where a
+    pending file waits as bait (returned)."""
+    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    rows[-1]["outcome"]["sessionId"] = ".."
+    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
+    bait = sched.root / ".scorpiox" / "inbox" / f"{run['outcome']['stem']}.json"
+    bait.parent.mkdir()
+    bait.write_text("{}")
+    return bait
+
+
 def test_replace_never_retracts_a_message_a_ledger_row_names_outside_the_sessions(sched):
     sched.folder.mkdir(parents=True)
     _add(sched, "replace")
     [first] = sched.tick(NINE)["runs"]
-    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
-    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
-    rows[-1]["outcome"]["sessionId"] = ".."  # a hostile row: the message "is" in .scorpiox/inbox/
-    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
-    bait = sched.root / ".scorpiox" / "inbox" / f"{first['outcome']['stem']}.json"
-    bait.parent.mkdir()
-    bait.write_text("{}")
+    bait = _point_the_last_row_outside_the_sessions(sched, first)
     [second] = sched.tick(NINE + HOUR)["runs"]
     assert second["status"] == "dispatched" and "replaced" not in second
     assert bait.read_text() == "{}" and not (bait.parent / "retracted").exists()
@@ -216,3 +223,19 @@ def test_a_replacing_pass_killed_at_any_point_never_leaves_two_unread_messages(s
     assert [r["status"] for r in report["runs"]] == ["dispatched"]
     assert len(sched.pending()) == 1
     assert sched.run(NINE + 2 * HOUR, "cron", "validate").code == 0
+
+
+def test_max_unconsumed_and_receipts_never_read_a_message_a_ledger_row_names_outside_the_sessions(sched):
+    """--max-unconsumed counted unread messages where a hostile ledger row pointed (`..`): the one
+    receipt rule (`receipts.consumption`) checks the names first, for every view."""
+    sched.folder.mkdir(parents=True)
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+              "--text", "check", "--to", SID, "--max-unconsumed", "1")
+    [first] = sched.tick(NINE)["runs"]
+    _read_all(sched)
+    bait = _point_the_last_row_outside_the_sessions(sched, first)
+    [second] = sched.tick(NINE + HOUR)["runs"]
+    assert second["status"] == "dispatched"  # not paused by an "unread" message outside the sessions
+    shown = sched.run(NINE + HOUR, "cron", "runs", "beat", "--json").json()
+    assert [run["consumption"]["state"] for run in shown["runs"]] == ["pending", "lost"], shown["runs"]
+    assert bait.read_text() == "{}"
