@@ -102,7 +102,7 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
         if entry.get("overlap") == "skip":
             return Fate("skip", "overlap", skip_text("overlap", job, entry))
         if entry.get("overlap") == "replace" and state is None:
-            return Fate("run", detail=f"replaces its unread previous message {usage.pending['stem']}")
+            return Fate("run", detail=f"its unread message {usage.pending['stem']}, which it replaces")
     if state is not None:
         return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)

@@ -349,15 +349,15 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
-        replaced = None if manual else replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
-                                                        project=self.options.project, clock=self.clock,
-                                                        workspace=self.ws.root)
         ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
         if ping_url:
             self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
-        record_replaced(replaced, entry, outcome)
         faults.hit("after-dispatch")
+        if not manual and outcome["kind"] == "inbox_dispatch":
+            record_replaced(replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
+                                             project=self.options.project, clock=self.clock, workspace=self.ws.root,
+                                             sent=execution_id), entry, outcome)
         terminal = self._terminal(start, outcome)
         self._append(terminal)
         faults.hit("after-terminal")
