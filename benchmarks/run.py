@@ -23,6 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dst_rows import dst_rows  # noqa: E402 (the folder is on the path only now)
+
 HEAVY = ("rich", "croniter", "dateutil", "filelock")
 
 
@@ -189,7 +191,7 @@ def main() -> int:
     # measure what users run: an installed package has its bytecode compiled
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "sxctl")], check=True)
     runs = 5 if quick else 25
-    rows: list[tuple[str, float, str, bool]] = []
+    rows: list[tuple[str, float | int, str, bool]] = []
     with tempfile.TemporaryDirectory(prefix="sxctl-bench-") as tmp:
         root = Path(tmp)
         session = make_project(root)
@@ -269,6 +271,7 @@ def main() -> int:
         rows.append(("(f) API send loop throughput / bare loop", throughput, ">= 0.8", throughput >= 0.8))
 
         rows += scale_rows(root, quick)
+        rows += dst_rows(root, max(5, runs // 3), env())
 
     width = max(len(r[0]) for r in rows)
     print(f"{'measure'.ljust(width)}  {'ratio':>7}  {'target':<16}  ok")
