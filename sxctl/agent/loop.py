@@ -12,7 +12,7 @@ import time
 from datetime import date
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, ErrorCode, SxctlError
+from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError
 from ..fsio import ensure_private_dir
 from ..project import (
     LIVE_WINDOW_MS,
@@ -120,29 +120,42 @@ class ReferenceAgent:
         runner.capture_output = capture_output
         poll = self.options.poll_ms / 1000
         while True:
-            self.finish_turn_if_done()
-            if self.stopping.is_set():
-                if runner.current is None:
+            try:
+                self.finish_turn_if_done()
+                if self.stopping.is_set():
+                    if runner.current is None:
+                        break
+                    time.sleep(poll / 4)
+                    continue
+                if self._step():
                     break
-                time.sleep(poll / 4)
-                continue
-            self.timers.adopt()
-            before = runner.current
-            if self._may_take_a_message():
-                delivery = self.intake.take()
-                if delivery is not None:
-                    runner.deliver(delivery.stem, delivery.mode, delivery.text, delivery.image)
-            started = runner.current is not None and runner.current is not before
-            if runner.current is None and not started and self._turns_left() != 0:
-                self.fire_timer()
-            elif runner.current is not None and not started:
-                self.timers.note_deferrals()
-            if time.monotonic() - runner.last_stats >= STATS_EVERY_S:
-                self.write_stats()
-            if self._should_exit():
-                break
+            except FileNotFoundError:
+                if self.dir.is_dir():
+                    raise
+            if not self.dir.is_dir():  # moved or deleted under the agent: nothing it writes would be read
+                raise NotFoundError(f"{self.dir}: the session folder is gone (the project was moved or deleted); "
+                                    "start the agent again where the project is now",
+                                    code=ErrorCode.SESSION_NOT_FOUND)
             time.sleep(poll)
         return self.shutdown()
+
+    def _step(self) -> bool:
+        """One round of the loop (reference-agent.md §2); True when the agent should stop."""
+        runner = self.runner
+        self.timers.adopt()
+        before = runner.current
+        if self._may_take_a_message():
+            delivery = self.intake.take()
+            if delivery is not None:
+                runner.deliver(delivery.stem, delivery.mode, delivery.text, delivery.image)
+        started = runner.current is not None and runner.current is not before
+        if runner.current is None and not started and self._turns_left() != 0:
+            self.fire_timer()
+        elif runner.current is not None and not started:
+            self.timers.note_deferrals()
+        if time.monotonic() - runner.last_stats >= STATS_EVERY_S:
+            self.write_stats()
+        return self._should_exit()
 
     def fire_timer(self) -> bool:
         """Fire the earliest due slot (idle only); True when a turn started."""

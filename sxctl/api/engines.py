@@ -3,6 +3,7 @@ proving it is alive (`doctor`), and handing a workspace over to a comis daemon (
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 from collections.abc import Iterable, Mapping
@@ -199,6 +200,7 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
     except NotFoundError:
         ws = None
 
+    @functools.cache  # `crontab -l` once per doctor run, however many checks read it
     def crontab_text() -> str | None:
         try:
             return engines.Crontab(Path(crontab_file) if crontab_file is not None else None).read()

@@ -151,10 +151,11 @@ def next_fires(
             find_job(store, name)
         policy = read_policy(ws)
         zones = None if tz is not None else kept_zones(store, policy)  # a job's own --tz
+        start = None if after is None else bound  # --from: the fires from then on; else overdue ones too
         found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
-                             after=bound, max_log_bytes=ledger_ceiling())
-        fires = timeline(store, bound, count, zone, name=name, include_paused=include_paused, zones=zones,
-                         previews=found.previews, policy=policy)
+                             after=start, max_log_bytes=ledger_ceiling())
+        fires = timeline(store, now, count, zone, name=name, include_paused=include_paused, zones=zones,
+                         previews=found.previews, policy=policy, after=start)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)
 

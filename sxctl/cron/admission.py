@@ -57,12 +57,13 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
                clock: Clock, workspace: Path) -> dict[str, Any] | None:
     """What the pass does with a due job for want of a live agent (the one rule the pass and
     `cron next` share): None when it need not wait; `status` `waiting` (held, not claimed) until
-    `giveUpAtMs`, then `given_up` (the pass runs it, and its dispatch fails)."""
+    `giveUpAtMs`, then `given_up` (the pass runs it, and its dispatch fails). A job not yet due
+    is judged as the pass at its time will (`--hold-max 0`: given up at once)."""
     if not waits_for_agent(job, project, to, clock, workspace=workspace):
         return None
     due_at = job["lifecycle"]["nextRunAtMs"]
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
-    return {"status": "waiting" if now <= give_up_at else "given_up", "reason": "no_live_session",
+    return {"status": "waiting" if max(now, due_at) < give_up_at else "given_up", "reason": "no_live_session",
             "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from ..timeparse import format_ms
 from .limits import LimitUsage
-from .policy import is_active_time
+from .policy import DAYS, is_active_time, parse_active_hours
 from .schedule import job_zone, job_zone_name, local_time, next_run
 
-#: occurrences a preview judges per job before it stops looking (an every-minute job outside
+#: occurrences a preview judges per job before it stops looking (an every-minute cron job outside
 #: its active hours skips ~1,000 before the next run; a month of them stays under this)
 PREVIEW_BUDGET = 50_000
 
@@ -118,18 +118,25 @@ class Preview:
 
 
 def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
-                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET) -> Preview:
+                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
+                 start: int | None = None) -> Preview:
     """The next `count` occurrences of a scheduled job that will run, each judged by
     `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
     before it spent against its limits, and the agent reading what it is sent (unread messages
-    count only for the occurrence due now)."""
+    count only for the occurrence due now). `start` (`cron next --from`): only the runs from
+    then on — those before it still spend the job's lifetime and daily limits."""
     preview = Preview()
     life = job["lifecycle"]
     if life["status"] != "scheduled":
         return preview
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
     at, dst = life["nextRunAtMs"], False
-    skipped: list[str] = []
+    if start is not None and start > at and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")):
+        found = next_run(job["schedule"], start - 1)  # nothing before `start` changes what follows
+        if found is None:
+            return preview
+        (at, dst), held = found, None
+    skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
         fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
         spent.unread = None
@@ -137,11 +144,17 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
             preview.end = fate
             return preview
         if fate.action == "skip":
-            skipped.append(fate.detail)
+            skipped, notes[fate.detail] = skipped + 1, None
+            ahead = _skip_ahead(job, entry, at) if fate.reason == "inactive_hours" and at >= now else None
+            if ahead is not None:  # the `every` occurrences up to the next window are skipped alike
+                skipped += ahead[1]
+                at, dst = ahead[0], False
+                continue
         else:
-            note = "; ".join(dict.fromkeys(skipped)) or None
-            preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": len(skipped), "note": note})
-            skipped = []
+            if start is None or at >= start:
+                preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": skipped,
+                                     "note": "; ".join(notes) or None})
+            skipped, notes = 0, {}
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, entry, at)
             if len(preview.runs) >= count:
@@ -151,6 +164,53 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
             return preview
         at, dst = found
     return preview
+
+
+def _skip_ahead(job: dict[str, Any], entry: dict[str, Any], at: int) -> tuple[int, int] | None:
+    """For an `every` job whose occurrence at `at` falls outside its active hours: the first
+    occurrence from its next active window (or from a clock change before it) and how many lie
+    between (all outside the window, skipped alike) — arithmetic, where walking an every-second
+    job to tomorrow's window would judge 80,000 occurrences. None: no window, or no gain."""
+    schedule = job["schedule"]
+    if schedule["kind"] != "every":
+        return None
+    zone = job_zone(job, entry)
+    start = _next_window_start(entry, local_time(at, zone).replace(tzinfo=None))
+    if start is None:
+        return None
+    land = _first_clock_change(at, int(start.replace(tzinfo=zone).timestamp() * 1000), zone)
+    found = next_run(schedule, land - 1)
+    if found is None or found[0] <= at + schedule["everyMs"]:
+        return None
+    return found[0], (found[0] - at) // schedule["everyMs"] - 1
+
+
+def _first_clock_change(at: int, land: int, zone) -> int:
+    """`land`, or the first instant after `at` and before it where the zone's offset changes
+    (found by halving): when clocks fall back, a window just left comes round again, and a
+    window's start in a spring-forward gap has no instant of its own."""
+    offset = local_time(at, zone).utcoffset()
+    if land <= at or local_time(land, zone).utcoffset() == offset:
+        return land
+    low, high = at, land  # the offset at `low` is the first one, at `high` another
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if local_time(middle, zone).utcoffset() == offset else (low, middle)
+    return high
+
+
+def _next_window_start(entry: dict[str, Any], local):
+    """The wall time (naive) at which the next active span after `local` begins: the active
+    hours' start on an active day, or midnight on one when the window wraps past it."""
+    from datetime import datetime, time, timedelta  # the start-up path never previews
+
+    first, last = parse_active_hours(entry["activeHours"])
+    days = entry.get("activeDays", DAYS)
+    starts = [first, 0] if first > last else [first]
+    found = [datetime.combine(local.date() + timedelta(days=ahead), time(minute // 60, minute % 60))
+             for ahead in range(8) for minute in starts
+             if DAYS[(local.weekday() + ahead) % 7] in days]
+    return min((start for start in found if start > local), default=None)
 
 
 def _spend(usage: LimitUsage, job: dict[str, Any], entry: dict[str, Any], at: int) -> None:

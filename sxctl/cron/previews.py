@@ -69,5 +69,5 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
 
-        found.previews[job["id"]] = preview_runs(job, entry, usage, max(now, after or now), count, held=held)
+        found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after)
     return found

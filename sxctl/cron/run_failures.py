@@ -15,7 +15,7 @@ from .workspace import Workspace
 FAILED_STATUSES = ("failed", "unknown", "timed_out", "cancelled")
 
 _STAGE_REASONS = {
-    "executor_precondition": "no session or project to send to",
+    "executor_precondition": "no live agent or session to send to",
     "executor_invalid_input": "the message is too large",
     "dispatch_rejected": "the inbox refused the message",
     "start_record_recovery": "the pass that claimed it stopped before it started",

@@ -93,13 +93,6 @@ def linked_through(stored: str, resolved: Path, workspace: Path) -> Path | None:
     return None
 
 
-def _is_link(path: str) -> bool:
-    try:
-        return os.path.islink(path)
-    except ValueError:  # a NUL
-        return False
-
-
 def inside(path: Path, workspace: Path) -> bool:
     return path == workspace or workspace in path.parents
 
@@ -140,7 +133,7 @@ def target_problems(store: dict[str, Any], workspace: Path) -> list[TargetProble
             problems.append(TargetProblem("linked", job, stored, resolved, None))
         elif not holds_project(resolved):
             problems.append(TargetProblem("missing", job, stored, resolved, _relocated(stored, workspace)))
-        elif _is_link(os.path.join(resolved, SCORPIOX_DIR)):  # sxctl never writes through one: every run fails
+        elif os.path.islink(os.path.join(resolved, SCORPIOX_DIR)):  # sxctl never writes through one: every run fails
             problems.append(TargetProblem("link", job, stored, resolved, None))
         elif absolute and inside(resolved, workspace):
             problems.append(TargetProblem("absolute", job, stored, resolved, resolved))

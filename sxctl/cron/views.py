@@ -128,12 +128,13 @@ def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool 
 
 def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
              include_paused: bool = False, zones: dict[str, Any] | None = None,
-             previews: dict[str, Preview] | None = None, policy: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+             previews: dict[str, Preview] | None = None, policy: dict[str, Any] | None = None,
+             after: int | None = None) -> list[dict[str, Any]]:
     """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` or,
     for a job in `zones` (id -> zone), in its own zone. A job in `previews` (id ->
     `fate.preview_runs`) shows only the runs the pass will make, each with the `note` of what it
     skipped before it and whether it is held (`waiting`); a job paused by sxctl says why
-    (`note`, from `policy`)."""
+    (`note`, from `policy`). `after`: the fires from then on (`--from`; the previews start there too)."""
     fires: list[dict[str, Any]] = []
     shown_in = zone
     for job in store["jobs"]:
@@ -156,7 +157,10 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
                 fires.append(fire)
             continue
         paused = status == "paused"
-        occurrences = series(job["schedule"], life["nextRunAtMs"], count if (not paused or include_paused) else 1)
+        first = (life["nextRunAtMs"], False)
+        if after is not None and after > first[0]:
+            first = next_run(job["schedule"], after - 1) or first
+        occurrences = series(job["schedule"], first[0], count if (not paused or include_paused) else 1, first[1])
         why = ((policy or {"jobs": {}})["jobs"].get(job["id"]) or {}).get("paused")
         for index, (at_ms, dst) in enumerate(occurrences):
             fire = _fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused), dst=dst,

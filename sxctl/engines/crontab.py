@@ -57,11 +57,12 @@ def _crontab_words(tick: TickCommand) -> list[str]:
     return ["cd", str(tick.project), "&&", *env, *tick.argv(), "--log", crontab_log(tick)]
 
 
+_BEGIN_HEAD, _BEGIN_TAIL = "# BEGIN sxctl cron tick for ", f" ({MARKER}; remove with --uninstall)"
+_BEGIN = re.compile(re.escape(_BEGIN_HEAD) + "(.+)" + re.escape(_BEGIN_TAIL))
+
+
 def _begin_line(tick: TickCommand) -> str:
-    return f"# BEGIN sxctl cron tick for {tick.project} ({MARKER}; remove with --uninstall)"
-
-
-_BEGIN = re.compile(r"# BEGIN sxctl cron tick for (.+) \(" + re.escape(MARKER) + r"; remove with --uninstall\)")
+    return f"{_BEGIN_HEAD}{tick.project}{_BEGIN_TAIL}"
 
 
 def block_projects(text: str) -> list[str]:

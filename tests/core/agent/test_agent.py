@@ -233,3 +233,19 @@ def test_an_agent_started_beside_a_live_one_warns_which_session_commands_will_us
     run_agent(alone.append, project=str(project.root), session=run.session_id, poll_ms=10,
               on_ready=lambda handle: handle.stop("test"))
     assert [event for event in alone if event["event"] == "warning"] == []
+
+
+def test_an_agent_whose_project_is_moved_stops_with_one_line_saying_so(project, agents):
+    """Moving the project under a running agent crashed it with a temp file's name; it now stops
+    (exit 3) saying its session folder is gone and where to start it again."""
+    agent = agents(project, "--turn-seconds", "0.1")
+    moved = project.root.with_name("moved")
+    project.root.rename(moved)
+    assert agent.proc.wait(timeout=20) == 3
+    agent.reader.join(timeout=10)
+    assert agent.proc.stderr.read() == ""
+    [error] = [event for event in agent.events if "error" in event]  # --json: the error document
+    message = json.dumps(error)
+    assert "the session folder is gone (the project was moved or deleted)" in message, agent.events
+    assert str(project.root / ".scorpiox" / "sessions" / SID) in message
+    moved.rename(project.root)  # the fixture's project again, for the clean-up

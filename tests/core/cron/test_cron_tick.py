@@ -94,6 +94,11 @@ def test_no_live_session_past_the_hold_limit_is_a_precondition_failure(project):
     [row] = result.json()["outcomes"]
     assert (row["fate"], row["count"], row["holdMaxMs"]) == ("given_up", 1, 0)
     assert "no live session" in run["reason"]
+    shown = project.run("status").out
+    assert "no live agent or session to send to" in shown, shown
+    fires = project.run("cron", "next", "hb", "-n", "1", "--json").json()["fires"]
+    assert fires[0]["waiting"]["status"] == "given_up"  # --hold-max 0: the next one will not wait either
+    assert "waits for a live agent" not in project.run("cron", "next", "hb", "-n", "1").out
 
 
 @pytest.mark.parametrize(

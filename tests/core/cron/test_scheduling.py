@@ -17,6 +17,7 @@ from tests.comis_strict import check_store_bytes
 SID = "2026_12_01_steady_hopper"
 NINE = int(datetime(2026, 12, 1, 9, 0, tzinfo=UTC).timestamp() * 1000)  # a Tuesday
 MIN = 60_000
+HOUR = 60 * MIN
 
 
 @pytest.fixture
@@ -549,3 +550,69 @@ def test_until_takes_an_offset_or_a_time_in_the_jobs_zone(sched, until, expected
     assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)
     sched.run(NINE, "cron", "update", "hourly", "--until", until)
     assert sched.job("hourly")["policy"]["untilMs"] == int(expected.timestamp() * 1000)
+
+
+def test_a_preview_skips_ahead_to_the_next_window_as_the_walk_would(monkeypatch):
+    """An `every` job outside its active hours jumps to its next window by arithmetic (the walk
+    judged ~1,000 occurrences per job, 25 s for `cron list` of 3,650 such jobs): the runs, their
+    skip counts and notes equal the occurrence-by-occurrence walk's, across DST and wrapping windows."""
+    import random
+
+    from sxctl.cron import fate
+    from sxctl.cron.limits import LimitUsage
+
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    jumps = []
+
+    def counted(*args):
+        jumps.append(found := walk(*args))
+        return found
+
+    walk = fate._skip_ahead
+    monkeypatch.setattr(fate, "_skip_ahead", counted)
+    for case in range(40):
+        every = rng.choice([60, 300, 3600, 5400]) * 1000  # a window of 2 h or more always meets one
+        start = rng.randrange(0, 24 * 60, 15)
+        end = (start + rng.randrange(120, 23 * 60, 15)) % (24 * 60)
+        entry = {"activeHours": f"{start // 60:02}:{start % 60:02}-{end // 60:02}:{end % 60:02}",
+                 "tz": rng.choice(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"])}
+        if rng.random() < 0.5:
+            entry["activeDays"] = sorted(rng.sample(fate.DAYS, rng.randint(1, 6)), key=fate.DAYS.index)
+        now = int(datetime(2026, rng.choice([3, 10, 11]), rng.randint(1, 28), tzinfo=UTC).timestamp() * 1000)
+        if case == 0:  # 02:45 CEST on the night clocks fall back: 02:00-02:30 comes round again in CET
+            every, now, entry = 300_000, int(datetime(2026, 10, 25, 0, 40, tzinfo=UTC).timestamp() * 1000), \
+                {"activeHours": "00:00-02:30", "tz": "Europe/Berlin"}
+        anchor = now - rng.randrange(every)
+        job = {"schedule": {"kind": "every", "everyMs": every, "anchorMs": anchor},
+               "lifecycle": {"status": "scheduled", "nextRunAtMs": anchor + every * rng.randint(1, 5)}}
+        if case == 0:
+            job["schedule"]["anchorMs"] = job["lifecycle"]["nextRunAtMs"] = now + 5 * MIN
+        fast = fate.preview_runs(job, entry, LimitUsage(0, None), now, 3)
+        monkeypatch.setattr(fate, "_skip_ahead", lambda *args: None)
+        slow = fate.preview_runs(job, entry, LimitUsage(0, None), now, 3, budget=200_000)
+        monkeypatch.setattr(fate, "_skip_ahead", counted)
+        shown = [[(run["at_ms"], run["skipped"], run["note"]) for run in preview.runs] for preview in (fast, slow)]
+        assert shown[0] == shown[1] and len(shown[0]) == 3, f"seed {seed}, case {case}: {job} {entry}"
+    assert sum(found is not None for found in jumps) >= 10, f"seed {seed}: the arithmetic was hardly used"
+
+
+def test_cron_next_from_a_future_time_starts_there_and_calls_nothing_overdue(sched):
+    """`cron next NAME --from T` showed today's fires, the first "overdue"; runs before T still
+    spend a job's --max-runs."""
+    sched.add(NINE - HOUR, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x")
+    sched.add(NINE - HOUR, "thrice", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "x", "--max-runs", "3")
+    sched.add(NINE - HOUR, "halted", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x")
+    assert sched.run(NINE - HOUR, "cron", "pause", "halted").code == 0
+    later = NINE + 30 * 24 * HOUR + 1  # 2026-12-31T09:00:00.001Z
+    for name, expected in (("daily", [later - 1 + 24 * HOUR, later - 1 + 48 * HOUR]), ("thrice", [])):
+        fires = sched.run(NINE - HOUR, "cron", "next", name, "-n", "2", "--from", "2026-12-31T09:00:00.001Z",
+                          "--json").json()["fires"]
+        assert [fire["at_ms"] for fire in fires] == expected, name
+        assert not any(fire["overdue"] for fire in fires)
+    fires = sched.run(NINE - HOUR, "cron", "next", "-n", "9", "--from", "2026-12-31T10:00Z", "--include-paused",
+                      "--json").json()["fires"]
+    assert {fire["name"] for fire in fires} == {"daily", "halted"} and min(f["at_ms"] for f in fires) > later
+    shown = sched.run(NINE - HOUR, "cron", "next", "daily", "-n", "1", "--from", "2026-12-31T10:00Z")
+    assert "2027-01-01" in shown.out and "overdue" not in shown.out
