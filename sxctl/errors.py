@@ -120,6 +120,7 @@ EXIT_MEANINGS: dict[int, str] = {
     10: "`cron run`: a run it made did not succeed (failed or unknown); the reason is printed, "
         "`sxctl cron runs NAME` shows the run",
     130: "interrupted (Ctrl-C; SIGTERM while waiting); a command that was waiting says where its message is",
+    141: "the reader of standard output went away (piped into `head`): silently, as a shell reports SIGPIPE",
 }
 
 

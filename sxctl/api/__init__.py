@@ -33,6 +33,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
                     "Validation", "Wake"),
     "scheduler": ("tick", "run_job", "PassOutcome", "ManualRun"),
     "rehearsal": ("simulate_schedule", "Simulation"),
+    "workspace_policy": ("workspace_defaults", "WorkspaceDefaults"),
     "observe": ("project_status", "project_metrics", "upcoming", "watch", "StatusView", "Metrics", "Upcoming",
                 "Watch"),
     "agent": ("run_agent", "AgentRun"),

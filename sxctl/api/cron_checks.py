@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron import views
 from ..cron.ledger import recent_runs, run_evidence
+from ..cron.overlap import mark_replaced
 from ..cron.policy import read_policy
 from ..cron.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.store import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
@@ -81,7 +82,8 @@ def job_runs(
 ) -> RunList:
     """The newest `limit` runs of job `name` (all jobs when None); only the tail of a large
     ledger is read (`exact` scans it all). Every inbox-dispatch run carries its `consumption`
-    (`read`, `pending`, `retracted`, `lost`). With `evidence`, each `unknown` inbox-dispatch run
+    (`read`, `pending`, `retracted` — with `replacedBy` when an `--overlap replace` run retracted
+    it —, `lost`). With `evidence`, each `unknown` inbox-dispatch run
     says where its message is now (found through its idempotency key)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
@@ -94,6 +96,7 @@ def job_runs(
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:
             run["consumption"] = receipt
+    mark_replaced(found)  # a message retracted by --overlap replace: which run replaced it
     if evidence:
         _add_evidence(found, jobs, default_project, ws, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}

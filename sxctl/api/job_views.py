@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy import read_policy
+from ..cron.policy_keys import workspace_view
 from ..cron.previews import job_previews
 from ..cron.run_failures import failed_one_shots_of
 
@@ -24,7 +25,7 @@ from ..cron.views import (  # noqa: F401
     timeline,
 )
 from ..errors import UsageError
-from ..record import record
+from ..record import Factory, record
 from ..timeparse import parse_time_in_zone_ms
 from .jobs import display_zone, ledger_ceiling, store_or_empty
 from .scope import find_workspace, target_project
@@ -43,9 +44,11 @@ class JobList:
     agent_id: str
     rows: list[dict[str, Any]]
     zone: Any
+    workspace_policy: dict[str, Any] = Factory(dict)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id, "jobs": self.rows}
+        return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id,
+                "workspacePolicy": self.workspace_policy, "jobs": self.rows}
 
 
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
@@ -60,7 +63,7 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     return JobList(ws, default_agent_id(store, agent, os.environ),
                    [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
                             preview=previews.get(job["id"])) for job in store["jobs"]],
-                   zone)
+                   zone, workspace_view(policy))
 
 
 @record
@@ -82,8 +85,8 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
     counted, previews = _counted(ws, {**store, "jobs": [job]}, read_policy(ws),
                                  target_project(ws, project, session=session), clock)
     failure = failed_one_shots_of(ws, {**store, "jobs": [job]}, ledger_ceiling()).get(job["id"])
-    return JobDetail(job_row(job, counted, workspace=ws.root, full=True, failure=failure,
-                             preview=previews.get(job["id"])))
+    return JobDetail({**job_row(job, counted, workspace=ws.root, full=True, failure=failure,
+                                preview=previews.get(job["id"])), "workspacePolicy": workspace_view(counted)})
 
 
 

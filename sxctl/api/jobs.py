@@ -176,11 +176,24 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     return JobChange(ws, result, notes, show_notes=True, warnings=said)
 
 
-def pause_job(name: str, paused: bool = True, *, workspace=None, project=None, session: str | None = None,
+def pause_job(name: str | None = None, paused: bool = True, *, all_jobs: bool = False, until: str | None = None,
+              reason: str | None = None, workspace=None, project=None, session: str | None = None,
               lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> JobChange:
     """Pause job `name` (its next run time and error counter are kept), or resume it
-    (`paused=False`; a passed run time is due at the next pass, under the job's policy)."""
+    (`paused=False`; a passed run time is due at the next pass, under the job's policy, and its
+    maintenance window ends). With `until` (a TIME) and `reason`: a maintenance window instead,
+    for job `name` or, `all_jobs`, every job — its occurrences are skipped, never caught up, and
+    the jobs run again by themselves at its end; `paused=False, all_jobs=True` ends the
+    workspace's window."""
     ws = find_workspace(workspace, project=project, session=session)
+    if (name is None) == (not all_jobs):
+        raise UsageError("give a job NAME or --all, not both" if name else "give a job NAME, or --all")
+    if all_jobs or until is not None or reason is not None:
+        from .workspace_policy import window_change  # only a maintenance window needs it
+
+        return JobChange(ws, window_change(ws, name, paused=paused, until=until, reason=reason,
+                                           lock_wait=lock_wait, clock=clock, report=report))
+    assert name is not None  # checked above: without --all there is a NAME
     result = mutate_store(ws, lambda doc, now: jobs.set_job_paused(doc, name, paused),
                           clock=clock, report=report, lock_wait_s=lock_wait,
                           policy_change=None if paused else job_change(name, JobSpec(), resumed=True)).outcome
@@ -209,11 +222,13 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
              new_name: str | None = None, hold_max: float | None = None, catch_up: str | None = None,
              stale_after: float | None = None, missed_note: bool | None = None, max_unconsumed: int | None = None,
              max_runs_per_day: int | None = None, until: str | None = None, max_runs: int | None = None,
-             active_hours: str | None = None, active_days: str | None = None) -> JobSpec:
+             active_hours: str | None = None, active_days: str | None = None,
+             overlap: str | None = None) -> JobSpec:
     """Every flag of `cron add` / `cron update` as the `spec` of `add_job` / `update_job`: the
     schedule (one of `cron`/`every`/`at`/`in_`), the payload, the target (`to`, `to_project`,
     `tenant`; None keeps an updated job's), the wake gate (a script file) and sxctl's policy
-    (`hold_max`, `stale_after` in seconds). What is None is not given."""
+    (`hold_max`, `stale_after` in seconds; `overlap` skip, queue or replace). What is None is
+    not given."""
     target = None
     if to is not None or to_project is not None or tenant is not None:
         project = os.path.realpath(to_project) if to_project else None
@@ -231,5 +246,6 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
         max_dependency_errors=max_dependency_errors, paused=paused, resumed=resumed, new_name=new_name,
         policy=PolicyOptions(hold_max=hold_max, catch_up=catch_up, stale_after=stale_after, missed_note=missed_note,
                              max_unconsumed=max_unconsumed, max_runs_per_day=max_runs_per_day, until=until,
-                             max_runs=max_runs, active_hours=active_hours, active_days=active_days),
+                             max_runs=max_runs, active_hours=active_hours, active_days=active_days,
+                             overlap=overlap),
     )

@@ -57,13 +57,15 @@ def _span(value: str, tz: str | None) -> tuple[int, int]:
 
 
 def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
-                      tz: str | None = None, max_per_pass: int = 3, workspace=None, project=None,
+                      tz: str | None = None, max_per_pass: int = 3, max_catchup: int | None = None,
+                      workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
                       clock: Clock = SYSTEM_CLOCK) -> Simulation:
     """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
     in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
     reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
-    nothing in the project; no delivery command and no wake gate runs."""
+    nothing in the project; no delivery command and no wake gate runs. `max_catchup` is the
+    passes' `--max-catchup` (None: the workspace's default, 0: no budget)."""
     start, end = _time("--from", from_time, tz), _time("--until", until, tz)
     if end < start:
         raise UsageError(f"--until {until!r} is before --from {from_time!r}")
@@ -79,5 +81,6 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
         warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
     result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
-                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass)
+                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
+                      max_catchup=max_catchup)
     return Simulation(ws, display_zone(tz), result, warnings)

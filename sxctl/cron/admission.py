@@ -15,6 +15,7 @@ from ..report import Reporter
 from .fate import Fate, expiry, occurrence_fate
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
+from .maintenance import windows_for
 from .policy import DEFAULT_HOLD_MAX_MS, record_skip
 from .schedule import job_zone, local_time, next_run
 from .targets import INBOX_CHANNEL, holds_project, run_target_project
@@ -180,7 +181,8 @@ class Admission:
                               workspace=self.workspace)
 
         skipped: dict[str, list[int]] = {}
-        fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+        windows = windows_for(self.policy, job["id"])
+        fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         for _ in range(OCCURRENCE_BUDGET):
             if fate.action != "skip":
                 break
@@ -191,14 +193,15 @@ class Admission:
                 fate = Fate("run")  # no future occurrence: the pass runs this one and reports it
                 break
             life["nextRunAtMs"] = found[0]
-            fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+            fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         else:  # still due after the budget: the rest go together, up to now, for the same reason
             found = next_run(job["schedule"], now)
             if found is not None and fate.reason is not None:
                 skipped.setdefault(fate.reason, []).append(life["nextRunAtMs"])
                 life["nextRunAtMs"] = found[0]
-                fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held)
+                fate = occurrence_fate(job, entry, life["nextRunAtMs"], now, usage, held=held, windows=windows)
         if skipped:
+            entry = self.policy["jobs"].setdefault(job["id"], entry)  # a job without settings, in a window
             self.touched.add(job["id"])
             self.policy_changed = self.store_changed = True
         for reason, times in skipped.items():

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..timeparse import format_ms
 from .limits import LimitUsage
+from .maintenance import window_at, window_text
 from .policy import DAYS, is_active_time, parse_active_hours
 from .schedule import job_zone, job_zone_name, local_time, next_run
 
@@ -23,10 +24,10 @@ PREVIEW_BUDGET = 50_000
 class Fate:
     """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
     `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
-    stale, inactive_hours or max_runs_per_day), `expire` (the job is paused; `reason` until or
-    max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session: waits,
-    unclaimed, until `hold["giveUpAtMs"]`) or `not_due` (its time has not come). `detail`: why,
-    in words."""
+    stale, inactive_hours, max_runs_per_day, overlap or maintenance), `expire` (the job is
+    paused; `reason` until or max_runs), `pause` (`reason` max_unconsumed), `hold` (`reason`
+    no_live_session: waits, unclaimed, until `hold["giveUpAtMs"]`; maintenance: a one-shot waits
+    for the window's end) or `not_due` (its time has not come). `detail`: why, in words."""
 
     action: str
     reason: str | None = None
@@ -68,15 +69,21 @@ def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: Limit
 
 
 def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now: int, usage: LimitUsage, *,
-                    held: Callable[[], dict[str, Any] | None] | None = None) -> Fate:
+                    held: Callable[[], dict[str, Any] | None] | None = None,
+                    windows: tuple[dict[str, Any], ...] = ()) -> Fate:
     """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
     policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
-    holds a due job for want of a live agent (admission.hold_state; asked only when it matters)."""
+    holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
+    `windows`: the maintenance windows that apply to the job (maintenance.windows_for)."""
     expired = expiry(job, entry, due_at, usage)
     if expired is not None:
         return expired
     if due_at > now:
         return Fate("not_due")
+    one_shot = job["schedule"]["kind"] == "at"  # it waits for the end of the window; a recurring job skips
+    window = window_at(windows, now if one_shot else due_at, now)
+    if window is not None:
+        return Fate("hold" if one_shot else "skip", "maintenance", window_text(window))
     if job["schedule"]["kind"] != "at" and entry:
         reason = skip_reason(entry, due_at, now, job_zone(job, entry), usage)
         if reason is not None:
@@ -88,6 +95,11 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
     limit = entry.get("maxUnconsumed")
     if limit and usage.unread is not None and usage.unread >= limit:
         return Fate("pause", "max_unconsumed", f"its last {limit} message(s) are all unread")
+    if usage.pending is not None and job["schedule"]["kind"] != "at":  # --overlap skip/replace (cron/overlap.py)
+        if entry.get("overlap") == "skip":
+            return Fate("skip", "overlap", skip_text("overlap", job, entry))
+        if entry.get("overlap") == "replace" and state is None:
+            return Fate("run", detail=f"replaces its unread previous message {usage.pending['stem']}")
     if state is not None:
         return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
@@ -102,6 +114,8 @@ def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
         return f"active hours {entry['activeHours']}{days} {zone}"
     if reason == "max_runs_per_day":
         return f"--max-runs-per-day {entry['maxRunsPerDay']} ({zone} days)"
+    if reason == "overlap":
+        return "--overlap skip: its previous message is still unread"
     return f"stale: more than --stale-after {entry.get('staleAfterMs', 0) // 1000}s late"
 
 
@@ -119,7 +133,7 @@ class Preview:
 
 def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
                  held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
-                 start: int | None = None) -> Preview:
+                 start: int | None = None, windows: tuple[dict[str, Any], ...] = ()) -> Preview:
     """The next `count` occurrences of a scheduled job that will run, each judged by
     `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
     before it spent against its limits, and the agent reading what it is sent (unread messages
@@ -129,17 +143,20 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     life = job["lifecycle"]
     if life["status"] != "scheduled":
         return preview
-    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days))
+    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
+                       pending=usage.pending)
     at, dst = life["nextRunAtMs"], False
     if start is not None and start > at and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")):
         found = next_run(job["schedule"], start - 1)  # nothing before `start` changes what follows
         if found is None:
             return preview
         (at, dst), held = found, None
+        spent.pending = None  # the message unread now says nothing of a run after `start`
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None)
-        spent.unread = None
+        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None,
+                               windows=windows)
+        spent.unread = spent.pending = None  # the agent reads what the runs before send
         if fate.action in ("expire", "pause"):
             preview.end = fate
             return preview
@@ -151,6 +168,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
                 at, dst = ahead[0], False
                 continue
         else:
+            if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
+                notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
             if start is None or at >= start:
                 preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": skipped,
                                      "note": "; ".join(notes) or None})

@@ -125,6 +125,8 @@ OUTCOMES: dict[str, tuple[Node, tuple[str, ...]]] = {
     "inbox_dispatch": (Obj([
         req("kind", Const("inbox_dispatch")), req("sessionId", Str(1, 256)), req("stem", Str(1, 64)),
         req("mode", Enum(("auto", "interrupt", "queue"))), opt("wakeGate", WAKE_GATE),
+        opt("replaced", Obj([req("executionId", ID), req("sessionId", Str(1, 256)), req("stem", Str(1, 64)),
+                             req("state", Enum(("retracted", "read", "lost")))])),  # --overlap replace
     ]), ("agent_turn", "heartbeat_event")),
 }
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..clock import Clock
 from .ledger import Group, Ledger
+from .overlap import unread_previous
 from .receipts import consumption, execution_dispatch
 from .schedule import job_zone, local_time
 from .targets import run_target_project
@@ -28,14 +29,18 @@ class LimitUsage:
     unread: int | None = None
     days: dict[str, int] = field(default_factory=dict)
     proven: int | None = None
+    #: with --overlap skip/replace: the job's previous message while it is still unread
+    #: (overlap.unread_previous; None: read, or not asked)
+    pending: dict[str, Any] | None = None
 
     def runs_on(self, date: str) -> int:
         counted = self.day["runs"] if self.day is not None and self.day["date"] == date else 0
         return max(counted, self.days.get(date, 0))
 
 
-#: the policy keys of the limits counted from the ledger (job_history indexes just their jobs)
-LEDGER_LIMITS = ("maxRuns", "maxRunsPerDay", "maxUnconsumed")
+#: the policy keys of the limits counted from the ledger (job_history indexes just their jobs);
+#: `overlap` (skip/replace) looks up the job's previous message there
+LEDGER_LIMITS = ("maxRuns", "maxRunsPerDay", "maxUnconsumed", "overlap")
 
 
 def job_history(ledger: Ledger, job_ids: set[str] | None = None) -> dict[str, list[Group]]:
@@ -132,7 +137,8 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
     usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
     spent = entry.get("maxRuns") or entry.get("maxRunsPerDay")
     limit = entry.get("maxUnconsumed") if unread else None
-    if ledger is None or not (spent or limit):
+    overlap = entry.get("overlap") if unread else None
+    if ledger is None or not (spent or limit or overlap):
         return usage
     if history is None:
         history = job_history(ledger, {job["id"]})
@@ -143,6 +149,9 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
         usage.runs = max(usage.runs, usage.proven)
     if limit:
         usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions, workspace=workspace)
+    if overlap:
+        usage.pending = unread_previous(job, groups, project=project, clock=clock, workspace=workspace,
+                                        sessions=sessions)
     return usage
 
 

@@ -92,7 +92,8 @@ class PassReport:
             rows.append({**self._due_row(held, "held", held["dueSinceMs"]), "giveUpAtMs": held["giveUpAtMs"],
                          "agentLastSeenMs": held["agentLastSeenMs"]})
         for job in self.deferred:
-            rows.append(self._due_row(job, "deferred", job["nextRunAtMs"]))
+            rows.append({**self._due_row(job, "deferred", job["nextRunAtMs"]),
+                         **{k: job[k] for k in ("reason", "maxCatchup") if k in job}})
         for skip in self.admission.skipped:
             rows.append({**self._row(skip, "skipped", skip["count"], skip["firstMs"], skip["lastMs"]),
                          "reason": skip["reason"]})
@@ -147,7 +148,9 @@ class PassReport:
             return (f"waiting {name}: {self.what(row, single='due since')}, {self._agent(row)} "
                     f"(gives up at {self.when(row['giveUpAtMs'], row['zone'])})")
         if fate == "deferred":
-            return f"deferred {name}: {self.what(row, single='due')} (more than --max-per-pass due)"
+            why = (f"catch-up budget, --max-catchup {row['maxCatchup']}" if row.get("reason") == "max_catchup"
+                   else "more than --max-per-pass due")
+            return f"deferred {name}: {self.what(row, single='due')} ({why})"
         if fate == "skipped":
             return f"skipped {name}: {self.what(row)} ({row['reason'].replace('_', ' ')})"
         return f"paused {name}: {row['message']}"
@@ -159,6 +162,8 @@ class PassReport:
             detail = f"→ {outcome['sessionId']}/{outcome['stem']} ({outcome['mode']})"
         if run.get("reason"):  # a run that did not succeed says why, with or without -q
             detail = run["reason"].removeprefix(f"{run['status']} ")
+        if run.get("replaced"):  # --overlap replace: what became of the unread message before it
+            detail = f"{detail}, replacing {run['replaced']['stem']} ({run['replaced']['state']})"
         trigger = run["trigger"]
         if row["count"] != 1:
             trigger = f"{trigger} for {self.what(row)}"

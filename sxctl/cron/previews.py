@@ -11,9 +11,11 @@ from typing import Any
 from ..clock import Clock
 from ..errors import InvalidDataError
 from .admission import hold_state
+from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
+from .maintenance import windows_for
 from .views import schedule_computable
 from .workspace import Workspace
 
@@ -37,7 +39,7 @@ def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any],
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
     jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
             and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay")
-                 or (unread and entry.get("maxUnconsumed")))]
+                 or (unread and (entry.get("maxUnconsumed") or entry.get("overlap"))))]
     if not jobs:
         return {}
     try:
@@ -69,5 +71,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root)
 
-        found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after)
+        found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after,
+                                                 windows=windows_for(policy, job["id"]))
+    budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found

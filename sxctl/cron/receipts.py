@@ -10,18 +10,33 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..errors import UsageError
 from ..inbox.folder import inbox_dirs
 from ..inbox.manage import evidence_for_key
+from ..inbox.message import check_stem
 from ..inbox.places import follow
-from ..project import ProjectLayout, as_session, is_valid_session_id, list_sessions, session_info
+from ..project import ProjectLayout, as_session, check_session_id, list_sessions, session_info
 from ..timeparse import format_duration_ms, format_ms
 from .targets import holds_project, run_target_project
+
+
+def names_a_message(session_id: str, stem: str) -> bool:
+    """Do the session id and stem a ledger row gives name a message below the project's sessions
+    (not `..`, not a path)? The names come from a file: they are checked as a user's are."""
+    try:
+        check_session_id(session_id)
+        check_stem(stem)
+    except UsageError:
+        return False
+    return True
 
 
 def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """Where the message `stem` of session `session_id` is now, in the words every view uses:
     `read` (with `readAtMs`, when it was moved to done/), `pending` (with `ageMs`), `retracted`,
     or `lost`."""
+    if not names_a_message(session_id, stem):  # a ledger row is a file: it may name `..` or a path
+        return {"state": "lost", "reason": "not_a_message_of_this_project"}
     folder = ProjectLayout(project).sessions / session_id
     if not os.path.isdir(folder) or os.path.islink(folder):
         return {"state": "lost", "reason": "session_gone"}
@@ -56,13 +71,11 @@ def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_pro
     session_id, stem = outcome.get("sessionId"), outcome.get("stem")
     if outcome.get("kind") != "inbox_dispatch" or not isinstance(session_id, str) or not isinstance(stem, str):
         return None
-    if not is_valid_session_id(session_id) or "/" in stem or stem.startswith("."):
-        return {"state": "lost", "reason": "not_a_message_of_this_project"}
     return consumption(run_target_project(job, default_project, workspace=workspace), session_id, stem, clock)
 
 
 def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
-    """One cell: `read 14:02`, `pending 3m`, `retracted`, `lost`."""
+    """One cell: `read 14:02`, `pending 3m`, `retracted` (`replaced`: by --overlap replace), `lost`."""
     if receipt is None:
         return None
     state = receipt["state"]
@@ -70,6 +83,8 @@ def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
         return f"read {format_ms(receipt['readAtMs'], '%Y-%m-%d %H:%M:%S', None)}"
     if state == "pending":
         return f"pending {format_duration_ms(receipt['ageMs'])}"
+    if receipt.get("replacedBy"):
+        return "replaced"  # retracted by the job's next run (--overlap replace)
     return state
 
 

@@ -67,7 +67,8 @@ class SimulatedDispatcher(Dispatcher):
 
 
 def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_every_ms: int,
-             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3) -> Rehearsal:
+             agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3,
+             max_catchup: int | None = None) -> Rehearsal:
     """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace
     and `project`; the simulated agent is live except in `agent_down` ([from, to) spans)."""
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
@@ -84,7 +85,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             if up:
                 _write_stats(session_dir, at)
             try:
-                report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass)
+                report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass, max_catchup)
             except SxctlError as error:  # named as the user's own file, not the throw-away copy
                 copies = {str(sim_project): str(project), str(sim_ws.root): str(ws.root), temp: str(ws.root)}
                 error.message = _real_paths({"m": error.message}, copies)["m"]
@@ -158,10 +159,12 @@ def _write_stats(session_dir: Path, at: int) -> None:
     (session_dir / "stats.json").write_text(json.dumps({"updated_ms": at, "model": SIM_MODEL}), encoding="utf-8")
 
 
-def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int) -> PassReport:
+def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int,
+              max_catchup: int | None) -> PassReport:
     clock = FakeClock(at)
     report = Reporter()
-    options = TickOptions(project=project, max_per_pass=max_per_pass, terminalize_orphans=True, no_gates=True)
+    options = TickOptions(project=project, max_per_pass=max_per_pass, max_catchup=max_catchup,
+                          terminalize_orphans=True, no_gates=True)
     scheduler = SchedulerPass(ws, options, environ=environ, clock=clock, report=report)
     scheduler.dispatcher = SimulatedDispatcher(options.project, options.to, ws.root, options.turn_mode,
                                                options.deliver_timeout, True, environ, clock, report)
@@ -204,7 +207,8 @@ def _events(report: PassReport, at: int, held: set[tuple[str, int]],
         if stem:
             told[stem] = row
     for deferred in report.deferred:
-        event(deferred["name"], "deferred", deferred["nextRunAtMs"], reason="--max-per-pass")
+        event(deferred["name"], "deferred", deferred["nextRunAtMs"],
+              reason="--max-catchup" if deferred.get("reason") == "max_catchup" else "--max-per-pass")
     return events
 
 

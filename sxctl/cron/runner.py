@@ -21,9 +21,12 @@ from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..locks import MkdirLock
 from ..report import Reporter
 from .admission import Admission
+from .burst import CatchupBudget, budget_of, defer
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .maintenance import prune_windows
+from .overlap import record_replaced, replace_previous
 from .pass_report import PassReport
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, failure_reason
@@ -43,6 +46,7 @@ class TickOptions:
 
     project: Path
     max_per_pass: int = 3  # due jobs run at most; the rest are deferred to the next pass
+    max_catchup: int | None = None  # catch-up runs at most (0: no budget; None: the workspace's, cron/burst.py)
     to: str = "live"
     turn_mode: str = "queue"
     catchup_after: float = 90.0  # seconds, as every duration the API takes
@@ -160,13 +164,17 @@ class SchedulerPass:
         self._terminalize_orphans()
         self._reconcile()
         ran = 0
+        budget = CatchupBudget(budget_of(self.options.max_catchup, self.policy))
         for job in self._due():
             if ran >= self.options.max_per_pass:
-                self.result.deferred.append({"jobId": job["id"], "name": job["name"],
-                                             "nextRunAtMs": job["lifecycle"]["nextRunAtMs"]})
+                defer(self.result.deferred, self.admission.done, job, "max_per_pass")
             elif self.admission.admit(job):
+                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000):
+                    defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
+                    continue
                 self._run_occurrence(job, manual=False)
                 ran += 1
+        self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
 
@@ -325,7 +333,11 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        replaced = None if manual else replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
+                                                        project=self.options.project, clock=self.clock,
+                                                        workspace=self.ws.root)
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        record_replaced(replaced, entry, outcome)
         faults.hit("after-dispatch")
         terminal = self._terminal(start, outcome)
         self._append(terminal)

@@ -168,6 +168,12 @@ def job_zone(job: dict[str, Any], entry: dict[str, Any] | None = None):
     return load_cron_zone(job_zone_name(job, entry))
 
 
+#: tzdata's fixed-offset zones named like a region's time: each region's zone and the same offset's
+#: Etc/ name (files that already keep one stay valid; only a new --tz is refused)
+_FIXED_LOOKALIKES = {"EST": ("America/New_York", "Etc/GMT+5"), "MST": ("America/Denver", "Etc/GMT+7"),
+                     "HST": ("Pacific/Honolulu", "Etc/GMT+10")}
+
+
 def honoured_zone_name(tz: str) -> str:
     """`--tz` as the zone name a job keeps: `local` resolved, the IANA spelling; a zone that
     cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2."""
@@ -180,6 +186,10 @@ def honoured_zone_name(tz: str) -> str:
                              "give one, e.g. Europe/Berlin") from None
     zone_name = canonical_zone_name(zone_name)
     load_cron_zone(zone_name)
+    if zone_name in _FIXED_LOOKALIKES:  # in tzdata, but a trap: EST is never New York's summer time
+        region, fixed = _FIXED_LOOKALIKES[zone_name]
+        raise UsageError("Invalid cron timezone", hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
+                         f"saving time), not a region's clock: give {region}, or {fixed} if a fixed offset is meant")
     if not is_iana_zone_name(zone_name):
         raise UsageError("Invalid cron timezone", hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
                          "Europe/Berlin, or --tz local for this machine's zone")

@@ -137,6 +137,8 @@ def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[s
             notes.append(f"dropped {' and '.join(flags[k] for k in dropped)}: a one-shot runs once")
         if job["lifecycle"]["status"] != "paused":
             entry.pop("paused", None)  # sxctl's reason lives only while the job is paused
+        if resumed:
+            entry.pop("maintenance", None)  # `cron resume NAME` ends its maintenance window
         if resumed and job["lifecycle"]["status"] == "scheduled":
             entry["limitsFromMs"] = now  # unread messages from before the resume no longer count
             if entry.get("maxRuns") is not None and entry.get("runs", 0) >= entry["maxRuns"]:

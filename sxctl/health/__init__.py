@@ -17,6 +17,7 @@ from .cron_checks import (
     check_scheduler,
 )
 from .findings import Findings
+from .maintenance_check import check_maintenance
 from .session_checks import (
     check_agent,
     check_history,
@@ -55,6 +56,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
             found.guard("scheduler", lambda: check_scheduler(found, ws, files[0], now, environ, crontab_text, project))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
+            found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
     found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))
     return found.checks

@@ -178,7 +178,8 @@ def write_metrics_file(path: str | os.PathLike, text: str) -> None:
     """Replace the textfile atomically (a temp `NAME.sxctl-….tmp` beside it, which node-exporter's
     `*.prom` glob never reads, then a rename), only while it is a regular file or absent: a
     symlink, a FIFO, a device or a folder there is refused (exit 5). A new file is 0644, so that
-    node-exporter, often another user, can read it; an existing one keeps its mode."""
+    node-exporter, often another user, can read it; an existing one keeps its mode. A missing
+    folder is made, as `--log` makes its own (under the engines' `-q` a warning is never seen)."""
     from ..engines.outside import replace_outside_file  # the engines load only for --metrics-file
 
     real = Path(os.path.realpath(Path(path).parent)) / Path(path).name
@@ -186,4 +187,5 @@ def write_metrics_file(path: str | os.PathLike, text: str) -> None:
         raise UsageError(f"refusing to write the metrics to {path}: it is inside a .scorpiox/ or .scheduler/ "
                          "folder, whose files the agent and the scheduler own; name a file of node-exporter's "
                          "textfile folder")
+    Path(path).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     replace_outside_file(Path(path), text.encode("utf-8"), new_mode=0o644)

@@ -11,6 +11,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.admission import hold_state
 from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
+from ..cron.maintenance import maintenance_message, open_windows
 from ..cron.policy import read_policy
 from ..cron.receipts import run_consumption
 from ..cron.run_failures import failed_one_shots_of, last_failures
@@ -60,8 +61,9 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     if store is None:
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
                 "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": [],
-                "failed": []}
-    policy = read_policy(ws)["jobs"]
+                "failed": [], "maintenance": []}
+    full_policy = read_policy(ws)
+    policy = full_policy["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
     failed = last_failures(store, runs)
@@ -91,6 +93,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
                             if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
+        "maintenance": open_windows(full_policy, store, now_ms),  # skipping now, or to come
     }
 
 
@@ -167,6 +170,8 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     for paused in cron.get("paused_by_sxctl", []):
         code = "cron_expired" if paused["reason"] == "expired" else "cron_paused_by_limit"
         problems.append({"code": code, "message": f"cron job {paused['name']}: {paused['message']}"})
+    for window in cron.get("maintenance", []):
+        problems.append({"code": "cron_maintenance", "message": maintenance_message(window)})
     for failed in cron.get("failed", []):
         problems.append({"code": "cron_run_failed",
                          "message": f"cron job {failed['name']}: its last run failed: {failed['reason']}; "

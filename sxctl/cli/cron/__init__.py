@@ -19,7 +19,7 @@ COMMANDS = {
     "resume": "edit:resume", "remove": "edit:remove", "list": "view:list_", "show": "view:show",
     "next": "view:next_", "status": "ledger:status", "runs": "ledger:runs", "validate": "ledger:validate",
     "wake": "ledger:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
-    "handoff": "engines:handoff", "simulate": "rehearse:simulate",
+    "handoff": "engines:handoff", "simulate": "rehearse:simulate", "defaults": "edit:defaults",
 }
 
 

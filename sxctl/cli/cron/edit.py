@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job
+from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job, workspace_defaults
+from ...api.times import format_ms, local_zone
 from ...errors import UsageError
 from ..output import Command, completing, emit, in_workspace, printable, read_text_input, reporter, say, settings
 from .options import job_options, lock_wait_option, policy_options, schedule_options
@@ -85,36 +86,78 @@ def update(name, lock_wait_s, **kw) -> None:
     emit(result.to_json(), lambda: say(f"updated {result.outcome['jobName']}"))
 
 
-def _pause(name: str, paused: bool, lock_wait_s: float) -> None:
+def _pause(name: str | None, paused: bool, lock_wait_s: float, **window) -> None:
     result = pause_job(name, paused, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(),
-                       **in_workspace())
-    emit(result.to_json(), lambda: say(f"{'paused' if paused else 'resumed'} {name}"))
+                       **window, **in_workspace())
+    what = name if name is not None else "every job"
+    opened = result.outcome.get("maintenance")
+
+    def human() -> None:
+        if opened:
+            say(f"maintenance window for {what} until {format_ms(opened['untilMs'], zone=local_zone())}: "
+                f"{opened['reason']}")
+        elif "maintenance" in result.outcome:
+            say(f"maintenance window of {what} ended")
+        else:
+            say(f"{'paused' if paused else 'resumed'} {name}")
+
+    emit(result.to_json(), human)
 
 
 @click.command("pause", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("jobs"))
+@click.argument("name", required=False, shell_complete=completing("jobs"))
+@click.option("--all", "all_jobs", is_flag=True, help="With --until: a maintenance window for every job.")
+@click.option("--until", metavar="TIME",
+              help="A maintenance window until TIME instead of a pause: its occurrences are skipped, never caught "
+              "up, and the job(s) run again by themselves after it.")
+@click.option("--reason", metavar="TEXT", help="With --until: why (shown by status and doctor).")
 @lock_wait_option
-def pause(name, lock_wait_s) -> None:
-    """Pause a job; its next run time and error counter are kept.
+def pause(name, all_jobs, until, reason, lock_wait_s) -> None:
+    """Pause a job; its next run time and error counter are kept. With --until, open a
+    maintenance window instead (for NAME, or --all jobs), which ends by itself.
 
     \b
-    Example:
+    Examples:
       sxctl cron pause nightly
+      sxctl cron pause --all --until "2026-12-01 14:00" --reason "database migration"
     """
-    _pause(name, True, lock_wait_s)
+    _pause(name, True, lock_wait_s, all_jobs=all_jobs, until=until, reason=reason)
 
 
 @click.command("resume", cls=Command, mutating=True)
-@click.argument("name", shell_complete=completing("jobs"))
+@click.argument("name", required=False, shell_complete=completing("jobs"))
+@click.option("--all", "all_jobs", is_flag=True, help="End the maintenance window of every job now.")
 @lock_wait_option
-def resume(name, lock_wait_s) -> None:
-    """Resume a paused job; if its run time has passed it runs as a catch-up at the next tick.
+def resume(name, all_jobs, lock_wait_s) -> None:
+    """Resume a paused job (and end its maintenance window); if its run time has passed it runs
+    as a catch-up at the next tick. --all ends the window of every job.
 
     \b
-    Example:
+    Examples:
       sxctl cron resume nightly
+      sxctl cron resume --all
     """
-    _pause(name, False, lock_wait_s)
+    _pause(name, False, lock_wait_s, all_jobs=all_jobs)
+
+
+@click.command("defaults", cls=Command, mutating=True)
+@click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+              help="After an outage, at most N catch-up runs per pass (0: no limit); `cron tick --max-catchup` "
+              "overrides it for one pass.")
+@lock_wait_option
+def defaults(max_catchup, lock_wait_s) -> None:
+    """Show, or set, the workspace's defaults for every scheduler pass (kept in the policy file).
+
+    \b
+    Examples:
+      sxctl cron defaults --max-catchup 5
+      sxctl cron defaults --json
+    """
+    result = workspace_defaults(max_catchup=max_catchup, lock_wait=lock_wait_s, clock=settings().clock,
+                                report=reporter(), **in_workspace())
+    budget = result.defaults.get("maxCatchup")
+    emit(result.to_json(), lambda: say(f"max-catchup: {budget} catch-up run(s) per pass" if budget
+                                       else "max-catchup: none (every overdue job runs as soon as it can)"))
 
 
 @click.command("remove", cls=Command, mutating=True)
@@ -159,5 +202,5 @@ def spec_from_options(kw: dict):
         hold_max=kw.get("hold_max"), catch_up=kw.get("catch_up"), stale_after=kw.get("stale_after"),
         missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
         max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
-        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"),
+        active_hours=kw.get("active_hours"), active_days=kw.get("active_days"), overlap=kw.get("overlap"),
     )

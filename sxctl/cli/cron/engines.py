@@ -79,6 +79,9 @@ def export(target, install, uninstall, now, env, system, user, image, pvc, mount
             say(f"enable it with: {result.enable}")
         if result.stop:
             say(f"stop the timer if it still runs: {result.stop}")
+        if target == "systemd" and not system and result.action == "installed":
+            say("a user timer runs while you are logged in; `loginctl enable-linger` keeps it running after "
+                "logout and across reboots")
 
     if now and result.ran is None and (result.enable or result.stop):
         reporter().warn("systemctl is not installed here: nothing was run")

@@ -79,6 +79,9 @@ def policy_options(command):
         click.option("--active-hours", metavar="HH:MM-HH:MM|none",
                      help="Run only in these hours of the job's zone; others are skipped."),
         click.option("--active-days", metavar="DAYS|none", help="With --active-hours: e.g. mon-fri or sat,sun."),
+        click.option("--overlap", type=click.Choice(["skip", "queue", "replace"]),
+                     help="When a run is due and the job's previous message is still unread: queue = send "
+                     "anyway (default); skip = skip the run; replace = retract the unread one, send the new one."),
     ]
     for option in reversed(options):
         command = option(command)

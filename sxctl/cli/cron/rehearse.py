@@ -22,7 +22,9 @@ FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "sk
               help="Time between simulated passes (cron runs `cron tick` once a minute).")
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
               help="Zone of TIMEs that name none, and of the times shown (default: local).")
-def simulate(from_time, until, agent_down, pass_every, tz) -> None:
+@click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+              help="As `cron tick --max-catchup`: at most N catch-up runs a pass (default: the workspace's).")
+def simulate(from_time, until, agent_down, pass_every, tz, max_catchup) -> None:
     """Rehearse the schedule: run the real scheduler pass over a copy of the store, policy and
     ledger with a simulated clock, and print each occurrence's fate and what the agent is told.
 
@@ -37,7 +39,7 @@ def simulate(from_time, until, agent_down, pass_every, tz) -> None:
         --agent-down 2026-12-01T10:00Z..2026-12-01T14:00Z --pass-every 5m
     """
     result = simulate_schedule(from_time=from_time, until=until, agent_down=agent_down, pass_every=pass_every,
-                               tz=tz, clock=settings().clock, **in_workspace())
+                               tz=tz, max_catchup=max_catchup, clock=settings().clock, **in_workspace())
     doc, zone = result.to_json(), result.zone
     for warning in result.warnings:
         say(f"sxctl: warning: {warning}", err=True)

@@ -80,6 +80,12 @@ def show(name) -> None:
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         if row.get("policy"):
             say(f"policy: {_policy_text(row['policy'], _shown_in(row, None, None))}")
+        shared = row["workspacePolicy"]
+        if shared.get("maxCatchup"):
+            say(f"workspace: at most {shared['maxCatchup']} catch-up run(s) per pass")
+        if shared.get("maintenance"):
+            say(f"workspace: maintenance until {when(shared['maintenance']['untilMs'])}: "
+                f"{shared['maintenance']['reason']}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
     emit(result.to_json(), human)
@@ -159,6 +165,11 @@ def _policy_text(policy: dict, zone) -> str:
         parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
+    if policy.get("overlap") not in (None, "queue"):
+        parts.append(f"overlap {policy['overlap']}")
+    if policy.get("maintenance"):
+        window = policy["maintenance"]
+        parts.append(f"maintenance until {format_ms(window['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}: {window['reason']}")
     if policy.get("paused"):
         parts.append(f"paused: {policy['paused']}")
     return "; ".join(parts)

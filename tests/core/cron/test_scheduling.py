@@ -332,6 +332,16 @@ def test_a_zone_that_cannot_be_honoured_is_refused_not_dropped(sched, args):
         sched.root.joinpath(".scheduler", "cron-jobs.json").read_text()
 
 
+@pytest.mark.parametrize("args", [("--cron", "0 9 * * *"), ("--every", "1h")])
+def test_a_fixed_offset_named_like_a_region_is_refused_with_the_regions_zone(sched, args):
+    """`--tz EST` is a fixed UTC-05:00 all year: a 09:00 job would run at 10:00 in New York's summer."""
+    result = sched.run(NINE, "cron", "add", "poll", *args, "--tz", "EST", "--payload", "heartbeat-event", "--text", "x")
+    assert result.code == 2 and "fixed offset all year" in result.err
+    assert "give America/New_York, or Etc/GMT+5 if a fixed offset is meant" in result.err
+    assert sched.run(NINE, "cron", "add", "poll", *args, "--tz", "Etc/GMT+5", "--payload", "heartbeat-event",
+                     "--text", "x").code == 0
+
+
 def test_a_format_1_policy_file_with_a_zone_is_invalid(sched):
     sched.add(NINE, "poll", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "x")
     policy = json.loads(sched.policy_file.read_text())

@@ -170,6 +170,7 @@ def test_enable_names_the_units_where_systemd_reads_them_and_links_them_from_any
     assert shown.out.splitlines()[1] == (
         f"enable it with: systemctl --user link {elsewhere}/{name}.service {elsewhere}/{name}.timer && "
         f"systemctl --user daemon-reload && systemctl --user enable --now {name}.timer")
+    assert "`loginctl enable-linger` keeps it running after logout" in shown.out.splitlines()[2]
     config = tmp_path / "xdg-config"
     moved = project.run("cron", "export", "--target", "systemd", "--unit-dir", str(config / "systemd" / "user"),
                         "--json", env=project.env(XDG_CONFIG_HOME=str(config))).json()
@@ -257,7 +258,9 @@ def test_now_runs_enable_after_install_and_disable_before_uninstall(project, tmp
     installed = project.run("cron", "export", "--target", "systemd", "--install", "--now", env=env)
     assert installed.code == 0, installed.err
     assert installed.out.splitlines()[1:] == ["ran: systemctl --user daemon-reload",
-                                              f"ran: systemctl --user enable --now {name}.timer"]
+                                              f"ran: systemctl --user enable --now {name}.timer",
+                                              "a user timer runs while you are logged in; `loginctl enable-linger` "
+                                              "keeps it running after logout and across reboots"]
     folder = project.home / ".config" / "systemd" / "user"
     link = enabled(folder, name)
     removed = project.run("cron", "export", "--target", "systemd", "--uninstall", "--now", "--json", env=env)

@@ -255,7 +255,7 @@ def test_each_pass_replaces_the_metrics_file_with_what_metrics_prints(busy, tmp_
 def test_a_metrics_file_that_cannot_be_written_is_a_warning_and_the_pass_still_runs(busy, tmp_path):
     aimed = tmp_path / "aimed.txt"
     aimed.write_text("keep")
-    for n, kind in enumerate(("symlink", "fifo", "folder", "device", "no folder")):
+    for n, kind in enumerate(("symlink", "fifo", "folder", "device", "a file for its folder")):
         target = tmp_path / f"{n}.prom"
         if kind == "symlink":
             target.symlink_to(aimed)
@@ -266,7 +266,7 @@ def test_a_metrics_file_that_cannot_be_written_is_a_warning_and_the_pass_still_r
         elif kind == "device":
             target = Path(os.devnull)  # a character device: refused before any temp file is made
         else:
-            target = tmp_path / "missing" / "m.prom"
+            target = aimed / "m.prom"
         result = busy.run(LATER + n * MIN, "cron", "tick", "--json", "--metrics-file", str(target))
         doc = result.json()
         assert result.code == 0 and doc["ok"], kind
@@ -279,6 +279,9 @@ def test_a_metrics_file_that_cannot_be_written_is_a_warning_and_the_pass_still_r
     assert stat.S_ISFIFO(os.lstat(tmp_path / "1.prom").st_mode) and (tmp_path / "2.prom").is_dir()
     assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir() if ".sxctl-" in p.name) == []
+    made = tmp_path / "textfile" / "collector" / "m.prom"  # a missing folder is made, as --log makes its own
+    result = busy.run(LATER + 9 * MIN, "-q", "cron", "tick", "--metrics-file", str(made))
+    assert result.code == 0 and result.err == "" and "sxctl_cron_jobs" in made.read_text()
 
 
 def test_a_failed_pass_still_leaves_the_metrics_that_say_why(busy, tmp_path):
