@@ -130,6 +130,8 @@ class _Walls:
         self.seconds = _values(expanded[5], 60) if pattern.seconds_first else [0]
         day_fields = pattern.fields[3:6] if pattern.seconds_first else pattern.fields[2:5]
         self.day_pattern = "0 0 " + " ".join(day_fields)
+        self.hour_set, self.minute_set, self.second_set = set(self.hours), set(self.minutes), set(self.seconds)
+        self._day_ok: dict[datetime, bool] = {}
 
     def first_at_or_after(self, wall: datetime) -> datetime | None:
         return next(self.pattern._walls(wall - _SECOND), None)
@@ -138,7 +140,25 @@ class _Walls:
         return next(self.pattern._walls(wall + _SECOND, backwards=True), None)
 
     def matches(self, wall: datetime) -> bool:
-        return self.first_at_or_after(wall) == wall
+        """By the field sets, and croniter once per day (cached)."""
+        if wall.hour not in self.hour_set or wall.minute not in self.minute_set or wall.second not in self.second_set:
+            return False
+        day = wall.replace(hour=0, minute=0, second=0)
+        if day not in self._day_ok:
+            self._day_ok[day] = next(iter(self._days(day, day)), None) == day
+        return self._day_ok[day]
+
+    def between(self, first: datetime, last: datetime):
+        """The matching walls in [first, last], in order, from the field sets."""
+        for day in self._days(first, last):
+            for hour in self.hours:
+                for minute in self.minutes:
+                    for second in self.seconds:
+                        wall = day.replace(hour=hour, minute=minute, second=second)
+                        if wall > last:
+                            return
+                        if wall >= first:
+                            yield wall
 
     def _days(self, first: datetime, last: datetime):
         """The matching days (midnights) from `first`'s day to `last`'s."""
@@ -283,7 +303,7 @@ def count_between(pattern: CronPattern, after: int, until: int, zone, cap: int, 
             break
         later = _offset(zone, change)
         if later > offset:
-            count += _gap_only(walls, change, offset, later, until, cap, deadline, low=change)
+            count += _gap_only(walls, change, offset, later, until, cap - count, deadline, low=change)
         t = change - 1
     return min(count, cap)
 
@@ -300,11 +320,13 @@ def _gap_only(walls: _Walls, change: int, before: int, after: int, until: int, c
     if shift % 3600 == 0 and first.date() == (last + timedelta(seconds=shift)).date():
         hours = [hour for hour in walls.hours if hour + shift // 3600 in walls.hours]
         return matching - walls.count(first, last, cap, deadline, hours)  # both g and g + shift match
+    if shift % 86_400 == 0 and walls.day_pattern == "0 0 * * *":
+        return 0  # whole days skipped (Pacific/Apia, 2011): each skipped time lands on the same time of a day
     extra = 0
-    wall = walls.first_at_or_after(first)
-    while wall is not None and wall <= last and extra < cap:  # an odd shift (30 min): walk the matches
+    for index, wall in enumerate(walls.between(first, last)):  # an odd shift (30 min, a day): walk the matches
         extra += not walls.matches(wall + timedelta(seconds=shift))
-        wall = walls.first_at_or_after(wall + _SECOND)
+        if extra >= cap or (index % 4096 == 4095 and time.monotonic() > deadline):
+            return cap
     return extra
 
 

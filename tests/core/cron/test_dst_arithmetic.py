@@ -64,6 +64,8 @@ def test_a_fixed_hour_every_second_pattern_follows_the_policy():
     ("15,45 1-3 * * *", "Pacific/Chatham", ms("2026-09-26T13:45Z")),
     ("*/10 * * * *", "Australia/Lord_Howe", ms("2026-10-03T15:30Z")),
     ("*/10 1 * * *", "Australia/Lord_Howe", ms("2026-04-04T15:00Z")),
+    ("*/30 * * * * *", "Australia/Lord_Howe", ms("2026-10-03T15:30Z")),  # a 30-minute gap, every 30 s
+    ("*/20 * * * *", "Pacific/Apia", ms("2011-12-29T10:00Z")), ("0 12 * * *", "Pacific/Apia", ms("2011-12-29T10:00Z")),
 ])
 @pytest.mark.parametrize(("before_h", "after_h"), [(5, 5), (1, 0), (0, 1), (-1, 3)])
 def test_counts_agree_with_what_the_pass_runs(expr, zone, around, before_h, after_h):
@@ -90,6 +92,9 @@ def test_counting_does_not_walk_the_occurrences(monkeypatch):
         at = next_run(schedule, at)[0]
     assert len(calls) < 100
     assert CronPattern.parse("* * * * * *").count_between(SPRING - 86_400_000 * 30, SPRING, BERLIN, 10_000, 5) == 10_000
+    apia = {"kind": "cron", "expr": "* * * * * *", "tz": "Pacific/Apia"}  # 2011-12-30 was skipped whole
+    assert missed_between(apia, ms("2011-12-29T09:59:59Z"), ms("2011-12-29T10:00:05Z"))[0] == 6
+    assert len(calls) < 200
 
 
 @pytest.mark.parametrize("now", [ms("2026-09-21T07:00:00Z"), SPRING + 2_000, FALL + 2_000])
