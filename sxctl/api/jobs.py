@@ -223,12 +223,13 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
              stale_after: float | None = None, missed_note: bool | None = None, max_unconsumed: int | None = None,
              max_runs_per_day: int | None = None, until: str | None = None, max_runs: int | None = None,
              active_hours: str | None = None, active_days: str | None = None,
-             overlap: str | None = None) -> JobSpec:
+             overlap: str | None = None, jitter: float | None = None, host: str | None = None,
+             ping_url: str | None = None) -> JobSpec:
     """Every flag of `cron add` / `cron update` as the `spec` of `add_job` / `update_job`: the
     schedule (one of `cron`/`every`/`at`/`in_`), the payload, the target (`to`, `to_project`,
     `tenant`; None keeps an updated job's), the wake gate (a script file) and sxctl's policy
-    (`hold_max`, `stale_after` in seconds; `overlap` skip, queue or replace). What is None is
-    not given."""
+    (`hold_max`, `stale_after`, `jitter` in seconds; `overlap` skip, queue or replace). What is
+    None is not given."""
     target = None
     if to is not None or to_project is not None or tenant is not None:
         project = os.path.realpath(to_project) if to_project else None
@@ -247,5 +248,5 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
         policy=PolicyOptions(hold_max=hold_max, catch_up=catch_up, stale_after=stale_after, missed_note=missed_note,
                              max_unconsumed=max_unconsumed, max_runs_per_day=max_runs_per_day, until=until,
                              max_runs=max_runs, active_hours=active_hours, active_days=active_days,
-                             overlap=overlap),
+                             overlap=overlap, jitter=jitter, host=host, ping_url=ping_url),
     )

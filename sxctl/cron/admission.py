@@ -13,6 +13,7 @@ from ..clock import Clock
 from ..project import freshest_live, last_seen, list_sessions
 from ..report import Reporter
 from .fate import Fate, expiry, occurrence_fate
+from .jitter import run_at
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 from .maintenance import windows_for
@@ -62,7 +63,7 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
     is judged as the pass at its time will (`--hold-max 0`: given up at once)."""
     if not waits_for_agent(job, project, to, clock, workspace=workspace):
         return None
-    due_at = job["lifecycle"]["nextRunAtMs"]
+    due_at = run_at(job, entry, job["lifecycle"]["nextRunAtMs"])  # with its --jitter
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
     return {"status": "waiting" if max(now, due_at) < give_up_at else "given_up", "reason": "no_live_session",
             "dueSinceMs": due_at, "giveUpAtMs": give_up_at}
