@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # `import sxctl` loads this module: nothing for annotations at run time
+TYPE_CHECKING = False  # `import sxctl` loads this module: not even `typing` at run time
+if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 
 def lazy_parts(package: str, namespace: dict[str, Any], parts: dict[str, tuple[str, ...]]

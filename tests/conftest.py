@@ -56,6 +56,13 @@ exit 1
 }
 
 
+def heartbeat_file(root: Path) -> Path:
+    """The heartbeat a pass on this host writes in the workspace at `root` (cron/heartbeat.py)."""
+    from sxctl.cron.hosts import this_host
+
+    return root / ".scheduler" / "sxctl-tick" / f"{this_host(os.environ)}.json"
+
+
 def scrubbed(name: str) -> bool:
     return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
 

@@ -38,7 +38,7 @@ HOSTILE = {
     "SX_SESSION_DIR": "/nonexistent", "SXCTL_DELIVER_CMD": "false", "SCORPIOX_HOME": "/nonexistent",
     "COMIS_HOME": "/nonexistent", "TZ": "Pacific/Kiritimati", "COLUMNS": "20", "NO_COLOR": "",
     "HOME": "/nonexistent", "SXCTL_WORKSPACE": "/nonexistent", "SXCTL_AGENT": "nope", "SCORPIOX_INBOX": "0",
-    "SX_SESSION_ID": "nope", "LC_ALL": "C",
+    "SX_SESSION_ID": "nope", "LC_ALL": "C", "SXCTL_HOST": "../nope",
 }
 
 #: read when the module is collected, before any fixture scrubs the environment: .ci/run starts

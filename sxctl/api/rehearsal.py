@@ -38,7 +38,7 @@ class Simulation:
         return {"ok": True, "workspace": str(self.workspace.root), "from_ms": r.from_ms, "until_ms": r.until_ms,
                 "pass_every_ms": r.pass_every_ms, "agent_down": [{"from_ms": a, "to_ms": b} for a, b in r.agent_down],
                 "passes": r.passes, "truncated": r.truncated, "stopped_at_ms": r.stopped_at_ms,
-                "events": r.events, "warnings": self.warnings}
+                "events": r.events, "pings": r.pings, "warnings": self.warnings}
 
 
 def _time(flag: str, value: str, tz: str | None) -> int:

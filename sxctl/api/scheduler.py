@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.heartbeat import record_pass
+from ..cron.heartbeat import pending_pings, record_pass
+from ..cron.pings import MAX_TIMEOUT_S, check_ping_url
 from ..cron.run_failures import FAILED_STATUSES
 from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
@@ -92,6 +93,10 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
     """A pass with `options`: the fields of `sxctl.cron.runner.TickOptions` (the flags of
     `cron tick`; durations in seconds) other than the project."""
     ws = find_workspace(workspace, project=project, session=session)
+    if options.get("ping_url") is not None:
+        check_ping_url(options["ping_url"])
+    if not 0 < options.get("ping_timeout", 1) <= MAX_TIMEOUT_S:
+        raise UsageError(f"--ping-timeout must be more than 0 and at most {MAX_TIMEOUT_S:g}s")
     tick_options = TickOptions(project=target_project(ws, project, session=session), **options)
     tick_options = dataclasses.replace(tick_options, max_log_bytes=ledger_ceiling(options.get("max_log_bytes")))
     return SchedulerPass(ws, tick_options, clock=clock, report=reporter(report))
@@ -99,23 +104,40 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
 
 def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> PassOutcome:
     """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
-    or `failed` with the error (and re-raise it)."""
+    or `failed` with the error (and re-raise it). Around it, the pings (cron/pings.py): the ones
+    the last pass here could not send first, then the pass's own `--ping-url` (start; success, or
+    fail when the pass failed or found no store; nothing more when another pass held the lock),
+    all kept in the heartbeat."""
     if scheduler.options.dry_run:
         return run()
+    pinger, url, boot = scheduler.pinger, scheduler.options.ping_url, scheduler.boot_id
+    pinger.pending = pending_pings(scheduler.ws, scheduler.host)
+    pinger.retry_pending()
+    if url:
+        pinger.ping(url, "start", boot, "scheduler pass started")
     try:
         outcome = run()
     except (SxctlError, OSError) as error:
         detail = f"{error.code}: {error.message}" if isinstance(error, SxctlError) else str(error)
-        record_pass(scheduler.ws, "failed", clock=scheduler.clock, detail=detail)
+        if url:
+            pinger.ping(url, "fail", boot, f"the pass failed: {detail}")
+        record_pass(scheduler.ws, "failed", clock=scheduler.clock, detail=detail, host=scheduler.host,
+                    extra={"pings": pinger.state()})
         raise
     report = outcome.report
     state = "busy" if report.skipped else "ok" if report.store_exists else "no_store"
-    unwritten = record_pass(scheduler.ws, state, clock=scheduler.clock,
-                            detail=f"{len(report.runs)} run(s), {len(report.admission.waiting)} waiting")
+    detail = f"{len(report.runs)} run(s), {len(report.admission.waiting)} waiting"
+    if url and state != "busy":
+        pinger.ping(url, "success" if state == "ok" else "fail", boot,
+                    detail if state == "ok" else f"no cron store at {scheduler.ws.store}")
+    for warning in pinger.warnings:
+        scheduler.report.warn(warning)
+    unwritten = record_pass(scheduler.ws, state, clock=scheduler.clock, host=scheduler.host, detail=detail,
+                            extra={"pings": pinger.state()})
     if unwritten is not None:
         scheduler.report.warn(f"this pass could not record its heartbeat ({unwritten}): `sxctl doctor` "
                               "cannot show that passes run")
-    return outcome
+    return PassOutcome(outcome.workspace, report, scheduler.report.warnings)
 
 
 def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
@@ -131,7 +153,7 @@ def tick(*, workspace=None, project=None, session: str | None = None, clock: Clo
          report: Reporter | None = None, metrics_file: str | os.PathLike | None = None, **options: Any) -> PassOutcome:
     """One scheduler pass: reconcile dead claims, dispatch at most `max_per_pass` due jobs into the
     agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields.
-    Every pass but a dry run leaves its heartbeat (`.scheduler/sxctl-tick.json`), and with
+    Every pass but a dry run leaves its host's heartbeat (`.scheduler/sxctl-tick/<host>.json`), and with
     `metrics_file` the project's metrics there (`write_metrics`: a failure is a warning)."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)
     try:
@@ -154,6 +176,8 @@ def run_job(name: str | None = None, *, mode: str = "force", agent: str | None =
     scheduler = _scheduler(workspace, project, session, clock, report, options)
     if mode == "force" and name is not None:
         outcome = _finish(scheduler, scheduler.run_forced(name))
+        for warning in scheduler.pinger.warnings:  # a forced run keeps no heartbeat: not sent again
+            scheduler.report.warn(warning.replace("it is sent again at the next pass", "not sent again"))
     else:
         outcome = _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
     return ManualRun(mode, name, default_agent_id(read_store(scheduler.ws), agent, os.environ), outcome)

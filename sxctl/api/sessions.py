@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..callbacks.table import read_table
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ErrorCode, NotFoundError, SxctlError
+from ..errors import ErrorCode, NotFoundError, SxctlError, UsageError
 from ..inbox.folder import inbox_dirs, message_names, primary_inbox
 from ..inbox.sending import inbox_switch
 from ..project import as_session, resolve_config, sessions, several_live_warning
@@ -61,11 +61,14 @@ class SessionList:
 
 
 def list_sessions(*, project: str | os.PathLike | None = None, session: str | None = None,
-                  clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> SessionList:
+                  clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None, limit: int | None = None) -> SessionList:
     """Every session folder with its state (live, stale, stopped, unknown), timers and pending
-    messages, newest first."""
+    messages, newest first; with `limit`, the `limit` newest, reading only the folders that can be
+    among them (the date in a folder's name comes first in the order)."""
+    if limit is not None and limit < 1:
+        raise UsageError(f"limit must be at least 1, not {limit}")
     root = find_project(project, session=session)
-    infos = sessions.list_sessions(root, clock)
+    infos = sessions.list_sessions(root, clock, limit)
     several = several_live_warning(infos)
     if several is not None:
         reporter(report).warn(several)

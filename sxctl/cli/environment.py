@@ -11,6 +11,7 @@ ENVIRONMENT: dict[str, str] = {
     "SXCTL_AGENT": "The comis agentId for new jobs and claims, as --agent.",
     "SXCTL_DELIVER_CMD": "How `cron tick` delivers a delivery job: a /bin/sh command that gets the text on stdin.",
     "SXCTL_MAX_LOG_BYTES": "The ledger's byte ceiling (comis's default unless set).",
+    "SXCTL_HOST": "The host a scheduler pass runs as (--host pins, its heartbeat file); default: the host name.",
     "SXCTL_JOB_ID": "Set for SXCTL_DELIVER_CMD and wake gates: the job being run.",
     "SXCTL_JOB_NAME": "Set for SXCTL_DELIVER_CMD and wake gates: its name.",
     "SXCTL_EXECUTION_ID": "Set for SXCTL_DELIVER_CMD and wake gates: the run's execution id.",

@@ -159,7 +159,7 @@ WHOLE_SECONDS = Duration(whole=True)
 
 #: what json.dumps leaves raw with ensure_ascii off: DEL and the C1 controls (a terminal may obey
 #: them), and the lone surrogates that stand for the bytes of a name that is not UTF-8
-_JSON_RAW = re.compile("[\x7f-\x9f\ud800-\udfff]")
+_JSON_RAW = "[\x7f-\x9f\ud800-\udfff]"  # compiled on first use (re caches it), not at import
 
 
 def color_enabled(s: Settings | None = None) -> bool:
@@ -209,7 +209,7 @@ def json_line(doc: dict[str, Any]) -> str:
     that is not UTF-8 shows its bytes as `\\udce9`, as Python's own ASCII JSON does)."""
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
     text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
-    return _JSON_RAW.sub(lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
+    return re.sub(_JSON_RAW, lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
 
 
 def emit_json(doc: dict[str, Any]) -> None:

@@ -20,11 +20,14 @@ def session() -> None:
 
 
 @session.command("list")
-def list_() -> None:
+@click.option("--limit", type=click.IntRange(1), metavar="N",
+              help="Only the N newest, reading only their folders (the date in a folder's name orders it first).")
+def list_(limit: int | None) -> None:
     """List every session folder, newest first, with its state: live, stopped (its agent
     stopped cleanly), stale (no stats.json for 10 s) or unknown (no stats.json).
 
-    A full scan: each folder's stats.json, callbacks.json and inbox are read (about 0.1 ms a folder).
+    A full scan: each folder's stats.json, callbacks.json and inbox are read (about 0.1 ms a
+    folder); --limit N reads only the N newest.
 
     \b
     Example:
@@ -33,7 +36,7 @@ def list_() -> None:
     from ..api import list_sessions
 
     s = settings()
-    result = list_sessions(project=s.project, session=s.session, clock=s.clock, report=reporter())
+    result = list_sessions(project=s.project, session=s.session, clock=s.clock, report=reporter(), limit=limit)
     rows = result.rows
 
     def human() -> None:

@@ -13,6 +13,7 @@ from ..clock import Clock
 from ..project import freshest_live, last_seen, list_sessions
 from ..report import Reporter
 from .fate import Fate, expiry, occurrence_fate
+from .jitter import run_at
 from .ledger import Group, Ledger
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 from .maintenance import windows_for
@@ -66,7 +67,7 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
     guard: the occurrence is skipped with the guard's `reason`). A one-shot held by a guard has
     no other occurrence to skip to: it waits (`giveUpAtMs` None) until the guard lets it go. A
     job not yet due is judged as the pass at its time will (`--hold-max 0`: given up at once)."""
-    due_at = job["lifecycle"]["nextRunAtMs"]
+    due_at = run_at(job, entry, job["lifecycle"]["nextRunAtMs"])  # with its --jitter
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
     if not waits_for_agent(job, project, to, clock, workspace=workspace):
         verdict = spend_verdict(job, entry, budget, project=project, to=to, clock=clock, workspace=workspace)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..timeparse import format_ms
+from .jitter import offset_of
 from .limits import LimitUsage
 from .maintenance import window_at, window_text
 from .policy import DAYS, is_active_time, parse_active_hours
@@ -78,18 +79,20 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
     """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
     policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
     holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
-    `windows`: the maintenance windows that apply to the job (maintenance.windows_for)."""
+    `windows`: the maintenance windows that apply to the job (maintenance.windows_for). A job's
+    --jitter delays when the occurrence is due (`jitter.offset_of`): lateness counts from then."""
     expired = expiry(job, entry, due_at, usage)
     if expired is not None:
         return expired
-    if due_at > now:
+    late = now - offset_of(job, entry)  # due at due_at + the --jitter offset: as late as now - offset
+    if due_at > late:
         return Fate("not_due")
     one_shot = job["schedule"]["kind"] == "at"  # it waits for the end of the window; a recurring job skips
     window = window_at(windows, now if one_shot else due_at, now)
     if window is not None:
         return Fate("hold" if one_shot else "skip", "maintenance", window_text(window))
     if job["schedule"]["kind"] != "at" and (entry or usage.token_cap is not None):
-        reason = skip_reason(entry, due_at, now, job_zone(job, entry), usage)
+        reason = skip_reason(entry, due_at, late, job_zone(job, entry), usage)
         if reason is not None:
             return Fate("skip", reason, skip_text(reason, job, entry))
     state = held() if held is not None else None
@@ -108,7 +111,7 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
         if entry.get("overlap") == "skip":
             return Fate("skip", "overlap", skip_text("overlap", job, entry))
         if entry.get("overlap") == "replace" and state is None:
-            return Fate("run", detail=f"replaces its unread previous message {usage.pending['stem']}")
+            return Fate("run", detail=f"its unread message {usage.pending['stem']}, which it replaces")
     if state is not None:
         return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
@@ -135,7 +138,8 @@ def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
 @dataclass
 class Preview:
     """A job's coming runs as the pass will decide them (`preview_runs`): each `{at_ms, dst,
-    fate, skipped, note}` (`skipped` occurrences before it were skipped, `note` says why), and
+    fate, skipped, note}` (`at_ms` with the job's --jitter; `skipped` occurrences before it were
+    skipped, `note` says why), and
     `end`, the fate that stops the series (expire or pause), if any."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -157,15 +161,17 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
                        pending=usage.pending, token_cap=usage.token_cap, tokens=dict(usage.tokens))
     at, dst = life["nextRunAtMs"], False
-    if start is not None and start > at and not (entry.get("maxRuns") or entry.get("maxRunsPerDay") or usage.token_cap):
-        found = next_run(job["schedule"], start - 1)  # nothing before `start` changes what follows
+    offset = offset_of(job, entry)  # --jitter: each run is this much after its occurrence
+    if start is not None and start > at + offset and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")
+                                                          or usage.token_cap):
+        found = next_run(job["schedule"], start - offset - 1)  # nothing before `start` changes what follows
         if found is None:
             return preview
         (at, dst), held = found, None
         spent.pending = None  # the message unread now says nothing of a run after `start`
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at, now), spent, held=held if step == 0 else None,
+        fate = occurrence_fate(job, entry, at, max(at + offset, now), spent, held=held if step == 0 else None,
                                windows=windows)
         spent.unread = spent.pending = None  # the agent reads what the runs before send
         if fate.action in ("expire", "pause"):
@@ -181,8 +187,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         else:
             if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
                 notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
-            if start is None or at >= start:
-                preview.runs.append({"at_ms": at, "dst": dst, "fate": fate, "skipped": skipped,
+            if start is None or at + offset >= start:
+                preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": skipped,
                                      "note": "; ".join(notes) or None})
             skipped, notes = 0, {}
             if fate.action == "run" and fate.reason is None:

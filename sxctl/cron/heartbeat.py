@@ -1,14 +1,16 @@
 """The scheduler's heartbeat: every pass — one that ran jobs, a quiet one, one that found the lock
 busy, one that failed — records when it ran, on which host, with which version and how it ended,
-in `<workspace>/.scheduler/sxctl-tick.json`. "No pass has run for 17 minutes" is then a fact
-(`sxctl doctor`), not a guess: a broken crontab looks different from "nothing was due"."""
+in `<workspace>/.scheduler/sxctl-tick/<host>.json`, one file per host (cron/hosts.py names the
+host; the single `sxctl-tick.json` of an older sxctl is still read). "No pass has run for 17
+minutes on build-2" is then a fact (`sxctl doctor`), not a guess: a broken crontab looks different
+from "nothing was due"."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import uuid
+from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
@@ -16,11 +18,15 @@ from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
 from ..jsondata import strict_loads
 from ..version import __version__
+from .hosts import check_host_name, this_host
+from .pings import MAX_BODY_LEN, MAX_PENDING, MAX_TRIES, MAX_URL_LEN, SUFFIXES, sent_url_rule
 from .schema import EPOCH_MS
-from .schema_kit import MAX_SAFE_INT, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
+from .schema_kit import MAX_SAFE_INT, Arr, Check, Const, Enum, Int, Nullable, Obj, SchemaError, Str, opt, req
 from .workspace import Workspace
 
-FILE_NAME = "sxctl-tick.json"
+FILE_NAME = "sxctl-tick.json"  # the single heartbeat of an older sxctl: read, no longer written
+FOLDER = "sxctl-tick"  # one `<host>.json` per host
+MAX_HOSTS = 64  # heartbeat files read from FOLDER (sorted by name): a bound on what doctor reads
 FILE_CAP = 64 * 1024
 DETAIL_CAP = 4096  # bytes of a failed pass's error kept: the record stays far below FILE_CAP
 OUTCOMES = ("ok", "busy", "no_store", "failed")
@@ -33,44 +39,111 @@ RECORD = Obj([req("formatVersion", Const(1)), req("lastPassMs", EPOCH_MS), req("
               opt("busySinceMs", Nullable(EPOCH_MS)),
               # the workspace the pass ran for (its real path): a heartbeat copied or moved along
               # with the project says nothing about a pass here; absent in older records
-              opt("workspace", Str(1, 4096))])
+              opt("workspace", Str(1, 4096)),
+              # the pings of this host's passes (cron/pings.py): counts of the last pass, its last
+              # error (the URL masked) and the pings to send again at the next pass
+              opt("pings", Obj([req("sent", Int(0, MAX_SAFE_INT)), req("failed", Int(0, MAX_SAFE_INT)),
+                                req("dropped", Int(0, MAX_SAFE_INT)), req("lastError", Nullable(Str(0, 512))),
+                                req("pending", Arr(Obj([req("url", Check(Str(1, MAX_URL_LEN + 8), sent_url_rule)),
+                                                        req("body", Str(0, MAX_BODY_LEN)),
+                                                        req("kind", Enum(tuple(SUFFIXES))),
+                                                        req("tries", Int(0, MAX_TRIES)),
+                                                        req("firstMs", EPOCH_MS)]), max_items=MAX_PENDING))]))])
 
 
-def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK,
-                detail: str | None = None) -> str | None:
-    """Write the heartbeat (atomic, 0600) where a `.scheduler/` folder exists; a pass never
-    creates one just to say it ran. A failure to write it never fails the pass: it is returned
-    (why), for the pass to warn that `doctor` cannot see it."""
+def host_file(ws: Workspace, host: str) -> Path:
+    """The heartbeat file of `host` (a name `hosts.host_rule` accepts: never a path)."""
+    return ws.scheduler / FOLDER / f"{check_host_name(host, 'host')}.json"
+
+
+def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, detail: str | None = None,
+                host: str | None = None, extra: dict[str, Any] | None = None) -> str | None:
+    """Write this host's heartbeat (atomic, 0600; `host`: default this_host) where a
+    `.scheduler/` folder exists; a pass never creates one just to say it ran. A failure to write
+    it never fails the pass: it is returned (why), for the pass to warn that `doctor` cannot see
+    it. `extra`: more of RECORD's optional fields (the pings)."""
     folder = ws.scheduler
     if not folder.is_dir() or folder.is_symlink():
         return None
+    host = host or this_host(os.environ)
     if detail is not None:
         detail = detail.encode("utf-8", "replace")[:DETAIL_CAP].decode("utf-8", "ignore")
     now = clock.now_ms()
     busy_since = None
     if outcome == "busy":
-        before = read_heartbeat(ws)
+        before = read_heartbeats(ws).get(host)
         busy_since = (before.get("busySinceMs") if before is not None and before.get("outcome") == "busy"
                       else None) or now
-    doc = {"formatVersion": 1, "lastPassMs": now, "host": socket.gethostname(), "pid": os.getpid(),
+    doc = {"formatVersion": 1, "lastPassMs": now, "host": host, "pid": os.getpid(),
            "sxctlVersion": __version__, "outcome": outcome, "detail": detail, "busySinceMs": busy_since,
-           "workspace": os.path.realpath(ws.root)}
+           "workspace": os.path.realpath(ws.root), **(extra or {})}
+    path = host_file(ws, host)
     try:
-        atomic_write(folder / FILE_NAME, (json.dumps(doc) + "\n").encode(),
-                     temp=folder / f"{FILE_NAME}.{uuid.uuid4()}.tmp", durable=False)
+        if path.parent.is_symlink():
+            raise InvalidDataError(str(path.parent), "refusing to use it: it is a symbolic link")
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        atomic_write(path, (json.dumps(doc) + "\n").encode(), temp=path.parent / f".{path.name}.{uuid.uuid4()}.tmp",
+                     durable=False)
     except SxctlError as error:  # advisory: the store and the ledger are what count
         return error.message
     except OSError as error:
-        return f"{folder / FILE_NAME}: {error.strerror or error}"
+        return f"{path}: {error.strerror or error}"
     return None
 
 
+def heartbeat_paths(ws: Workspace) -> list[Path]:
+    """The heartbeat files there are: the older single file, then up to MAX_HOSTS host files."""
+    paths = [ws.scheduler / FILE_NAME]
+    folder = ws.scheduler / FOLDER
+    if folder.is_dir() and not folder.is_symlink():
+        names = sorted(name for name in os.listdir(folder) if name.endswith(".json") and not name.startswith("."))
+        paths += [folder / name for name in names[:MAX_HOSTS]]
+    return paths
+
+
+def pending_pings(ws: Workspace, host: str) -> list[dict[str, Any]]:
+    """The pings the last pass on `host` could not send (to send again), from its heartbeat."""
+    beat = read_heartbeats(ws).get(host)
+    return list(beat.get("pings", {}).get("pending", [])) if beat is not None and "invalid" not in beat else []
+
+
+def read_heartbeats(ws: Workspace) -> dict[str, dict[str, Any]]:
+    """Every host's last pass, by host (`read_record` each): a host file's record must name its
+    own host; the older single file counts for the host it names unless that host's own file is
+    newer. A record that cannot be trusted is kept under its file's path, `{"invalid": why,
+    "path": path}`."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in heartbeat_paths(ws):
+        doc = read_record(path)
+        if doc is None:
+            continue
+        if "invalid" not in doc and path.name != FILE_NAME and doc["host"] != path.name[:-len(".json")]:
+            doc = {"invalid": f"it names host {doc['host']!r}, not {path.name[:-len('.json')]!r}"}
+        if "invalid" in doc:
+            found[str(path)] = {**doc, "path": str(path)}
+            continue
+        before = found.get(doc["host"])
+        if before is None or before["lastPassMs"] <= doc["lastPassMs"]:
+            found[doc["host"]] = {**doc, "path": str(path)}
+    return found
+
+
 def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
-    """The last pass's record, None when no pass has written one, `{"invalid": why}` when what
-    is there cannot be read or is not a record a pass writes (empty, cut short, a folder, a FIFO,
+    """The last pass's record on any host (the newest record that can be trusted), None when
+    no pass has written one, `{"invalid": why}` when no record there can be trusted."""
+    beats = list(read_heartbeats(ws).values())
+    trusted = [beat for beat in beats if "invalid" not in beat]
+    if trusted:
+        return max(trusted, key=lambda beat: beat["lastPassMs"])
+    return beats[0] if beats else None
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """One heartbeat file's record, None when there is none, `{"invalid": why}` when what is
+    there cannot be read or is not a record a pass writes (empty, cut short, a folder, a FIFO,
     a field missing or of the wrong type): a verdict is never drawn from it."""
     try:
-        raw = read_data_file(ws.scheduler / FILE_NAME, FILE_CAP)
+        raw = read_data_file(path, FILE_CAP)
     except InvalidDataError as error:
         return {"invalid": error.reason}
     except SxctlError as error:

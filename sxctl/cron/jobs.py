@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConflictError, ErrorCode, UsageError
 from ..project import check_session_id
 from ..report import Reporter
+from .jitter import run_at
 from .policy import PolicyOptions
 from .schedule import ScheduleInput, job_zone_name, next_run, pass_rate_warning, resolve_schedule
 from .schema import KIB, scorpiox_target
@@ -95,10 +96,11 @@ class JobSpec:
 OVERDUE_GRACE_MS = 120_000
 
 
-def is_overdue(job: dict[str, Any], now_ms: int) -> bool:
-    """The one definition of an overdue job (status, cron status and watch agree)."""
+def is_overdue(job: dict[str, Any], now_ms: int, entry: dict[str, Any] | None = None) -> bool:
+    """The one definition of an overdue job (status, cron status and watch agree); with its policy
+    `entry`, counted from its jittered due time."""
     life = job["lifecycle"]
-    return life["status"] == "scheduled" and life["nextRunAtMs"] < now_ms - OVERDUE_GRACE_MS
+    return life["status"] == "scheduled" and run_at(job, entry or {}, life["nextRunAtMs"]) < now_ms - OVERDUE_GRACE_MS
 
 
 def check_name(name: str) -> str:

@@ -1,8 +1,8 @@
 """The overlap policy (`--overlap skip|queue|replace`): what a due occurrence does while the job's
 previous message is still unread. `queue` (the default) sends it anyway; `skip` records the
-occurrence as skipped (reason `overlap`, cron/fate.py); `replace` retracts the unread message with
-the inbox's own retract (one rename, race-free against the agent: a message the agent took
-meanwhile counts as read) and sends the new one, the run's outcome saying which (`replaced`)."""
+occurrence as skipped (reason `overlap`, cron/fate.py); `replace` sends the new one, then retracts
+the job's unread ones with the inbox's own retract (one rename, race-free against the agent: a
+message the agent took meanwhile counts as read), the run's outcome saying which (`replaced`)."""
 
 from __future__ import annotations
 
@@ -13,33 +13,44 @@ from ..clock import Clock
 from ..errors import SxctlError, TooLateError
 from ..project import ProjectLayout, as_session, session_info
 from .ledger import Group, Ledger
-from .receipts import consumption, execution_dispatch, names_a_message
+from .receipts import Dispatch, consumption, execution_dispatch, message_by_key, names_a_message
 from .targets import run_target_project
 
+#: the most of a job's past messages a look for unread ones judges (a job nobody reads for months)
+UNREAD_WALK = 100
 
-def unread_previous(job: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock, workspace: Path,
-                    sessions: dict[Path, list] | None = None) -> dict[str, Any] | None:
-    """The job's newest inbox message (`groups`: its executions in the ledger), when it is still
-    unread: `{executionId, sessionId, stem}` (where it is now, after an `inbox forward`); None when
-    it was read, retracted or lost, or the job sent none."""
+
+def unread_messages(job: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock, workspace: Path,
+                    sessions: dict[Path, list] | None = None, exclude: str | None = None) -> list[dict[str, Any]]:
+    """The job's messages still unread, newest first (`groups`: its executions in the ledger;
+    `exclude`: the execution sending now), each `{executionId, sessionId, stem}` where it is now
+    (after an `inbox forward`). The look stops at the first one read (the agent reads in name
+    order). A message counts only where the inbox's own key record (the execution id) places it:
+    a ledger row edited by hand never names someone else's message."""
     where = run_target_project(job, project, workspace=workspace)
-    started = [g for g in groups if g.start is not None]
-    for group in sorted(started, key=lambda g: g.start["startedAtMs"], reverse=True):  # type: ignore[index]
+    started = [g for g in groups if g.start is not None and g.start["executionId"] != exclude]
+    found = []
+    for group in sorted(started, key=lambda g: g.start["startedAtMs"], reverse=True)[:UNREAD_WALK]:  # type: ignore[index]
         outcome = group.terminal["outcome"] if group.terminal is not None else None
         dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions, workspace=workspace)
         if dispatch is None or dispatch.stem is None or dispatch.session_id is None:
             continue  # sent no message: neither read nor unread
-        if not names_a_message(dispatch.session_id, dispatch.stem):
-            return None  # a ledger row naming something else is never retracted
         receipt = consumption(where, dispatch.session_id, dispatch.stem, clock)
-        if receipt["state"] != "pending":
-            return None
+        if receipt["state"] == "read":
+            break
         moved = receipt.get("forwardedTo") or {"session": dispatch.session_id, "stem": dispatch.stem}
-        if not names_a_message(moved["session"], moved["stem"]):
-            return None
-        return {"executionId": group.start["executionId"], "sessionId": moved["session"],  # type: ignore[index]
-                "stem": moved["stem"]}
-    return None
+        execution_id = group.start["executionId"]  # type: ignore[index]
+        if receipt["state"] == "pending" and names_a_message(moved["session"], moved["stem"]) \
+                and message_by_key(where, execution_id, clock, sessions) == Dispatch(moved["session"], moved["stem"]):
+            found.append({"executionId": execution_id, "sessionId": moved["session"], "stem": moved["stem"]})
+    return found
+
+
+def unread_previous(job: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock, workspace: Path,
+                    sessions: dict[Path, list] | None = None) -> dict[str, Any] | None:
+    """The job's newest unread message (`unread_messages`), or None."""
+    found = unread_messages(job, groups, project=project, clock=clock, workspace=workspace, sessions=sessions)
+    return found[0] if found else None
 
 
 def retract_previous(job: dict[str, Any], previous: dict[str, Any], *, project: Path, clock: Clock,
@@ -61,26 +72,28 @@ def retract_previous(job: dict[str, Any], previous: dict[str, Any], *, project: 
 
 
 def replace_previous(job: dict[str, Any], entry: dict[str, Any], ledger: Ledger, *, project: Path, clock: Clock,
-                     workspace: Path) -> dict[str, Any] | None:
-    """What a scheduled run of a `--overlap replace` job does before it sends: its unread previous
-    message retracted (`retract_previous`); None when the job does not replace or nothing is unread."""
+                     workspace: Path, sent: str) -> list[dict[str, Any]]:
+    """What a scheduled run (execution `sent`) of a `--overlap replace` job does once its message is
+    written: every unread message of the job before it retracted (`retract_previous`), newest
+    first. Sending first, then retracting, means a pass killed in between leaves one message too
+    many (the next replacing run retracts it), never none."""
     if entry.get("overlap") != "replace" or job["schedule"]["kind"] == "at":
-        return None
+        return []
     groups = [g for g in ledger.groups.values() if g.start is not None and g.start["jobId"] == job["id"]]
-    previous = unread_previous(job, groups, project=project, clock=clock, workspace=workspace)
-    if previous is None:
-        return None
-    return retract_previous(job, previous, project=project, clock=clock, workspace=workspace)
+    return [retract_previous(job, previous, project=project, clock=clock, workspace=workspace)
+            for previous in unread_messages(job, groups, project=project, clock=clock, workspace=workspace,
+                                            exclude=sent)]
 
 
-def record_replaced(replaced: dict[str, Any] | None, entry: dict[str, Any], outcome: dict[str, Any]) -> None:
-    """What a run replaced (`replace_previous`), in its line of the pass's report (`entry`) and in
-    its ledger outcome (an `inbox_dispatch` one: cron-ledger.md §3)."""
-    if replaced is None:
+def record_replaced(replaced: list[dict[str, Any]], entry: dict[str, Any], outcome: dict[str, Any]) -> None:
+    """What a run replaced (`replace_previous`), in its line of the pass's report (`entry`: the
+    newest, and any older ones as `replacedOlder`) and in its ledger outcome (the newest;
+    cron-ledger.md §3)."""
+    if not replaced:
         return
-    entry["replaced"] = replaced
-    if outcome["kind"] == "inbox_dispatch":
-        outcome["replaced"] = replaced
+    entry["replaced"] = outcome["replaced"] = replaced[0]
+    if replaced[1:]:
+        entry["replacedOlder"] = replaced[1:]
 
 
 def mark_replaced(runs: list[dict[str, Any]]) -> None:

@@ -40,6 +40,9 @@ class PassReport:
     admission: AdmissionReport = field(default_factory=AdmissionReport)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)  # the store's jobs by id (schedules, zones)
     policy: dict[str, Any] = field(default_factory=lambda: {"jobs": {}})
+    host: str = ""  # the host this pass ran on (cron/hosts.py)
+    #: due jobs pinned to another host (--host), left alone by this pass
+    elsewhere: list[dict[str, Any]] = field(default_factory=list)
 
     def see(self, store: dict[str, Any], policy: dict[str, Any]) -> None:
         """The store and policy the pass works on: the report reads schedules and zones from them."""
@@ -61,7 +64,7 @@ class PassReport:
             "givenUp": self.admission.given_up,
             "skipped_missed_total": sum(skipped_count(r) for r in self.runs),
             "outcomes": outcomes, "occurrences": {**counts, "total": sum(counts.values())},
-            "warnings": warnings,
+            "warnings": warnings, "host": self.host, "pinnedElsewhere": self.elsewhere,
         }
         if self.skipped:
             doc["skipped"] = self.skipped

@@ -20,6 +20,9 @@ from ..fsio import PendingFile, read_data_file
 from ..jsondata import compact_json, strict_loads
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
+from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
+from .jitter import MAX_JITTER_MS, jitter_offset_ms
+from .pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from .policy_keys import DEFAULTS, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
@@ -58,8 +61,8 @@ def _zone_rule(value: str) -> str | None:
 
 def _version_rule(doc: Any) -> str | None:
     """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`; format 3 adds
-    the keys of `policy_keys.needs_format_3` (overlap, catch-up budget, maintenance windows, the
-    spend guards)."""
+    the keys of `policy_keys.needs_format_3` (overlap, catch-up budget, maintenance windows,
+    jitter, host pinning, pings, the spend guards)."""
     if doc["formatVersion"] < 3 and needs_format_3(doc):
         return f"{needs_format_3(doc)} needs formatVersion 3"
     if doc["formatVersion"] == 1 and any("tz" in entry for entry in doc["jobs"].values()):
@@ -118,6 +121,9 @@ ENTRY = Obj([
     *GUARD_FIELDS,  # format 3: the spend guards (cron/spend_rules.py)
     opt("overlap", Enum(OVERLAP_MODES[1:])),  # format 3: skip or replace (queue, the default, is not stored)
     opt("maintenance", WINDOW),  # format 3: this job's maintenance window (cron/maintenance.py)
+    opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/jitter.py
+    opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only a pass on this host runs it (cron/hosts.py)
+    opt("pingUrl", Check(Str(1, MAX_URL_LEN), url_rule)),  # format 3: push monitoring (cron/pings.py)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -239,6 +245,9 @@ class PolicyOptions:
     active_days: str | None = None
     guards: GuardOptions | None = None  # the spend guards (cron/spend_rules.py)
     overlap: str | None = None
+    jitter: float | None = None
+    host: str | None = None  # "any" clears
+    ping_url: str | None = None  # "none" clears
 
     @property
     def given(self) -> bool:
@@ -293,6 +302,14 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         if options.overlap not in OVERLAP_MODES:
             raise UsageError(f"invalid --overlap {options.overlap!r}: one of {', '.join(OVERLAP_MODES)}")
         put("overlap", None if options.overlap == "queue" else options.overlap)
+    if options.jitter is not None:
+        if options.jitter * 1000 > MAX_JITTER_MS:
+            raise UsageError(f"--jitter must be at most {MAX_JITTER_MS // 3_600_000}h")
+        put("jitterMs", round(options.jitter * 1000) or None)
+    if options.host is not None:
+        put("host", None if options.host.lower() == ANY else check_host_name(options.host))
+    if options.ping_url is not None:
+        put("pingUrl", None if options.ping_url == "none" else check_ping_url(options.ping_url))
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if "activeDays" in entry and "activeHours" not in entry:
@@ -371,5 +388,13 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
         "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
         "tz": entry.get("tz"), "overlap": entry.get("overlap", "queue"), "maintenance": entry.get("maintenance"),
+        "jitterMs": entry.get("jitterMs"), "host": entry.get("host", ANY),
+        "pingUrl": mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None,  # never shown whole
         **describe_guards(entry),
     }
+
+
+def describe_job(job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
+    """`describe` with what depends on the job's id: its fixed jitter offset (`jitterOffsetMs`)."""
+    return {**describe(entry), "jitterOffsetMs": jitter_offset_ms(job_id, entry.get("jitterMs"))
+            if entry.get("jitterMs") else None}

@@ -1,7 +1,8 @@
 """The keys of sxctl's policy file that came with format 3 (cron/policy.py holds the file): a
 job's overlap policy (`--overlap`), the workspace's catch-up budget (`cron defaults
 --max-catchup`) and maintenance windows (`cron pause --until`). An sxctl that knows only formats
-1 and 2 refuses a file that has any of them (exit 5) rather than drop them on its next write."""
+1 and 2 refuses a file that has any of them (and a job's `--jitter`, `--host` and `--ping-url`,
+cron/jitter.py, cron/hosts.py, cron/pings.py) (exit 5) rather than drop them on its next write."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ OVERLAP_MODES = ("queue", "skip", "replace")
 #: skip reasons an older sxctl does not know
 FORMAT_3_SKIPS = ("overlap", "maintenance", *SPEND_SKIP_REASONS)
 #: entry keys an older sxctl does not know
-FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", *GUARD_KEYS)
+FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", "jitterMs", "host", "pingUrl", *GUARD_KEYS)
 #: the workspace's own settings, beside `jobs` (format 3; `budget`: the spend guards, cron/spend_rules.py)
 WORKSPACE_KEYS = ("defaults", "maintenance", "budget")
 MAX_CATCHUP = 100_000

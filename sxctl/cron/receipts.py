@@ -123,7 +123,7 @@ def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | N
     if kind == "unsettled":
         if start["workKind"] not in ("agent_turn", "heartbeat_event"):
             return Dispatch()
-        return _message_by_key(run_target_project(job, default_project, workspace=workspace), start["executionId"],
+        return message_by_key(run_target_project(job, default_project, workspace=workspace), start["executionId"],
                                clock, sessions)
     assert outcome is not None
     if kind == "inbox_dispatch":
@@ -137,7 +137,7 @@ def execution_dispatch(start: dict[str, Any] | None, outcome: dict[str, Any] | N
     return Dispatch()  # comis's own executions (agent_turn, internal_action, heartbeat_event) ran
 
 
-def _message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, list] | None) -> Dispatch | None:
+def message_by_key(project: Path, key: str, clock: Clock, sessions: dict[Path, list] | None) -> Dispatch | None:
     if not holds_project(project):
         return None
     cache = sessions if sessions is not None else {}

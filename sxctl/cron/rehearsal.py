@@ -21,6 +21,7 @@ from ..report import Reporter
 from ..timeparse import format_ms
 from .catchup import skipped_count
 from .dispatch import Dispatcher, DispatchFailure, Occurrence
+from .pings import RecordingPinger
 from .runner import PassReport, SchedulerPass, TickOptions
 from .spend_ledger import spend_path
 from .targets import run_target_project
@@ -44,6 +45,8 @@ class Rehearsal:
     truncated: bool = False
     stopped_at_ms: int | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: the pings the passes would have sent (--ping-url; recorded, never sent: cron/pings.py)
+    pings: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SimulatedDispatcher(Dispatcher):
@@ -76,7 +79,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
     with tempfile.TemporaryDirectory(prefix="sxctl-simulate-") as temp:
         sim_ws, sim_project, session_dir = _copy(ws, project, Path(temp), from_ms)
-        held: set[tuple[str, int]] = set()
+        held: set[tuple[Any, ...]] = set()
         told: dict[str, dict[str, Any]] = {}  # inbox stem -> the run event that sent it
         at = from_ms
         while at <= until_ms:
@@ -87,7 +90,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             if up:
                 _write_stats(session_dir, at, _usage_at(usage, at))
             try:
-                report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass, max_catchup)
+                report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass, max_catchup, result.pings)
             except SxctlError as error:  # named as the user's own file, not the throw-away copy
                 copies = {str(sim_project): str(project), str(sim_ws.root): str(ws.root), temp: str(ws.root)}
                 error.message = _real_paths({"m": error.message}, copies)["m"]
@@ -170,12 +173,13 @@ def _write_stats(session_dir: Path, at: int, usage: Any = None) -> None:
 
 
 def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int,
-              max_catchup: int | None) -> PassReport:
+              max_catchup: int | None, pings: list[dict[str, Any]]) -> PassReport:
     clock = FakeClock(at)
     report = Reporter()
     options = TickOptions(project=project, max_per_pass=max_per_pass, max_catchup=max_catchup,
                           terminalize_orphans=True, no_gates=True)
     scheduler = SchedulerPass(ws, options, environ=environ, clock=clock, report=report)
+    scheduler.pinger = RecordingPinger(clock.now_ms, pings)  # a rehearsal sends no ping: it records them
     scheduler.dispatcher = SimulatedDispatcher(options.project, options.to, ws.root, options.turn_mode,
                                                options.deliver_timeout, True, environ, clock, report)
     try:
@@ -187,7 +191,7 @@ def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str],
         raise
 
 
-def _events(report: PassReport, at: int, held: set[tuple[str, int]],
+def _events(report: PassReport, at: int, held: set[tuple[Any, ...]],
             told: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each occurrence's fate in one pass: one event per occurrence (or per run of skipped ones)."""
     events: list[dict[str, Any]] = []
@@ -220,6 +224,11 @@ def _events(report: PassReport, at: int, held: set[tuple[str, int]],
     for deferred in report.deferred:
         event(deferred["name"], "deferred", deferred["nextRunAtMs"],
               reason="--max-catchup" if deferred.get("reason") == "max_catchup" else "--max-per-pass")
+    for pinned in report.elsewhere:  # told once per occurrence, as a held one
+        if (pinned["jobId"], pinned["nextRunAtMs"], "host") not in held:
+            held.add((pinned["jobId"], pinned["nextRunAtMs"], "host"))
+            event(pinned["name"], "elsewhere", pinned["nextRunAtMs"],
+                  reason=f"pinned to host {pinned['host']}, not {report.host}")
     return events
 
 

@@ -1,6 +1,7 @@
 """Runs that did not succeed, in words: which statuses are failures, why a run failed (from what
 the ledger keeps), the jobs whose last run failed (`status`, `doctor`) and the finished one-shots
-whose run failed (`cron list` shows them `failed`, not `done`)."""
+whose run failed (`cron list` shows them `failed`, not `done`); and comis's dependency-error
+counter, which a settled run moves (`apply_dependency_rule`)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,19 @@ def failed_one_shots_of(ws: Workspace, store: dict[str, Any], max_log_bytes: int
         return failed_one_shots(store, scan_ledger(ws.ledger, max_log_bytes=max_log_bytes))
     except InvalidDataError:
         return {}
+
+
+def apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None:
+    """comis's counter: success -> 0, dependency error -> +1 (pause at the limit), else unchanged.
+    Every outcome sxctl writes is neutral; only comis's own execution outcomes count."""
+    if outcome["kind"] not in ("agent_turn", "internal_action", "heartbeat_event"):
+        return
+    life = job["lifecycle"]
+    execution: dict[str, Any] = outcome["execution"] if isinstance(outcome.get("execution"), dict) else {}
+    if outcome["kind"] == "heartbeat_event" or execution.get("status") == "completed":
+        life["consecutiveDependencyErrors"] = 0
+    elif execution.get("errorKind") == "dependency":
+        life["consecutiveDependencyErrors"] += 1
+        limit = job.get("maxConsecutiveDependencyErrors")
+        if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
+            job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}

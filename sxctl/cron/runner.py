@@ -24,12 +24,15 @@ from .admission import Admission
 from .burst import CatchupBudget, budget_of, defer
 from .catchup import count_skipped, missed_note
 from .dispatch import Dispatcher, Occurrence
+from .hosts import pinned_elsewhere, this_host
+from .jitter import run_at
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
 from .maintenance import prune_windows
 from .overlap import record_replaced, replace_previous
 from .pass_report import PassReport
+from .pings import DEFAULT_TIMEOUT_S, Pinger
 from .policy import read_policy, write_policy
-from .run_failures import FAILED_STATUSES, failure_reason
+from .run_failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
 from .schedule import next_run
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .spend_ledger import Attribution
@@ -60,6 +63,8 @@ class TickOptions:
     retain_executions: int = 1000
     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
     dry_run: bool = False
+    ping_url: str | None = None  # the pass's own pings (api/scheduler.py); a job's are in its policy
+    ping_timeout: float = DEFAULT_TIMEOUT_S
 
 
 def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
@@ -85,7 +90,9 @@ class SchedulerPass:
         self.clock = clock
         self.report = report or Reporter()
         self.boot_id = f"sxctl-{uuid.uuid4()}"
-        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root)
+        self.host = this_host(environ)  # a job pinned to another host is left alone (cron/hosts.py)
+        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root, host=self.host)
+        self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/pings.py)
         self.lock: MkdirLock | None = None
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
@@ -174,7 +181,7 @@ class SchedulerPass:
             if ran >= self.options.max_per_pass:
                 defer(self.result.deferred, self.admission.done, job, "max_per_pass")
             elif self.admission.admit(job):
-                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000):
+                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
                     defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
                     continue
                 self._run_occurrence(job, manual=False)
@@ -198,7 +205,12 @@ class SchedulerPass:
         due = []
         for job in self.store["jobs"]:
             life = job["lifecycle"]
-            if job["source"] == "built_in" or life["status"] != "scheduled" or life["nextRunAtMs"] > now:
+            if job["source"] == "built_in" or life["status"] != "scheduled" or self._due_at(job) > now:
+                continue
+            pinned = pinned_elsewhere(self.policy["jobs"].get(job["id"], {}), self.host)
+            if pinned is not None:
+                self.result.elsewhere.append({"jobId": job["id"], "name": job["name"], "host": pinned,
+                                              "nextRunAtMs": life["nextRunAtMs"]})
                 continue
             if not schedule_computable(job["schedule"]):
                 self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
@@ -207,7 +219,11 @@ class SchedulerPass:
         # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
         # its past due time, so it goes before the jobs that beat it last pass (never starved);
         # runner.md §6 says store order (docs/protocol-amendments.md)
-        return sorted(due, key=lambda job: job["lifecycle"]["nextRunAtMs"])
+        return sorted(due, key=self._due_at)
+
+    def _due_at(self, job: dict[str, Any]) -> int:
+        """When the pass runs the job's next occurrence: comis's time plus its --jitter."""
+        return run_at(job, self.policy["jobs"].get(job["id"], {}), job["lifecycle"]["nextRunAtMs"])
 
     # --- writes ------------------------------------------------------------------------------------
 
@@ -290,7 +306,7 @@ class SchedulerPass:
             job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
                                 "terminalAtMs": terminal["terminalAtMs"]}
         elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
-            _apply_dependency_rule(job, terminal["outcome"])
+            apply_dependency_rule(job, terminal["outcome"])
         if deferred:
             self.admission.store_changed = True
         else:
@@ -306,8 +322,8 @@ class SchedulerPass:
                            or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
             self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
             return
-        trigger = "manual" if manual else ("scheduled" if now - scheduled_for <= self.options.catchup_after * 1000
-                                           else "catchup")
+        late = now - (scheduled_for if manual else self._due_at(job))  # counted from its jittered time
+        trigger = "manual" if manual else ("scheduled" if late <= self.options.catchup_after * 1000 else "catchup")
         execution_id = str(uuid.uuid4())
         work_kind = work_kind_of(job)
         claim = {"executionId": execution_id, "bootId": self.boot_id, "jobId": job["id"], "agentId": job["agentId"],
@@ -339,12 +355,15 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
-        replaced = None if manual else replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
-                                                        project=self.options.project, clock=self.clock,
-                                                        workspace=self.ws.root)
+        ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
+        if ping_url:
+            self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
-        record_replaced(replaced, entry, outcome)
         faults.hit("after-dispatch")
+        if not manual and outcome["kind"] == "inbox_dispatch":
+            record_replaced(replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
+                                             project=self.options.project, clock=self.clock, workspace=self.ws.root,
+                                             sent=execution_id), entry, outcome)
         terminal = self._terminal(start, outcome)
         self._append(terminal)
         faults.hit("after-terminal")
@@ -361,6 +380,10 @@ class SchedulerPass:
             reason = self.dispatcher.reasons.get(execution_id)
             head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
             entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
+        if ping_url:
+            failed = projected["status"] in FAILED_STATUSES
+            self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
+                             f"{job['name']}: {entry.get('reason') if failed else projected['status']}")
         self.result.runs.append(entry)
 
 
@@ -374,19 +397,3 @@ def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
 def _unsettled(root_run_id: str | None) -> dict[str, Any]:
     return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
             "errorKind": "internal"}
-
-
-def _apply_dependency_rule(job: dict[str, Any], outcome: dict[str, Any]) -> None:
-    """comis's counter: success -> 0, dependency error -> +1 (pause at the limit), else unchanged.
-    Every outcome sxctl writes is neutral; only comis's own execution outcomes count."""
-    if outcome["kind"] not in ("agent_turn", "internal_action", "heartbeat_event"):
-        return
-    life = job["lifecycle"]
-    execution: dict[str, Any] = outcome["execution"] if isinstance(outcome.get("execution"), dict) else {}
-    if outcome["kind"] == "heartbeat_event" or execution.get("status") == "completed":
-        life["consecutiveDependencyErrors"] = 0
-    elif execution.get("errorKind") == "dependency":
-        life["consecutiveDependencyErrors"] += 1
-        limit = job.get("maxConsecutiveDependencyErrors")
-        if limit and life["consecutiveDependencyErrors"] >= limit and life["status"] == "scheduled":
-            job["lifecycle"] = {**life, "status": "paused", "reason": "dependency_errors"}

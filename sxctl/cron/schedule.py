@@ -11,11 +11,9 @@ croniter is imported only when a cron expression is actually evaluated.
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from ..errors import ErrorCode, SxctlError, UsageError
@@ -24,7 +22,6 @@ from ..timeparse import (
     canonical_zone_name,
     datetime_of_ms,
     duration_text,
-    epoch_ms,
     format_duration_ms,
     format_ms,
     is_iana_zone_name,
@@ -32,8 +29,8 @@ from ..timeparse import (
     local_zone_name,
     parse_duration_ms,
     parse_time_ms,
-    wall_time_kind,
 )
+from . import occurrences
 from .schema_kit import MAX_SAFE_INT
 
 NICKNAMES = {
@@ -41,10 +38,6 @@ NICKNAMES = {
     "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
 }
 PASS_INTERVAL_MS = 60_000  # how often every engine `cron export` writes runs a pass
-_SEARCH_WINDOW = timedelta(hours=3)  # wider than any DST shift, so folds are seen from both sides
-#: near a DST change the search walks wall times from 3 h before the bound to 3 h past the first
-#: hit: for an every-second pattern that is 21,600 candidates
-_MAX_CANDIDATES = 50_000
 
 
 def _invalid_expression(code: ErrorCode = ErrorCode.INVALID_VALUE, hint: str | None = None) -> SxctlError:
@@ -122,88 +115,23 @@ class CronPattern:
         bound_local = datetime_of_ms(bound_ms, zone)
         if bound_local is None or bound_local.year >= 9999:
             return None  # nothing a calendar can hold comes after this bound
-        quick = self._next_without_dst(bound_ms, bound_local, zone)
-        if quick is not None:
-            return quick
-        start = bound_local.replace(tzinfo=None) - _SEARCH_WINDOW
-        best: tuple[int, bool] | None = None
-        stop_after: datetime | None = None
-        for wall in itertools.islice(self._walls(start), _MAX_CANDIDATES):
-            if stop_after is not None and wall > stop_after:
-                break
-            for instant, dst in self._instants(wall, zone):
-                if instant > bound_ms and (best is None or instant < best[0]):
-                    best = (instant, dst)
-                    stop_after = wall + _SEARCH_WINDOW
-        return best
-
-    def _next_without_dst(self, bound_ms: int, bound_local: datetime, zone) -> tuple[int, bool] | None:
-        """The next occurrence straight from the walker, when no offset change lies within 3 h of
-        the bound or of that occurrence (then wall time and instants run in step); None means
-        "use the full search"."""
-        wall = next(self._walls(bound_local.replace(tzinfo=None)), None)
-        if wall is None:
-            return None
-        if wall - bound_local.replace(tzinfo=None) > timedelta(hours=1):
-            return None  # far apart: the full search is cheap, and may cross a change
-        probes = (bound_local - _SEARCH_WINDOW, bound_local, wall.replace(tzinfo=zone),
-                  wall.replace(tzinfo=zone) + _SEARCH_WINDOW)
-        try:
-            offsets = {(moment.astimezone(UTC).astimezone(zone)).utcoffset() for moment in probes}
-        except (OverflowError, ValueError):
-            return None
-        if len(offsets) != 1:
-            return None
-        instant = epoch_ms(wall.replace(tzinfo=zone))
-        return (instant, False) if instant > bound_ms else None
+        found = occurrences.next_after(self, bound_ms // 1000, zone)
+        return None if found is None else (found[0] * 1000, found[1])
 
     def count_between(self, after_ms: int, until_ms: int, zone, cap: int, budget_s: float) -> int:
-        """How many occurrences fall in (after_ms, until_ms], walking wall times once (each maps
-        to its instants under the DST policy); stops at `cap` or after `budget_s` of work, so a
-        caller holding a lock never holds it long. Returns `cap` when it stopped early."""
-        start = datetime_of_ms(after_ms, zone)
-        if start is None:
+        """How many occurrences fall in (after_ms, until_ms], by arithmetic over each stretch of
+        constant offset (occurrences.py); `cap` when there are at least that many, or when counting
+        took `budget_s` (a caller holding a lock never holds it long)."""
+        if datetime_of_ms(after_ms, zone) is None or datetime_of_ms(until_ms, zone) is None:
             return 0
-        walls = self._walls(start.replace(tzinfo=None) - _SEARCH_WINDOW)
-        stop_wall = (datetime_of_ms(until_ms, zone) or start).replace(tzinfo=None) + _SEARCH_WINDOW
-        deadline = time.monotonic() + budget_s
-        count = 0
-        for step in range(10**9):
-            if step % 256 == 0 and time.monotonic() > deadline:
-                return cap
-            wall = next(walls, None)
-            if wall is None or wall > stop_wall:
-                break
-            count += sum(1 for instant, _ in self._instants(wall, zone) if after_ms < instant <= until_ms)
-            if count >= cap:
-                return cap
-        return count
+        return occurrences.count_between(self, after_ms // 1000, until_ms // 1000, zone, cap, budget_s)
 
     def last_at_or_before(self, until_ms: int, zone) -> int | None:
-        """The latest occurrence at or before `until_ms`, walking wall times backwards."""
-        until = datetime_of_ms(until_ms, zone)
-        if until is None:
+        """The latest occurrence at or before `until_ms`."""
+        if datetime_of_ms(until_ms, zone) is None:
             return None
-        best = None
-        for wall in itertools.islice(self._walls(until.replace(tzinfo=None) + _SEARCH_WINDOW, backwards=True),
-                                     _MAX_CANDIDATES):
-            for instant, _dst in self._instants(wall, zone):
-                if instant <= until_ms and (best is None or instant > best):
-                    best = instant
-            if best is not None and wall < until.replace(tzinfo=None) - _SEARCH_WINDOW:
-                break
-        return best
-
-    def _instants(self, wall: datetime, zone) -> list[tuple[int, bool]]:
-        first = wall.replace(tzinfo=zone, fold=0)
-        kind = wall_time_kind(wall, zone)
-        if kind == "gap":
-            return [(epoch_ms(first), True)]  # the offset before the gap shifts it forward
-        if kind == "fold":
-            if self.hour_follows_elapsed_time:
-                return [(epoch_ms(first), True), (epoch_ms(wall.replace(tzinfo=zone, fold=1)), True)]
-            return [(epoch_ms(first), True)]
-        return [(epoch_ms(first), False)]
+        found = occurrences.last_at_or_before(self, until_ms // 1000, zone)
+        return None if found is None else found * 1000
 
 
 def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:

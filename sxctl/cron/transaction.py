@@ -17,6 +17,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..report import Reporter
 from ..timeparse import format_ms
+from .jitter import check_jitter
 from .jobs import JobSpec
 from .ledger import recent_runs
 from .policy import LIFETIME_KEYS, PolicyOptions, apply_options, read_policy, write_policy
@@ -127,6 +128,7 @@ def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[s
         recurring = job["schedule"]["kind"] != "at"
         entry = apply_options(dict(before), options or PolicyOptions(),
                               tz=tz or job["schedule"].get("tz") or before.get("tz"), now_ms=now, recurring=recurring)
+        check_jitter(job, entry, now)
         if job["schedule"]["kind"] == "cron":
             entry.pop("tz", None)  # a cron schedule keeps its own zone in the store
         elif zoned and tz is not None:

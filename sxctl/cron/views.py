@@ -18,7 +18,8 @@ from ..timeparse import format_ms
 from .fate import next_text
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
-from .policy import FILE_CAP, describe, read_policy
+from .pings import mask_url
+from .policy import FILE_CAP, describe_job, read_policy
 from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
 from .store import STORE_CAP, daemon_locks, read_store
 from .targets import INBOX_CHANNEL, run_target_project
@@ -80,7 +81,7 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     life = job["lifecycle"]
     row: dict[str, Any] = {
         "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
-        "target": job_target(job, workspace), "policy": describe(entry) if entry or full else None,
+        "target": job_target(job, workspace), "policy": describe_job(job["id"], entry) if entry or full else None,
         "tz": job_zone_name(job, entry), "next_note": None}
     if preview is not None:
         row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
@@ -167,6 +168,11 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
                          overdue=index == 0 and at_ms <= now_ms and not paused)
             fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
             fires.append(fire)
+    entries = (policy or {"jobs": {}})["jobs"]
+    for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes; --ping-url masked
+        entry = entries.get(fire["jobId"]) or {}
+        fire["host"] = entry.get("host")
+        fire["pingUrl"] = mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None
     fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
     return fires[:count]
 
@@ -318,9 +324,13 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
                          "message": f"stray temp file {name} (left by a crashed writer; not deleted)"})
     jobs = store["jobs"] if store else []
     due = [j["lifecycle"]["nextRunAtMs"] for j in jobs if j["lifecycle"]["status"] == "scheduled"]
+    try:
+        entries = read_policy(ws)["jobs"]  # a job's --jitter moves when it is overdue
+    except SxctlError:  # named among the problems above
+        entries = {}
     for job in jobs:
         life = job["lifecycle"]
-        if is_overdue(job, now_ms) and not store_held:
+        if is_overdue(job, now_ms, entries.get(job["id"])) and not store_held:
             message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {

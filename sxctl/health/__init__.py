@@ -17,6 +17,7 @@ from .cron_checks import (
     check_scheduler,
 )
 from .findings import Findings
+from .host_checks import check_hosts, check_pings
 from .maintenance_check import check_maintenance
 from .session_checks import (
     check_agent,
@@ -56,6 +57,8 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         files = found.guard("cron files", lambda: check_cron_files(found, ws, max_log_bytes, now))
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
             found.guard("scheduler", lambda: check_scheduler(found, ws, files[0], now, environ, crontab_text, project))
+            found.guard("hosts", lambda: check_hosts(found, ws, files[0], now))
+            found.guard("pings", lambda: check_pings(found, ws, now))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
             found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
             found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))

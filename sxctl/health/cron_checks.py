@@ -8,9 +8,10 @@ import shlex
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS
-from ..cron.heartbeat import FILE_NAME, read_heartbeat, written_elsewhere
+from ..cron.heartbeat import FOLDER, read_heartbeat, written_elsewhere
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
+from ..cron.policy import read_policy
 from ..cron.run_failures import last_failures
 from ..cron.store import daemon_locks
 from ..cron.targets import target_problems
@@ -57,8 +58,8 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
     """Is a scheduler pass running? Judged from the heartbeat, which every pass writes, and only
     from a heartbeat that is a record a pass writes and whose time this clock can believe."""
     jobs = [job for job in store["jobs"] if job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed")]
-    beat = read_heartbeat(ws)
-    path = ws.scheduler / FILE_NAME
+    beat = read_heartbeat(ws)  # the newest one any host wrote (health/host_checks.py: every host's)
+    path = (beat or {}).get("path") or ws.scheduler / FOLDER
     engine = _installed_engine(ws, project, environ, crontab_text)
     replace = f"mv {path} {path}.bad && sxctl cron tick   # a pass writes a new one"
     if not jobs:
@@ -106,7 +107,12 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
                       "stop a hung `sxctl cron tick`, or rmdir a lock no process holds")
         else:
             found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
-    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled" and is_overdue(job, now)]
+    try:
+        entries = read_policy(ws)["jobs"]  # a job's --jitter moves when it is overdue
+    except SxctlError:  # the cron files check names it
+        entries = {}
+    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled"
+               and is_overdue(job, now, entries.get(job["id"]))]
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")

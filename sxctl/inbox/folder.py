@@ -240,11 +240,35 @@ def list_messages(session: Session, states: tuple[str, ...], limit: int | None =
 READ_ORDER_SLACK = 64
 
 
+#: a plain sxctl message's name: `<10-digit seconds>_<9 digits>.json`, no priority prefix
+_PLAIN = re.compile(r"[1-9]\d{9}_\d{9}\.json")
+_PLAIN_LENGTH = 25
+#: how many of the largest names the cheap path of `unstamped_names` checks one by one
+_HEAD = 8 * READ_ORDER_SLACK
+
+
 def unstamped_names(names: list[str]) -> list[str]:
     """The names that are not plain sxctl messages (`<10-digit seconds>_<9 digits>.json`, no
-    priority prefix), found in one regular-expression pass over all of them. A plain message's
-    place in name order is its place in the order the agent read it."""
-    return re.findall(r"^(?![1-9]\d{9}_\d{9}\.json$).+$", "\n".join(names), re.M)
+    priority prefix). A plain message's place in name order is its place in the order the agent
+    read it."""
+    return _unstamped_and_head(names)[0]
+
+
+def _unstamped_and_head(names: list[str]) -> tuple[list[str], list[str] | None]:
+    """`unstamped_names`, and the largest `_HEAD` names, largest first, when it found them (else None).
+
+    Cheaply, in C (`map`, `compress`, `min`, `heapq.nlargest`): every name of another length than
+    a plain one is picked out; if no plain-length name sorts below `1`, one that differs sorts
+    above the plain ones (a letter), so it is among the largest, which are checked one by one.
+    Otherwise, one regular-expression pass over every name. (A plain-length name of digits and
+    letters that sorts among the plain ones is taken for one.)"""
+    lowest = min(itertools.compress(names, map(_PLAIN_LENGTH.__eq__, map(len, names))), default="1")
+    if "1" <= lowest[0] <= "9":
+        head = heapq.nlargest(_HEAD, names)
+        odd = [name for name in head if len(name) == _PLAIN_LENGTH and not _PLAIN.fullmatch(name)]
+        if sum(len(name) == _PLAIN_LENGTH for name in head) > len(odd):  # a plain one: odd ones above it are here
+            return [*itertools.compress(names, map(_PLAIN_LENGTH.__ne__, map(len, names))), *odd], head
+    return re.findall(r"^(?![1-9]\d{9}_\d{9}\.json$).+$", "\n".join(names), re.M), None
 
 
 def _ctime_ns(folder: Path, name: str) -> int | None:
@@ -264,17 +288,20 @@ def _moved_in(folder: Path) -> tuple[list[tuple[int, str]], Iterator[tuple[int, 
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         names = []
-    unstamped = unstamped_names(names)  # other messages, image sidecars, temps: usually few
+    unstamped, largest = _unstamped_and_head(names)  # other messages, image sidecars, temps: usually few
     others = [(ctime, name) for name in unstamped if is_message_name(name)
               if (ctime := _ctime_ns(folder, name)) is not None]
 
     def latest_first() -> Iterator[tuple[int, str]]:
         skip = set(unstamped)
-        head = [name for name in heapq.nlargest(4 * READ_ORDER_SLACK + len(skip), names) if name not in skip]
+        size = 4 * READ_ORDER_SLACK + len(skip)
+        top = largest[:size] if largest is not None and size <= len(largest) else heapq.nlargest(size, names)
+        head = [name for name in top if name not in skip]
         yield from _stamped(folder, head)
         if len(head) + len(skip) < len(names):  # the caller wants more than the newest: all of them, in order
             seen = set(head) | skip
-            yield from _stamped(folder, sorted((name for name in names if name not in seen), reverse=True))
+            rest = (name for name in names if name not in seen and is_message_name(name))  # no 25-byte sidecar
+            yield from _stamped(folder, sorted(rest, reverse=True))
 
     return others, latest_first(), len(names) - len(unstamped) + len(others)
 

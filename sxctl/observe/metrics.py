@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS, Clock
-from ..cron.heartbeat import OUTCOMES, read_heartbeat, written_elsewhere
+from ..cron.heartbeat import OUTCOMES, read_heartbeats, written_elsewhere
 from ..cron.ledger import project_run, scan_ledger
 from ..cron.policy import PAUSE_REASONS
 from ..cron.receipts import run_consumption
@@ -181,18 +181,21 @@ def _runs(ws, project: Path, clock: Clock, max_log_bytes: int) -> list[tuple[str
 
 
 def _heartbeat_families(gauge, cron: dict[str, Any], ws, now_ms: int) -> None:
-    beat = read_heartbeat(ws)
-    trusted = beat is not None and "invalid" not in beat and written_elsewhere(beat, ws) is None \
-        and beat["lastPassMs"] - now_ms <= CLOCK_SKEW_MS  # ahead of this clock: doctor fails it too
-    gauge("sxctl_cron_heartbeat_invalid", "1 when the last pass's heartbeat cannot be trusted (unreadable, "
-          "not a heartbeat, written for another workspace, or more than a minute ahead of this clock).",
-          ({}, 1 if beat is not None and not trusted else 0))
-    host = {"host": beat["host"]} if trusted and beat is not None else {}
+    """Each host's last pass (one heartbeat per host, cron/heartbeat.py); a heartbeat that cannot
+    be trusted gives no sample and sets `sxctl_cron_heartbeat_invalid`."""
+    beats = read_heartbeats(ws)
+    trusted = {host: beat for host, beat in beats.items() if "invalid" not in beat
+               and written_elsewhere(beat, ws) is None
+               and beat["lastPassMs"] - now_ms <= CLOCK_SKEW_MS}  # ahead of this clock: doctor fails it too
+    gauge("sxctl_cron_heartbeat_invalid", "1 when a pass's heartbeat cannot be trusted (unreadable, not a "
+          "heartbeat, written for another workspace, or more than a minute ahead of this clock).",
+          ({}, 1 if len(trusted) < len(beats) else 0))
+    hosts = sorted(trusted)
     gauge("sxctl_cron_last_pass_age_seconds", "Time since the last scheduler pass, per host (no sample: none yet).",
-          *([(host, (now_ms - beat["lastPassMs"]) / 1000)] if host and beat is not None else []))
+          *[({"host": host}, (now_ms - trusted[host]["lastPassMs"]) / 1000) for host in hosts])
     gauge("sxctl_cron_last_pass_outcome", "1 for how the last pass on a host ended (ok, busy, no_store, failed).",
-          *[({**host, "outcome": outcome}, 1 if beat is not None and beat["outcome"] == outcome else 0)
-            for outcome in (OUTCOMES if host else ())])
+          *[({"host": host, "outcome": outcome}, 1 if trusted[host]["outcome"] == outcome else 0)
+            for host in hosts for outcome in OUTCOMES])
     gauge("sxctl_cron_tick_running", "1 while a pass holds the store lock.", ({}, 1 if cron.get("tick_running") else 0))
 
 

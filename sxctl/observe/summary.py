@@ -9,6 +9,7 @@ from typing import Any
 from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.admission import hold_state
+from ..cron.jitter import run_at
 from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.maintenance import maintenance_message, open_windows
@@ -82,16 +83,18 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
     waiting = [job["name"] for job in scheduled
-               if job["lifecycle"]["nextRunAtMs"] <= now_ms
+               if run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
+    held_by_guard = {row["name"] for row in guards if row["held"]}
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": min((job["lifecycle"]["nextRunAtMs"] for job in scheduled), default=None),
+        "next_due_ms": min((run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"])
+                            for job in scheduled), default=None),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms) and job["name"] not in waiting
-                    and job["name"] not in {row["name"] for row in guards if row["held"]}],
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, policy.get(job["id"]))
+                    and job["name"] not in waiting and job["name"] not in held_by_guard],
         "waiting": waiting,
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -83,9 +82,19 @@ def _exe_dir(environ: Mapping[str, str]) -> Path | None:
 def _exe_dir_on(search_path: str) -> Path | None:
     """The folder of the first `scorpiox`, then `sx`, on PATH (looked up once per PATH)."""
     for name in ("scorpiox", "sx"):
-        found = shutil.which(name, path=search_path)
+        found = _which(name, search_path)
         if found:
             return Path(found).parent
+    return None
+
+
+def _which(name: str, search_path: str) -> str | None:
+    """`shutil.which` on POSIX, without importing shutil (with bz2 and lzma, about 2 ms of every
+    `inbox send`)."""
+    for folder in dict.fromkeys(search_path.split(os.pathsep)):
+        candidate = os.path.join(folder, name)
+        if folder and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
     return None
 
 

@@ -162,20 +162,30 @@ def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
     return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms()))
 
 
-def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK) -> list[SessionInfo]:
-    """Every valid session folder (real directories only), newest first (sessions.md §3 rule 5 order)."""
+def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK, limit: int | None = None) -> list[SessionInfo]:
+    """Every valid session folder (real directories only), newest first (sessions.md §3 rule 5 order).
+
+    With `limit`, the `limit` newest, reading only the folders that can be among them: the order
+    starts with the date in a folder's name, so only the folders whose date is at least that of
+    the `limit`-th newest name are read (those of one day are ordered by their stats.json)."""
     root = ProjectLayout(project).sessions
     try:
-        entries = list(os.scandir(root))
+        entries = [entry for entry in os.scandir(root)
+                   if is_valid_session_id(entry.name) and entry.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return []
-    infos = [
-        session_info(Path(entry.path), clock)
-        for entry in entries
-        if is_valid_session_id(entry.name) and entry.is_dir(follow_symlinks=False)
-    ]
+    if limit is not None and len(entries) > limit:
+        keys = sorted((_name_key(entry.name) for entry in entries), reverse=True)
+        entries = [entry for entry in entries if _name_key(entry.name) >= keys[limit - 1]]
+    infos = [session_info(Path(entry.path), clock) for entry in entries]
     infos.sort(key=_newest_key, reverse=True)
-    return infos
+    return infos[:limit] if limit is not None else infos
+
+
+def _name_key(session_id: str) -> tuple[bool, str]:
+    """The part of the newest-first order that a folder's name decides."""
+    prefix = date_prefix(session_id)
+    return prefix is not None, prefix or ""
 
 
 def date_prefix(session_id: str) -> str | None:
@@ -185,12 +195,11 @@ def date_prefix(session_id: str) -> str | None:
 
 
 def _newest_key(info: SessionInfo) -> tuple:
-    prefix = date_prefix(info.id)
     try:
         mtime = os.stat(info.dir).st_mtime_ns
     except OSError:
         mtime = 0
-    return (prefix is not None, prefix or "", info.liveness.updated_ms or 0, mtime, info.id.encode())
+    return (*_name_key(info.id), info.liveness.updated_ms or 0, mtime, info.id.encode())
 
 
 def _did_you_mean(project: Path, session_id: str) -> str | None:

@@ -4,7 +4,6 @@ the agent runs in the worktree, and the main checkout may hold a mirror of its s
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -74,7 +73,8 @@ def main_checkout_of(project: Path) -> Path | None:
 
 
 def _git_common_dir(project: Path) -> Path | None:
-    import subprocess  # here, not at the top: only a worktree whose .git file cannot be read asks git
+    import shutil  # here, not at the top: only a worktree whose .git file cannot be read asks git
+    import subprocess
 
     git = shutil.which("git")
     if git is None:

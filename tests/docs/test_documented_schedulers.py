@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from sxctl import engines
-from tests.conftest import REPO, now_ms
+from tests.conftest import REPO, heartbeat_file, now_ms
 from tests.core.engines.test_engines_hostile import cron_runs
 
 CLONE, PROJECT = "/home/dev/sxctl", "/home/dev/myapp"
@@ -129,7 +129,7 @@ def _run_entry(line: str, world) -> None:
     assert done.returncode == 0, (line, done.stderr)
     assert (done.stdout, done.stderr) == ("", ""), line  # cron would mail anything printed
     assert _dispatched(folder) == ["from cron"], line
-    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    beat = json.loads(heartbeat_file(project.root).read_text())
     assert beat["outcome"] == "ok" and beat["detail"].startswith("1 run(s)")
 
 

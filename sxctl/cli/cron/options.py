@@ -82,6 +82,15 @@ def policy_options(command):
         click.option("--overlap", type=click.Choice(["skip", "queue", "replace"]),
                      help="When a run is due and the job's previous message is still unread: queue = send "
                      "anyway (default); skip = skip the run; replace = retract the unread one, send the new one."),
+        click.option("--jitter", type=DURATION, metavar="DURATION",
+                     help="Delay each run by a fixed offset in [0, DURATION) derived from the job id, so that "
+                     "jobs due together do not start together (0: none)."),
+        click.option("--host", metavar="NAME|any",
+                     help="Run the job only from passes on this host (SXCTL_HOST, else the host name); "
+                     "any (default): every host's pass may run it."),
+        click.option("--ping-url", "ping_url", metavar="URL|none",
+                     help="Push monitoring: POST URL/start when a run starts, URL when it succeeded, URL/fail "
+                     "when it failed (Healthchecks.io semantics; http or https; shown masked)."),
         *guard_options(job=True),
     ]
     for option in reversed(options):

@@ -10,7 +10,8 @@ from ...api.times import format_ms
 from ..output import DURATION, Command, completing, emit, in_workspace, say, settings, table
 
 FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "skipped", "held": "held",
-              "given_up": "given up", "paused": "paused", "failed": "failed", "deferred": "deferred"}
+              "given_up": "given up", "paused": "paused", "failed": "failed", "deferred": "deferred",
+              "elsewhere": "other host"}
 
 
 @click.command("simulate", cls=Command)
@@ -71,6 +72,8 @@ def simulate(from_time, until, agent_down, pass_every, tz, max_catchup, usage_fi
     def human() -> None:
         events = doc["events"]
         say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])} to {at(doc['until_ms'])}; nothing was written")
+        if doc["pings"]:
+            say(f"{len(doc['pings'])} ping(s) recorded, none sent (--json lists them, URLs masked)")
         if not events:
             say("no occurrence came due")
             return

@@ -68,6 +68,12 @@ def _where(kw: dict) -> dict:
 @click.option("--metrics-file", "metrics_file", type=click.Path(readable=False), metavar="FILE",
               help="After the pass, replace FILE atomically with `sxctl metrics` (for node-exporter's textfile "
               "collector: name it *.prom); a failure to write it is a warning, never a failed pass.")
+@click.option("--ping-url", "ping_url", metavar="URL",
+              help="Push monitoring (Healthchecks.io semantics): POST URL/start when the pass starts, URL when it "
+              "ends well, URL/fail when it fails; a ping never fails the pass, and one that failed is sent again "
+              "at the next pass.")
+@click.option("--ping-timeout", "ping_timeout", type=DURATION, default="5", show_default=True, metavar="DURATION",
+              help="Time limit of one ping (the pass spends at most 3 times this on pings in all).")
 def tick_command(log, log_max, **kw) -> None:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
 
@@ -80,6 +86,7 @@ def tick_command(log, log_max, **kw) -> None:
       sxctl cron export --target crontab --install   # the crontab line, with this installation's paths
       sxctl cron tick --dry-run --json
       sxctl cron tick --metrics-file /var/lib/node_exporter/textfile/myapp.prom
+      sxctl cron tick --ping-url https://hc-ping.com/YOUR-UUID
     """
     if log is not None:
         _log_to(log, log_max)

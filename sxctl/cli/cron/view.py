@@ -135,6 +135,8 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
              ", ".join(n for n, on in ((overdue(f), f["overdue"]), (f"after {f.get('note')}", f.get("note")),
                                         ("paused", f["paused"]), ("running", f.get("running")),
+                                        (f"on host {f.get('host')}", f.get("host")),
+                                        (f"pings {f.get('pingUrl')}", f.get("pingUrl")),
                                         ("dst", f["dst"])) if on)]
             for f in fires
         ])
@@ -172,6 +174,13 @@ def _policy_text(policy: dict, zone) -> str:
     if policy.get("maintenance"):
         window = policy["maintenance"]
         parts.append(f"maintenance until {format_ms(window['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}: {window['reason']}")
+    if policy.get("host") not in (None, "any"):
+        parts.append(f"only on host {policy['host']}")
+    if policy.get("pingUrl"):
+        parts.append(f"pings {policy['pingUrl']}")  # masked (cron/pings.py)
+    if policy.get("jitterMs"):
+        parts.append(f"jitter {format_duration_ms(policy['jitterMs'])} (runs "
+                     f"{format_duration_ms(policy.get('jitterOffsetMs') or 0)} after each due time)")
     if policy.get("rateLimitCeiling") is not None:  # the spend guards (the budget's apply where unset)
         parts.append(f"rate-limit ceiling {policy['rateLimitCeiling']:g}")
     if policy.get("maxSessionTokens") is not None:

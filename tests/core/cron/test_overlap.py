@@ -121,7 +121,7 @@ def test_previews_show_an_overlap_skip_and_a_replace(sched):
     assert upcoming["at_ms"] == NINE + 2 * HOUR and upcoming["note"].startswith("--overlap skip")
     assert sched.run(NINE + HOUR, "cron", "update", "beat", "--overlap", "replace").code == 0
     [row] = sched.run(NINE + HOUR, "cron", "list", "--json").json()["jobs"]
-    assert row["next_run_ms"] == NINE + HOUR and row["next_note"].startswith("replaces its unread previous message")
+    assert row["next_run_ms"] == NINE + HOUR and row["next_note"].startswith("its unread message ")
     assert "overlap replace" in sched.run(NINE + HOUR, "cron", "show", "beat").out
 
 
@@ -201,7 +201,7 @@ class Killed(BaseException):
 
 
 @pytest.mark.parametrize("point", ["before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal"])
-def test_a_replacing_pass_killed_at_any_point_never_leaves_two_unread_messages(sched, monkeypatch, point):
+def test_a_replacing_pass_killed_at_any_point_never_loses_the_jobs_message(sched, monkeypatch, point):
     from sxctl import faults
     from tests.comis_strict import check_store_bytes
 
@@ -218,7 +218,8 @@ def test_a_replacing_pass_killed_at_any_point_never_leaves_two_unread_messages(s
         sched.run(NINE + HOUR, "cron", "tick")
     monkeypatch.undo()
     assert check_store_bytes((sched.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
-    assert len(sched.pending()) == 1  # the old message, or its replacement: never both, never none
+    # sent first, retracted after: killed in between, one message too many, never none
+    assert len(sched.pending()) == (2 if point == "after-dispatch" else 1)
     report = sched.tick(NINE + 2 * HOUR, "--terminalize-orphans")
     assert [r["status"] for r in report["runs"]] == ["dispatched"]
     assert len(sched.pending()) == 1
@@ -239,3 +240,28 @@ def test_max_unconsumed_and_receipts_never_read_a_message_a_ledger_row_names_out
     shown = sched.run(NINE + HOUR, "cron", "runs", "beat", "--json").json()
     assert [run["consumption"]["state"] for run in shown["runs"]] == ["pending", "lost"], shown["runs"]
     assert bait.read_text() == "{}"
+
+
+def _pending_stems(sched) -> list[str]:
+    return sorted(path.stem for path in (sched.folder / "inbox").glob("*.json"))
+
+
+def test_replace_retracts_every_unread_message_of_the_job_and_nobody_elses(sched):
+    """A manual run between two passes left its message unread beside the replacement; a ledger
+    row edited to name a user's message made replace retract it. Every unread message of the job
+    goes, and only where the inbox's own key record places it."""
+    sched.folder.mkdir(parents=True)
+    _add(sched, "replace")
+    sched.tick(NINE)
+    assert sched.run(NINE + MIN, "cron", "run", "beat").code == 0
+    [third] = sched.tick(NINE + HOUR)["runs"]
+    assert _pending_stems(sched) == [third["outcome"]["stem"]]
+    assert third["replaced"]["state"] == "retracted"
+    user = sched.run(NINE + HOUR, "--session", SID, "inbox", "send", "my own task", "--mode", "queue", "--json")
+    ledger = sched.root / ".scheduler" / "cron-executions.jsonl"
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    rows[-1]["outcome"]["stem"] = user.json()["stem"]  # the job's last row now "sent" the user's message
+    ledger.write_text("".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows))
+    [fourth] = sched.tick(NINE + 2 * HOUR)["runs"]
+    assert "replaced" not in fourth
+    assert user.json()["stem"] in _pending_stems(sched)

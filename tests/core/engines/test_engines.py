@@ -17,7 +17,7 @@ import pytest
 
 from sxctl import engines
 from sxctl.clock import FakeClock
-from tests.conftest import REPO, now_ms
+from tests.conftest import REPO, heartbeat_file, now_ms
 
 
 def due_job(project, name="ping"):
@@ -108,7 +108,7 @@ def test_the_crontab_line_run_by_sh_with_crons_environment_dispatches_a_due_job(
     assert [json.loads(p.read_text())["text"].split("\n")[0] for p in inbox(project)] == ["beat"]
     [log] = (home / ".local" / "state" / "sxctl").glob("tick-*.log")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(catchup, due [^)]*\): dispatched → .*\n", log.read_text())
-    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    beat = json.loads(heartbeat_file(project.root).read_text())
     assert beat["outcome"] == "ok" and beat["detail"].startswith("1 run(s)")
 
 
@@ -473,7 +473,7 @@ def test_two_passes_started_at_the_same_instant_dispatch_once(project):
 # --- heartbeat -------------------------------------------------------------------------------------------
 
 def test_every_pass_leaves_a_heartbeat(project):
-    beat_file = project.root / ".scheduler" / "sxctl-tick.json"
+    beat_file = heartbeat_file(project.root)
     project.session()
     assert project.run("cron", "tick").code == 0
     assert not beat_file.exists()  # no .scheduler/: a pass does not create one to say it ran

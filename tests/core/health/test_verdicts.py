@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sxctl.clock import FakeClock
-from tests.conftest import EXAMPLES, now_ms
+from tests.conftest import EXAMPLES, heartbeat_file, now_ms
 
 HOUR = 3_600_000
 
@@ -31,7 +31,7 @@ def scheduled(project, *, at_ms: int) -> Path:
     assert project.run("cron", "add", "hourly", "--every", "1h", "--payload", "heartbeat-event", "--text", "x",
                        clock=FakeClock(at_ms)).code == 0
     assert project.run("cron", "tick", clock=FakeClock(at_ms)).code == 0
-    beat = project.root / ".scheduler" / "sxctl-tick.json"
+    beat = heartbeat_file(project.root)
     assert json.loads(beat.read_text())["lastPassMs"] == at_ms
     return beat
 
@@ -406,7 +406,7 @@ def test_a_lock_stamped_in_the_future_keeps_every_pass_busy_and_doctor_fails(pro
     for minute in (1, 10, 17):
         busy = project.run("cron", "tick", "--busy-ok", "--json", clock=FakeClock(start + minute * 60_000))
         assert busy.code == 0 and busy.json()["skipped"], busy.out
-    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    beat = json.loads(heartbeat_file(project.root).read_text())
     assert (beat["outcome"], beat["busySinceMs"]) == ("busy", start + 60_000)
     result = project.run("doctor", "--json", clock=FakeClock(start + 17 * 60_000))
     assert result.code == 9, result.out
@@ -417,7 +417,7 @@ def test_a_lock_stamped_in_the_future_keeps_every_pass_busy_and_doctor_fails(pro
     assert locks["status"] == "fail" and "ahead of this clock" in locks["message"] and str(lock) in locks["fix"]
     lock.rmdir()  # the fix; the next pass runs and the streak ends
     assert project.run("cron", "tick", clock=FakeClock(start + 18 * 60_000)).code == 0
-    beat = json.loads((project.root / ".scheduler" / "sxctl-tick.json").read_text())
+    beat = json.loads(heartbeat_file(project.root).read_text())
     assert (beat["outcome"], beat["busySinceMs"]) == ("ok", None)
     again = project.run("doctor", "--json", clock=FakeClock(start + 18 * 60_000))
     assert [c["status"] for c in checks(again, "scheduler") + checks(again, "locks")] == ["ok", "ok"], again.out
@@ -508,7 +508,7 @@ def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
     assert project.run("cron", "run", "hourly", clock=FakeClock(ahead)).code == 10  # ... recorded a (failed) run
     now = ahead - HOUR
     assert project.run("cron", "validate", clock=FakeClock(now)).code == 5
-    beat = project.root / ".scheduler" / "sxctl-tick.json"
+    beat = heartbeat_file(project.root)
     doc = json.loads(beat.read_text())
     doc["lastPassMs"] = now
     beat.write_text(json.dumps(doc))

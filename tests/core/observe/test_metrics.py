@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sxctl.clock import FakeClock
 from sxctl.observe.metrics import label_value
 from tests.comis_strict import check_store_bytes
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, heartbeat_file
 
 SID = "2026_12_01_steady_hopper"
 OTHER = "2026_11_30_old_session"
@@ -129,7 +129,7 @@ def test_the_metrics_parse_and_agree_with_status_and_cron_runs(busy):
     assert expected == {("dispatched", "read"): 1, ("dispatched", "unread"): 3, ("dispatched", "retracted"): 1}
     assert value(families, "sxctl_cron_unread_runs") == 3
     # the last pass, on this host, 63 minutes ago
-    beat = json.loads((busy.root / ".scheduler" / "sxctl-tick.json").read_text())
+    beat = json.loads(heartbeat_file(busy.root).read_text())
     assert families["sxctl_cron_last_pass_age_seconds"] == [({"host": beat["host"]}, (LATER - NINE - 2 * MIN) / 1000)]
     assert value(families, "sxctl_cron_last_pass_outcome", host=beat["host"], outcome="ok") == 1
     assert value(families, "sxctl_cron_heartbeat_invalid") == 0
@@ -176,7 +176,7 @@ def test_a_project_without_session_or_store_still_has_metrics(project):
 
 
 def test_an_invalid_store_or_heartbeat_is_a_metric_not_a_failure(busy):
-    beat = busy.root / ".scheduler" / "sxctl-tick.json"
+    beat = heartbeat_file(busy.root)
     beat.write_text("{}")
     assert value(busy.metrics(LATER), "sxctl_cron_heartbeat_invalid") == 1
     (busy.root / ".scheduler" / "cron-jobs.json").write_text("{not json")
@@ -198,7 +198,7 @@ def test_one_ledger_ceiling_decides_the_verdict_and_the_counts(busy, project):
 
 
 def test_a_heartbeat_copied_from_another_workspace_gives_no_pass_age(busy):
-    beat = busy.root / ".scheduler" / "sxctl-tick.json"
+    beat = heartbeat_file(busy.root)
     doc = json.loads(beat.read_text())
     beat.write_text(json.dumps({**doc, "workspace": "/somewhere/else"}))
     families = busy.metrics(LATER)
@@ -208,7 +208,7 @@ def test_a_heartbeat_copied_from_another_workspace_gives_no_pass_age(busy):
 def test_a_heartbeat_ahead_of_this_clock_gives_no_pass_age(busy):
     """A heartbeat a day ahead would make `last_pass_age_seconds > 900` never fire; doctor fails
     it, and the metrics do not believe it either."""
-    beat = busy.root / ".scheduler" / "sxctl-tick.json"
+    beat = heartbeat_file(busy.root)
     doc = json.loads(beat.read_text())
     beat.write_text(json.dumps({**doc, "lastPassMs": LATER + 24 * 60 * MIN}))
     families = busy.metrics(LATER)
