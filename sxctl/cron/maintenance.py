@@ -74,14 +74,18 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
 
 
 def open_windows(policy: dict[str, Any], store: dict[str, Any], now: int) -> list[dict[str, Any]]:
-    """The windows not yet over, for `status` and `doctor`: `{scope, jobId, name, fromMs,
-    untilMs, reason}` (`scope` `all` or `job`), the workspace's first."""
+    """The windows open now, for `status` and `doctor`: `{scope, jobId, name, fromMs, untilMs,
+    reason}` (`scope` `all` or `job`), the workspace's first. One that starts later (written by a
+    clock ahead of this one) skips nothing yet, as the pass judges it (`window_at`)."""
+    def is_open(window: dict[str, Any] | None) -> bool:
+        return bool(window) and window["fromMs"] <= now < window["untilMs"]  # type: ignore[index]
+
     found = []
-    if policy.get("maintenance") and policy["maintenance"]["untilMs"] > now:
+    if is_open(policy.get("maintenance")):
         found.append({"scope": "all", "jobId": None, "name": None, **policy["maintenance"]})
     for job in store["jobs"]:
         window = policy["jobs"].get(job["id"], {}).get("maintenance")
-        if window and window["untilMs"] > now:
+        if is_open(window):
             found.append({"scope": "job", "jobId": job["id"], "name": job["name"], **window})
     return found
 

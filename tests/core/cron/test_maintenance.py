@@ -154,3 +154,28 @@ def test_a_hostile_reason_or_an_older_format_in_the_policy_file_is_refused(sched
     sched.policy_file.write_text(json.dumps(policy))
     result = sched.run(NINE + MIN, "cron", "tick")
     assert result.code == 5 and "formatVersion 3" in result.err
+
+
+def test_resuming_one_job_inside_the_workspaces_window_says_the_window_still_holds_it(sched):
+    _hourly(sched, "beat")
+    assert _window(sched, NINE + 30 * MIN, "--all").code == 0
+    resumed = sched.run(NINE + 40 * MIN, "cron", "resume", "beat")
+    assert resumed.code == 0
+    assert ("beat: the workspace's maintenance until 2026-12-01 12:30 UTC: db migration still skips its "
+            "occurrences; `sxctl cron resume --all` ends it") in resumed.err
+
+
+def test_a_window_that_starts_later_is_not_shown_open_as_the_pass_does_not_apply_it(sched):
+    """A window written by a clock a year ahead skips nothing now: status and doctor must not say it does."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE + 30 * MIN, "--all").code == 0
+    doc = json.loads(sched.policy_file.read_text())
+    doc["maintenance"]["fromMs"] += 365 * 24 * HOUR
+    doc["maintenance"]["untilMs"] += 365 * 24 * HOUR
+    sched.policy_file.write_text(json.dumps(doc))
+    assert [r["name"] for r in sched.tick(NINE + HOUR)["runs"]] == ["beat"]
+    status = sched.run(NINE + HOUR, "--session", SID, "status", "--json").json()
+    assert status["cron"]["maintenance"] == []
+    assert not [p for p in status["problems"] if p["code"] == "cron_maintenance"]
+    checks = sched.run(NINE + HOUR, "--session", SID, "doctor", "--json").json()["checks"]
+    assert not [c for c in checks if c["check"] == "maintenance"]
