@@ -13,7 +13,7 @@ from ..cron.rehearsal import MAX_PASSES, Rehearsal, rehearse
 from ..cron.store import read_store
 from ..errors import UsageError
 from ..record import record
-from ..timeparse import parse_time_in_zone_ms
+from ..timeparse import parse_local_time_ms
 from .jobs import display_zone
 from .scope import find_workspace, target_project
 
@@ -40,7 +40,7 @@ class Simulation:
 
 def _time(flag: str, value: str, tz: str | None) -> int:
     try:
-        return parse_time_in_zone_ms(value, tz)
+        return parse_local_time_ms(value, tz)
     except UsageError as error:
         raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
 

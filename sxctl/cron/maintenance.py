@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from ..errors import UsageError
-from ..timeparse import format_ms, parse_time_in_zone_ms
+from ..timeparse import format_ms, parse_local_time_ms
 from .policy_keys import MAX_REASON, unsafe_text
 
 
@@ -59,7 +59,7 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
     """The window `--until TIME --reason TEXT` opens now (exit 2 naming a bad value); a TIME
     without an offset is read in this machine's zone."""
     try:
-        until_ms = parse_time_in_zone_ms(until, None)
+        until_ms = parse_local_time_ms(until, None)
     except UsageError as error:
         raise UsageError(f"invalid --until {until!r}: {error.message}") from None
     if until_ms <= now:

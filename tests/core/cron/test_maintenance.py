@@ -179,3 +179,13 @@ def test_a_window_that_starts_later_is_not_shown_open_as_the_pass_does_not_apply
     assert not [p for p in status["problems"] if p["code"] == "cron_maintenance"]
     checks = sched.run(NINE + HOUR, "--session", SID, "doctor", "--json").json()["checks"]
     assert not [c for c in checks if c["check"] == "maintenance"]
+
+
+def test_a_naive_until_is_read_in_this_machines_zone_as_the_help_says(sched):
+    """`--until '2026-12-01 09:30'` under TZ=America/New_York was read as 09:30 UTC (04:30 there)."""
+    _hourly(sched, "beat")
+    result = sched.run(NINE, "cron", "pause", "--all", "--until", "2026-12-01 09:30", "--reason", "freeze",
+                       "--json", env=sched.env(TZ="America/New_York"))
+    assert result.code == 0, result.err
+    window = json.loads(sched.policy_file.read_text())["maintenance"]
+    assert window["untilMs"] == NINE + 5 * HOUR + 30 * MIN  # 09:30 EST is 14:30 UTC
