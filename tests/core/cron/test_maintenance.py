@@ -189,3 +189,17 @@ def test_a_naive_until_is_read_in_this_machines_zone_as_the_help_says(sched):
     assert result.code == 0, result.err
     window = json.loads(sched.policy_file.read_text())["maintenance"]
     assert window["untilMs"] == NINE + 5 * HOUR + 30 * MIN  # 09:30 EST is 14:30 UTC
+
+
+def test_a_job_held_by_a_window_is_neither_waiting_nor_overdue_in_status(sched):
+    """During a freeze with the agent stopped, status said the job "waits for a live agent" and
+    "is overdue" while the pass skips it (maintenance)."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE - 30 * MIN, "--all").code == 0
+    at = NINE + 20 * MIN  # due at 09:00, no live agent, inside the window
+    doc = sched.run(at, "--session", SID, "status", "--json").json()
+    assert doc["cron"]["waiting"] == [] and doc["cron"]["overdue"] == []
+    assert {p["code"] for p in doc["problems"]} & {"cron_waiting_for_agent", "cron_overdue"} == set()
+    metrics = sched.run(at, "--session", SID, "metrics").out
+    assert [line.rsplit(" ", 1)[1] for line in metrics.splitlines() if line.startswith("sxctl_cron_waiting_jobs")] \
+        == ["0"]
