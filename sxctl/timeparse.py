@@ -246,6 +246,18 @@ def parse_time_in_zone_ms(text: str, tz: str | None) -> int:
     return parse_time_ms(text, tz=None if re.search(_OFFSET_SUFFIX, text.strip()) else tz)[0]
 
 
+def parse_local_time_ms(text: str, tz: str | None) -> int:
+    """A TIME of a command whose naive times are this machine's (`cron simulate`, `cron pause
+    --until`): an offset-bearing one as given, a naive one in `tz`, else in the local zone (`TZ`,
+    `/etc/localtime`; UTC when it has no IANA name) — the zone the times are shown in."""
+    if tz is None and not re.search(_OFFSET_SUFFIX, text.strip()):
+        try:
+            tz = local_zone_name()
+        except UsageError:
+            tz = None
+    return parse_time_in_zone_ms(text, tz)
+
+
 def wall_time_kind(naive: datetime, zone) -> str:
     """What a naive wall time is in `zone`: `gap` (skipped by a spring-forward change: it does
     not survive the round trip through UTC), `fold` (repeated by a fall-back change: its two

@@ -198,6 +198,12 @@ def pause_job(name: str | None = None, paused: bool = True, *, all_jobs: bool = 
     result = mutate_store(ws, lambda doc, now: jobs.set_job_paused(doc, name, paused),
                           clock=clock, report=report, lock_wait_s=lock_wait,
                           policy_change=None if paused else job_change(name, JobSpec(), resumed=True)).outcome
+    window = read_policy(ws).get("maintenance")
+    if not paused and window and window["fromMs"] <= clock.now_ms() < window["untilMs"]:
+        from ..cron.maintenance import window_text  # only a resume inside a workspace window says so
+
+        reporter(report).warn(f"{name}: the workspace's {window_text(window)} still skips its occurrences; "
+                              "`sxctl cron resume --all` ends it")
     return JobChange(ws, result)
 
 

@@ -16,7 +16,7 @@ from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
 from ..jsondata import strict_loads
 from ..record import record
-from ..timeparse import parse_time_in_zone_ms
+from ..timeparse import parse_local_time_ms
 from .jobs import display_zone
 from .scope import find_workspace, target_project
 
@@ -43,7 +43,7 @@ class Simulation:
 
 def _time(flag: str, value: str, tz: str | None) -> int:
     try:
-        return parse_time_in_zone_ms(value, tz)
+        return parse_local_time_ms(value, tz)
     except UsageError as error:
         raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
 

@@ -59,8 +59,9 @@ def budget_notes(previews: dict[str, Any], budget: int | None, now: int, catchup
     first run's `note`; `previews`: job id -> `fate.Preview`)."""
     if not budget:
         return
-    overdue = sorted((p.runs[0]["at_ms"], job_id) for job_id, p in previews.items()
-                     if p.runs and p.runs[0]["fate"].action == "run" and now - p.runs[0]["at_ms"] > catchup_after_ms)
+    overdue = sorted(((p.runs[0]["at_ms"], job_id) for job_id, p in previews.items()  # in store order, as the
+                      if p.runs and p.runs[0]["fate"].action == "run"                  # pass: ties keep it
+                      and now - p.runs[0]["at_ms"] > catchup_after_ms), key=lambda pair: pair[0])
     for index, (_, job_id) in enumerate(overdue[budget:], start=budget):
         run = previews[job_id].runs[0]
         said = f"catch-up budget {budget} a pass: deferred {index // budget} pass(es)"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timeparse import format_ms
+from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from .jitter import offset_of
 from .limits import LimitUsage
 from .maintenance import window_at, window_text
@@ -165,7 +165,7 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     if start is not None and start > at + offset and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")
                                                           or usage.token_cap):
         found = next_run(job["schedule"], start - offset - 1)  # nothing before `start` changes what follows
-        if found is None:
+        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:
             return preview
         (at, dst), held = found, None
         spent.pending = None  # the message unread now says nothing of a run after `start`
@@ -196,7 +196,7 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
             if len(preview.runs) >= count:
                 return preview
         found = next_run(job["schedule"], at)
-        if found is None:
+        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:  # past what sxctl can schedule
             return preview
         at, dst = found
     return preview

@@ -12,7 +12,7 @@ import shlex
 from typing import Any
 
 from ..errors import UsageError
-from ..timeparse import format_ms, parse_time_in_zone_ms
+from ..timeparse import format_ms, parse_local_time_ms
 from .policy_keys import MAX_REASON, unsafe_text
 
 
@@ -59,7 +59,7 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
     """The window `--until TIME --reason TEXT` opens now (exit 2 naming a bad value); a TIME
     without an offset is read in this machine's zone."""
     try:
-        until_ms = parse_time_in_zone_ms(until, None)
+        until_ms = parse_local_time_ms(until, None)
     except UsageError as error:
         raise UsageError(f"invalid --until {until!r}: {error.message}") from None
     if until_ms <= now:
@@ -74,14 +74,18 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
 
 
 def open_windows(policy: dict[str, Any], store: dict[str, Any], now: int) -> list[dict[str, Any]]:
-    """The windows not yet over, for `status` and `doctor`: `{scope, jobId, name, fromMs,
-    untilMs, reason}` (`scope` `all` or `job`), the workspace's first."""
+    """The windows open now, for `status` and `doctor`: `{scope, jobId, name, fromMs, untilMs,
+    reason}` (`scope` `all` or `job`), the workspace's first. One that starts later (written by a
+    clock ahead of this one) skips nothing yet, as the pass judges it (`window_at`)."""
+    def is_open(window: dict[str, Any] | None) -> bool:
+        return bool(window) and window["fromMs"] <= now < window["untilMs"]  # type: ignore[index]
+
     found = []
-    if policy.get("maintenance") and policy["maintenance"]["untilMs"] > now:
+    if is_open(policy.get("maintenance")):
         found.append({"scope": "all", "jobId": None, "name": None, **policy["maintenance"]})
     for job in store["jobs"]:
         window = policy["jobs"].get(job["id"], {}).get("maintenance")
-        if window and window["untilMs"] > now:
+        if is_open(window):
             found.append({"scope": "job", "jobId": job["id"], "name": job["name"], **window})
     return found
 

@@ -317,7 +317,9 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
     if not recurring:
         if options.max_runs or options.until not in (None, "none"):
             raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
-        for key in LIFETIME_KEYS:  # kept from when the job was recurring: a one-shot has no lifetime
+        if options.overlap in ("skip", "replace"):
+            raise UsageError(f"--overlap {options.overlap} is for recurring jobs (a one-shot sends one message)")
+        for key in (*LIFETIME_KEYS, "overlap"):  # kept from when the job was recurring
             entry.pop(key, None)
     if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
                               or options.max_runs is not None):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import read_data_file
-from ..timeparse import format_ms
+from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from .fate import next_text
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
@@ -117,11 +117,12 @@ def local_iso(ms: int, zone) -> str:
 
 
 def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool = False) -> list[tuple[int, bool]]:
-    """`count` occurrences starting at `first_ms`, each later one `next(schedule, previous)`."""
-    out = [(first_ms, first_dst)]
-    while len(out) < count:
+    """`count` occurrences starting at `first_ms`, each later one `next(schedule, previous)`,
+    none from `LATEST_SCHEDULABLE_MS` on (9999-01-01, past what sxctl can schedule)."""
+    out = [(first_ms, first_dst)] if first_ms < LATEST_SCHEDULABLE_MS else []
+    while out and len(out) < count:
         found = next_run(schedule, out[-1][0])
-        if found is None:
+        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:
             break
         out.append(found)
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..callbacks.table import view_table
 from ..clock import CLOCK_SKEW_MS, Clock
+from ..cron.heartbeat import FOLDER as HEARTBEATS
 from ..errors import SxctlError
 from ..fsio import read_data_file
 from ..inbox.folder import inbox_dirs
@@ -144,7 +145,8 @@ def check_history(found: Findings, session) -> None:
 
 
 def check_temps_and_locks(found: Findings, session, ws, now: int) -> None:
-    folders = [ws.scheduler] + ([inbox.path for inbox in inbox_dirs(session)] if session is not None else [])
+    folders = [ws.scheduler, ws.scheduler / HEARTBEATS] + (
+        [inbox.path for inbox in inbox_dirs(session)] if session is not None else [])
     stale = []
     for folder in folders:
         try:

@@ -12,7 +12,7 @@ from ..cron.admission import hold_state
 from ..cron.jitter import run_at
 from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
-from ..cron.maintenance import maintenance_message, open_windows
+from ..cron.maintenance import maintenance_message, open_windows, window_at, windows_for
 from ..cron.policy import read_policy
 from ..cron.receipts import run_consumption
 from ..cron.run_failures import failed_one_shots_of, last_failures
@@ -81,9 +81,12 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
               "trigger": r["trigger"]} for r in runs]
     for row, run in zip(brief[:5], runs, strict=False):
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
+    # a job a maintenance window holds is neither waiting nor overdue: the pass skips it
+    frozen = {job["id"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"
+              and window_at(windows_for(full_policy, job["id"]), job["lifecycle"]["nextRunAtMs"], now_ms)}
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
-    waiting = [job["name"] for job in scheduled
-               if run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
+    waiting = [job["name"] for job in scheduled if job["id"] not in frozen
+               and run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
     held_by_guard = {row["name"] for row in guards if row["held"]}
@@ -94,7 +97,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, policy.get(job["id"]))
-                    and job["name"] not in waiting and job["name"] not in held_by_guard],
+                    and job["name"] not in waiting and job["id"] not in frozen and job["name"] not in held_by_guard],
         "waiting": waiting,
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`

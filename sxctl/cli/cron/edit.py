@@ -141,7 +141,7 @@ def resume(name, all_jobs, lock_wait_s) -> None:
 
 
 @click.command("defaults", cls=Command, mutating=True)
-@click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+@click.option("--max-catchup", "max_catchup", type=click.IntRange(0, 100_000), metavar="N",
               help="After an outage, at most N catch-up runs per pass (0: no limit); `cron tick --max-catchup` "
               "overrides it for one pass.")
 @lock_wait_option

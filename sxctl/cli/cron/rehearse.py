@@ -23,7 +23,7 @@ FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "sk
               help="Time between simulated passes (cron runs `cron tick` once a minute).")
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
               help="Zone of TIMEs that name none, and of the times shown (default: local).")
-@click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+@click.option("--max-catchup", "max_catchup", type=click.IntRange(0, 100_000), metavar="N",
               help="As `cron tick --max-catchup`: at most N catch-up runs a pass (default: the workspace's).")
 @click.option("--usage", "usage_file", metavar="FILE",
               help='The usage block the simulated agent reports (JSON: one block, or [{"from": TIME, "usage": '

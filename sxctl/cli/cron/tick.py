@@ -17,7 +17,7 @@ def _pass_options(command):
     options = [
         click.option("--max-per-pass", "max_per_pass", type=click.IntRange(1), default=3, show_default=True,
                      metavar="N", help="At most N due jobs per pass; the rest are deferred to the next pass."),
-        click.option("--max-catchup", "max_catchup", type=click.IntRange(0), metavar="N",
+        click.option("--max-catchup", "max_catchup", type=click.IntRange(0, 100_000), metavar="N",
                      help="At most N catch-up runs per pass (after an outage); the rest are deferred to the next "
                      "passes in due order (default: the workspace's, `cron defaults`; 0: no limit)."),
         # its old name, deprecated: on `cron add` --max-runs is a job's lifetime

@@ -101,3 +101,17 @@ def test_a_bad_budget_is_named(sched):
     assert result.code == 2 and "-1" in result.err
     result = sched.run(NINE, "cron", "tick", "--max-catchup", "many")
     assert result.code == 2 and "many" in result.err
+
+
+def test_the_preview_defers_the_jobs_the_pass_defers_when_they_are_due_at_once(sched):
+    """Twelve jobs due at the same minute: the preview broke the tie by job id, the pass by store
+    order, so `cron list` named the wrong jobs as deferred."""
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    for i in range(12):
+        sched.add(T0 - HOUR, f"j{i:02d}", "--every", "1d", "--anchor", _iso(T0), "--payload", "agent-turn",
+                  "--text", "x", "--to", SID)
+    assert sched.run(NINE, "cron", "defaults", "--max-catchup", "5").code == 0
+    listed = sched.run(NINE, "cron", "list", "--json").json()["jobs"]
+    said = sorted(row["job"]["name"] for row in listed if "deferred" in (row.get("next_note") or ""))
+    report = sched.tick(NINE, "--max-per-pass", "100")
+    assert sorted(d["name"] for d in report["deferred"]) == said and len(said) == 7

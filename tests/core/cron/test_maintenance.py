@@ -154,3 +154,52 @@ def test_a_hostile_reason_or_an_older_format_in_the_policy_file_is_refused(sched
     sched.policy_file.write_text(json.dumps(policy))
     result = sched.run(NINE + MIN, "cron", "tick")
     assert result.code == 5 and "formatVersion 3" in result.err
+
+
+def test_resuming_one_job_inside_the_workspaces_window_says_the_window_still_holds_it(sched):
+    _hourly(sched, "beat")
+    assert _window(sched, NINE + 30 * MIN, "--all").code == 0
+    resumed = sched.run(NINE + 40 * MIN, "cron", "resume", "beat")
+    assert resumed.code == 0
+    assert ("beat: the workspace's maintenance until 2026-12-01 12:30 UTC: db migration still skips its "
+            "occurrences; `sxctl cron resume --all` ends it") in resumed.err
+
+
+def test_a_window_that_starts_later_is_not_shown_open_as_the_pass_does_not_apply_it(sched):
+    """A window written by a clock a year ahead skips nothing now: status and doctor must not say it does."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE + 30 * MIN, "--all").code == 0
+    doc = json.loads(sched.policy_file.read_text())
+    doc["maintenance"]["fromMs"] += 365 * 24 * HOUR
+    doc["maintenance"]["untilMs"] += 365 * 24 * HOUR
+    sched.policy_file.write_text(json.dumps(doc))
+    assert [r["name"] for r in sched.tick(NINE + HOUR)["runs"]] == ["beat"]
+    status = sched.run(NINE + HOUR, "--session", SID, "status", "--json").json()
+    assert status["cron"]["maintenance"] == []
+    assert not [p for p in status["problems"] if p["code"] == "cron_maintenance"]
+    checks = sched.run(NINE + HOUR, "--session", SID, "doctor", "--json").json()["checks"]
+    assert not [c for c in checks if c["check"] == "maintenance"]
+
+
+def test_a_naive_until_is_read_in_this_machines_zone_as_the_help_says(sched):
+    """`--until '2026-12-01 09:30'` under TZ=America/New_York was read as 09:30 UTC (04:30 there)."""
+    _hourly(sched, "beat")
+    result = sched.run(NINE, "cron", "pause", "--all", "--until", "2026-12-01 09:30", "--reason", "freeze",
+                       "--json", env=sched.env(TZ="America/New_York"))
+    assert result.code == 0, result.err
+    window = json.loads(sched.policy_file.read_text())["maintenance"]
+    assert window["untilMs"] == NINE + 5 * HOUR + 30 * MIN  # 09:30 EST is 14:30 UTC
+
+
+def test_a_job_held_by_a_window_is_neither_waiting_nor_overdue_in_status(sched):
+    """During a freeze with the agent stopped, status said the job "waits for a live agent" and
+    "is overdue" while the pass skips it (maintenance)."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE - 30 * MIN, "--all").code == 0
+    at = NINE + 20 * MIN  # due at 09:00, no live agent, inside the window
+    doc = sched.run(at, "--session", SID, "status", "--json").json()
+    assert doc["cron"]["waiting"] == [] and doc["cron"]["overdue"] == []
+    assert {p["code"] for p in doc["problems"]} & {"cron_waiting_for_agent", "cron_overdue"} == set()
+    metrics = sched.run(at, "--session", SID, "metrics").out
+    assert [line.rsplit(" ", 1)[1] for line in metrics.splitlines() if line.startswith("sxctl_cron_waiting_jobs")] \
+        == ["0"]

@@ -265,3 +265,14 @@ def test_replace_retracts_every_unread_message_of_the_job_and_nobody_elses(sched
     [fourth] = sched.tick(NINE + 2 * HOUR)["runs"]
     assert "replaced" not in fourth
     assert user.json()["stem"] in _pending_stems(sched)
+
+
+def test_overlap_on_a_one_shot_is_refused_and_max_catchup_has_one_bound(sched):
+    """A one-shot sends one message: --overlap skip/replace was accepted there and ignored."""
+    result = sched.run(NINE, "cron", "add", "once", "--in", "1h", "--payload", "agent-turn", "--text", "x",
+                       "--overlap", "replace")
+    assert result.code == 2 and "--overlap replace is for recurring jobs" in result.err
+    for args in (("cron", "tick"), ("cron", "defaults"), ("cron", "simulate", "--from", "2026-12-01T09:00Z",
+                                                          "--until", "2026-12-01T10:00Z")):
+        refused = sched.run(NINE, *args, "--max-catchup", "99999999999999999999")
+        assert refused.code == 2 and "--max-catchup" in refused.err, args

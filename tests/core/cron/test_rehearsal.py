@@ -242,3 +242,13 @@ def test_a_rehearsal_never_writes_through_links_and_refuses_what_the_pass_refuse
     policy.symlink_to(moved)
     refused = project.run(*span[:-1], clock=before)
     assert refused.code == 5 and refused.err == f"sxctl: invalid data in {policy}: refusing to use it: it is a symbolic link\n"
+
+
+def test_naive_times_are_read_in_the_local_zone_they_are_shown_in(policies):
+    """Under TZ=Asia/Tokyo, `--from '2026-12-01 18:00'` was read as 18:00 UTC and shown as 03:00
+    the next day, with hundreds of phantom missed occurrences."""
+    env = policies.env(TZ="Asia/Tokyo")
+    result = policies.run("cron", "simulate", "--from", "2026-12-01 18:00", "--until", "2026-12-01 19:00",
+                          "--json", clock=FakeClock(NINE), env=env)
+    assert result.code == 0, result.err
+    assert result.json()["from_ms"] == NINE  # 18:00 in Tokyo is 09:00 UTC

@@ -626,3 +626,13 @@ def test_cron_next_from_a_future_time_starts_there_and_calls_nothing_overdue(sch
     assert {fire["name"] for fire in fires} == {"daily", "halted"} and min(f["at_ms"] for f in fires) > later
     shown = sched.run(NINE - HOUR, "cron", "next", "daily", "-n", "1", "--from", "2026-12-31T10:00Z")
     assert "2027-01-01" in shown.out and "overdue" not in shown.out
+
+
+def test_cron_next_stops_where_sxctl_stops_scheduling(sched):
+    """Fires past 9999-01-01 (timeparse.LATEST_SCHEDULABLE_MS) were listed, as `(out of range)`."""
+    sched.add(NINE, "hourly", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
+    for args in (("hourly",), ("--every", "1h")):
+        fires = sched.run(NINE, "cron", "next", *args, "-n", "5", "--from", "9998-12-31T22:30Z", "--json").json()
+        assert {fire["at_local"][:10] for fire in fires["fires"]} == {"9998-12-31"}, (args, fires)
+        assert len(fires["fires"]) < 5
+        assert sched.run(NINE, "cron", "next", *args, "--from", "9999-06-01T00:00Z", "--json").json()["fires"] == []

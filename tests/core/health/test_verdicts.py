@@ -517,3 +517,21 @@ def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
     assert result.code == 9 and check["status"] == "fail", check
     assert "started after now: this clock is behind what cron-executions.jsonl records" in check["message"]
     assert check["fix"].startswith("timedatectl status")
+
+
+def test_doctor_names_stray_temps_of_the_scheduler_and_its_heartbeats_once_they_are_old(project):
+    """A writer killed mid-write leaves `NAME.<uuid>.tmp`; after an hour no writer owns it and
+    doctor names it — beside the store and in the per-host heartbeat folder alike."""
+    now = now_ms()
+    beat = scheduled(project, at_ms=now)
+    fresh = beat.with_name(f"{beat.name}.sxctl-{'0' * 32}.tmp")
+    old = project.root / ".scheduler" / "cron-jobs.json.0f.tmp"
+    for temp in (fresh, old):
+        temp.write_text("{")
+    os.utime(old, ns=(0, (now - 2 * HOUR) * 1_000_000))
+    [check] = checks(project.run("doctor", "--json", clock=FakeClock(now)), "temps")
+    assert check["status"] == "warn" and check["message"].startswith("1 stray temp file(s)") and str(old) in check[
+        "message"]
+    os.utime(fresh, ns=(0, (now - 2 * HOUR) * 1_000_000))
+    [check] = checks(project.run("doctor", "--json", clock=FakeClock(now)), "temps")
+    assert check["message"].startswith("2 stray temp file(s)")
