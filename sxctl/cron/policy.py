@@ -27,14 +27,7 @@ from .policy_keys import DEFAULTS, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
 from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
-from .spend_rules import (
-    BUDGET,
-    GUARD_FIELDS,
-    SPEND_SKIP_REASONS,
-    GuardOptions,
-    apply_guards,
-    describe_guards,
-)
+from .spend_rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
 from .workspace import Workspace
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
