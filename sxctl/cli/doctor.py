@@ -15,7 +15,8 @@ def doctor_command(max_log_bytes, crontab_file) -> None:
     stranded in a session no agent reads, permissions, temps and locks, the cron files as a pass
     reads them, the scheduler's heartbeat and installed entry, job targets that no longer resolve
     (a moved or copied project), overdue and unknown runs, the ledger, a comis daemon. Exit 9 when a check
-    fails (a monitor runs `sxctl doctor -q`).
+    fails (a monitor runs `sxctl doctor -q`: silent while nothing fails, else
+    the failing checks, each with its fix).
 
     \b
     Examples:
@@ -29,10 +30,11 @@ def doctor_command(max_log_bytes, crontab_file) -> None:
                       crontab_file=crontab_file, clock=s.clock)
 
     def human() -> None:
-        if s.quiet:
+        shown = [c for c in report.checks if c["status"] == "fail"] if s.quiet else report.checks
+        if not shown:
             return
-        width = max(len(c["check"]) for c in report.checks)
-        for check in report.checks:
+        width = max(len(c["check"]) for c in shown)
+        for check in shown:
             say(f"{check['status'].upper() if check['status'] != 'ok' else 'ok':5} {check['check']:{width}}  "
                 f"{check['message']}")
             if check["fix"] and check["status"] != "ok":

@@ -636,3 +636,11 @@ def test_cron_next_stops_where_sxctl_stops_scheduling(sched):
         assert {fire["at_local"][:10] for fire in fires["fires"]} == {"9998-12-31"}, (args, fires)
         assert len(fires["fires"]) < 5
         assert sched.run(NINE, "cron", "next", *args, "--from", "9999-06-01T00:00Z", "--json").json()["fires"] == []
+
+
+def test_stale_after_without_catch_up_skip_is_refused(sched):
+    """`--stale-after` alone was kept and shown, though only `--catch-up skip` ever reads it."""
+    sched.add(NINE, "poll", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
+    result = sched.run(NINE, "cron", "update", "poll", "--stale-after", "10m")
+    assert result.code == 2 and "--stale-after applies with --catch-up skip" in result.err
+    assert sched.run(NINE, "cron", "update", "poll", "--catch-up", "skip", "--stale-after", "10m").code == 0

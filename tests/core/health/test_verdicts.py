@@ -105,6 +105,9 @@ def test_doctor_fails_with_scheduled_jobs_and_no_heartbeat(project):
     [check] = checks(result, "scheduler")
     assert check["status"] == "fail" and "no scheduler pass has ever run here" in check["message"]
     assert check["fix"].startswith("sxctl cron export")
+    quiet = project.run("-q", "doctor", clock=FakeClock(start + 60_000))  # a monitor: the failing checks only
+    assert quiet.code == 9 and quiet.out.splitlines()[0].startswith("FAIL  scheduler  ")
+    assert "fix: sxctl cron export" in quiet.out and not any(line.startswith("ok") for line in quiet.out.splitlines())
 
 
 @pytest.mark.parametrize(("ahead_ms", "code"), [(50_000, 0), (61_000, 9), (-150_000, 0)])
