@@ -8,11 +8,12 @@ paused in comis's store, so the jobs resume by themselves when the window ends; 
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
 from ..errors import UsageError
-from ..timeparse import format_ms, parse_local_time_ms
+from ..timeparse import format_ms, parse_duration_ms, parse_local_time_ms
 from .policy_keys import MAX_REASON, unsafe_text
 
 
@@ -59,7 +60,10 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
     """The window `--until TIME --reason TEXT` opens now (exit 2 naming a bad value); a TIME
     without an offset is read in this machine's zone."""
     try:
-        until_ms = parse_local_time_ms(until, None)
+        if re.fullmatch(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+", until.strip()):  # `2h`: for two hours from now
+            until_ms = now + parse_duration_ms(until, what="--until")
+        else:
+            until_ms = parse_local_time_ms(until, None)
     except UsageError as error:
         raise UsageError(f"invalid --until {until!r}: {error.message}") from None
     if until_ms <= now:

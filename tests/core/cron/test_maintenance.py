@@ -203,3 +203,10 @@ def test_a_job_held_by_a_window_is_neither_waiting_nor_overdue_in_status(sched):
     metrics = sched.run(at, "--session", SID, "metrics").out
     assert [line.rsplit(" ", 1)[1] for line in metrics.splitlines() if line.startswith("sxctl_cron_waiting_jobs")] \
         == ["0"]
+
+
+def test_until_takes_a_duration_from_now(sched):
+    """`--until 2h` failed as an "Invalid naive wall-clock timestamp"; a freeze is often for a while."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE, "--all", until="1h30m").code == 0
+    assert json.loads(sched.policy_file.read_text())["maintenance"]["untilMs"] == NINE + 90 * MIN
