@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.heartbeat import pending_pings, record_pass
 from ..cron.pings import MAX_TIMEOUT_S, check_ping_url
+from ..cron.policy import read_policy
 from ..cron.run_failures import FAILED_STATUSES
 from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
@@ -102,6 +103,14 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
     return SchedulerPass(ws, tick_options, clock=clock, report=reporter(report))
 
 
+def _ping_urls(ws) -> set[str]:
+    """The `--ping-url` of every job (none when the policy file is unreadable: the pass says why)."""
+    try:
+        return {entry["pingUrl"] for entry in read_policy(ws)["jobs"].values() if "pingUrl" in entry}
+    except SxctlError:
+        return set()
+
+
 def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> PassOutcome:
     """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
     or `failed` with the error (and re-raise it). Around it, the pings (cron/pings.py): the ones
@@ -111,7 +120,7 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
     if scheduler.options.dry_run:
         return run()
     pinger, url, boot = scheduler.pinger, scheduler.options.ping_url, scheduler.boot_id
-    pinger.pending = pending_pings(scheduler.ws, scheduler.host)
+    pinger.pending = pending_pings(scheduler.ws, scheduler.host, _ping_urls(scheduler.ws) | ({url} if url else set()))
     pinger.retry_pending()
     if url:
         pinger.ping(url, "start", boot, "scheduler pass started")

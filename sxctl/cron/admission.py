@@ -22,7 +22,7 @@ from .schedule import job_zone, local_time, next_run
 from .spend import spend_verdict
 from .spend_ledger import tokens_by_date
 from .spend_rules import effective_guards
-from .targets import INBOX_CHANNEL, holds_project, run_target_project
+from .targets import agent_target, holds_project, run_target_project
 
 #: occurrences judged one by one in a pass (an every-second job after a long outage has more):
 #: beyond this the rest are skipped together
@@ -43,16 +43,10 @@ class AdmissionReport:
 def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
     """The one rule for a job that waits: it sends to the `live` session of a project (its own
     target resolved against `workspace`, else `project` with `to`) in which no session is live now."""
-    if job["payload"]["kind"] not in ("agent_turn", "heartbeat_event"):
-        return False
-    target = job.get("deliveryTarget")
+    target = agent_target(job, project, to, workspace=workspace)
     if target is None:
-        conversation = to
-    elif target["destinationEndpoint"]["channelType"] == INBOX_CHANNEL:
-        conversation = target["destinationEndpoint"]["conversationId"]
-    else:
         return False
-    where = run_target_project(job, project, workspace=workspace)
+    where, conversation = target
     if conversation != "live" or not holds_project(where):
         return False
     return freshest_live(list_sessions(where, clock)) is None

@@ -26,7 +26,7 @@ from .workspace import Workspace
 
 FILE_NAME = "sxctl-tick.json"  # the single heartbeat of an older sxctl: read, no longer written
 FOLDER = "sxctl-tick"  # one `<host>.json` per host
-MAX_HOSTS = 64  # heartbeat files read from FOLDER (sorted by name): a bound on what doctor reads
+MAX_HOSTS = 64  # heartbeat files read from FOLDER (the newest): a bound on what doctor reads
 FILE_CAP = 64 * 1024
 DETAIL_CAP = 4096  # bytes of a failed pass's error kept: the record stays far below FILE_CAP
 OUTCOMES = ("ok", "busy", "no_store", "failed")
@@ -92,19 +92,37 @@ def record_pass(ws: Workspace, outcome: str, *, clock: Clock = SYSTEM_CLOCK, det
 
 
 def heartbeat_paths(ws: Workspace) -> list[Path]:
-    """The heartbeat files there are: the older single file, then up to MAX_HOSTS host files."""
+    """The heartbeat files there are: the older single file, then the MAX_HOSTS host files
+    written last (by name): hosts come and go (a Kubernetes pod is a new host each pass), and the
+    hosts that pass now are the ones that count."""
     paths = [ws.scheduler / FILE_NAME]
     folder = ws.scheduler / FOLDER
     if folder.is_dir() and not folder.is_symlink():
-        names = sorted(name for name in os.listdir(folder) if name.endswith(".json") and not name.startswith("."))
-        paths += [folder / name for name in names[:MAX_HOSTS]]
+        found = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(".json") and not entry.name.startswith("."):
+                    try:
+                        found.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+                    except OSError:
+                        continue
+        newest = sorted(found, reverse=True)[:MAX_HOSTS]
+        paths += [folder / name for name in sorted(name for _, name in newest)]
     return paths
 
 
-def pending_pings(ws: Workspace, host: str) -> list[dict[str, Any]]:
-    """The pings the last pass on `host` could not send (to send again), from its heartbeat."""
+def pending_pings(ws: Workspace, host: str, urls: set[str]) -> list[dict[str, Any]]:
+    """The pings the last pass on `host` could not send, to send again: only from a heartbeat
+    written for this workspace (a copied or restored one would tell the original's monitor), and
+    only to a URL this workspace still pings (`urls`: the jobs' and the pass's `--ping-url`; a
+    hand-written heartbeat must not make the pass POST anywhere)."""
+    from .pings import SUFFIXES, ping_url  # only a pass with pings left over needs them
+
     beat = read_heartbeats(ws).get(host)
-    return list(beat.get("pings", {}).get("pending", [])) if beat is not None and "invalid" not in beat else []
+    if beat is None or "invalid" in beat or written_elsewhere(beat, ws) is not None:
+        return []
+    wanted = {ping_url(url, kind) for url in urls for kind in SUFFIXES}
+    return [item for item in beat.get("pings", {}).get("pending", []) if item["url"] in wanted]
 
 
 def read_heartbeats(ws: Workspace) -> dict[str, dict[str, Any]]:
@@ -133,8 +151,9 @@ def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:
     no pass has written one, `{"invalid": why}` when no record there can be trusted."""
     beats = list(read_heartbeats(ws).values())
     trusted = [beat for beat in beats if "invalid" not in beat]
+    here = [beat for beat in trusted if written_elsewhere(beat, ws) is None]  # a copied one says nothing here
     if trusted:
-        return max(trusted, key=lambda beat: beat["lastPassMs"])
+        return max(here or trusted, key=lambda beat: beat["lastPassMs"])
     return beats[0] if beats else None
 
 

@@ -28,6 +28,17 @@ MAX_TRIES = 5  # a ping tried this often without success is dropped (counted)
 SUFFIXES = {"start": "/start", "success": "", "fail": "/fail"}
 
 
+def ping_url(url: str, kind: str) -> str:
+    """Where a `kind` ping of `url` goes: `/start` or `/fail` added to its path, never after its
+    query (`…/uuid?create=1` would become `…?create=1/fail`, a success ping to the monitor)."""
+    from urllib.parse import urlsplit, urlunsplit  # urllib loads only for pings
+
+    if not SUFFIXES[kind]:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=parts.path.rstrip("/") + SUFFIXES[kind]))
+
+
 def sent_url_rule(url: str) -> str | None:
     """url_rule for a URL with its SUFFIXES (a kept ping, in the heartbeat)."""
     return url_rule(url, MAX_URL_LEN + max(len(suffix) for suffix in SUFFIXES.values()))
@@ -51,6 +62,8 @@ def url_rule(url: str, max_len: int = MAX_URL_LEN) -> str | None:
         return "a ping URL is http:// or https:// with a host"
     if parts.fragment:
         return "a ping URL has no #fragment"
+    if parts.username is not None or parts.password is not None:
+        return "a ping URL has no user or password (errors would show them; a check's secret is its path)"
     return None
 
 
@@ -152,7 +165,7 @@ class Pinger:
     def ping(self, url: str, kind: str, run_id: str, reason: str) -> None:
         """Tell `url` that the run `run_id` started (`start`), succeeded (`success`) or failed (`fail`)."""
         body = f"run {run_id}: {reason}".encode("utf-8", "replace")[:MAX_BODY_LEN].decode("utf-8", "ignore")
-        self._try({"url": url + SUFFIXES[kind], "body": body, "kind": kind, "tries": 0, "firstMs": self.now_ms()})
+        self._try({"url": ping_url(url, kind), "body": body, "kind": kind, "tries": 0, "firstMs": self.now_ms()})
 
     def retry_pending(self) -> None:
         """Send again what the last pass could not (oldest first)."""

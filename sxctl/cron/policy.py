@@ -17,7 +17,7 @@ from typing import Any
 from .. import faults
 from ..errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ..fsio import PendingFile, read_data_file
-from ..jsondata import compact_json, strict_loads
+from ..jsondata import compact_json
 from ..locks import MkdirLock
 from ..timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
@@ -26,7 +26,21 @@ from .pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from .policy_keys import DEFAULTS, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
 from .schedule import load_cron_zone
 from .schema import EPOCH_MS
-from .schema_kit import MAX_SAFE_INT, Arr, Bool, Check, Enum, Int, Node, Obj, SchemaError, Str, opt, req
+from .schema_kit import (
+    MAX_SAFE_INT,
+    Arr,
+    Bool,
+    Check,
+    Enum,
+    Int,
+    Node,
+    Obj,
+    SchemaError,
+    Str,
+    opt,
+    read_checked_file,
+    req,
+)
 from .spend_rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
 from .workspace import Workspace
 
@@ -141,23 +155,8 @@ ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 
 def read_policy(ws: Workspace) -> dict[str, Any]:
     """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
     file and the rule; nothing is ever written over it."""
-    path = ws.policy
-    raw = read_data_file(path, READ_CAP)
-    if raw is None:
-        return {"formatVersion": 1, "jobs": {}}
-    if len(raw) > READ_CAP:
-        raise InvalidDataError(str(path), f"sxctl policy file is larger than {READ_CAP} bytes")
-    try:
-        policy = strict_loads(raw)
-        ROOT.check(policy, "$")
-    except ValueError as error:
-        raise InvalidDataError(str(path), f"sxctl policy file contains invalid JSON ({error})") from None
-    except SchemaError as error:
-        raise InvalidDataError(str(path), f"sxctl policy file: {error}", json_path=error.path,
-                               rule=error.rule) from None
-    except RecursionError:
-        raise InvalidDataError(str(path), "sxctl policy file is nested too deeply") from None
-    return policy
+    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT)
+    return policy if policy is not None else {"formatVersion": 1, "jobs": {}}
 
 
 def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 MAX_SAFE_INT = 2**53 - 1  # JavaScript's largest exact integer: comis reads these files
@@ -221,3 +222,29 @@ class Bool(Node):
     def check(self, value: Any, path: Any) -> None:
         if not isinstance(value, bool):
             raise SchemaError(path, "must be true or false")
+
+
+def read_checked_file(path: Path, cap: int, what: str, root: Node) -> Any | None:
+    """One of sxctl's own strict JSON files (`what`: `sxctl policy file`), checked against `root`:
+    None when it is absent; exit 5 naming the file and the rule when it is larger than `cap`,
+    not JSON (a key twice included: which one was meant is unknown) or off the schema."""
+    from ..errors import InvalidDataError
+    from ..fsio import read_data_file
+    from ..jsondata import strict_loads
+
+    raw = read_data_file(path, cap)
+    if raw is None:
+        return None
+    if len(raw) > cap:
+        raise InvalidDataError(str(path), f"{what} is larger than {cap} bytes")
+    try:
+        doc = strict_loads(raw)
+        root.check(doc, "$")
+    except ValueError as error:
+        raise InvalidDataError(str(path), f"{what} contains invalid JSON ({error})") from None
+    except SchemaError as error:
+        raise InvalidDataError(str(path), f"{what}: {error}", json_path=error.path, rule=error.rule) from None
+    except RecursionError:
+        raise InvalidDataError(str(path), f"{what} is nested too deeply") from None
+    return doc
+

@@ -26,7 +26,7 @@ from ..project import SessionInfo, freshest_live, list_sessions, session_info
 from ..project.layout import ProjectLayout, is_valid_session_id
 from ..project.usage import RATE_FIGURES, Usage, read_usage
 from .spend_rules import effective_guards
-from .targets import INBOX_CHANNEL, holds_project, run_target_project
+from .targets import agent_target, holds_project
 
 DISPATCH_GUARDS = ("rateLimitCeiling", "maxSessionTokens")
 
@@ -47,21 +47,6 @@ class GuardVerdict:
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "detail": self.detail or None, "session": self.session,
                 "unreadable": dict(self.unreadable)}
-
-
-def agent_target(job: dict[str, Any], project: Path, to: str, *, workspace: Path) -> tuple[Path, str] | None:
-    """The project and conversation (`live` or a session id) a job's message goes to, or None
-    for a job that sends to no agent session (the guards do not apply to it)."""
-    if job["payload"]["kind"] not in ("agent_turn", "heartbeat_event"):
-        return None
-    target = job.get("deliveryTarget")
-    if target is None:
-        conversation = to
-    elif target["destinationEndpoint"]["channelType"] == INBOX_CHANNEL:
-        conversation = target["destinationEndpoint"]["conversationId"]
-    else:
-        return None
-    return run_target_project(job, project, workspace=workspace), conversation
 
 
 def target_session(where: Path, conversation: str, clock: Clock) -> SessionInfo | None:

@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..errors import InvalidDataError
-from ..fsio import atomic_write, read_data_file
-from ..jsondata import compact_json, strict_loads
+from ..fsio import atomic_write
+from ..jsondata import compact_json
 from ..project import session_info
 from ..project.layout import ProjectLayout, is_valid_session_id
 from ..project.usage import read_usage
 from .receipts import consumption
 from .schedule import job_zone, local_time
 from .schema import EPOCH_MS
-from .schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Obj, SchemaError, Str, opt, req
+from .schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Obj, Str, opt, read_checked_file, req
 from .spend_rules import GUARD_KEYS, effective_guards
 from .targets import run_target_project
 
@@ -50,21 +49,8 @@ def spend_path(scheduler: Path) -> Path:
 
 def read_spend(scheduler: Path) -> dict[str, Any]:
     """The validated file (an empty one when there is none); invalid: exit 5 naming it."""
-    path = spend_path(scheduler)
-    raw = read_data_file(path, FILE_CAP)
-    if raw is None:
-        return {"formatVersion": 1, "runs": []}
-    if len(raw) > FILE_CAP:
-        raise InvalidDataError(str(path), f"sxctl spend file is larger than {FILE_CAP} bytes")
-    try:
-        doc = strict_loads(raw)
-        ROOT.check(doc, "$")
-    except ValueError as error:
-        raise InvalidDataError(str(path), f"sxctl spend file contains invalid JSON ({error})") from None
-    except SchemaError as error:
-        raise InvalidDataError(str(path), f"sxctl spend file: {error}", json_path=error.path,
-                               rule=error.rule) from None
-    return doc
+    doc = read_checked_file(spend_path(scheduler), FILE_CAP, "sxctl spend file", ROOT)
+    return doc if doc is not None else {"formatVersion": 1, "runs": []}
 
 
 def write_spend(scheduler: Path, doc: dict[str, Any]) -> None:

@@ -172,3 +172,18 @@ def _store_seed(project: Path) -> str | None:
     except (SxctlError, OSError):
         return None
     return found["agentSchedulerSeed"] if found is not None else None
+
+
+def agent_target(job: dict[str, Any], project: Path, to: str, *, workspace: Path) -> tuple[Path, str] | None:
+    """The project and conversation (`live` or a session id) a job's message goes to, or None
+    for a job that sends to no agent session (the guards do not apply to it)."""
+    if job["payload"]["kind"] not in ("agent_turn", "heartbeat_event"):
+        return None
+    target = job.get("deliveryTarget")
+    if target is None:
+        conversation = to
+    elif target["destinationEndpoint"]["channelType"] == INBOX_CHANNEL:
+        conversation = target["destinationEndpoint"]["conversationId"]
+    else:
+        return None
+    return run_target_project(job, project, workspace=workspace), conversation

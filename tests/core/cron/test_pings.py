@@ -29,6 +29,7 @@ class Endpoint(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Handler)
         self.received: list[tuple[str, str]] = []
         self.delay = 0.0
+        self.down = False
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
 
 
@@ -38,6 +39,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
         time.sleep(self.server.delay)
+        if self.server.down:  # a monitor having a bad minute
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.server.received.append((self.path, body))
         self.send_response(200)
         self.send_header("Content-Length", "2")
@@ -112,7 +118,8 @@ def test_a_pass_pings_its_own_url_and_the_url_is_never_shown_whole(sched, endpoi
 
 @pytest.mark.parametrize("url", ["ftp://example.com/x", "file:///etc/passwd", f"http://example.com/{SECRET}\n",
                                  "http:///nohost", "javascript:alert(1)", f"http://example.com/{SECRET} x",
-                                 f"http://example.com/{SECRET}#frag", "http://" + "a" * 1100])
+                                 f"http://example.com/{SECRET}#frag", "http://" + "a" * 1100,
+                                 f"http://user:{SECRET}@example.com/x"])
 def test_a_ping_url_that_is_not_plain_http_is_refused_and_not_echoed(sched, url):
     sched.add(NINE, "job", "--every", "1h", "--payload", "delivery", "--text", "x")
     for args in (("cron", "update", "job", "--ping-url", url), ("cron", "tick", "--ping-url", url)):
@@ -122,25 +129,23 @@ def test_a_ping_url_that_is_not_plain_http_is_refused_and_not_echoed(sched, url)
 
 
 def test_a_dead_endpoint_changes_no_outcome_and_its_pings_are_sent_at_the_next_pass(sched, endpoint):
-    dead = dead_url()
-    _delivery(sched, NINE - MIN, "job", "--ping-url", f"{dead}/{SECRET}")
+    endpoint.down = True
+    _delivery(sched, NINE - MIN, "job", "--ping-url", f"{endpoint.url}/{SECRET}")
     env = sched.env(SXCTL_DELIVER_CMD="cat > /dev/null")
-    result = sched.run(NINE, "cron", "tick", "--json", "--ping-url", f"{dead}/pass", env=env)
+    result = sched.run(NINE, "cron", "tick", "--json", "--ping-url", f"{endpoint.url}/pass", env=env)
     assert result.code == 0, result.err
     assert [run["status"] for run in result.json()["runs"]] == ["completed"]
-    assert SECRET not in result.err and f"ping to {dead}/…" in result.err and "sent again at the next pass" in result.err
+    assert SECRET not in result.err and f"ping to {endpoint.url}/…" in result.err
+    assert "sent again at the next pass" in result.err
     beat = json.loads(heartbeat_file(sched.root).read_text())
     assert beat["outcome"] == "ok" and beat["pings"]["failed"] == 1  # then the endpoint counts as down this pass
     assert [p["kind"] for p in beat["pings"]["pending"]] == ["start", "start", "success", "success"]
     [warned] = [c for c in sched.run(NINE, "doctor", "--json").json()["checks"] if c["check"] == "pings"]
     assert warned["status"] == "warn" and "4 ping(s) wait to be sent again" in warned["message"]
-    assert f"{dead}/…" in warned["message"] and SECRET not in json.dumps(warned)
-    # the endpoint is back (same paths, on the live server): the next pass sends what was kept
-    for item in beat["pings"]["pending"]:
-        item["url"] = item["url"].replace(dead, endpoint.url)
-    heartbeat_file(sched.root).write_text(json.dumps(beat))
-    assert sched.run(NINE + MIN, "cron", "tick", env=env).code == 0
-    assert [path for path, _ in endpoint.received] == ["/pass/start", f"/{SECRET}/start", f"/{SECRET}", "/pass"]
+    assert f"{endpoint.url}/…" in warned["message"] and SECRET not in json.dumps(warned)
+    endpoint.down = False  # back: the next pass sends what was kept, then its own
+    assert sched.run(NINE + MIN, "cron", "tick", "--ping-url", f"{endpoint.url}/pass", env=env).code == 0
+    assert [path for path, _ in endpoint.received][:4] == ["/pass/start", f"/{SECRET}/start", f"/{SECRET}", "/pass"]
     assert json.loads(heartbeat_file(sched.root).read_text())["pings"]["pending"] == []
     assert [c for c in sched.run(NINE + MIN, "doctor", "--json").json()["checks"] if c["check"] == "pings"] == []
 
@@ -186,3 +191,32 @@ def test_a_kept_ping_to_the_longest_url_leaves_a_heartbeat_doctor_trusts(sched):
     [scheduler] = [c for c in doctor["checks"] if c["check"] == "scheduler"]
     assert scheduler["status"] == "ok", scheduler
     assert url not in json.dumps(doctor)
+
+
+def test_start_and_fail_go_into_the_path_before_a_query(sched, endpoint):
+    """`…/uuid?create=1` + `/fail` was `…?create=1/fail`: the monitor saw a success ping."""
+    _delivery(sched, NINE - MIN, "bad", "--ping-url", f"{endpoint.url}/{SECRET}/?create=1")
+    result = sched.run(NINE, "cron", "tick", "--json", env=sched.env(SXCTL_DELIVER_CMD="false"))
+    assert result.code == 0 and result.json()["runs"][0]["status"] == "failed"
+    assert sorted(path for path, _ in endpoint.received) == [f"/{SECRET}/fail?create=1", f"/{SECRET}/start?create=1"]
+
+
+def test_kept_pings_are_sent_again_only_for_this_workspace_and_its_urls(sched, endpoint):
+    """A heartbeat copied from another workspace (or written by hand) made the pass POST its kept
+    pings: the original's monitor was told, or any URL at all."""
+    _delivery(sched, NINE - MIN, "job")
+    sched.tick(NINE)  # writes this host's heartbeat
+    beat_path = heartbeat_file(sched.root)
+    beat = json.loads(beat_path.read_text())
+    kept = {"url": f"{endpoint.url}/INJECTED", "body": "run x: dispatched", "kind": "success", "tries": 0,
+            "firstMs": NINE}
+    beat["pings"] = {"sent": 0, "failed": 0, "dropped": 0, "lastError": None, "pending": [kept]}
+    beat_path.write_text(json.dumps(beat))
+    sched.tick(NINE + MIN)
+    assert endpoint.received == []  # no job or pass pings that URL
+    beat = json.loads(beat_path.read_text())
+    beat["pings"]["pending"] = [kept]
+    beat["workspace"] = "/elsewhere"
+    beat_path.write_text(json.dumps(beat))
+    sched.tick(NINE + 2 * MIN, "--ping-url", f"{endpoint.url}/INJECTED")
+    assert [path for path, _ in endpoint.received] == ["/INJECTED/start", "/INJECTED"]  # its own, not the copy's
