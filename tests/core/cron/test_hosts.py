@@ -175,3 +175,18 @@ def test_a_heartbeat_folder_that_is_a_symbolic_link_is_not_written_through(sched
     result = on(sched, "alpha", NINE, "cron", "tick")
     assert result.code == 0 and "could not record its heartbeat" in result.err and "symbolic link" in result.err
     assert list(outside.iterdir()) == []
+
+
+def test_doctor_reads_the_hosts_that_passed_last_however_many_came_before(sched):
+    """A new host each pass (a Kubernetes pod) left more than 64 heartbeat files: only the first
+    64 by name were read, so doctor kept showing an old pod's pass and would fail as it aged."""
+    import os
+
+    sched.add(NINE - MIN, "hourly", "--every", "1h", *HEARTBEAT)
+    folder = sched.root / ".scheduler" / "sxctl-tick"
+    for n in range(70):
+        tick_on(sched, f"pod-{n:03d}", NINE + n * 1000)
+        os.utime(folder / f"pod-{n:03d}.json", ns=(0, (NINE + n * 1000) * 1_000_000))
+    tick_on(sched, "zz-last", NINE + 10 * MIN)
+    [scheduler] = checks(sched.run(NINE + 10 * MIN, "doctor", "--json"), "scheduler")
+    assert scheduler["status"] == "ok" and "on zz-last" in scheduler["message"], scheduler
