@@ -189,9 +189,12 @@ def _name_key(session_id: str) -> tuple[bool, str]:
 
 
 def date_prefix(session_id: str) -> str | None:
-    """`YYYY_MM_DD` when the id starts with one (the agent's naming), else None."""
+    """`YYYY_MM_DD` when the id starts with one (the agent's naming), else None: a month and a
+    day that are on a calendar (`9999_99_99_x` would sort first and become "the newest")."""
     match = _DATE_PREFIX.match(session_id)
-    return session_id[:10] if match else None
+    if not match or not (1 <= int(match.group(2)) <= 12 and 1 <= int(match.group(3)) <= 31):
+        return None
+    return session_id[:10]
 
 
 def _newest_key(info: SessionInfo) -> tuple:

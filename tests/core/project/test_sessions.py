@@ -61,6 +61,7 @@ def test_newest_folder_when_nothing_is_live(project):
     project.session("2026_09_20_cool_newton", live=False)
     project.session("2026_09_21_quiet_euler", live=False)
     project.session("zz_no_date", live=False)
+    project.session("9999_99_99_not_a_date", live=False)  # no calendar date: it does not sort first
     result = project.run("session", "which", "--json")
     assert result.json()["session"] == "2026_09_21_quiet_euler"
     assert result.json()["session_source"] == "newest"
