@@ -27,7 +27,8 @@ class Budget:
     budget: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"workspace": str(self.workspace.root), "budget": {key: self.budget.get(key) for key in GUARD_KEYS}}
+        return {"ok": True, "workspace": str(self.workspace.root),
+                "budget": {key: self.budget.get(key) for key in GUARD_KEYS}}
 
 
 def show_budget(*, workspace=None, project=None, session: str | None = None) -> Budget:

@@ -73,7 +73,10 @@ def _usage_steps(path: str | os.PathLike, tz: str | None) -> list[tuple[int, Any
                                                        and isinstance(step["from"], str) for step in doc):
         raise UsageError(f"invalid --usage {os.fspath(path)!r}: a usage object, or a list of "
                          '{"from": TIME, "usage": {...}}')
-    return sorted((_time("--usage from", step["from"], tz), step["usage"]) for step in doc)
+    steps = sorted(((_time("--usage from", step["from"], tz), step["usage"]) for step in doc), key=lambda step: step[0])
+    if len({at for at, _ in steps}) != len(steps):
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: two steps start at the same time")
+    return steps
 
 
 def _span(value: str, tz: str | None) -> tuple[int, int]:

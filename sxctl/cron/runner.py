@@ -359,6 +359,10 @@ class SchedulerPass:
         if ping_url:
             self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
         outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        # on disk at once: a pass killed later must not leave a sent run out of --max-tokens-per-day
+        self.attribution.dispatched(job, self.policy["jobs"].get(job["id"], {}), self.policy.get("budget"),
+                                    start, outcome, self.options.project)
+        self.attribution.save()
         faults.hit("after-dispatch")
         if not manual and outcome["kind"] == "inbox_dispatch":
             record_replaced(replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
@@ -368,8 +372,6 @@ class SchedulerPass:
         self._append(terminal)
         faults.hit("after-terminal")
         if not manual:
-            self.attribution.dispatched(job, self.policy["jobs"].get(job["id"], {}), self.policy.get("budget"),
-                                        start, outcome, self.options.project)
             self.admission.after_run(job, start, outcome)
         self._settle(claim, terminal, deferred=not manual)
         projected = project_run(Group(start, terminal))
@@ -385,7 +387,6 @@ class SchedulerPass:
             self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
                              f"{job['name']}: {entry.get('reason') if failed else projected['status']}")
         self.result.runs.append(entry)
-
 
 
 def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:

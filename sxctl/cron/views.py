@@ -252,6 +252,12 @@ def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, fu
         read_policy(ws)
     except InvalidDataError as error:
         problems.append(Problem(str(ws.policy), None, "invalid_data", error.message))
+    from .spend_ledger import read_spend, spend_path  # a damaged spend file stops every pass too
+
+    try:
+        read_spend(ws.scheduler)
+    except InvalidDataError as error:
+        problems.append(Problem(str(spend_path(ws.scheduler)), None, "invalid_data", error.message))
     try:
         ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=full)
     except InvalidDataError as error:

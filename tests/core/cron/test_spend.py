@@ -88,7 +88,9 @@ def test_the_workspace_budget_guards_every_job_without_its_own(sched):  # noqa: 
     sched.add(NINE - HOUR, "own", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
               "--text", "own", "--rate-limit-ceiling", "1")
     assert sched.run(NINE - HOUR, "cron", "budget", "set", "--rate-limit-ceiling", "0.5").code == 0
-    shown = sched.run(NINE - HOUR, "cron", "budget", "show", "--json").json()["budget"]
+    shown = sched.run(NINE - HOUR, "cron", "budget", "show", "--json").json()
+    assert shown["ok"] is True  # every document says whether it worked
+    shown = shown["budget"]
     assert shown == {"rateLimitCeiling": 0.5, "maxSessionTokens": None, "maxTokensPerDay": None,
                      "onMissingUsage": None}
     assert sched.run(NINE, "cron", "list", "--json").json()["workspacePolicy"]["budget"] == {"rateLimitCeiling": 0.5}
@@ -310,3 +312,55 @@ def test_runs_of_jobs_without_a_guard_get_tokens_only_while_the_agent_publishes_
     sched.tick(NINE + 24 * HOUR + MIN)
     runs = sched.run(NINE + 24 * HOUR + MIN, "cron", "runs", "daily", "--json").json()["runs"]
     assert runs[0]["tokens"] == 700 and "tokens" not in runs[1]
+
+
+class Killed(BaseException):
+    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
+
+
+@pytest.mark.parametrize("point", ["after-dispatch", "after-terminal"])
+def test_a_pass_killed_after_sending_still_counts_the_runs_tokens(sched, monkeypatch, point):  # noqa: F811
+    """The attribution was saved at the end of the pass: a pass killed after its send left the
+    run out of --max-tokens-per-day, and every such pass ran past the cap."""
+    from sxctl import faults
+
+    sched.add(NINE - HOUR, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+              "--text", "check", "--max-tokens-per-day", "1500")
+    agent_with(sched, NINE, usage(total=1000))
+
+    def hit(at: str) -> None:
+        if at == point:
+            raise Killed(at)
+
+    monkeypatch.setattr(faults, "hit", hit)
+    with pytest.raises(Killed):
+        sched.run(NINE, "cron", "tick")
+    monkeypatch.undo()
+    assert len(list((sched.folder / "inbox").glob("*.json"))) == 1
+    spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
+    assert [run["state"] for run in spend["runs"]] == ["open"]
+    read_all(sched, 2600, NINE + 10 * MIN)  # read, idle again: 1,600 tokens are this run's
+    sched.tick(NINE + 10 * MIN, "--terminalize-orphans")
+    agent_with(sched, NINE + HOUR, usage(total=2600))
+    report = sched.tick(NINE + HOUR)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+
+
+def test_two_usage_steps_at_one_time_are_a_usage_error(sched, tmp_path):  # noqa: F811
+    """They crashed the sort (exit 1, `TypeError`)."""
+    steps = tmp_path / "u.json"
+    steps.write_text(json.dumps([{"from": "2026-12-01T09:00Z", "usage": {"rl_5h": 0.9}},
+                                 {"from": "2026-12-01T09:00Z", "usage": {"rl_5h": 0.1}}]))
+    result = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T09:30Z",
+                       "--usage", str(steps))
+    assert result.code == 2 and "two steps start at the same time" in result.err
+
+
+def test_cron_validate_and_doctor_name_a_damaged_spend_file(sched):  # noqa: F811
+    """Every pass stopped on it (exit 5) while `cron validate` said ok and doctor passed."""
+    add_daily(sched, "--max-tokens-per-day", "1000")
+    (sched.root / ".scheduler" / "sxctl-spend.json").write_text("{")
+    validated = sched.run(NINE, "cron", "validate", "--json")
+    assert validated.code == 5 and "sxctl-spend.json" in validated.out
+    doctor = sched.run(NINE, "doctor", "--json")
+    assert doctor.code == 9 and "sxctl-spend.json" in doctor.out
