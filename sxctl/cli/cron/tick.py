@@ -102,6 +102,9 @@ def tick_command(log, log_max, **kw) -> None:
 def run(name, mode, **kw) -> None:
     """Run a job now (--mode force, trigger manual), or run one full pass (--mode due).
 
+    A manual run is what you asked for: the job's limits, active hours, maintenance window and
+    spend guards do not hold it back, though its tokens count towards --max-tokens-per-day.
+
     \b
     Examples:
       sxctl cron run nightly
