@@ -142,6 +142,8 @@ def next_(count: int, tz: str | None) -> None:
                 notes.append(flag)
         if row.get("waiting"):
             notes.append("waits for a live agent")
+        if row.get("held"):
+            notes.append(f"held: {row['held']}")
         if row.get("note"):
             notes.append(f"after {row['note']}")
         return ", ".join(notes)

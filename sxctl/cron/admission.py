@@ -136,6 +136,11 @@ class Admission:
                 self.done.waiting.append(row)
                 return False
             self.done.given_up.append(row)
+        if fate.action == "run":  # a guard that could not read its figure lets it run: said, not silent
+            verdict = spend_verdict(job, entry, self.policy.get("budget"), project=self.project, to=self.to,
+                                    clock=self.clock, workspace=self.workspace)
+            if verdict is not None and verdict.reason is None and verdict.unreadable:
+                self.report.warn(f"{job['name']}: its spend guard {verdict.detail}")
         return fate.action == "run"
 
     def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:

@@ -46,7 +46,8 @@ class CallbackRow(TypedDict):
 
 class CronRow(TypedDict):
     """A cron run the pass will make (`sxctl.cron.fate`): `note` says what it skips before it
-    (active hours, daily limit), `waiting` whether an overdue one is held for a live agent."""
+    (active hours, daily limit), `waiting` whether an overdue one is held for a live agent,
+    `held` what a spend guard holding it says (None: none does)."""
 
     source: Literal["cron"]
     at_ms: int
@@ -56,6 +57,7 @@ class CronRow(TypedDict):
     paused: bool
     dst: bool
     waiting: bool
+    held: str | None
     note: str | None
     skipped_before: int
 
@@ -87,7 +89,8 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
             held: Any = fire.get("waiting")
             rows.append(CronRow(source="cron", at_ms=fire["at_ms"], name=fire["name"], jobId=fire["jobId"],
                                 overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
-                                waiting=bool(held) and held["status"] == "waiting", note=fire.get("note"),
+                                waiting=bool(held) and held["status"] == "waiting" and "detail" not in held,
+                                held=held.get("detail") if held else None, note=fire.get("note"),
                                 skipped_before=fire.get("skipped_before", 0)))
     order = {"inbox": 0, "callback": 1, "cron": 2}
     rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))

@@ -364,3 +364,25 @@ def test_cron_validate_and_doctor_name_a_damaged_spend_file(sched):  # noqa: F81
     assert validated.code == 5 and "sxctl-spend.json" in validated.out
     doctor = sched.run(NINE, "doctor", "--json")
     assert doctor.code == 9 and "sxctl-spend.json" in doctor.out
+
+
+def test_a_guard_that_cannot_read_its_figure_and_runs_says_so_in_the_pass(sched):  # noqa: F811
+    """An rl_5h of 80 (a percentage) is unreadable: by the default --on-missing-usage run the job
+    ran, and the pass said only "ran"."""
+    add_daily(sched, "--rate-limit-ceiling", "0.5")
+    agent_with(sched, NINE, {**usage(), "rl_5h": 80})
+    result = sched.run(NINE, "cron", "tick")
+    assert result.code == 0 and "ran daily" in result.out
+    assert "daily: its spend guard usage unreadable (rl_5h" in result.err
+    assert "runs (--on-missing-usage run)" in result.err
+
+
+def test_next_says_a_guard_holds_the_job_not_that_it_waits_for_an_agent(sched):  # noqa: F811
+    """With a live agent over the ceiling, `sxctl next` said "waits for a live agent"."""
+    add_daily(sched, "--rate-limit-ceiling", "0.5")
+    agent_with(sched, NINE + MIN, usage(rl_5h=0.9))
+    rows = [row for row in sched.run(NINE + MIN, "--session", SID, "next", "--json").json()["rows"]
+            if row["source"] == "cron"]
+    assert rows[0]["waiting"] is False and "rl_5h 0.9 is at or above --rate-limit-ceiling 0.5" in rows[0]["held"]
+    shown = sched.run(NINE + MIN, "--session", SID, "next").out
+    assert "held: " in shown and "waits for a live agent" not in shown
