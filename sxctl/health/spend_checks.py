@@ -14,7 +14,8 @@ from .findings import Findings
 
 FIXES = {
     "cron_held_rate_limit": "it runs once the figure falls (or past --hold-max it is skipped); "
-                            "`sxctl cron update NAME --rate-limit-ceiling 0` removes the guard",
+                            "`sxctl cron update NAME --rate-limit-ceiling 0` removes the job's own guard, "
+                            "`sxctl cron budget show` names the workspace's",
     "cron_held_token_budget": "compact or restart the agent (a new session counts from 0), "
                               "or raise --max-session-tokens",
     "cron_held_usage_unreadable": "`sxctl session show --json` shows the agent's usage block; "
