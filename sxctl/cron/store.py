@@ -72,7 +72,13 @@ def find_job(store: dict[str, Any], name: str) -> dict[str, Any]:
     for job in store["jobs"]:
         if job["name"] == name:
             return job
-    raise NotFoundError(f"Cron job not found: {name}", code=ErrorCode.JOB_NOT_FOUND)
+    import difflib  # only a mistyped name pays for it
+
+    close = difflib.get_close_matches(name, [job["name"] for job in store["jobs"]], n=3, cutoff=0.6)
+    missing = NotFoundError(f"Cron job not found: {name}", code=ErrorCode.JOB_NOT_FOUND)
+    if close:
+        missing.extra["hint"] = f"did you mean {' or '.join(close)}? (`sxctl cron list` shows them)"
+    raise missing
 
 
 def default_agent_id(store: dict[str, Any] | None, explicit: str | None, environ: Mapping[str, str]) -> str:

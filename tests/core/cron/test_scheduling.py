@@ -644,3 +644,12 @@ def test_stale_after_without_catch_up_skip_is_refused(sched):
     result = sched.run(NINE, "cron", "update", "poll", "--stale-after", "10m")
     assert result.code == 2 and "--stale-after applies with --catch-up skip" in result.err
     assert sched.run(NINE, "cron", "update", "poll", "--catch-up", "skip", "--stale-after", "10m").code == 0
+
+
+def test_a_mistyped_job_name_gets_the_names_close_to_it(sched):
+    """Options and zones had did-you-mean hints; job names had none."""
+    sched.add(NINE, "standup", "--every", "1d", "--payload", "heartbeat-event", "--text", "x")
+    for command in (("cron", "show", "standpu"), ("cron", "pause", "standpu"), ("cron", "runs", "standpu")):
+        result = sched.run(NINE, *command)
+        assert result.code == 3 and "hint: did you mean standup?" in result.err, command
+    assert "did you mean" not in sched.run(NINE, "cron", "show", "xyzzy").err
