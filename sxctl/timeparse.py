@@ -120,7 +120,7 @@ def load_zone(name: str):
 def zone_hint(name: str) -> str:
     """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
     Europe/Berlin (the error message itself stays comis's)."""
-    zones = sorted(_zone_names())
+    zones = sorted(zone for zone in _zone_names() if is_iana_zone_name(zone))  # never suggest one refused
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
     import difflib  # lazy: only a mistyped zone pays for it (every command loads this module)
 

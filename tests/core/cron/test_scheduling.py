@@ -653,3 +653,10 @@ def test_a_mistyped_job_name_gets_the_names_close_to_it(sched):
         result = sched.run(NINE, *command)
         assert result.code == 3 and "hint: did you mean standup?" in result.err, command
     assert "did you mean" not in sched.run(NINE, "cron", "show", "xyzzy").err
+
+
+def test_a_zone_hint_never_suggests_a_name_that_is_refused(sched):
+    """`--tz /etc/localtime` was told "did you mean localtime?", itself refused."""
+    result = sched.run(NINE, "cron", "add", "q", "--every", "1h", "--tz", "/etc/localtime", "--payload",
+                       "heartbeat-event", "--text", "x")
+    assert result.code == 2 and "localtime?" not in result.err and "America/New_York" in result.err
