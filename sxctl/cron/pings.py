@@ -94,6 +94,10 @@ def mask_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{rest}"
 
 
+class Answered(OSError):
+    """The endpoint answered that this URL is wrong (4xx): the host is up, its other checks may be fine."""
+
+
 def http_post(url: str, body: bytes, timeout: float) -> None:
     """POST `body` to `url` (text/plain), no redirect followed; raises OSError on any failure."""
     import urllib.error  # urllib loads only for pings
@@ -111,7 +115,8 @@ def http_post(url: str, body: bytes, timeout: float) -> None:
         with opener.open(request, timeout=timeout) as answer:
             answer.read(4096)
     except urllib.error.HTTPError as error:
-        raise OSError(f"HTTP {error.code}") from None
+        # a 4xx is about this URL (a wrong check); a 5xx, the monitor itself
+        raise (Answered if 400 <= error.code < 500 else OSError)(f"HTTP {error.code}") from None
     except urllib.error.URLError as error:
         raise OSError(str(error.reason)) from None
     except (TimeoutError, ValueError) as error:
@@ -127,13 +132,15 @@ def bounded(send: Sender, url: str, body: bytes, timeout: float) -> None:
     Whatever goes wrong in it is an OSError, never a failed pass."""
     import threading  # loads only for pings
 
-    failure: list[str] = []
+    failure: list[OSError] = []
 
     def run() -> None:
         try:
             send(url, body, timeout)
+        except Answered as error:
+            failure.append(error)
         except Exception as error:  # noqa: BLE001 - a ping can fail in any way; the pass goes on
-            failure.append(str(error) or type(error).__name__)
+            failure.append(OSError(str(error) or type(error).__name__))
 
     worker = threading.Thread(target=run, name="sxctl-ping", daemon=True)
     worker.start()
@@ -141,7 +148,7 @@ def bounded(send: Sender, url: str, body: bytes, timeout: float) -> None:
     if worker.is_alive():
         raise OSError(f"no answer within {timeout:g}s")
     if failure:
-        raise OSError(failure[0])
+        raise failure[0]
 
 
 @dataclass
@@ -183,7 +190,8 @@ class Pinger:
             bounded(self.sender or http_post, item["url"], item["body"].encode(), self.timeout)
         except OSError as error:
             self.failed += 1
-            self._dead.add(base)
+            if not isinstance(error, Answered):  # it answered: its other checks may well be fine
+                self._dead.add(base)
             said = str(error).replace(item["url"], base)  # never the whole URL
             self.last_error = f"{item['kind']} ping to {base}: {said}"[:512]
             self.warnings.append(f"{self.last_error}; it is sent again at the next pass")

@@ -39,8 +39,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's name
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
         time.sleep(self.server.delay)
-        if self.server.down:  # a monitor having a bad minute
-            self.send_response(503)
+        if self.server.down or "unknown-check" in self.path:  # a monitor having a bad minute, a wrong check
+            self.send_response(404 if "unknown-check" in self.path else 503)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -220,3 +220,12 @@ def test_kept_pings_are_sent_again_only_for_this_workspace_and_its_urls(sched, e
     beat_path.write_text(json.dumps(beat))
     sched.tick(NINE + 2 * MIN, "--ping-url", f"{endpoint.url}/INJECTED")
     assert [path for path, _ in endpoint.received] == ["/INJECTED/start", "/INJECTED"]  # its own, not the copy's
+
+
+def test_a_check_the_monitor_refuses_does_not_hold_back_its_other_checks(sched, endpoint):
+    """One endpoint that failed marked the whole host down for the pass: a wrong check URL on
+    hc-ping.com kept every other check's pings from being sent."""
+    _delivery(sched, NINE - MIN, "job", "--ping-url", f"{endpoint.url}/{SECRET}")
+    env = sched.env(SXCTL_DELIVER_CMD="cat > /dev/null")
+    assert sched.run(NINE, "cron", "tick", "--ping-url", f"{endpoint.url}/unknown-check", env=env).code == 0
+    assert sorted(path for path, _ in endpoint.received) == [f"/{SECRET}", f"/{SECRET}/start"]
