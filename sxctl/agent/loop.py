@@ -52,7 +52,8 @@ class ReferenceAgent:
         #: set by a signal (before or after `start`): finish the turn, then shut down
         self.stopping = threading.Event()
         #: why a stop was asked for before `started` was announced: announced right after it
-        self.early_stop: str | None = None
+        self.stop_reason: str | None = None  # why a stop was asked for (`request_stop`)
+        self.stop_said = False
         self.announced = False
         self.idle_since = time.monotonic()
 
@@ -107,8 +108,8 @@ class ReferenceAgent:
         if others:  # commands without --session now choose between agents, and may change their mind
             self.emit("warning", message=f"another agent is live in this project (session {', '.join(others)}): "
                       "commands without --session use the freshest of them; pin one with --session ID")
-        if self.early_stop is not None:
-            self.emit("stopping", signal=self.early_stop)
+        if self.stopping.is_set():  # asked for while the agent started
+            self._say_stopping()
 
     def write_stats(self, *, stopped: bool = False) -> None:
         self.runner.write_stats(self.timers.active_slots(), stopped=stopped)
@@ -123,6 +124,7 @@ class ReferenceAgent:
             try:
                 self.finish_turn_if_done()
                 if self.stopping.is_set():
+                    self._say_stopping()
                     if runner.current is None:
                         break
                     time.sleep(poll / 4)
@@ -205,14 +207,17 @@ class ReferenceAgent:
         return time.monotonic() - self.idle_since >= self.options.idle_exit_s
 
     def request_stop(self, signal_name: str) -> None:
-        """Finish the current turn and stop; `stopping` is announced after `started`, never before
-        (a stop asked for while the agent starts is announced once it has)."""
+        """Finish the current turn and stop. Safe in a signal handler: it only sets a flag — the
+        loop announces `stopping` (after `started`, never before), since a handler that printed
+        could wait forever for the printer's lock the interrupted loop holds."""
         if not self.stopping.is_set():
+            self.stop_reason = signal_name
             self.stopping.set()
-            if self.announced:
-                self.emit("stopping", signal=signal_name)
-            else:
-                self.early_stop = signal_name
+
+    def _say_stopping(self) -> None:
+        if self.announced and not self.stop_said:
+            self.stop_said = True
+            self.emit("stopping", signal=self.stop_reason)
 
     def shutdown(self) -> int:
         worker = self.runner.worker

@@ -249,3 +249,28 @@ def test_an_agent_whose_project_is_moved_stops_with_one_line_saying_so(project, 
     assert "the session folder is gone (the project was moved or deleted)" in message, agent.events
     assert str(project.root / ".scorpiox" / "sessions" / SID) in message
     moved.rename(project.root)  # the fixture's project again, for the clean-up
+
+
+def test_a_stop_asked_for_while_an_event_is_being_printed_prints_nothing_itself(project):
+    """SIGTERM's handler announced `stopping` itself: arriving while the loop printed an event, it
+    waited for the printer's lock the loop held, and the agent never stopped (a hung CI step).
+    A stop only sets a flag; the loop announces it."""
+    from sxctl import run_agent
+
+    handles, events, nested = [], [], []
+    inside = threading.Event()
+
+    def on_event(event: dict) -> None:
+        if inside.is_set():
+            nested.append(event["event"])
+        events.append(event["event"])
+        if event["event"] == "inbox" and not handles[0].stopping:  # printed by the loop itself
+            inside.set()
+            handles[0].stop("test")  # as a signal handler runs: in the middle of this print
+            inside.clear()
+
+    project.session(SID, live=False)
+    assert project.run("--session", SID, "inbox", "send", "hello", "--no-wait").code == 0
+    run_agent(on_event, project=str(project.root), session=SID, poll_ms=10, turn_seconds=0.05,
+              on_ready=handles.append)
+    assert nested == [] and "stopping" in events and events[-1] == "stopped", (nested, events)
