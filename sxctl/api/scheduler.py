@@ -120,7 +120,8 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
     if scheduler.options.dry_run:
         return run()
     pinger, url, boot = scheduler.pinger, scheduler.options.ping_url, scheduler.boot_id
-    pinger.pending = pending_pings(scheduler.ws, scheduler.host, _ping_urls(scheduler.ws) | ({url} if url else set()))
+    pinger.pending = pending_pings(scheduler.ws, scheduler.host,
+                                   lambda: _ping_urls(scheduler.ws) | ({url} if url else set()))
     pinger.retry_pending()
     if url:
         pinger.ping(url, "start", boot, "scheduler pass started")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,18 +112,22 @@ def heartbeat_paths(ws: Workspace) -> list[Path]:
     return paths
 
 
-def pending_pings(ws: Workspace, host: str, urls: set[str]) -> list[dict[str, Any]]:
-    """The pings the last pass on `host` could not send, to send again: only from a heartbeat
-    written for this workspace (a copied or restored one would tell the original's monitor), and
-    only to a URL this workspace still pings (`urls`: the jobs' and the pass's `--ping-url`; a
-    hand-written heartbeat must not make the pass POST anywhere)."""
+def pending_pings(ws: Workspace, host: str, urls: Callable[[], set[str]]) -> list[dict[str, Any]]:
+    """The pings the last pass on `host` could not send, to send again: only from this host's
+    own heartbeat written for this workspace (a copied or restored one would tell the original's
+    monitor), and only to a URL this workspace still pings (`urls()`: the jobs' and the pass's
+    `--ping-url`, asked only when pings wait; a hand-written heartbeat must not make the pass
+    POST anywhere)."""
+    beat = read_record(host_file(ws, host))
+    if beat is None or "invalid" in beat or beat["host"] != host or written_elsewhere(beat, ws) is not None:
+        return []
+    waiting = beat.get("pings", {}).get("pending", [])
+    if not waiting:
+        return []
     from .pings import SUFFIXES, ping_url  # only a pass with pings left over needs them
 
-    beat = read_heartbeats(ws).get(host)
-    if beat is None or "invalid" in beat or written_elsewhere(beat, ws) is not None:
-        return []
-    wanted = {ping_url(url, kind) for url in urls for kind in SUFFIXES}
-    return [item for item in beat.get("pings", {}).get("pending", []) if item["url"] in wanted]
+    wanted = {ping_url(url, kind) for url in urls() for kind in SUFFIXES}
+    return [item for item in waiting if item["url"] in wanted]
 
 
 def read_heartbeats(ws: Workspace) -> dict[str, dict[str, Any]]:

@@ -13,7 +13,7 @@ from ..clock import Clock
 from ..errors import SxctlError, TooLateError
 from ..project import ProjectLayout, as_session, session_info
 from .ledger import Group, Ledger
-from .receipts import Dispatch, consumption, execution_dispatch, message_by_key, names_a_message
+from .receipts import Dispatch, consumption, execution_dispatch, message_by_key
 from .targets import run_target_project
 
 #: the most of a job's past messages a look for unread ones judges (a job nobody reads for months)
@@ -40,7 +40,7 @@ def unread_messages(job: dict[str, Any], groups: list[Group], *, project: Path, 
             break
         moved = receipt.get("forwardedTo") or {"session": dispatch.session_id, "stem": dispatch.stem}
         execution_id = group.start["executionId"]  # type: ignore[index]
-        if receipt["state"] == "pending" and names_a_message(moved["session"], moved["stem"]) \
+        if receipt["state"] == "pending" \
                 and message_by_key(where, execution_id, clock, sessions) == Dispatch(moved["session"], moved["stem"]):
             found.append({"executionId": execution_id, "sessionId": moved["session"], "stem": moved["stem"]})
     return found

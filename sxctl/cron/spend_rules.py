@@ -98,17 +98,3 @@ def describe_guards(entry: dict[str, Any]) -> dict[str, Any]:
     """A job's own guard settings for `cron list/show --json` (None: not set; the budget's apply)."""
     return {"rateLimitCeiling": entry.get("rateLimitCeiling"), "maxSessionTokens": entry.get("maxSessionTokens"),
             "maxTokensPerDay": entry.get("maxTokensPerDay"), "onMissingUsage": entry.get("onMissingUsage")}
-
-
-def guards_text(settings: dict[str, Any]) -> str:
-    """`rate-limit ceiling 0.8, session tokens < 2,000,000, 500,000 tokens/day, missing usage: hold`."""
-    parts = []
-    if settings.get("rateLimitCeiling") is not None:
-        parts.append(f"rate-limit ceiling {settings['rateLimitCeiling']:g}")
-    if settings.get("maxSessionTokens") is not None:
-        parts.append(f"session tokens < {settings['maxSessionTokens']:,}")
-    if settings.get("maxTokensPerDay") is not None:
-        parts.append(f"{settings['maxTokensPerDay']:,} tokens/day")
-    if settings.get("onMissingUsage") is not None:
-        parts.append(f"missing usage: {settings['onMissingUsage']}")
-    return ", ".join(parts)
