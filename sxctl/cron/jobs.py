@@ -96,11 +96,16 @@ class JobSpec:
 OVERDUE_GRACE_MS = 120_000
 
 
-def is_overdue(job: dict[str, Any], now_ms: int, entry: dict[str, Any] | None = None) -> bool:
-    """The one definition of an overdue job (status, cron status and watch agree); with its policy
-    `entry`, counted from its jittered due time."""
+def is_overdue(job: dict[str, Any], now_ms: int, policy: dict[str, Any] | None = None) -> bool:
+    """The one definition of an overdue job (status, cron status and doctor agree); with sxctl's
+    `policy` file, counted from its jittered due time, and never while a maintenance window holds
+    it (the pass skips it there)."""
+    from .maintenance import window_at, windows_for  # the views that judge lateness read the policy
+
     life = job["lifecycle"]
-    return life["status"] == "scheduled" and run_at(job, entry or {}, life["nextRunAtMs"]) < now_ms - OVERDUE_GRACE_MS
+    entry = (policy or {"jobs": {}})["jobs"].get(job["id"]) or {}
+    return (life["status"] == "scheduled" and run_at(job, entry, life["nextRunAtMs"]) < now_ms - OVERDUE_GRACE_MS
+            and not (policy and window_at(windows_for(policy, job["id"]), life["nextRunAtMs"], now_ms)))
 
 
 def check_name(name: str) -> str:

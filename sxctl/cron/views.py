@@ -332,12 +332,12 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     jobs = store["jobs"] if store else []
     due = [j["lifecycle"]["nextRunAtMs"] for j in jobs if j["lifecycle"]["status"] == "scheduled"]
     try:
-        entries = read_policy(ws)["jobs"]  # a job's --jitter moves when it is overdue
+        policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # named among the problems above
-        entries = {}
+        policy = None
     for job in jobs:
         life = job["lifecycle"]
-        if is_overdue(job, now_ms, entries.get(job["id"])) and not store_held:
+        if is_overdue(job, now_ms, policy) and not store_held:
             message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {

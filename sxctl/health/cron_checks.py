@@ -108,11 +108,11 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
         else:
             found.add("scheduler", "ok", where + (f"; {engine}" if engine else ""))
     try:
-        entries = read_policy(ws)["jobs"]  # a job's --jitter moves when it is overdue
+        policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # the cron files check names it
-        entries = {}
+        policy = None
     overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled"
-               and is_overdue(job, now, entries.get(job["id"]))]
+               and is_overdue(job, now, policy)]
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")

@@ -81,7 +81,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
               "trigger": r["trigger"]} for r in runs]
     for row, run in zip(brief[:5], runs, strict=False):
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
-    # a job a maintenance window holds is neither waiting nor overdue: the pass skips it
+    # a job a maintenance window holds does not wait for the agent: the pass skips it (is_overdue too)
     frozen = {job["id"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"
               and window_at(windows_for(full_policy, job["id"]), job["lifecycle"]["nextRunAtMs"], now_ms)}
     scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
@@ -96,8 +96,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
                             for job in scheduled), default=None),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, policy.get(job["id"]))
-                    and job["name"] not in waiting and job["id"] not in frozen and job["name"] not in held_by_guard],
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy)
+                    and job["name"] not in waiting and job["name"] not in held_by_guard],
         "waiting": waiting,
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`

@@ -200,6 +200,8 @@ def test_a_job_held_by_a_window_is_neither_waiting_nor_overdue_in_status(sched):
     doc = sched.run(at, "--session", SID, "status", "--json").json()
     assert doc["cron"]["waiting"] == [] and doc["cron"]["overdue"] == []
     assert {p["code"] for p in doc["problems"]} & {"cron_waiting_for_agent", "cron_overdue"} == set()
+    assert not [c for c in sched.run(at, "doctor", "--json").json()["checks"] if c["check"] == "overdue"]
+    assert not [p for p in sched.run(at, "cron", "status", "--json").json()["problems"] if p["code"] == "overdue"]
     metrics = sched.run(at, "--session", SID, "metrics").out
     assert [line.rsplit(" ", 1)[1] for line in metrics.splitlines() if line.startswith("sxctl_cron_waiting_jobs")] \
         == ["0"]
