@@ -305,7 +305,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if options.stale_after is not None and entry.get("catchUp") != "skip":
-        raise UsageError("--stale-after applies with --catch-up skip (a late run of once or all is never stale)")
+        raise UsageError("--stale-after applies with --catch-up skip (under --catch-up once a late run is never stale)")
     if "activeDays" in entry and "activeHours" not in entry:
         entry["activeHours"] = "00:00-24:00"
     if not recurring:

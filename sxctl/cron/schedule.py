@@ -144,7 +144,10 @@ def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None
         return anchor + ((bound_ms - anchor) // every + 1) * every, False
     if kind == "at":
         return (schedule["atMs"], False) if schedule["atMs"] > bound_ms else None
-    return CronPattern.parse(schedule["expr"]).next_after(bound_ms, load_cron_zone(schedule["tz"]))
+    try:
+        return CronPattern.parse(schedule["expr"]).next_after(bound_ms, load_cron_zone(schedule["tz"]))
+    except (ValueError, OverflowError):  # the next one would fall in year 10000: there is none
+        return None
 
 
 def load_cron_zone(name: str):

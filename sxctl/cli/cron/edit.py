@@ -97,7 +97,8 @@ def _pause(name: str | None, paused: bool, lock_wait_s: float, **window) -> None
             say(f"maintenance window for {what} until {format_ms(opened['untilMs'], zone=local_zone())}: "
                 f"{opened['reason']}")
         elif "maintenance" in result.outcome:
-            say(f"maintenance window of {what} ended")
+            say(f"maintenance window of {what} ended" if name is not None else "the workspace's maintenance window "
+                "ended (a job's own window stays: `sxctl cron resume NAME` ends it)")
         else:
             say(f"{'paused' if paused else 'resumed'} {name}")
 
@@ -111,7 +112,7 @@ def _pause(name: str | None, paused: bool, lock_wait_s: float, **window) -> None
               help="A maintenance window until TIME (a naive one in this machine's zone) or for a DURATION from "
               "now (2h) instead of a pause: its occurrences are skipped, never caught up, and the job(s) run "
               "again by themselves after it.")
-@click.option("--reason", metavar="TEXT", help="With --until: why (shown by status and doctor).")
+@click.option("--reason", metavar="TEXT", help="With --until (required there): why, shown by status and doctor.")
 @lock_wait_option
 def pause(name, all_jobs, until, reason, lock_wait_s) -> None:
     """Pause a job; its next run time and error counter are kept. With --until, open a
@@ -127,11 +128,13 @@ def pause(name, all_jobs, until, reason, lock_wait_s) -> None:
 
 @click.command("resume", cls=Command, mutating=True)
 @click.argument("name", required=False, shell_complete=completing("jobs"))
-@click.option("--all", "all_jobs", is_flag=True, help="End the maintenance window of every job now.")
+@click.option("--all", "all_jobs", is_flag=True,
+              help="End the workspace's maintenance window (for every job) now; a job's own stays.")
 @lock_wait_option
 def resume(name, all_jobs, lock_wait_s) -> None:
     """Resume a paused job (and end its maintenance window); if its run time has passed it runs
-    as a catch-up at the next tick. --all ends the window of every job.
+    as a catch-up at the next tick. --all ends the workspace's window (`cron pause --all`); a job's
+    own window ends with `cron resume NAME`.
 
     \b
     Examples:

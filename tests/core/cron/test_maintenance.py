@@ -212,3 +212,12 @@ def test_until_takes_a_duration_from_now(sched):
     _hourly(sched, "beat")
     assert _window(sched, NINE, "--all", until="1h30m").code == 0
     assert json.loads(sched.policy_file.read_text())["maintenance"]["untilMs"] == NINE + 90 * MIN
+
+
+def test_resume_all_says_a_jobs_own_window_stays(sched):
+    """It said "maintenance window of every job ended" while a job's own window went on."""
+    _hourly(sched, "beat")
+    assert _window(sched, NINE, "beat").code == 0 and _window(sched, NINE, "--all").code == 0
+    ended = sched.run(NINE + MIN, "cron", "resume", "--all")
+    assert ended.code == 0 and "a job's own window stays: `sxctl cron resume NAME` ends it" in ended.out
+    assert sched.job("beat")["policy"]["maintenance"] is not None

@@ -660,3 +660,9 @@ def test_a_zone_hint_never_suggests_a_name_that_is_refused(sched):
     result = sched.run(NINE, "cron", "add", "q", "--every", "1h", "--tz", "/etc/localtime", "--payload",
                        "heartbeat-event", "--text", "x")
     assert result.code == 2 and "localtime?" not in result.err and "America/New_York" in result.err
+
+
+def test_a_schedule_whose_next_fire_would_be_in_year_10000_has_none(sched):
+    """`--cron "0 0 29 2 *" --from 9998-01-01` crashed (ValueError: year 10000 is out of range)."""
+    result = sched.run(NINE, "cron", "next", "--cron", "0 0 29 2 *", "--from", "9998-01-01T00:00Z", "-n", "1")
+    assert result.code == 0 and "no upcoming fires" in result.out
