@@ -18,7 +18,7 @@ RECENT = 100
 
 def sxctl_at(at_ms: int, *args: str) -> list[str]:
     """`sxctl ARGS` with the clock at `at_ms` (the injectable clock the tests use)."""
-    code = ("import sys\nfrom sxctl.cli import cli\nfrom sxctl.cli.output import Settings\n"
+    code = ("import sys\nfrom sxctl.cli.root import cli\nfrom sxctl.cli.output import Settings\n"
             "from sxctl.clock import FakeClock\n"
             f"cli.main(args=sys.argv[1:], obj=Settings(clock=FakeClock({at_ms})))\n")
     return [sys.executable, "-c", code, *args]

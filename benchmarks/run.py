@@ -46,7 +46,7 @@ def sxctl_later(hours: float, *args: str) -> list[str]:
     """`sxctl ARGS` as if run `hours` after now (the injectable clock the tests use): a history
     written by the benchmark a moment ago is then as old as a real one (the kernel sets the ctime
     of a consumed message when it is moved, and nothing can set it back)."""
-    code = ("import sys, time\nfrom sxctl.cli import cli\nfrom sxctl.cli.output import Settings\n"
+    code = ("import sys, time\nfrom sxctl.cli.root import cli\nfrom sxctl.cli.output import Settings\n"
             "from sxctl.clock import FakeClock\n"
             f"clock = FakeClock(time.time_ns() // 1_000_000 + {int(hours * 3_600_000)})\n"
             "cli.main(args=sys.argv[1:], obj=Settings(clock=clock))\n")

@@ -173,8 +173,8 @@ def run_cli(args: list[str], *, input: str | bytes | None = None, env: dict[str,
     from click.testing import CliRunner
 
     from sxctl import faults, project
-    from sxctl.cli import cli
     from sxctl.cli.output import Settings
+    from sxctl.cli.root import cli
     from sxctl.inbox import sending
 
     sending._switch_cache.clear()  # per-process caches: a new process would start without them

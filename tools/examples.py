@@ -18,8 +18,8 @@ from unittest import mock
 
 from click.testing import CliRunner
 
-from sxctl.cli import cli
 from sxctl.cli.output import Settings
+from sxctl.cli.root import cli
 from sxctl.clock import FakeClock
 from sxctl.errors import EXIT_BY_CODE
 

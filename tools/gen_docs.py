@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tools")]  # sxctl from this checkout; `import examples` in cog blocks
 
 from sxctl import __version__  # noqa: E402
-from sxctl.cli import cli  # noqa: E402
 from sxctl.cli.environment import ENVIRONMENT  # noqa: E402
+from sxctl.cli.root import cli  # noqa: E402
 from sxctl.errors import EXIT_MEANINGS  # noqa: E402
 
 WIDTH = 100

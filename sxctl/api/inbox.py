@@ -13,16 +13,16 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, UsageError
 from ..inbox import folder
 from ..inbox.folder import find_message, inbox_dirs
+from ..inbox.message import MODES as MODES  # the modes a message may name (the CLI's choices)
 from ..inbox.message import apply_tilde, check_key, check_stem, load_image, stem_argument
 from ..inbox.request import SendRequest
-from ..inbox.sending import send
+from ..inbox.sending import SendResult, send
 from ..record import record
 from ..report import Reporter
 from .scope import find_project, find_session, milliseconds
 
 if TYPE_CHECKING:
     from ..inbox.folder import InboxDir, MessageRow
-    from ..inbox.sending import SendResult
     from ..inbox.wait import WaitOutcome
     from ..project import Session
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..api.inbox import MODES
 from ..errors import UsageError
 from .output import (
     DURATION,
@@ -21,6 +22,7 @@ from .output import (
     settings,
     table,
 )
+from .plain_send import sent_line
 
 
 @click.group("inbox", cls=Group)
@@ -56,7 +58,7 @@ TEXT_INPUT_LIMIT = 64_002
 @inbox.command("send", mutating=True)
 @click.argument("text", required=False)
 @click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE.")
-@click.option("--mode", type=click.Choice(["auto", "interrupt", "queue"]),
+@click.option("--mode", type=click.Choice(MODES),
               help="auto (default): interrupt if busy; interrupt: at the next tool call; "
                    "queue: after the turn. A leading '~' in TEXT means queue.")
 @click.option("--image", type=click.Path(dir_okay=False, path_type=Path),
@@ -87,16 +89,7 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
     result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
                           stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
 
-    def human() -> None:
-        status = "consumed" if result.consumed else "written, not yet consumed"
-        if result.state == "retracted":
-            status = "already retracted"
-        tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
-        if result.forwarded_from is not None:
-            tag += f" (forwarded from {result.forwarded_from['session']})"
-        say(f"sent {result.stem} to {result.session.id} ({result.mode}){tag}: {status}")
-
-    emit(result.to_json(), human)
+    emit(result.to_json(), lambda: say(sent_line(result)))
 
 
 @inbox.command("list")

@@ -14,7 +14,8 @@ import click
 
 from ..api.times import format_duration_ms, format_ms, format_relative_ms
 from .cron.options import max_log_option
-from .output import DURATION, Command, completing, emit, in_session, json_line, markup, say, settings, table
+from .output import DURATION, Command, completing, emit, in_session, markup, say, settings, table
+from .render import json_line
 
 
 def _where() -> dict:

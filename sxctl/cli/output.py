@@ -7,9 +7,7 @@ Global options are accepted before the group and on every leaf: `sxctl --json in
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +18,7 @@ import click
 from ..api.scope import FAULT_POINTS, Reporter, arm_fault
 from ..api.times import parse_duration_ms
 from ..errors import NotFoundError, SystemRefusedError, UsageError
+from .render import StderrReporter, emit_json, say
 from .settings import Settings, settings
 from .text import printable
 
@@ -157,64 +156,13 @@ WHOLE_SECONDS = Duration(whole=True)
 
 # --- rendering ---------------------------------------------------------------------------------
 
-#: what json.dumps leaves raw with ensure_ascii off: DEL and the C1 controls (a terminal may obey
-#: them), and the lone surrogates that stand for the bytes of a name that is not UTF-8
-_JSON_RAW = "[\x7f-\x9f\ud800-\udfff]"  # compiled on first use (re caches it), not at import
-
-
 def color_enabled(s: Settings | None = None) -> bool:
     s = s or settings()
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ and not s.no_color and not s.json
 
 
-def say(message: str, *, err: bool = False, lines: bool = False) -> None:
-    """Write one human line to stdout (or stderr): every human line goes through here or `table`,
-    escaped by `printable`, so no value from a file or an argument reaches the terminal raw.
-    `lines=True`: a multi-line text (a message body, the agent tool's lists), whose line breaks stay."""
-    click.echo(printable(message, newlines=lines), err=err)
-
-
-class StderrReporter(Reporter):
-    """Keeps the core's notes and warnings (for JSON reports) and shows them on stderr as they
-    happen (-q drops them); details are shown only with -v."""
-
-    def __init__(self, s: Settings) -> None:
-        super().__init__()
-        self.settings = s
-
-    def note(self, message: str) -> None:
-        super().note(message)
-        if not self.settings.quiet:
-            say(f"sxctl: {message}", err=True)
-
-    def warn(self, message: str) -> None:
-        super().warn(message)
-        if not self.settings.quiet:
-            say(f"sxctl: warning: {message}", err=True)
-
-    def detail(self, message: str) -> None:
-        super().detail(message)
-        if self.settings.verbose:
-            say(f"sxctl: {message}", err=True)
-
-
 def reporter() -> Reporter:
     return StderrReporter(settings())
-
-
-def json_line(doc: dict[str, Any]) -> str:
-    """One JSON document as one line of stdout: ASCII-only unless stdout takes UTF-8, and never a
-    raw control character either way (json escapes C0; DEL and the C1 controls, which a terminal
-    may obey, are escaped here as `\\u009b`: the same JSON value), and always valid UTF-8 (a name
-    that is not UTF-8 shows its bytes as `\\udce9`, as Python's own ASCII JSON does)."""
-    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    text = json.dumps(doc, ensure_ascii=not encoding.startswith("utf"))
-    return re.sub(_JSON_RAW, lambda found: f"\\u{ord(found.group()):04x}", text) + "\n"
-
-
-def emit_json(doc: dict[str, Any]) -> None:
-    sys.stdout.write(json_line(doc))
-    sys.stdout.flush()
 
 
 def emit(doc: dict[str, Any], human: Callable[[], None]) -> None:

@@ -1,12 +1,15 @@
-"""The merged global options of one invocation, kept on the root click context."""
+"""The merged global options of one invocation, kept on the root click context (no click at
+import: the plain `inbox send` fills a `Settings` itself)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import click
-
 from ..api.scope import SYSTEM_CLOCK, Clock
+
+TYPE_CHECKING = False  # the plain `inbox send` loads this module: not even `typing` at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+    import click
 
 
 class Settings:
@@ -34,7 +37,12 @@ class Settings:
 
 
 def settings(ctx: click.Context | None = None) -> Settings:
-    root = (ctx or click.get_current_context()).find_root()
+    """The settings of the click invocation running now (or of `ctx`)."""
+    if ctx is None:
+        import click  # loaded already by whoever runs a click command (the plain send has none)
+
+        ctx = click.get_current_context()
+    root = ctx.find_root()
     if not isinstance(root.obj, Settings):
         root.obj = Settings()
     return root.obj

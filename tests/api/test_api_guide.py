@@ -47,7 +47,7 @@ def _command_table(guide: str) -> dict[str, str]:
 def _leaf_commands():
     import click
 
-    from sxctl.cli import cli
+    from sxctl.cli.root import cli
 
     def walk(group, prefix):
         ctx = click.Context(group)

@@ -11,7 +11,7 @@ import sys
 import click
 import pytest
 
-from sxctl.cli import cli
+from sxctl.cli.root import cli
 from tests.conftest import REPO
 
 

@@ -44,7 +44,7 @@ def test_the_generated_examples_are_up_to_date_and_the_readme_is_a_front_door():
 def test_every_group_has_a_man_page_that_renders_cleanly():
     import click
 
-    from sxctl.cli import cli
+    from sxctl.cli.root import cli
 
     ctx = click.Context(cli)
     commands = {name: cli.get_command(ctx, name) for name in cli.list_commands(ctx)}
@@ -67,7 +67,7 @@ def test_every_group_has_a_man_page_that_renders_cleanly():
 def test_cli_reference_lists_every_command():
     import click
 
-    from sxctl.cli import cli
+    from sxctl.cli.root import cli
 
     reference = (REPO / "docs" / "cli.md").read_text()
     ctx = click.Context(cli)

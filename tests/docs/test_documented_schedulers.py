@@ -44,7 +44,7 @@ def _help_texts() -> dict[str, str]:
     the contexts click makes (click caches each command's help option from its first context)."""
     import click
 
-    from sxctl.cli import cli
+    from sxctl.cli.root import cli
 
     texts: dict[str, str] = {}
 

@@ -412,7 +412,7 @@ def problems_of(view: View, model: Model) -> list[str]:
 SERVER = r"""
 import json, os, signal, sys, traceback
 from sxctl import faults
-from sxctl.cli import cli
+from sxctl.cli.root import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
 from sxctl.cron.policy import read_policy

@@ -25,7 +25,7 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
 # command, argument parsing to exit status, without paying an interpreter start-up per message)
 SENDER = r"""
 import sys, time, os
-from sxctl.cli import cli
+from sxctl.cli.root import cli
 start_file, sender, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 while not os.path.exists(start_file):
     time.sleep(0.001)
