@@ -399,6 +399,14 @@ def worktree_pair(project, tmp_path):
 FIGURES_ENV = "SXCTL_STRESS_FIGURES"
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (tests/test_hermetic.py) has no such hook
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: three workers a core (at most 12). Most of the suite waits on real processes —
+    agents taking turns, kills, timers, the demo's tour — so workers beyond the cores overlap
+    those waits with the tests that compute (on 2 cores: 85 s instead of 170 s)."""
+    return min(12, 3 * (os.cpu_count() or 1))
+
+
 def pytest_configure(config):
     """One folder for the figures of every worker (xdist workers inherit the environment)."""
     if not hasattr(config, "workerinput") and FIGURES_ENV not in os.environ:
