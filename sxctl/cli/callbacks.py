@@ -80,7 +80,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
     from ..api import set_timer
     from ..api.timers import fires_in
     if message == "-":
-        message = read_text_input(None, 4 * 2048 + 2, "the message")  # 2,048 characters at most
+        message = read_text_input(None, 4 * 2048, "the message")  # 2,048 characters at most
     result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
                        **_write(expect_rev, verify_s, no_verify))
     slot = result.extra["slot"]

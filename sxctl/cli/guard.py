@@ -6,11 +6,10 @@ plain `inbox send` (`plain_send`) — and it loads no click, so the plain send n
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 from ..errors import ErrorCode, ExitStatus, SxctlError, SystemRefusedError, UsageError
-from .render import emit_json, say
+from .render import drop_stream, emit_json, say
 
 TYPE_CHECKING = False  # the plain `inbox send` loads this module: not even `typing` at run time
 if TYPE_CHECKING:
@@ -95,14 +94,7 @@ def _broken_pipe() -> ExitStatus:
 
 
 def _drop_stdout() -> None:
-    """Point stdout at /dev/null: what is still buffered goes nowhere, and the interpreter's last
-    flush cannot fail again (a traceback after the exit status was chosen)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, io.UnsupportedOperation):  # not a real file (in tests): nothing to protect
-        pass
+    drop_stream(sys.stdout)
 
 
 def _stdout_failing() -> bool:
@@ -130,7 +122,12 @@ def wants(args: list[str], *flags: str) -> bool:
 def fail(error: SxctlError, args: list[str]) -> int:
     """The error's one line on stderr (its values escaped: see `say`), or its JSON document."""
     if wants(args, "--json"):
-        emit_json(error.document())
+        try:
+            emit_json(error.document())
+        except BrokenPipeError:
+            return _broken_pipe()
+        except OSError as refused:  # `--json > /dev/full`: the document cannot be written either
+            return _stdout_refused(refused)
     elif error.verbatim:
         say(error.message, err=True)
     else:

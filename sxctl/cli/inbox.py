@@ -46,13 +46,13 @@ def _read_text(text: str | None, text_file: Path | None, has_image: bool) -> tup
         raise UsageError("give the text either as an argument or with --text-file, not both")
     if text_file is not None:
         return read_text_input(text_file, TEXT_INPUT_LIMIT, "--text-file"), False
-    if text == "-" or (text is None and not has_image and not sys.stdin.isatty()):
+    if text == "-" or (text is None and not has_image and sys.stdin is not None and not sys.stdin.isatty()):
         return read_text_input(None, TEXT_INPUT_LIMIT, "the message"), False
     return text, text is not None
 
 
-#: a message is at most 64,000 bytes as encoded; its text, read with a line break to drop
-TEXT_INPUT_LIMIT = 64_002
+#: a message is at most 64,000 bytes as encoded (its text without the line break that ends it)
+TEXT_INPUT_LIMIT = 64_000
 
 
 @inbox.command("send", mutating=True)

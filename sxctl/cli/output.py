@@ -235,32 +235,36 @@ def _fitted(widths: list[int], order: list[int], headers: Sequence[str]) -> list
 # --- text given in a file or on stdin -----------------------------------------------------------
 
 def read_text_input(path: Path | None, limit: int, what: str) -> str:
-    """Text from `path` (None: stdin), read up to `limit` bytes and no further (exit 2 beyond:
-    `--text-file /dev/zero` or `yes |` must not run out of memory), UTF-8, one trailing line
-    break removed (as `$(...)` would). A missing file is exit 3, like a missing image."""
-    origin = "stdin" if path is None else str(path)
-    if path is None:
-        raw = sys.stdin.buffer.read(limit + 1)
+    """Text from `path` (None or `-`: stdin), UTF-8, one trailing line break removed (as `$(...)`
+    would), at most `limit` bytes then: the read stops just past that (exit 2 beyond: `--text-file
+    /dev/zero` or `yes |` must not run out of memory). A missing file is exit 3, like a missing
+    image; a closed stdin is exit 2."""
+    if path is None or str(path) == "-":
+        origin = "stdin"
+        if sys.stdin is None:  # started with `<&-`
+            raise UsageError(f"{what}: standard input is closed")
+        raw = sys.stdin.buffer.read(limit + 3)
     else:
+        origin = str(path)
         try:
             with open(path, "rb") as handle:  # not only regular files: `--text-file <(cmd)` is a pipe
-                raw = handle.read(limit + 1)
+                raw = handle.read(limit + 3)
         except FileNotFoundError:
             raise NotFoundError(f"{what} {path} not found", file=path) from None
         except IsADirectoryError:
             raise UsageError(f"{what} {path} is a directory") from None
         except OSError as error:
             raise SystemRefusedError.from_os_error(error, f"cannot read {what}") from None
+    for ending in (b"\r\n", b"\n"):
+        if raw.endswith(ending):
+            raw = raw[: -len(ending)]
+            break
     if len(raw) > limit:
         raise UsageError(f"{what} from {origin} is larger than {limit} bytes")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"text from {origin} is not valid UTF-8") from None
-    for ending in ("\r\n", "\n"):
-        if text.endswith(ending):
-            return text[: -len(ending)]
-    return text
 
 
 # --- where a command acts ------------------------------------------------------------------------

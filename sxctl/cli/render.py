@@ -29,8 +29,27 @@ def say(message: str, *, err: bool = False, lines: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
     if stream is None:  # started with it closed: nothing to say
         return
-    stream.write(printable(message, newlines=lines) + "\n")
-    stream.flush()
+    try:
+        stream.write(printable(message, newlines=lines) + "\n")
+        stream.flush()
+    except OSError:
+        if not err:
+            raise  # stdout: the command's output failed, and its exit status says so
+        drop_stream(stream)  # `2>/dev/full`: a note is lost, never the command (nor its exit status)
+
+
+def drop_stream(stream) -> None:
+    """Point `stream` (stdout, stderr) at /dev/null: what is still buffered goes nowhere, and the
+    interpreter's last flush cannot fail again (a traceback, exit 120, after the status was chosen)."""
+    import io
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a real file (in tests): nothing to protect
+        pass
 
 
 def json_line(doc: dict[str, Any]) -> str:

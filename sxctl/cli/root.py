@@ -65,6 +65,14 @@ class SxctlGroup(Group):
 
         guard.run(args, body)
 
+    def invoke(self, ctx: click.Context):
+        """Ctrl-C is sxctl's `interrupted` (exit 130) here, before click's own handler would print
+        an empty line first: the same output as the plain `inbox send`."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise SxctlError("interrupted", code=ErrorCode.INTERRUPTED) from None
+
     def _main_shell_completion(self, ctx_args, prog_name, complete_var=None) -> None:
         """Shell completion: a malformed request (a COMP_CWORD that is no number or beyond the
         words, a variable missing, fish's odd spacing) completes nothing, silently, exit 0 —

@@ -71,7 +71,7 @@ def show(session_id: str | None) -> None:
     from ..api import show_session
 
     where = in_session()
-    where["session"] = session_id or where["session"]
+    where["session"] = session_id if session_id is not None else where["session"]
     result = show_session(**where)
     chosen, row = result.session, result.row
     copies = chosen.worktree_copies()

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ErrorCode, NotFoundError, SxctlError
+from ..errors import ErrorCode, NotFoundError, SxctlError, UsageError
 from ..fsio import refuse_symlinks_below
 
 
@@ -59,7 +59,10 @@ class Workspace:
 
 
 def locate_workspace(explicit: str | None, environ: Mapping[str, str], project_finder: Callable[[], Path]) -> Workspace:
-    """`--workspace`, then `SXCTL_WORKSPACE`, then the project root (cron-store.md §1)."""
+    """`--workspace`, then `SXCTL_WORKSPACE`, then the project root (cron-store.md §1). An empty
+    `--workspace ""` (an unset variable in a script) is refused, never taken for "not given"."""
+    if explicit == "":
+        raise UsageError("--workspace is empty: give the folder holding .scheduler/")
     given = explicit or environ.get("SXCTL_WORKSPACE")
     if given:
         root = Path(os.path.realpath(given))

@@ -147,30 +147,26 @@ def send(
     session, inbox = result.session, result.inbox
     if request.no_wait and request.wait_s is None:
         return result
-    from .wait import WaitOutcome, poll_state, wait_for  # a --no-wait send in a loop never loads it
+    from .wait import WaitOutcome, soft_wait, wait_for  # a --no-wait send in a loop never loads it
 
     if state != "pending" and request.wait_s is not None:
         # a keyed duplicate: waiting for a message that was retracted must not report success
         WaitOutcome(session, inbox, stem, state, 0).raise_unless_consumed(result.to_json())
-    if state == "pending":
-        if request.wait_s is not None:
-            try:
-                outcome = wait_for(
-                    session, inbox, stem, request.wait_s, follow=request.follow,
-                    clock=clock, report=report,
-                )
-            except SxctlError as error:
-                if error.code == "interrupted":  # the message was written: say where it is
-                    result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
-                    error.details = {**result.to_json(), "ok": False}
-                raise
-            result.session, result.inbox, result.stem = outcome.session, outcome.inbox, outcome.stem
-            result.state, result.waited_ms = outcome.state, outcome.waited_ms
-            outcome.raise_unless_consumed(result.to_json())
-        elif not request.no_wait and session.state == "live":
-            started = clock.monotonic()
-            result.state = poll_state(inbox, stem, clock, started + SOFT_WAIT_S)
-            result.waited_ms = round((clock.monotonic() - started) * 1000)
+    if state != "pending" or (request.wait_s is None and (request.no_wait or session.state != "live")):
+        return result
+    try:
+        if request.wait_s is None:
+            result.state, result.waited_ms = soft_wait(session, inbox, stem, SOFT_WAIT_S, clock, report)
+            return result
+        outcome = wait_for(session, inbox, stem, request.wait_s, follow=request.follow, clock=clock, report=report)
+    except SxctlError as error:
+        if error.code == "interrupted":  # the message was written: say where it is
+            result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
+            error.details = {**result.to_json(), "ok": False}
+        raise
+    result.session, result.inbox, result.stem = outcome.session, outcome.inbox, outcome.stem
+    result.state, result.waited_ms = outcome.state, outcome.waited_ms
+    outcome.raise_unless_consumed(result.to_json())
     return result
 
 

@@ -107,12 +107,8 @@ def wait_for(
             report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
             state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
     except KeyboardInterrupt:
-        session, inbox, stem = where
-        state = inbox.state_of(stem)
-        waited = round((clock.monotonic() - started) * 1000)
-        raise SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code=ErrorCode.INTERRUPTED,
-                         details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited}
-                         ) from None
+        session, inbox, stem = where  # where the message is now
+        raise _interrupted(session, inbox, stem, started, clock) from None
     session, inbox, stem = where
     waited = round((clock.monotonic() - started) * 1000)
     emit({"event": "done", "ts_ms": clock.now_ms(), "stem": stem, "state": state, "waited_ms": waited})
@@ -123,6 +119,28 @@ def wait_for(
         live = freshest_live(list_sessions(session.project, clock))
         outcome.live_session = live.id if live is not None else None
     return outcome
+
+
+def soft_wait(session: Session, inbox: InboxDir, stem: str, seconds: float, clock: Clock,
+              report: Reporter) -> tuple[str, int]:
+    """The short wait of a send given neither `--wait` nor `--no-wait` (a live agent mostly reads
+    within it): (state, waited ms). Ctrl-C or SIGTERM end it as they end `wait_for`: exit 130
+    saying where the written message is — a caller must not take it for unsent and send again."""
+    started = clock.monotonic()
+    try:
+        with _sigterm_interrupts():
+            report.detail(f"waiting up to {seconds:g}s for {stem} to be consumed by the live agent")
+            state = poll_state(inbox, stem, clock, started + seconds)
+    except KeyboardInterrupt:
+        raise _interrupted(session, inbox, stem, started, clock) from None
+    return state, round((clock.monotonic() - started) * 1000)
+
+
+def _interrupted(session: Session, inbox: InboxDir, stem: str, started: float, clock: Clock) -> SxctlError:
+    state = inbox.state_of(stem)
+    waited = round((clock.monotonic() - started) * 1000)
+    return SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code=ErrorCode.INTERRUPTED,
+                      details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited})
 
 
 class _Terminated(KeyboardInterrupt):

@@ -84,7 +84,10 @@ def find_project(
     cwd: Path | None = None,
     session_given: bool = False,
 ) -> Path:
-    """The project root (the folder holding `.scorpiox/`), canonical (sessions.md §2)."""
+    """The project root (the folder holding `.scorpiox/`), canonical (sessions.md §2). An empty
+    `--project ""` (an unset variable in a script) is refused, never taken for "not given"."""
+    if explicit == "":
+        raise UsageError("--project is empty: give the project folder")
     for given, origin in ((explicit, "--project"), (environ.get("SXCTL_PROJECT") or None, "SXCTL_PROJECT")):
         if given:
             root = Path(os.path.realpath(given))

@@ -244,7 +244,7 @@ def select_session(
 ) -> Session:
     """The session a command acts on, by the first rule that applies (sessions.md §3)."""
     report = report or Reporter()
-    if session_id:
+    if session_id is not None:  # `--session ""` (an unset variable in a script) is refused, never "any session"
         return _explicit_session(project, session_id, "flag", clock)
     if environ.get("SXCTL_SESSION"):
         return _explicit_session(project, environ["SXCTL_SESSION"], "env:SXCTL_SESSION", clock)

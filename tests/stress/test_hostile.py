@@ -422,6 +422,49 @@ def test_an_endless_stdin_is_a_usage_error(project, args):
     assert list((project.root / ".scorpiox" / "sessions" / SID).glob("inbox/*.json")) == []
 
 
+def test_a_message_read_from_stdin_or_a_file_has_the_limit_of_an_argument(project, tmp_path):
+    """64,000 bytes, whichever way the text comes (the read said "larger than 64002 bytes"), and a
+    line break that ends the file does not count; `--text-file -` is stdin."""
+    folder = project.session(SID, live=False)
+    at_limit, over = "é" * 31_950 + "\n", "x" * 64_001  # 63,900 bytes of text: within the message limit
+    (tmp_path / "at.txt").write_text(at_limit)
+    (tmp_path / "over.txt").write_text(over)
+    assert project.run("inbox", "send", "--text-file", str(tmp_path / "at.txt"), "--no-wait").code == 0
+    assert project.run("inbox", "send", "-", "--no-wait", input=at_limit).code == 0
+    assert project.run("inbox", "send", "--text-file", "-", "--no-wait", input=at_limit).code == 0
+    for result in (project.run("inbox", "send", "--text-file", str(tmp_path / "over.txt"), "--no-wait"),
+                   project.run("inbox", "send", "-", "--no-wait", input=over),
+                   project.run("inbox", "send", over, "--no-wait")):
+        assert result.code == 2 and "64000" in result.err, result.err
+    assert len(list((folder / "inbox").glob("*.json"))) == 3
+
+
+@pytest.mark.parametrize("args", [["--session", "", "inbox", "send", "x", "--no-wait"],
+                                  ["--project=", "inbox", "send", "x", "--no-wait"],
+                                  ["inbox", "send", "x", "--no-wait", "--session", ""],
+                                  ["--session", "", "--", "inbox", "list"], ["session", "show", ""],
+                                  ["--workspace", "", "cron", "list"]])
+def test_an_empty_session_project_or_workspace_is_refused_not_taken_for_none(project, args):
+    """`--session "$SID"` with SID unset: the message went to the newest session."""
+    folder = project.session(SID, live=False)
+    for way in (project.run, project.process):  # the click command and the plain `inbox send`
+        result = way(*args)
+        assert result.code == 2 and ("empty" in result.err or "invalid session id ''" in result.err), result.err
+    assert list(folder.glob("inbox/*.json")) == []
+
+
+@pytest.mark.parametrize("script", ["\"$PY\" -m sxctl inbox send - --no-wait <&-",
+                                    "\"$PY\" -m sxctl inbox send --no-wait <&-",
+                                    "\"$PY\" -m sxctl cb set - --every 5 <&-",
+                                    "\"$PY\" -m sxctl cron remove j <&-"])
+def test_a_closed_stdin_is_a_usage_error(project, script):
+    folder = project.session(SID, live=False)
+    proc = _sh(project, script)
+    assert proc.returncode == 2 and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert b"internal error" not in proc.stderr
+    assert list(folder.glob("inbox/*.json")) == []
+
+
 def test_control_characters_in_file_names_cannot_fake_rows(project):
     folder = project.session(SID, live=False)
     inbox = folder / "inbox"
@@ -487,7 +530,8 @@ def test_a_reader_that_goes_away_is_the_broken_pipe_status_and_silence(project, 
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-@pytest.mark.parametrize("args", [["--help"], ["session", "list", "--json"], ["cron", "list"]])
+@pytest.mark.parametrize("args", [["--help"], ["session", "list", "--json"], ["cron", "list"],
+                                  ["--json", "no-such-command"], ["inbox", "send", "--json", "--stem", "a/b", "x"]])
 def test_a_full_stdout_is_exit_8_and_one_line(project, args):
     project.session(SID, live=False)
     with open("/dev/full", "w") as full:
@@ -495,6 +539,23 @@ def test_a_full_stdout_is_exit_8_and_one_line(project, args):
                               stdout=full, stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 8, proc.stderr
     assert proc.stderr == b"sxctl: cannot write standard output: No space left on device\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["inbox", "send", "x", "--no-wait"], ["--", "inbox", "send", "x", "--no-wait"],
+                                  ["inbox", "list"]])
+def test_a_full_stderr_loses_a_note_never_the_command(project, args):
+    """A note ("using session …", "no readable stats.json") that cannot be written to stderr is
+    lost; the command still does its work and exits as it would (it exited 1, nothing sent)."""
+    folder = project.session(SID, live=None)  # no stats.json: a warning on stderr
+    if "list" in args:
+        assert project.run("inbox", "send", "x", "--no-wait").code == 0
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "sxctl", *args], cwd=project.root, env=project.env(),
+                              stdout=subprocess.PIPE, stderr=full, timeout=60)
+    assert proc.returncode == 0, proc.stdout
+    assert len(list((folder / "inbox").glob("*.json"))) == 1
+    assert proc.stdout.startswith(b"sent " if "send" in args else b"STEM")
 
 
 def test_a_non_utf8_argument_is_shown_escaped_once(project):

@@ -176,7 +176,7 @@ def remove(name, yes, lock_wait_s) -> None:
       sxctl cron remove nightly --yes
     """
     if not yes:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():
             raise UsageError("refusing to remove without confirmation: pass --yes")
         if not click.confirm(f"Remove cron job {printable(name)}?", err=True):
             raise UsageError("not removed")
@@ -192,7 +192,7 @@ def spec_from_options(kw: dict):
         if text is not None:
             raise UsageError("give the text either with --text or with --text-file, not both")
         # a job's text is at most 64 KiB of characters; the read stops just past that in bytes
-        text = read_text_input(kw["text_file"], 4 * 64 * 1024 + 2, "--text-file")
+        text = read_text_input(kw["text_file"], 4 * 64 * 1024, "--text-file")
     return job_spec(
         cron=kw.get("cron_expr"), every=kw.get("every"), at=kw.get("at_time"), in_=kw.get("in_time"), tz=kw.get("tz"),
         fold=kw.get("fold"), anchor=kw.get("anchor"), payload=kw.get("payload"), text=text,
