@@ -81,7 +81,20 @@ def _json_option(streams: str) -> click.Option:
                         is_eager=True)
 
 
-class Command(click.Command):
+class _NamesItsCommand:
+    """A usage error from click's parser names the command it happened in (`see 'sxctl inbox send
+    --help'`): click leaves a missing value or `--flag=value` without one (`see 'sxctl --help'`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except click.UsageError as error:
+            if error.ctx is None:
+                error.ctx = ctx
+            raise
+
+
+class Command(_NamesItsCommand, click.Command):
     """Every sxctl command: it takes the global options, and, when `mutating=True` (it writes),
     the hidden `--fault-inject POINT` test hook. No list of commands is kept by hand.
     `streams="always"` (or "with --follow", …): its `--json` help says JSON Lines."""
@@ -94,7 +107,7 @@ class Command(click.Command):
             self.params.append(FAULT_INJECT)
 
 
-class Group(click.Group):
+class Group(_NamesItsCommand, click.Group):
     """Every sxctl command group: the global options, and its commands and sub-groups are
     `Command`s and `Group`s too.
 
@@ -138,7 +151,7 @@ class Duration(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, int | float):
             return value
-        what = f"value for {param.opts[0] if param else 'duration'}"
+        what = "duration"  # click names the option: "Invalid value for '--wait': invalid duration '-1': …"
         try:
             ms = parse_duration_ms(value, what=what)
         except UsageError as error:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, WaitTimeoutError
-from ..project import Session, as_session, date_prefix, freshest_live, list_sessions, session_info
+from ..project import LIVE_WINDOW_MS, Session, as_session, date_prefix, freshest_live, list_sessions, session_info
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
@@ -69,6 +69,8 @@ class WaitOutcome:
                             "moves the message there")
             elif self.agent_live:
                 details.update(agent_live=True, live_session=self.live_session)
+                why = (f": the agent of session {self.session.id} counts as live ({self.liveness}) but has not read "
+                       f"it: a long turn, or an agent that stopped less than {LIVE_WINDOW_MS // 1000} s ago")
             error = WaitTimeoutError(f"timed out after {self.waited_ms / 1000:g}s: {where} is still pending{why}",
                                      details=details)
             if self.agent_live is False:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ErrorCode, NotFoundError, UsageError
+from ..errors import ErrorCode, InvalidDataError, NotFoundError, UsageError
 from ..fsio import open_regular
 from ..jsondata import strict_loads
 from ..record import Factory, record
@@ -174,6 +174,8 @@ def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK, limit: int | None 
                    if is_valid_session_id(entry.name) and entry.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return []
+    except NotADirectoryError:  # a file (or a link to one) where the sessions folder should be
+        raise InvalidDataError(root, "not a folder (.scorpiox/sessions holds one folder per session)") from None
     if limit is not None and len(entries) > limit:
         keys = sorted((_name_key(entry.name) for entry in entries), reverse=True)
         entries = [entry for entry in entries if _name_key(entry.name) >= keys[limit - 1]]
@@ -210,7 +212,8 @@ def _did_you_mean(project: Path, session_id: str) -> str | None:
     import difflib  # only a mistyped id pays for it
 
     try:
-        names = [entry.name for entry in os.scandir(ProjectLayout(project).sessions) if entry.is_dir()]
+        names = [entry.name for entry in os.scandir(ProjectLayout(project).sessions)
+                 if entry.is_dir(follow_symlinks=False)]
     except OSError:
         return None
     close = difflib.get_close_matches(session_id, names, n=3, cutoff=0.6)
@@ -222,7 +225,9 @@ def _explicit_session(
 ) -> Session:
     check_session_id(session_id)
     folder = ProjectLayout(project).session(session_id)
-    if os.path.islink(folder) or not folder.is_dir():
+    if os.path.islink(folder):  # named as what it is: "not found … did you mean <itself>?" was a riddle
+        raise InvalidDataError(folder, "a session folder that is a symbolic link (sxctl never follows one)")
+    if not folder.is_dir():
         missing = NotFoundError(
             f"session {session_id} not found in {ProjectLayout(project).sessions}", code=ErrorCode.SESSION_NOT_FOUND
         )

@@ -453,6 +453,31 @@ def test_an_empty_session_project_or_workspace_is_refused_not_taken_for_none(pro
     assert list(folder.glob("inbox/*.json")) == []
 
 
+def test_a_session_folder_that_is_a_link_or_a_sessions_folder_that_is_a_file_is_named_as_such(project):
+    """Exit 5 naming what is wrong, for both ways in (it was "not found … did you mean <itself>?",
+    and exit 8 "Not a directory")."""
+    project.session(SID, live=False)
+    (project.root / ".scorpiox" / "sessions" / "2026_12_02_link").symlink_to(SID)
+    for way in (project.run, project.process):
+        linked = way("--session", "2026_12_02_link", "inbox", "send", "x", "--no-wait")
+        assert linked.code == 5 and "symbolic link" in linked.err and "did you mean" not in linked.err, linked.err
+    sessions = project.root / ".scorpiox" / "sessions"
+    shutil.rmtree(sessions)
+    sessions.write_text("")
+    for way in (project.run, project.process):
+        result = way("inbox", "send", "x", "--no-wait")
+        assert result.code == 5 and f"invalid data in {sessions}: not a folder" in result.err, result.err
+
+
+@pytest.mark.parametrize("args, where", [(["inbox", "send", "x", "--wait"], "sxctl inbox send"),
+                                         (["inbox", "send", "x", "--no-wait=1"], "sxctl inbox send"),
+                                         (["cron", "add", "j", "--every"], "sxctl cron add"),
+                                         (["--project"], "sxctl")])
+def test_a_missing_or_unwanted_option_value_names_the_command(project, args, where):
+    result = project.run(*args)
+    assert result.code == 2 and result.err.endswith(f"(see '{where} --help')\n"), result.err
+
+
 @pytest.mark.parametrize("script", ["\"$PY\" -m sxctl inbox send - --no-wait <&-",
                                     "\"$PY\" -m sxctl inbox send --no-wait <&-",
                                     "\"$PY\" -m sxctl cb set - --every 5 <&-",

@@ -341,6 +341,9 @@ def test_send_wait_timing_out_without_a_live_agent_says_so(project):
     live_wait = project.run("--session", NEW, "inbox", "send", "slow", "--wait", "0.3", "--json")
     assert live_wait.code == 6 and live_wait.json()["agent_live"] is True
     assert "no agent is live" not in live_wait.json()["error"]["message"]
+    # … and the timeout says why nobody read it (an agent killed a moment ago still counts as live)
+    assert f"the agent of session {NEW} counts as live (stats " in live_wait.json()["error"]["message"]
+    assert "an agent that stopped less than 10 s ago" in live_wait.json()["error"]["message"]
 
 
 # --- callbacks move ------------------------------------------------------------------------------

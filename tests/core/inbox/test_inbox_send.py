@@ -118,7 +118,7 @@ def test_image_only_message(project):
         (["--session", "../../etc", "x"], 2, "invalid session id"),
         (["--session", "2026_01_01_nobody", "x"], 3, "session 2026_01_01_nobody not found"),
         (["--key", "a\x01b", "x"], 2, "invalid --key"),
-        (["--wait", "soon", "x"], 2, "invalid value for --wait"),
+        (["--wait", "soon", "x"], 2, "Invalid value for '--wait': invalid duration 'soon'"),
         (["--follow", "x"], 2, "--follow needs --wait"),
     ],
 )
