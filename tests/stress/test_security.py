@@ -103,7 +103,8 @@ def test_symlinked_targets_are_refused(project, outside):
 def test_symlinked_session_folders_are_not_sessions(project, outside):
     (project.root / ".scorpiox" / "sessions" / "2026_09_21_linked").symlink_to(outside)
     result = project.run("--session", "2026_09_21_linked", "inbox", "send", "x", "--json")
-    assert result.code == 3
+    assert result.code == 5 and "symbolic link" in result.json()["error"]["message"]
+    assert list(outside.rglob("*.json")) == []
     assert project.run("session", "list", "--json").json()["sessions"] == []
 
 
