@@ -7,6 +7,7 @@ file remains, which only the clean-up rule of that file may remove (docs/protoco
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 from collections.abc import Callable
@@ -97,6 +98,10 @@ class PendingFile:
         self._owns_temp = True  # False once published or removed: the name may be reused
         self.durable = True
         try:
+            try:  # held until the temp is published or removed: a lock the kernel drops when a writer dies
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # a file system without flock: `remove_if_abandoned` then never removes it
+                pass
             if mode & ~_process_umask() != mode:
                 os.fchmod(self._fd, mode)  # the umask would have narrowed the mode
             owner = _owner_for(self.folder)
@@ -130,7 +135,6 @@ class PendingFile:
         With `no_clobber`, the target is created by `os.link`, which fails instead of replacing
         a file that appeared meanwhile (FileExistsError reaches the caller, temp removed).
         """
-        self._close()
         try:
             if precommit is not None:
                 precommit()
@@ -143,6 +147,7 @@ class PendingFile:
         except BaseException:
             self.discard()
             raise
+        self._close()  # only now: its lock says "a live writer holds this temp" until it is published
         self._owns_temp = False
         if self.durable:
             fsync_dir(self.folder)
@@ -164,6 +169,39 @@ class PendingFile:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.discard()
+
+
+def remove_if_abandoned(temp: str | os.PathLike, written_before_ms: int) -> bool:
+    """Remove the temp file of a writer that died before publishing it; True if it is gone.
+
+    Every `PendingFile` holds an exclusive lock on its temp until the temp is published or
+    removed, and the kernel drops the lock of a process that ends (SIGKILL included): a temp no one
+    holds is abandoned. One last written at or after `written_before_ms` is left alone (its writer
+    may not have taken the lock yet); so is anything that is not a regular file."""
+    try:
+        fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        held = os.fstat(fd)
+        if not stat.S_ISREG(held.st_mode) or held.st_mtime_ns // 1_000_000 >= written_before_ms:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # a live writer holds it (or the file system has no flock)
+            return False
+        try:  # while the lock is ours no writer can take this name: it is still the file judged
+            named = os.lstat(temp)
+        except FileNotFoundError:
+            return True
+        if (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino):
+            return False
+        os.unlink(temp)
+        return True
+    finally:
+        os.close(fd)
 
 
 def atomic_write(

@@ -57,7 +57,8 @@ TEXT_INPUT_LIMIT = 64_000
 
 @inbox.command("send", mutating=True)
 @click.argument("text", required=False)
-@click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path), help="Read the text from FILE ('-': stdin).")
+@click.option("--text-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Read the text from FILE ('-': stdin).")
 @click.option("--mode", type=click.Choice(MODES),
               help="auto (default): interrupt if busy; interrupt: at the next tool call; "
                    "queue: after the turn. A leading '~' in TEXT means queue.")

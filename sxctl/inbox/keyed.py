@@ -13,12 +13,12 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import ConflictError, ErrorCode, SxctlError
-from ..fsio import PendingFile, ensure_private_dir, link_create
+from ..fsio import PendingFile, ensure_private_dir, link_create, remove_if_abandoned
 from ..jsondata import compact_json
 from ..project import Session
 from .folder import InboxDir
 from .keys import key_record_path, key_state, read_key_record
-from .message import KEY_TEMP_WAIT_S, POLL_S
+from .message import ABANDONED_AFTER_MS, KEY_TEMP_WAIT_S, POLL_S
 from .places import find_key_elsewhere, place_of
 from .publishing import first_stem, publish, reserve
 from .request import SendRequest
@@ -135,16 +135,13 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
         if place.state != "missing":
             return place.stem, place.state, True, False, place
         temp = inbox.temp_file(stem)
-        if os.path.lexists(temp):
+        if os.path.lexists(temp):  # its writer is writing it, or died doing so (then it is removed)
             deadline = clock.monotonic() + KEY_TEMP_WAIT_S
-            while os.path.lexists(temp) and clock.monotonic() < deadline:
+            while not remove_if_abandoned(temp, clock.now_ms() - ABANDONED_AFTER_MS):
+                if clock.monotonic() >= deadline:
+                    raise ConflictError(f"another writer holds {temp} for key {request.key!r}",
+                                        code=ErrorCode.LOCK_BUSY, file=temp)
                 clock.sleep(POLL_S)
-            if os.path.lexists(temp):
-                raise ConflictError(
-                    f"another writer holds {temp} for key {request.key!r}; "
-                    "if it crashed, `sxctl inbox clean` removes it after an hour",
-                    code=ErrorCode.LOCK_BUSY, file=temp,
-                )
             continue
         if publish(inbox, stem, request.data, request.image):
             return stem, "pending", True, True, None

@@ -12,7 +12,7 @@ import sys
 #: (`typing`, `enum`), times (`datetime`), a stem's pattern (`re`, `fnmatch`), the newest names
 #: (`heapq`), `importlib` (sxctl's lazily loaded parts) and `errno`
 ALLOWED = ("pathlib", "json", "typing", "enum", "datetime", "re", "fnmatch", "heapq", "contextlib", "importlib",
-           "errno", "collections.abc", "math", "__future__")
+           "errno", "collections.abc", "math", "__future__", "fcntl")
 
 PROBE = """
 import json, sys

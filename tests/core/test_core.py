@@ -185,6 +185,40 @@ def test_pending_file_discard_never_removes_a_successor_temp(tmp_path):
     assert not (tmp_path / "s.json.tmp").exists()
 
 
+def test_a_temp_is_abandoned_only_when_no_live_writer_holds_it(tmp_path):
+    """A writer holds its temp (a lock) until it publishes it; the kernel drops the lock of a
+    writer that dies. Only then, and only for a temp not written just now, is it removed."""
+    import signal
+    import subprocess
+    import sys
+
+    def aged(path):
+        os.utime(path, ns=(10**18, 10**18))  # written long before `written_before_ms` below
+        return path
+
+    now_ms = 10**12 + 10**9  # after the aged mtime (10**18 ns = 10**12 ms)
+    live = fsio.PendingFile(tmp_path / "a.json", tmp_path / "a.json.tmp")
+    live.write_all(b"{}")
+    assert fsio.remove_if_abandoned(aged(tmp_path / "a.json.tmp"), now_ms) is False  # its writer is alive
+    assert (tmp_path / "a.json.tmp").exists()
+    live.commit()  # published: the lock went with it
+    assert (tmp_path / "a.json").exists() and not (tmp_path / "a.json.tmp").exists()
+
+    killed = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom sxctl import fsio\n"
+                               "fsio.PendingFile(sys.argv[1] + '/b.json', sys.argv[1] + '/b.json.tmp')\n"
+                               "print('held', flush=True)\ntime.sleep(60)", str(tmp_path)], stdout=subprocess.PIPE)
+    assert killed.stdout.readline() == b"held\n"
+    assert fsio.remove_if_abandoned(aged(tmp_path / "b.json.tmp"), now_ms) is False  # still alive
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert fsio.remove_if_abandoned(tmp_path / "b.json.tmp", 10**12) is False  # written "just now"
+    assert fsio.remove_if_abandoned(tmp_path / "b.json.tmp", now_ms) is True
+    assert not (tmp_path / "b.json.tmp").exists()
+    (tmp_path / "c.json.tmp").mkdir()  # not a file sxctl writes: left alone
+    assert fsio.remove_if_abandoned(aged(tmp_path / "c.json.tmp"), now_ms) is False
+    assert fsio.remove_if_abandoned(tmp_path / "gone.json.tmp", now_ms) is True
+
+
 def test_ensure_private_dir(tmp_path):
     folder = fsio.ensure_private_dir(tmp_path / "inbox")
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing
 import os
@@ -173,21 +174,30 @@ def test_fault_points_leave_no_visible_message_and_clean_removes_the_rest(projec
     assert {p.name: p.read_bytes() for p in inbox.iterdir() if p.is_file()} == FOREIGN
 
 
-def test_crashed_keyed_send_is_busy_then_completed_after_clean(project):
+def test_a_crashed_keyed_send_is_completed_by_the_next_sender(project):
+    """inbox.md §6: the next sender of the key completes the record of one that died before its
+    message appeared (it was refused as busy until `inbox clean` ran, an hour later)."""
     folder = project.session(live=False)
     crashed = project.run("inbox", "send", "once", "--key", "nightly", "--fault-inject", "before-rename")
     assert crashed.code == 99
     before = tree(folder)
-    # it waits 5 s for the temp's writer to finish: on a fake clock, at once
-    busy = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    [temp] = (folder / "inbox").glob("*.json.tmp")
+    alive = os.open(temp, os.O_RDONLY)  # as if its writer were still at work: it holds the temp's lock
+    fcntl.flock(alive, fcntl.LOCK_EX)
+    try:  # it waits 5 s for the writer to finish: on a fake clock, at once
+        busy = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    finally:
+        os.close(alive)
     assert busy.code == 4 and busy.json()["error"]["code"] == "lock_busy"
     assert tree(folder) == before
-    project.run("inbox", "clean", "--older-than", "0")
-    done = project.run("inbox", "send", "once", "--key", "nightly", "--json").json()
-    assert done["duplicate"] is True and done["completed_abandoned"] is True
+    # the writer is gone: the next sender removes its temp and writes the message
+    done = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    assert done.code == 0, done.err
+    assert done.json()["duplicate"] is True and done.json()["completed_abandoned"] is True
+    assert [p.name for p in (folder / "inbox").iterdir() if p.name.endswith(".tmp")] == []
     assert len(_visible_messages(folder / "inbox")) == 1
     again = project.run("inbox", "send", "once", "--key", "nightly", "--json").json()
-    assert again["stem"] == done["stem"] and "completed_abandoned" not in again
+    assert again["stem"] == done.json()["stem"] and "completed_abandoned" not in again
 
 
 def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consumer_factory):
