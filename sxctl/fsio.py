@@ -15,6 +15,9 @@ from pathlib import Path
 
 from .errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, SystemRefusedError
 
+#: a temp file untouched this long was left by a writer that crashed: the callbacks writer sweeps
+#: its own, `doctor` warns about any, `inbox clean` removes the inbox's by default
+STRAY_TEMP_MS = 3_600_000
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
 

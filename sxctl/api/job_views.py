@@ -13,14 +13,13 @@ from ..cron.previews import job_previews
 from ..cron.run_failures import failed_one_shots_of
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
-from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule  # noqa: F401
+from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule, schedule_computable  # noqa: F401
 from ..cron.store import default_agent_id, find_job
 from ..cron.views import (  # noqa: F401
     adhoc_timeline,
     job_kind_label,
     job_row,
     kept_zones,
-    schedule_computable,
     target_label,
     timeline,
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.maintenance import new_window
+from ..cron.maintenance import new_window, window_text
 from ..cron.policy import read_policy
 from ..cron.policy_keys import MAX_CATCHUP
 from ..cron.store import find_job
@@ -64,7 +64,9 @@ def window_change(ws: Workspace, name: str | None, *, paused: bool, until: str |
     workspace's; comis's `{jobName, updated, state}`-like outcome with the `maintenance` window
     (None once ended)."""
     if paused and until is None:
-        raise UsageError("--all and --reason need --until TIME: a maintenance window ends by itself")
+        raise UsageError("--all and --reason need --until TIME: a maintenance window ends by itself" if name is None
+                         else f"--reason needs --until TIME (a maintenance window for {name}, which ends by itself); "
+                         f"without both, `cron pause {name}` pauses it until `cron resume {name}`")
     if not paused and (until is not None or reason is not None):
         raise UsageError("cron resume takes no --until or --reason")
     outcome: dict[str, Any] = {"jobName": name, "all": name is None, "updated": True}
@@ -76,10 +78,13 @@ def window_change(ws: Workspace, name: str | None, *, paused: bool, until: str |
         else:
             job = find_job(store, name)
             holder = policy["jobs"].setdefault(job["id"], {})
+        earlier = holder.get("maintenance")
         if window is None:
             holder.pop("maintenance", None)
         else:
             holder["maintenance"] = window
+            if earlier and earlier["fromMs"] <= now < earlier["untilMs"] and report is not None:
+                report.note(f"this window replaces the open one ({window_text(earlier)})")
         outcome["maintenance"] = window
 
     mutate_store(ws, lambda doc, now: None, clock=clock, report=report, lock_wait_s=lock_wait, policy_change=change)

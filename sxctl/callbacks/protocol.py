@@ -13,7 +13,7 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError
-from ..fsio import atomic_write
+from ..fsio import STRAY_TEMP_MS, atomic_write
 from ..locks import writer_lock
 from ..project import Session, check_rotation_after_write, warn_if_not_live
 from ..report import Reporter
@@ -23,7 +23,6 @@ from .table import (
     LOCK_NAME,
     LOCK_WAIT_S,
     MISSING_FILE_WARNING,
-    STALE_TEMP_MS,
     TableView,
     _raw_pair,
     _read_raw,
@@ -170,7 +169,7 @@ def _verify(primary: Path, written: bytes, outcome: Any, survives: Survives, ver
 
 def _remove_stale_temps(primary: Path, clock: Clock) -> None:
     """Leftover `callbacks.json.sxctl-*.tmp` older than an hour belong to a crashed writer."""
-    cutoff = clock.now_ms() - STALE_TEMP_MS
+    cutoff = clock.now_ms() - STRAY_TEMP_MS
     try:
         entries = list(os.scandir(primary.parent))
     except FileNotFoundError:

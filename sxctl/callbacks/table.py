@@ -20,7 +20,6 @@ FILE_NAME = "callbacks.json"
 LOCK_NAME = ".sxctl-callbacks.lock"
 LOCK_WAIT_S = 5.0
 ATTEMPTS = 5
-STALE_TEMP_MS = 3_600_000
 MISSING_FILE_WARNING = (
     "no callbacks.json in session {id}; agents older than file-backed timers keep timers in memory "
     "and will ignore this file"

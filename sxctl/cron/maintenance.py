@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from ..errors import UsageError
-from ..timeparse import format_ms, parse_duration_ms, parse_local_time_ms
+from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms, parse_duration_ms, parse_local_time_ms
 from .policy_keys import MAX_REASON, unsafe_text
 
 
@@ -68,6 +68,8 @@ def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:
         raise UsageError(f"invalid --until {until!r}: {error.message}") from None
     if until_ms <= now:
         raise UsageError(f"--until {until} is not in the future")
+    if until_ms >= LATEST_SCHEDULABLE_MS:  # the store's field would not hold it
+        raise UsageError(f"--until {until} is too far in the future (the latest is {format_ms(LATEST_SCHEDULABLE_MS)})")
     if not reason or not reason.strip():
         raise UsageError("a maintenance window needs --reason TEXT (status and doctor show it)")
     why = unsafe_text(reason)

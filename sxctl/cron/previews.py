@@ -13,12 +13,13 @@ from ..errors import InvalidDataError
 from .admission import hold_state
 from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
+from .jitter import offset_of
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .limits import LimitUsage, job_history, limit_usage
-from .maintenance import windows_for
+from .maintenance import window_at, windows_for
+from .schedule import schedule_computable
 from .spend_ledger import read_spend, tokens_by_date
 from .spend_rules import effective_guards
-from .views import schedule_computable
 from .workspace import Workspace
 
 
@@ -91,3 +92,23 @@ def _spend_or_none(ws: Workspace) -> dict[str, Any]:
         return read_spend(ws.scheduler)
     except InvalidDataError:
         return {"formatVersion": 1, "runs": []}
+
+
+def next_due(store: dict[str, Any], policy: dict[str, Any] | None, now: int) -> int | None:
+    """When the pass next has a job to run — the `next due` of `status` and `cron status`: each
+    scheduled job's next run (with its --jitter), or for a job whose occurrence a maintenance
+    window skips, its first run after the window, as `cron list` and `cron next` show it."""
+    policy = policy or {"jobs": {}}
+    times = []
+    for job in store["jobs"]:
+        if job["lifecycle"]["status"] != "scheduled":
+            continue
+        entry = policy["jobs"].get(job["id"], {})
+        windows = windows_for(policy, job["id"])
+        due = job["lifecycle"]["nextRunAtMs"]
+        if not window_at(windows, due, now) or not schedule_computable(job["schedule"]):
+            times.append(due + offset_of(job, entry))
+            continue
+        usage = LimitUsage(entry.get("runs", 0), entry.get("day"))
+        times += [run["at_ms"] for run in preview_runs(job, entry, usage, now, 1, windows=windows).runs]
+    return min(times, default=None)

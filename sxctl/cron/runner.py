@@ -33,11 +33,11 @@ from .pass_report import PassReport
 from .pings import DEFAULT_TIMEOUT_S, Pinger
 from .policy import read_policy, write_policy
 from .run_failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
-from .schedule import next_run
+from .schedule import next_run, schedule_computable
 from .schema import canonical_store, root_run_id_for, work_kind_of
 from .spend_ledger import Attribution
 from .store import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
-from .views import cross_check, schedule_computable
+from .views import cross_check
 from .workspace import Workspace
 
 LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock

@@ -306,3 +306,15 @@ def format_every(ms: int) -> str:
             count, ms = divmod(ms, size)
             parts.append(f"{count}{unit}")
     return "".join(parts) or "0s"
+
+
+def schedule_computable(schedule: dict[str, Any]) -> bool:
+    """Whether sxctl can compute this schedule's occurrences (a 7-field or foreign cron
+    expression cannot: its runs are shown as '?')."""
+    if schedule["kind"] != "cron":
+        return True
+    try:
+        CronPattern.parse(schedule["expr"])
+    except Exception:  # noqa: BLE001 - a 7-field or foreign expression is shown as '?'
+        return False
+    return True

@@ -12,15 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidDataError, SxctlError
+from ..errors import InvalidDataError, SxctlError, UsageError
 from ..fsio import read_data_file
 from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from .fate import next_text
+from .jitter import check_jitter
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from .pings import mask_url
 from .policy import FILE_CAP, describe_job, read_policy
-from .schedule import CronPattern, job_zone_name, load_cron_zone, next_run
+from .previews import next_due
+from .schedule import job_zone_name, load_cron_zone, next_run, schedule_computable
 from .store import STORE_CAP, daemon_locks, read_store
 from .targets import INBOX_CHANNEL, run_target_project
 from .workspace import Workspace
@@ -98,16 +100,6 @@ def kept_zones(store: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
     human times are shown in it when a view is given no `--tz`."""
     return {job["id"]: load_cron_zone(entry["tz"]) for job in store["jobs"]
             if job["schedule"]["kind"] != "cron" and (entry := policy["jobs"].get(job["id"], {})).get("tz")}
-
-
-def schedule_computable(schedule: dict[str, Any]) -> bool:
-    if schedule["kind"] != "cron":
-        return True
-    try:
-        CronPattern.parse(schedule["expr"])
-    except Exception:  # noqa: BLE001 - a 7-field or foreign expression is shown as '?'
-        return False
-    return True
 
 
 # --- next ----------------------------------------------------------------------------------------
@@ -273,7 +265,21 @@ def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_
         problems.insert(0, Problem(str(ws.store), None, "file_not_found", "no cron store"))
     if store is not None and ledger is not None:
         problems += cross_check(store, ledger, ws, now_ms)
+    if store is not None and not any(p.file == str(ws.policy) for p in problems):
+        problems += _jitter_problems(store, read_policy(ws), ws, now_ms)
     return problems
+
+
+def _jitter_problems(store: dict[str, Any], policy: dict[str, Any], ws: Workspace, now_ms: int) -> list[Problem]:
+    """A hand-edited `jitterMs` as long as the time between two runs, which `cron update --jitter`
+    refuses (it would fold the next occurrence into this one's run)."""
+    found = []
+    for job in store["jobs"]:
+        try:
+            check_jitter(job, policy["jobs"].get(job["id"], {}), now_ms)
+        except UsageError as error:
+            found.append(Problem(str(ws.policy), None, "invalid_jitter", error.message.replace("--jitter", "jitterMs")))
+    return found
 
 
 # --- status --------------------------------------------------------------------------------------
@@ -330,7 +336,6 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         problems.append({"file": str(ws.scheduler / name), "line": None, "code": "stray_temp",
                          "message": f"stray temp file {name} (left by a crashed writer; not deleted)"})
     jobs = store["jobs"] if store else []
-    due = [j["lifecycle"]["nextRunAtMs"] for j in jobs if j["lifecycle"]["status"] == "scheduled"]
     try:
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # named among the problems above
@@ -351,5 +356,5 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
                   "store_age_ms": _lock_age_ms(store_lockdir)},
         "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],
-        "next_due_ms": min(due) if due else None, "owner": owner, "problems": problems,
+        "next_due_ms": next_due(store, policy, now_ms) if store else None, "owner": owner, "problems": problems,
     }

@@ -13,7 +13,7 @@ from ..callbacks.table import view_table
 from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.heartbeat import FOLDER as HEARTBEATS
 from ..errors import SxctlError
-from ..fsio import read_data_file
+from ..fsio import STRAY_TEMP_MS, read_data_file
 from ..inbox.folder import inbox_dirs
 from ..inbox.sending import inbox_switch
 from ..locks import pid_alive
@@ -23,7 +23,6 @@ from ..project.usage import read_usage, usage_line
 from ..report import Reporter
 from .findings import Findings, access_fix
 
-STALE_TEMP_MS = 3_600_000
 LOCK_STALE_MS = 30_000
 
 
@@ -155,7 +154,7 @@ def check_temps_and_locks(found: Findings, session, ws, now: int) -> None:
             continue
         for entry in entries:
             if (entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False)
-                    and now - entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000 > STALE_TEMP_MS):
+                    and now - entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000 > STRAY_TEMP_MS):
                 stale.append(entry.path)
     if stale:
         found.add("temps", "warn", f"{len(stale)} stray temp file(s) left by crashed writers, e.g. {stale[0]}",

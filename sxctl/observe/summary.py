@@ -14,6 +14,7 @@ from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
 from ..cron.maintenance import maintenance_message, open_windows, window_at, windows_for
 from ..cron.policy import read_policy
+from ..cron.previews import next_due
 from ..cron.receipts import run_consumption
 from ..cron.run_failures import failed_one_shots_of, last_failures
 from ..cron.store import read_store
@@ -92,8 +93,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     held_by_guard = {row["name"] for row in guards if row["held"]}
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": min((run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"])
-                            for job in scheduled), default=None),
+        "next_due_ms": next_due(store, full_policy, now_ms),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy)

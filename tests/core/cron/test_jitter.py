@@ -107,6 +107,20 @@ def test_jitter_values_are_checked_and_zero_clears_it(sched):
     assert sched.job("often")["policy"] is None or sched.job("often")["policy"]["jitterMs"] is None
 
 
+def test_a_hand_edited_jitter_as_long_as_the_period_fails_validate(sched):
+    """`cron update --jitter` refuses it; a policy file edited by hand was called valid."""
+    sched.add(NINE, "often", "--every", "10m", "--payload", "delivery", "--text", "x", "--jitter", "1m")
+    assert sched.run(NINE, "cron", "validate").code == 0
+    doc = json.loads(sched.policy_file.read_text())
+    [entry] = doc["jobs"].values()
+    entry["jitterMs"] = 10 * MIN
+    sched.policy_file.write_text(json.dumps(doc))
+    result = sched.run(NINE, "cron", "validate", "--json")
+    assert result.code == 5
+    [problem] = [p for p in result.json()["problems"] if p["code"] == "invalid_jitter"]
+    assert problem["file"] == str(sched.policy_file) and "jitterMs 600s must be shorter" in problem["message"]
+
+
 def test_an_older_format_holding_jitter_is_refused_not_dropped(sched):
     sched.add(NINE, "often", "--every", "10m", "--payload", "delivery", "--text", "x", "--jitter", "1m")
     doc = json.loads(sched.policy_file.read_text())

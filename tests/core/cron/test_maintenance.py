@@ -138,7 +138,19 @@ def test_bad_windows_are_refused_with_the_value_named(sched):
     assert sched.run(NINE, "cron", "pause", "--all").code == 2  # a window ends: --until is needed
     assert sched.run(NINE, "cron", "pause", "beat", "--all", "--until", UNTIL, "--reason", "x").code == 2
     assert sched.run(NINE, "cron", "pause").code == 2
+    far = _window(sched, NINE, "beat", until="99999999999h")  # it named the store's field ($.jobs[…].untilMs)
+    assert far.code == 2 and far.json()["error"]["message"].startswith("--until 99999999999h is too far in the future")
+    alone = sched.run(NINE, "cron", "pause", "beat", "--reason", "x")  # it said "--all and --reason need …"
+    assert alone.code == 2 and alone.err.startswith("sxctl: --reason needs --until TIME (a maintenance window for beat")
     assert not sched.policy_file.exists()
+
+
+def test_a_second_window_says_which_open_one_it_replaces(sched):
+    _hourly(sched, "beat")
+    assert _window(sched, NINE, "--all", until="2026-12-01T18:00Z", reason="long").code == 0
+    shorter = sched.run(NINE + MIN, "cron", "pause", "--all", "--until", UNTIL, "--reason", "short")
+    assert shorter.code == 0
+    assert "this window replaces the open one (maintenance until 2026-12-01 18:00 UTC: long)" in shorter.err
 
 
 def test_a_hostile_reason_or_an_older_format_in_the_policy_file_is_refused(sched):
@@ -205,6 +217,19 @@ def test_a_job_held_by_a_window_is_neither_waiting_nor_overdue_in_status(sched):
     metrics = sched.run(at, "--session", SID, "metrics").out
     assert [line.rsplit(" ", 1)[1] for line in metrics.splitlines() if line.startswith("sxctl_cron_waiting_jobs")] \
         == ["0"]
+
+
+def test_next_due_in_status_and_cron_status_is_the_first_run_after_the_window(sched):
+    """`next due` said 09:00 (the occurrence the window skips) where `cron next` said 13:00."""
+    _hourly(sched, "beat")
+    sched.add(NINE - MIN, "daily", "--cron", "0 18 * * *", "--tz", "UTC", "--payload", "agent-turn", "--text", "d",
+              "--to", SID)
+    assert _window(sched, NINE - 30 * MIN, "beat").code == 0  # beat's own window, to 12:30
+    at = NINE - 10 * MIN
+    first_ms = sched.run(at, "cron", "next", "beat", "-n", "1", "--json").json()["fires"][0]["at_ms"]
+    assert first_ms == NINE + 4 * HOUR  # 13:00
+    assert sched.run(at, "--session", SID, "status", "--json").json()["cron"]["next_due_ms"] == first_ms
+    assert sched.run(at, "cron", "status", "--json").json()["next_due_ms"] == first_ms
 
 
 def test_until_takes_a_duration_from_now(sched):
