@@ -3,8 +3,10 @@ publishes its token counters: `.scheduler/sxctl-spend.json`, sxctl's own file be
 store (comis's strict formats get no extra key). An ATTRIBUTION from the agent's own counters,
 not a bill: a run's tokens are the growth of the session's `usage.total_tokens` from its
 dispatch to the first pass that finds its message read and the agent idle again — whatever else
-the agent did meanwhile is counted in, and a run whose session rotated, whose message was never
-read within a day, or whose figures did not read has no attribution (`-`).
+the agent did meanwhile is counted in, but never twice: runs of one session open at the same time
+share the growth while they overlap, and no run is charged what an earlier one was (`toTokens`,
+the total it was charged up to). A run whose session rotated, whose message was never read within
+a day, or whose figures did not read has no attribution (`-`).
 
 The file is strict and versioned (formatVersion 1; an unknown key is exit 5 and it is never
 written over), replaced atomically under the store lock by the pass, and keeps the newest
@@ -37,7 +39,8 @@ RUN = Obj([
     req("executionId", Str(1, 256)), req("jobId", Str(1, 256)), req("date", Str(10, 10)),
     req("project", Str(1, 4096)), req("sessionId", Str(1, 128)), req("stem", Str(1, 256)),
     req("dispatchedAtMs", EPOCH_MS), req("state", Enum(("open", "attributed", "unattributed"))),
-    opt("fromTokens", Int(0, MAX_SAFE_INT)), opt("tokens", Int(0, MAX_SAFE_INT)), opt("closedAtMs", EPOCH_MS),
+    opt("fromTokens", Int(0, MAX_SAFE_INT)), opt("tokens", Int(0, MAX_SAFE_INT)), opt("toTokens", Int(0, MAX_SAFE_INT)),
+    opt("closedAtMs", EPOCH_MS),
     opt("why", Str(1, 512)),
 ])
 ROOT = Obj([req("formatVersion", Enum((1,))), req("runs", Arr(RUN, max_items=MAX_RUNS))])
@@ -99,48 +102,77 @@ def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, 
 
 def close_runs(doc: dict[str, Any], clock: Clock) -> bool:
     """Attribute every open run whose message has been read while the agent is idle now (True
-    when one changed): the growth of total_tokens since its dispatch."""
-    changed = False
+    when one changed): the growth of total_tokens since its dispatch, never counted twice — runs
+    of one session closing together share the growth while several of them were open, and a run
+    is charged nothing an earlier attributed run of its session was charged (`toTokens`)."""
     now = clock.now_ms()
+    charged: dict[tuple[str, str], int] = {}  # per session: the total up to which runs were charged
+    for run in doc["runs"]:
+        if run["state"] == "attributed" and "toTokens" in run:
+            key = (run["project"], run["sessionId"])
+            charged[key] = max(charged.get(key, 0), run["toTokens"])
+    closing: dict[tuple[str, str], list[tuple[dict[str, Any], int]]] = {}
+    changed = False
     for run in doc["runs"]:
         if run["state"] != "open":
             continue
-        why = _close(run, clock)
-        if why is None and run["state"] == "open" and now - run["dispatchedAtMs"] > OPEN_FOR_MS:
+        total, why = _readiness(run, clock)
+        if total is None and why is None and now - run["dispatchedAtMs"] > OPEN_FOR_MS:
             why = "its message was not read with the agent idle within a day"
         if why is not None:
             run.update(state="unattributed", closedAtMs=now, why=why)
-        changed = changed or run["state"] != "open"
+            changed = True
+        elif total is not None:
+            closing.setdefault((run["project"], run["sessionId"]), []).append((run, total))
+    for key, group in closing.items():
+        _share(group, charged.get(key, 0), now)
+        changed = True
     return changed
 
 
-def _close(run: dict[str, Any], clock: Clock) -> str | None:
-    """Attribute `run` when it can be now; the reason it never can, or None (still open)."""
+def _share(group: list[tuple[dict[str, Any], int]], charged_to: int, now: int) -> None:
+    """Attribute the runs of one session that close now: the growth from each one's dispatch (or
+    from what earlier runs were charged) to now, each stretch shared equally by the runs open in it."""
+    total = max(found for _, found in group)
+    starts = [min(max(run["fromTokens"], charged_to), total) for run, _ in group]
+    shares = [0] * len(group)
+    points = sorted(set(starts)) + [total]
+    for low, high in zip(points, points[1:], strict=False):
+        sharing = [i for i, start in enumerate(starts) if start <= low]
+        each, rest = divmod(high - low, len(sharing))
+        for n, i in enumerate(sharing):
+            shares[i] += each + (n < rest)
+    for (run, _), tokens in zip(group, shares, strict=True):
+        run.update(state="attributed", tokens=tokens, toTokens=total, closedAtMs=now)
+
+
+def _readiness(run: dict[str, Any], clock: Clock) -> tuple[int | None, str | None]:
+    """(the session's total_tokens, None) when `run` can be attributed now; (None, why) when it
+    never can; (None, None) while it stays open."""
     project = Path(run["project"])
     receipt = consumption(project, run["sessionId"], run["stem"], clock)
     if receipt["state"] in ("retracted", "lost"):
-        return f"its message is {receipt['state']}"
+        return None, f"its message is {receipt['state']}"
     if receipt["state"] != "read" or "forwardedTo" in receipt:
-        return "its message went to another session" if "forwardedTo" in receipt else None
+        return None, "its message went to another session" if "forwardedTo" in receipt else None
     info = _session_stats(project, run["sessionId"], clock)
     if info is None or info.state == "unknown":
-        return "the session is gone"
+        return None, "the session is gone"
     if info.state == "stale":
-        return None  # its agent may come back: a stopped one wrote its last figures
+        return None, None  # its agent may come back: a stopped one wrote its last figures
     stats = info.stats or {}
     block = stats.get("sxctl")
     bash = stats.get("bash")
     busy = (isinstance(block, dict) and block.get("busy") is True) or (isinstance(bash, dict)
                                                                         and bash.get("running") is True)
     if busy:
-        return None
+        return None, None
     total = read_usage(stats).get("total_tokens")
     if total is None:
-        return "usage.total_tokens unreadable when its message was read"
+        return None, "usage.total_tokens unreadable when its message was read"
     if total < run["fromTokens"]:
-        return "usage.total_tokens went down (the counters were reset)"
-    run.update(state="attributed", tokens=total - run["fromTokens"], closedAtMs=clock.now_ms())
-    return None
+        return None, "usage.total_tokens went down (the counters were reset)"
+    return total, None
 
 
 class Attribution:

@@ -207,6 +207,30 @@ def test_per_day_token_caps_count_the_attributed_tokens_across_runs(sched):  # n
     assert "hourly" in [run["name"] for run in sched.tick(NINE + 24 * HOUR)["runs"]]
 
 
+def test_runs_open_in_one_session_at_once_share_its_tokens_never_count_them_twice(sched):  # noqa: F811
+    """Each of two overlapping runs was charged the session's whole growth: 2,000 attributed for
+    1,000 spent, and a per-day cap reached at half the spend."""
+    for name, minute in (("early", 0), ("late", 30)):
+        sched.add(NINE - MIN, name, "--cron", f"{minute} * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+                  "--text", name, "--max-tokens-per-day", "100000")
+    agent_with(sched, NINE, usage(total=1000))
+    assert [run["name"] for run in sched.tick(NINE)["runs"]] == ["early"]
+    read_all(sched, 1400, NINE + 30 * MIN, busy=True)  # early's message read, the agent still at it …
+    assert [run["name"] for run in sched.tick(NINE + 30 * MIN)["runs"]] == ["late"]
+    read_all(sched, 2000, NINE + 40 * MIN)  # … and late's too; idle at 2,000
+    sched.tick(NINE + 40 * MIN)
+    tokens = {name: sched.run(NINE + 40 * MIN, "cron", "runs", name, "--json").json()["runs"][0]["tokens"]
+              for name in ("early", "late")}
+    assert tokens == {"early": 400 + 300, "late": 300}  # alone from 1,000 to 1,400, then halves to 2,000
+    agent_with(sched, NINE + HOUR, usage(total=2000))
+    assert [run["name"] for run in sched.tick(NINE + HOUR)["runs"]] == ["early"]
+    read_all(sched, 2500, NINE + HOUR + 5 * MIN)  # read and idle: early alone from 2,000
+    sched.tick(NINE + HOUR + 5 * MIN)
+    assert sched.run(NINE + 2 * HOUR, "cron", "runs", "early", "--json").json()["runs"][0]["tokens"] == 500
+    spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
+    assert sum(run["tokens"] for run in spend["runs"]) == 2500 - 1000  # every token once
+
+
 def test_a_damaged_spend_file_is_invalid_data_naming_it_and_never_written_over(sched):  # noqa: F811
     add_daily(sched, "--max-tokens-per-day", "100")
     path = sched.root / ".scheduler" / "sxctl-spend.json"
