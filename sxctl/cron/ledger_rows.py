@@ -183,3 +183,16 @@ def _check_outcome_pairs(outcome: dict[str, Any]) -> None:
     if isinstance(delivery, dict) and delivery.get("status") == "unknown" \
             and delivery["ambiguousChunks"] > delivery["failedChunks"]:
         raise SchemaError("$.outcome.delivery.ambiguousChunks", "must not exceed failedChunks")
+
+
+def start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
+    """The `started` row of a claimed run."""
+    row = {k: claim[k] for k in ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger")}
+    row.update(recordType="started", workKind=claim["workKind"], rootRunId=claim["rootRunId"], startedAtMs=started_at)
+    return row
+
+
+def unsettled_outcome(root_run_id: str | None) -> dict[str, Any]:
+    """The outcome of a run whose pass died after its start: `unknown`, never replayed."""
+    return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
+            "errorKind": "internal"}

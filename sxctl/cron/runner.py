@@ -27,6 +27,7 @@ from .dispatch import Dispatcher, Occurrence
 from .hosts import pinned_elsewhere, this_host
 from .jitter import run_at
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .ledger_rows import start_row, unsettled_outcome
 from .maintenance import prune_windows
 from .overlap import record_replaced, replace_previous
 from .pass_report import PassReport
@@ -256,7 +257,8 @@ class SchedulerPass:
         for group in self.orphans:
             start = group.start
             assert start is not None  # an orphan is a start without a terminal
-            self._append(self._terminal(start, _unsettled(start["rootRunId"])))
+            self._append(self._terminal(start, unsettled_outcome(start["rootRunId"])))
+            self._ping_lost(start)
             self.result.reconciled["ownerLostAfterStart"] += 1
             self.result.reconciled["executionIds"].append(start["executionId"])
 
@@ -265,15 +267,16 @@ class SchedulerPass:
             group = self.ledger.groups.get(claim["executionId"])
             opened = group.start if group is not None else None  # the dead pass's start row, if it wrote one
             if group is None:
-                start = _start_row(claim, started_at=claim["claimedAtMs"])
+                start = start_row(claim, started_at=claim["claimedAtMs"])
                 terminal = self._terminal(start, {"kind": "pre_dispatch_failure", "stage": "start_record_recovery",
                                                   "errorKind": "internal"})
                 self._append(start, terminal)
                 counter = "recoveredBeforeStart"
             elif group.terminal is None:
                 assert opened is not None  # a group without its terminal was opened by its start
-                terminal = self._terminal(opened, _unsettled(opened["rootRunId"]))
+                terminal = self._terminal(opened, unsettled_outcome(opened["rootRunId"]))
                 self._append(terminal)
+                self._ping_lost(opened)
                 counter = "ownerLostAfterStart"
             else:
                 terminal = group.terminal
@@ -285,6 +288,11 @@ class SchedulerPass:
             self._settle(claim, terminal)
             self.result.reconciled[counter] += 1
             self.result.reconciled["executionIds"].append(claim["executionId"])
+
+    def _ping_lost(self, start: dict[str, Any]) -> None:
+        """The end its monitor never got of a run whose pass died after its start (unknown)."""
+        if url := self.policy["jobs"].get(start["jobId"], {}).get("pingUrl"):
+            self.pinger.ping(url, "fail", start["executionId"], "unknown: the pass running it ended before it did")
 
     def _terminal(self, start: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
         now = max(self.clock.now_ms(), start["startedAtMs"])
@@ -351,7 +359,7 @@ class SchedulerPass:
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")
-        start = _start_row(claim, started_at=self.clock.now_ms())
+        start = start_row(claim, started_at=self.clock.now_ms())
         self._append(start)
         faults.hit("after-start")
         note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
@@ -387,14 +395,3 @@ class SchedulerPass:
             self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
                              f"{job['name']}: {entry.get('reason') if failed else projected['status']}")
         self.result.runs.append(entry)
-
-
-def _start_row(claim: dict[str, Any], *, started_at: int) -> dict[str, Any]:
-    row = {k: claim[k] for k in ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger")}
-    row.update(recordType="started", workKind=claim["workKind"], rootRunId=claim["rootRunId"], startedAtMs=started_at)
-    return row
-
-
-def _unsettled(root_run_id: str | None) -> dict[str, Any]:
-    return {"kind": "unsettled", "reason": "owner_lost_after_start", "rootRunId": root_run_id,
-            "errorKind": "internal"}
