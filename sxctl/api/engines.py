@@ -85,17 +85,14 @@ def export_scheduler(
         if given is not None and not os.fspath(given):
             raise UsageError(f"{option} is empty: name a path (sxctl never guesses the working folder)")
     variables = engines.check_env(env.items() if isinstance(env, Mapping) else env, target)
+    if uninstall and target == "crontab" and project is not None and workspace is None:
+        gone = Path(os.path.realpath(project))
+        if not os.path.isdir(os.path.join(gone, ".scorpiox")):  # moved or deleted: its block can still go
+            return _crontab(engines.TickCommand(gone, gone), install=False, uninstall=True, crontab_file=crontab_file)
     ws = find_workspace(workspace, project=project, session=session)
     tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
     if target == "crontab":
-        result = SchedulerExport(target, {"crontab": engines.crontab_block(tick)})
-        crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
-        if install or uninstall:
-            edit = engines.install_crontab if install else engines.uninstall_crontab
-            done = edit(tick, crontab)
-            result.action = ("installed" if install else "uninstalled") if done else "unchanged"
-            result.changed = [str(crontab.file or "crontab")] if done else []
-        return result
+        return _crontab(tick, install=install, uninstall=uninstall, crontab_file=crontab_file)
     if target == "systemd":
         return _export_systemd(tick, install=install, uninstall=uninstall, now=now, system=system, user=user,
                                unit_dir=unit_dir, environ=environ)
@@ -103,6 +100,18 @@ def export_scheduler(
     manifest = engines.cronjob_manifest(tick, image=image or f"sxctl:{__version__}", pvc=pvc, mount=mount,
                                         uid=uid, gid=gid)
     return SchedulerExport(target, {"cronjob.yaml": manifest})
+
+
+def _crontab(tick, *, install: bool, uninstall: bool, crontab_file: str | os.PathLike | None) -> SchedulerExport:
+    """The crontab half of `export_scheduler`: the block, and `--install`/`--uninstall`."""
+    result = SchedulerExport("crontab", {"crontab": engines.crontab_block(tick)})
+    crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
+    if install or uninstall:
+        edit = engines.install_crontab if install else engines.uninstall_crontab
+        done = edit(tick, crontab)
+        result.action = ("installed" if install else "uninstalled") if done else "unchanged"
+        result.changed = [str(crontab.file or "crontab")] if done else []
+    return result
 
 
 def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: bool, user: str | None,

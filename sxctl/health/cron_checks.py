@@ -204,8 +204,8 @@ def check_crontab_blocks(found: Findings, crontab_text) -> None:
         if not os.path.isdir(os.path.join(folder, SCORPIOX_DIR)):
             found.add("crontab blocks", "warn", f"your crontab runs a pass every minute in {folder}, which holds no "
                       "project any more (moved or deleted?); each one fails",
-                      f"crontab -e   # delete the lines from '# BEGIN sxctl cron tick for {folder}' to its '# END' "
-                      "line; in the project's new folder: sxctl cron export --target crontab --install")
+                      f"sxctl cron export --target crontab --uninstall --project {shlex.quote(folder)}   # then, in "
+                      "the project's new folder: sxctl cron export --target crontab --install")
 
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:

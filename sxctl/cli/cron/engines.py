@@ -26,7 +26,8 @@ def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
               help="The engine that runs the pass every minute.")
 @click.option("--install", is_flag=True, help="crontab/systemd: install it (idempotent) and print how to enable it.")
 @click.option("--uninstall", is_flag=True, help="crontab/systemd: remove exactly what --install put there (systemd: "
-              "and the links `systemctl enable` made), and print how to stop a timer that still runs.")
+              "and the links `systemctl enable` made), and print how to stop a timer that still runs; crontab: "
+              "also the block of a project moved or deleted since (--project OLD-FOLDER).")
 @click.option("--now", is_flag=True, help="systemd, with --install: also run the enable command; with --uninstall: "
               "run `systemctl disable --now` first (nothing is run where there is no systemctl).")
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", callback=_env_pair,
