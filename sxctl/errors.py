@@ -119,7 +119,8 @@ EXIT_MEANINGS: dict[int, str] = {
     9: "`doctor` found a failing check (each is named, with the command that fixes it)",
     10: "`cron run`: a run it made did not succeed (failed or unknown); the reason is printed, "
         "`sxctl cron runs NAME` shows the run",
-    130: "interrupted (Ctrl-C; SIGTERM while waiting); a command that was waiting says where its message is",
+    130: "interrupted (Ctrl-C; SIGTERM while writing or waiting); a send interrupted once its message was written, "
+         "or while waiting, says where the message is",
     141: "the reader of standard output went away (piped into `head`): silently, as a shell reports SIGPIPE",
 }
 

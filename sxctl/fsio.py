@@ -18,6 +18,8 @@ from .errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, Syst
 #: a temp file untouched this long was left by a writer that crashed: the callbacks writer sweeps
 #: its own, `doctor` warns about any, `inbox clean` removes the inbox's by default
 STRAY_TEMP_MS = 3_600_000
+#: a temp file no writer holds but written this recently may be a writer's that has not locked it yet
+FRESH_TEMP_MS = 1_000
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
 
@@ -174,22 +176,38 @@ class PendingFile:
             self.discard()
 
 
-def remove_if_abandoned(temp: str | os.PathLike, written_before_ms: int) -> bool:
+def writer_holds(fd: int) -> bool:
+    """Whether a live writer holds the temp file open at `fd` (its `PendingFile` lock)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
+def remove_if_abandoned(temp: str | os.PathLike, now_ms: int) -> bool:
     """Remove the temp file of a writer that died before publishing it; True if it is gone.
 
     Every `PendingFile` holds an exclusive lock on its temp until the temp is published or
     removed, and the kernel drops the lock of a process that ends (SIGKILL included): a temp no one
-    holds is abandoned. One last written at or after `written_before_ms` is left alone (its writer
-    may not have taken the lock yet); so is anything that is not a regular file."""
+    holds is abandoned. One written within FRESH_TEMP_MS of `now_ms` is left alone (its writer may
+    not have taken the lock yet); one from a clock that was ahead counts as old. Anything but a
+    regular file there is invalid data (exit 5 naming it): sxctl writes none and removes none."""
     try:
         fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return True
-    except OSError:
-        return False
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise InvalidDataError(temp, "not a regular file where sxctl keeps a message being written; "
+                                         "remove it") from None
+        raise SystemRefusedError.from_os_error(error) from None
     try:
         held = os.fstat(fd)
-        if not stat.S_ISREG(held.st_mode) or held.st_mtime_ns // 1_000_000 >= written_before_ms:
+        if not stat.S_ISREG(held.st_mode):
+            raise InvalidDataError(temp, "not a regular file where sxctl keeps a message being written; remove it")
+        if abs(now_ms - held.st_mtime_ns // 1_000_000) < FRESH_TEMP_MS:
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

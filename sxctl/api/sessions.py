@@ -141,6 +141,8 @@ def get_config(key: str, *, project: str | os.PathLike | None = None, session: s
                report: Reporter | None = None) -> ConfigValue:
     """The value of `key` through the agent's configuration cascade, and where each tier set it
     (approximate: the agent's own environment is invisible). NotFoundError (exit 3) if unset."""
+    if not key:
+        raise UsageError("the configuration key is empty: give one, e.g. SCORPIOX_INBOX")
     resolved = resolve_config(key, find_project(project, session=session), report=report)
     for link in resolved.chain:
         reporter(report).detail(f"{key}={link['value']} from {link['source']}")

@@ -11,14 +11,20 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     """Run sxctl and exit with the status of docs/reference/json-and-exit-codes.md "Exit codes"."""
-    from . import plain_send
+    try:
+        from . import plain_send
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    plain = plain_send.parse(args)
-    if plain is not None:
-        from . import guard
+        args = list(sys.argv[1:] if argv is None else argv)
+        plain = plain_send.parse(args)
+        if plain is not None:
+            from . import guard
 
-        guard.run(args, lambda: plain_send.run(plain))
-    from .root import cli
+            guard.run(args, lambda: plain_send.run(plain))
+        from .root import cli
 
-    cli.main(args=args)
+        cli.main(args=args)
+    except KeyboardInterrupt:  # Ctrl-C while sxctl's modules load, before `guard` took over: as it says it
+        from ..errors import ExitStatus
+
+        sys.stderr.write("sxctl: interrupted\n")
+        sys.exit(ExitStatus.INTERRUPTED)

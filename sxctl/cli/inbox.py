@@ -22,7 +22,7 @@ from .output import (
     settings,
     table,
 )
-from .plain_send import sent_line
+from .plain_send import print_sent
 
 
 @click.group("inbox", cls=Group)
@@ -71,7 +71,7 @@ TEXT_INPUT_LIMIT = 64_000
               help="Wait until consumed; exit 6 if still pending then (0 = forever).")
 @click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
 @click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
-def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> None:
+def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> int:
     """Drop one message (TEXT, '-' for stdin) into the session's inbox.
 
     Without --wait, sxctl waits up to 2 s for a live agent to consume it and exits 0 either way.
@@ -90,7 +90,7 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
     result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
                           stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
 
-    emit(result.to_json(), lambda: say(sent_line(result)))
+    return print_sent(result, settings().json)
 
 
 @inbox.command("list")

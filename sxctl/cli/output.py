@@ -25,6 +25,8 @@ from .text import printable
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value == "":  # `--session "$SID"` with SID unset: refused, never taken for "not given"
+            raise click.BadParameter("the value is empty", ctx=ctx, param=param)
         if value not in (None, False):
             setattr(settings(ctx), name, value)
 

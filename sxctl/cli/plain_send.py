@@ -55,7 +55,7 @@ def parse(args: list[str]) -> PlainSend | None:
                 if i == len(args):
                     return None
             value = attached if equals else args[i]
-            if value.startswith("-") or not _as_click_takes_it(name, value):
+            if value.startswith("-") or not value and name in GLOBAL_VALUES or not _as_click_takes_it(name, value):
                 return None
             if name in GLOBAL_VALUES:
                 plain.settings[GLOBAL_VALUES[name]] = value
@@ -93,8 +93,7 @@ def _as_click_takes_it(name: str, value: str) -> bool:
 def run(plain: PlainSend) -> int:
     """Send it, as `sxctl inbox send` does, and print its line or its JSON document."""
     from ..api.inbox import send_message
-    from ..errors import ExitStatus
-    from .render import StderrReporter, emit_json, say
+    from .render import StderrReporter
     from .settings import Settings
 
     s = Settings(**plain.settings)
@@ -103,10 +102,30 @@ def run(plain: PlainSend) -> int:
     result = send_message(plain.text, mode=given.get("--mode"), priority=priority, stem=given.get("--stem"),
                           key=given.get("--key"), soft_wait=not plain.no_wait, session=s.session, project=s.project,
                           clock=s.clock, report=StderrReporter(s))
-    if s.json:
-        emit_json(result.to_json())
-    else:
-        say(sent_line(result))
+    return print_sent(result, s.json)
+
+
+def print_sent(result: SendResult, as_json: bool) -> int:
+    """A send's line or JSON document (both ways in print it here). Stdout that cannot take it
+    (`> /dev/full`) is exit 8, and stderr says the message was sent all the same: a script must
+    not send it again."""
+    import sys
+
+    from ..errors import ExitStatus
+    from .render import drop_stream, emit_json, say
+
+    try:
+        if as_json:
+            emit_json(result.to_json())
+        else:
+            say(sent_line(result))
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        drop_stream(sys.stdout)
+        say(f"sxctl: cannot write standard output ({error.strerror}); the message was sent: {result.stem} is "
+            f"{result.state} in {result.inbox.path}", err=True)
+        return ExitStatus.OS_REFUSED
     return ExitStatus.OK
 
 

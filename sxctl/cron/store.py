@@ -69,6 +69,8 @@ def new_store() -> dict[str, Any]:
 
 
 def find_job(store: dict[str, Any], name: str) -> dict[str, Any]:
+    if not name:  # an unset variable in a script: "Cron job not found: " read as a broken message
+        raise UsageError("the job name is empty: give the name of a job (`sxctl cron list` shows them)")
     for job in store["jobs"]:
         if job["name"] == name:
             return job

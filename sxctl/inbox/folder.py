@@ -66,6 +66,10 @@ class InboxDir:
 
     def stem_is_free(self, stem: str, own: frozenset[str | os.PathLike[str]] = frozenset()) -> bool:
         """No message, temp or sidecar of `stem` anywhere but `own` (inbox.md §3)."""
+        return self.holder_of(stem, own) is None
+
+    def holder_of(self, stem: str, own: frozenset[str | os.PathLike[str]] = frozenset()) -> str | None:
+        """The message, temp or sidecar that takes `stem` (not one of `own`), or None."""
         folder = str(self.path)
         names = [f"{stem}.json", f"{stem}.json.tmp"]
         for ext in IMAGE_EXTS:
@@ -73,7 +77,7 @@ class InboxDir:
         taken = [f"{folder}/{name}" for name in names]
         taken += [f"{folder}/done/{stem}.json", f"{folder}/retracted/{stem}.json"]
         mine = {os.fspath(path) for path in own}
-        return not any(path not in mine and _exists(path) for path in taken)
+        return next((path for path in taken if path not in mine and _exists(path)), None)
 
     def sidecar_of(self, folder: Path, stem: str) -> Path | None:
         for ext in IMAGE_EXTS:

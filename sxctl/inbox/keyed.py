@@ -7,6 +7,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +19,7 @@ from ..jsondata import compact_json
 from ..project import Session
 from .folder import InboxDir
 from .keys import key_record_path, key_state, read_key_record
-from .message import ABANDONED_AFTER_MS, KEY_TEMP_WAIT_S, POLL_S
+from .message import IMAGE_EXTS, KEY_TEMP_WAIT_S, POLL_S
 from .places import find_key_elsewhere, place_of
 from .publishing import first_stem, publish, reserve
 from .request import SendRequest
@@ -137,13 +138,30 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
         temp = inbox.temp_file(stem)
         if os.path.lexists(temp):  # its writer is writing it, or died doing so (then it is removed)
             deadline = clock.monotonic() + KEY_TEMP_WAIT_S
-            while not remove_if_abandoned(temp, clock.now_ms() - ABANDONED_AFTER_MS):
+            while not remove_if_abandoned(temp, clock.now_ms()):
                 if clock.monotonic() >= deadline:
                     raise ConflictError(f"another writer holds {temp} for key {request.key!r}",
                                         code=ErrorCode.LOCK_BUSY, file=temp)
                 clock.sleep(POLL_S)
             continue
-        if publish(inbox, stem, request.data, request.image):
+        reservation = reserve(inbox, stem)
+        if reservation is None:  # another sender of the key is completing it: see what it did
+            continue
+        _remove_orphan_sidecars(inbox, stem)
+        if publish(inbox, stem, request.data, request.image, reservation):
             return stem, "pending", True, True, None
     raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code=ErrorCode.LOCK_BUSY)
 
+
+def _remove_orphan_sidecars(inbox: InboxDir, stem: str) -> None:
+    """The image a writer that died published (or half wrote) before its message: with the stem
+    reserved by the caller, no live writer can own it, and it stood in the way of completing the
+    key's message (`stem_is_free`). Only regular files go; anything else stays and is named."""
+    for ext in IMAGE_EXTS:
+        for name in (f"{stem}.{ext}", f"{stem}.{ext}.tmp"):
+            path = inbox.path / name
+            try:
+                if stat.S_ISREG(os.lstat(path).st_mode):
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, TooLateError
-from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly
+from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly, writer_holds
 from ..jsondata import compact_json
 from ..project import Session, as_session
 from ..record import record
@@ -120,10 +120,23 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
     for inbox in inbox_dirs(session):
         inbox.refuse_symlinks(inbox.path, inbox.keys)
         for path in list(_clean_candidates(inbox, cutoff)):
+            if _held_by_a_writer(path):  # a send at work (stopped, or slow): its temp is not a leftover
+                continue
             if not dry_run:
                 remove_quietly(path)
             removed.append(path)
     return removed
+
+
+def _held_by_a_writer(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        return writer_holds(fd)
+    finally:
+        os.close(fd)
 
 
 def prune(
@@ -160,8 +173,9 @@ def prune(
                     record = read_key_record(path)
                 except SxctlError:
                     record = None
-                if record is not None and os.path.lexists(inbox.pending_file(record["stem"])):
-                    continue
+                if record is not None and any(os.path.lexists(name) for name in (
+                        inbox.pending_file(record["stem"]), inbox.temp_file(record["stem"]))):
+                    continue  # its message is pending, or being written (a record it still needs)
                 old_keys.append(path)
             kept += sum(1 for name in _listdir(inbox.keys) if name.endswith(".json")) - len(old_keys)
             removed += sorted(old_keys)

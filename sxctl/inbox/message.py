@@ -26,9 +26,6 @@ IMAGE_EXTS = ("png", "jpg", "jpeg", "gif", "webp")
 SOFT_WAIT_S = 2.0
 POLL_S = 0.1
 KEY_TEMP_WAIT_S = 5.0
-#: a keyed message's temp file no writer holds (fsio.remove_if_abandoned) and written this long
-#: ago was left by a writer that died: the next sender of the key removes it and writes the message
-ABANDONED_AFTER_MS = 1_000
 PREVIEW_CHARS = 60
 
 _USER_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -27,10 +27,11 @@ def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: C
     if stem is not None:
         if take(stem):
             return stem
-        raise ConflictError(
-            f"stem {stem} is already taken in {inbox.path}", code=ErrorCode.NAME_TAKEN,
-            file=inbox.pending_file(stem),
-        )
+        holder = inbox.holder_of(stem)
+        why = (": a send is writing it, or one that crashed left it (remove it once none runs)"
+               if holder is not None and holder.endswith(".tmp") else "")
+        raise ConflictError(f"stem {stem} is already taken in {inbox.path} by {holder or 'another writer'}{why}",
+                            code=ErrorCode.NAME_TAKEN, file=holder or inbox.pending_file(stem))
     time_ns = clock.time_ns()
     for bump in range(101):
         candidate = default_stem(time_ns + bump, priority)

@@ -19,6 +19,7 @@ from ..project import Session, check_rotation_after_write, resolve_config, warn_
 from ..record import record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
+from .interrupts import deferred_interrupts
 from .message import SOFT_WAIT_S
 from .publishing import first_stem, publish
 from .request import SendRequest
@@ -117,6 +118,41 @@ def send(
         ensure_private_dir(inbox.path)
     switch = inbox_switch(session, report)
     warn_if_not_live(session, report)
+    with deferred_interrupts() as held:  # Ctrl-C or SIGTERM now: the message is written, then named
+        result = _write(session, inbox, request, switch, clock, report)
+    if held.signal is not None:
+        raise SxctlError(f"interrupted: {result.stem} was written and is {result.state} in {result.inbox.path}",
+                         code=ErrorCode.INTERRUPTED, details={**result.to_json(), "ok": False})
+    state, stem = result.state, result.stem
+    session, inbox = result.session, result.inbox
+    if request.no_wait and request.wait_s is None:
+        return result
+    from .wait import WaitOutcome, soft_wait, wait_for  # a --no-wait send in a loop never loads it
+
+    if state != "pending" and request.wait_s is not None:
+        # a keyed duplicate: waiting for a message that was retracted must not report success
+        WaitOutcome(session, inbox, stem, state, 0).raise_unless_consumed(result.to_json())
+    if state != "pending" or (request.wait_s is None and (request.no_wait or session.state != "live")):
+        return result
+    try:
+        if request.wait_s is None:
+            result.state, result.waited_ms = soft_wait(session, inbox, stem, SOFT_WAIT_S, clock, report)
+            return result
+        outcome = wait_for(session, inbox, stem, request.wait_s, follow=request.follow, clock=clock, report=report)
+    except SxctlError as error:
+        if error.code == "interrupted":  # the message was written: say where it is
+            result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
+            error.details = {**result.to_json(), "ok": False}
+        raise
+    result.session, result.inbox, result.stem = outcome.session, outcome.inbox, outcome.stem
+    result.state, result.waited_ms = outcome.state, outcome.waited_ms
+    outcome.raise_unless_consumed(result.to_json())
+    return result
+
+
+def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str, clock: Clock,
+           report: Reporter) -> SendResult:
+    """The write of a send (keyed or fresh) and what it wrote."""
     place: Any = None  # where a keyed duplicate's message is, when a move took it or left it elsewhere
     if request.key is not None:
         from .keyed import project_key_lock, send_keyed  # an unkeyed send in a loop never loads the key step
@@ -144,29 +180,6 @@ def send(
                             f"moves it to the live session {session.id}")
             else:
                 report.note(where)
-    session, inbox = result.session, result.inbox
-    if request.no_wait and request.wait_s is None:
-        return result
-    from .wait import WaitOutcome, soft_wait, wait_for  # a --no-wait send in a loop never loads it
-
-    if state != "pending" and request.wait_s is not None:
-        # a keyed duplicate: waiting for a message that was retracted must not report success
-        WaitOutcome(session, inbox, stem, state, 0).raise_unless_consumed(result.to_json())
-    if state != "pending" or (request.wait_s is None and (request.no_wait or session.state != "live")):
-        return result
-    try:
-        if request.wait_s is None:
-            result.state, result.waited_ms = soft_wait(session, inbox, stem, SOFT_WAIT_S, clock, report)
-            return result
-        outcome = wait_for(session, inbox, stem, request.wait_s, follow=request.follow, clock=clock, report=report)
-    except SxctlError as error:
-        if error.code == "interrupted":  # the message was written: say where it is
-            result.state, result.waited_ms = error.details["state"], error.details["waited_ms"]
-            error.details = {**result.to_json(), "ok": False}
-        raise
-    result.session, result.inbox, result.stem = outcome.session, outcome.inbox, outcome.stem
-    result.state, result.waited_ms = outcome.state, outcome.waited_ms
-    outcome.raise_unless_consumed(result.to_json())
     return result
 
 

@@ -3,9 +3,6 @@ rotation (sessions.md §9)."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +12,7 @@ from ..project import LIVE_WINDOW_MS, Session, as_session, date_prefix, freshest
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
+from .interrupts import sigterm_interrupts
 from .message import POLL_S
 
 # --- waiting -----------------------------------------------------------------------------------
@@ -105,7 +103,7 @@ def wait_for(
     emit({"event": "waiting", "ts_ms": clock.now_ms(), "stem": stem, "inbox": str(inbox.path)})
     where: list[Any] = [session, inbox, stem]  # where the message is now (a rotation or `inbox forward` moves it)
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             report.detail(f"waiting for {stem} to be consumed" + (f" (up to {timeout_s:g}s)" if timeout_s else ""))
             state = _wait_loop(where, stem, deadline, follow, clock, report, emit)
     except KeyboardInterrupt:
@@ -130,7 +128,7 @@ def soft_wait(session: Session, inbox: InboxDir, stem: str, seconds: float, cloc
     saying where the written message is — a caller must not take it for unsent and send again."""
     started = clock.monotonic()
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             report.detail(f"waiting up to {seconds:g}s for {stem} to be consumed by the live agent")
             state = poll_state(inbox, stem, clock, started + seconds)
     except KeyboardInterrupt:
@@ -143,30 +141,6 @@ def _interrupted(session: Session, inbox: InboxDir, stem: str, started: float, c
     waited = round((clock.monotonic() - started) * 1000)
     return SxctlError(f"interrupted while waiting: {stem} is {state} in {inbox.path}", code=ErrorCode.INTERRUPTED,
                       details={"stem": stem, "state": state, "session": session.id, "waited_ms": waited})
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM while waiting (a CI runner cancelling its step): handled like Ctrl-C."""
-
-
-def _sigterm_interrupts():
-    """While a command waits, SIGTERM ends the wait as Ctrl-C does — exit 130 with where the
-    message is (and its JSON document) — instead of ending the process without a word."""
-    if threading.current_thread() is not threading.main_thread():
-        return contextlib.nullcontext()
-
-    def terminated(signum, frame):
-        raise _Terminated()
-
-    @contextlib.contextmanager
-    def installed():
-        previous = signal.signal(signal.SIGTERM, terminated)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-    return installed()
 
 
 def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clock: Clock,

@@ -10,9 +10,10 @@ import sys
 
 #: the standard modules a plain send may load: paths, JSON, the types and enums of sxctl's modules
 #: (`typing`, `enum`), times (`datetime`), a stem's pattern (`re`, `fnmatch`), the newest names
-#: (`heapq`), `importlib` (sxctl's lazily loaded parts) and `errno`
+#: (`heapq`), `importlib` (sxctl's lazily loaded parts), `errno`, `fcntl` (a writer's lock on its temp file)
+#: and `signal` (Ctrl-C held while the message is written)
 ALLOWED = ("pathlib", "json", "typing", "enum", "datetime", "re", "fnmatch", "heapq", "contextlib", "importlib",
-           "errno", "collections.abc", "math", "__future__", "fcntl")
+           "errno", "collections.abc", "math", "__future__", "fcntl", "signal")
 
 PROBE = """
 import json, sys

@@ -211,11 +211,19 @@ def test_a_temp_is_abandoned_only_when_no_live_writer_holds_it(tmp_path):
     assert fsio.remove_if_abandoned(aged(tmp_path / "b.json.tmp"), now_ms) is False  # still alive
     killed.send_signal(signal.SIGKILL)
     killed.wait()
-    assert fsio.remove_if_abandoned(tmp_path / "b.json.tmp", 10**12) is False  # written "just now"
+    assert fsio.remove_if_abandoned(tmp_path / "b.json.tmp", 10**12 + 500) is False  # written "just now"
     assert fsio.remove_if_abandoned(tmp_path / "b.json.tmp", now_ms) is True
     assert not (tmp_path / "b.json.tmp").exists()
-    (tmp_path / "c.json.tmp").mkdir()  # not a file sxctl writes: left alone
-    assert fsio.remove_if_abandoned(aged(tmp_path / "c.json.tmp"), now_ms) is False
+    (tmp_path / "c.json.tmp").mkdir()  # not a file sxctl writes: named, and left alone
+    with pytest.raises(InvalidDataError, match="not a regular file"):
+        fsio.remove_if_abandoned(aged(tmp_path / "c.json.tmp"), now_ms)
+    assert (tmp_path / "c.json.tmp").is_dir()
+    later = fsio.PendingFile(tmp_path / "d.json", tmp_path / "d.json.tmp")  # a writer that dies …
+    later.write_all(b"{}")
+    os.close(later._fd)  # … (its lock goes with its descriptor)
+    later._fd = None
+    os.utime(tmp_path / "d.json.tmp", ns=(2 * 10**18, 2 * 10**18))  # … written while the clock was far ahead
+    assert fsio.remove_if_abandoned(tmp_path / "d.json.tmp", now_ms) is True
     assert fsio.remove_if_abandoned(tmp_path / "gone.json.tmp", now_ms) is True
 
 

@@ -443,7 +443,8 @@ def test_a_message_read_from_stdin_or_a_file_has_the_limit_of_an_argument(projec
                                   ["--project=", "inbox", "send", "x", "--no-wait"],
                                   ["inbox", "send", "x", "--no-wait", "--session", ""],
                                   ["--session", "", "--", "inbox", "list"], ["session", "show", ""],
-                                  ["--workspace", "", "cron", "list"]])
+                                  ["--workspace", "", "cron", "list"], ["--workspace", "", "inbox", "send", "x"],
+                                  ["cron", "show", ""], ["config", "get", ""]])
 def test_an_empty_session_project_or_workspace_is_refused_not_taken_for_none(project, args):
     """`--session "$SID"` with SID unset: the message went to the newest session."""
     folder = project.session(SID, live=False)
@@ -564,6 +565,21 @@ def test_a_full_stdout_is_exit_8_and_one_line(project, args):
                               stdout=full, stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode == 8, proc.stderr
     assert proc.stderr == b"sxctl: cannot write standard output: No space left on device\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["inbox", "send", "x", "--no-wait"], ["--json", "inbox", "send", "x", "--no-wait"],
+                                  ["inbox", "send", "-", "--no-wait"]])  # (the last: the click command)
+def test_a_send_whose_output_cannot_be_written_says_the_message_was_sent(project, args):
+    """Exit 8 and only "cannot write standard output": an unkeyed script sent the message again."""
+    folder = project.session(SID, live=False)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "sxctl", "-q", *args], input=b"x", cwd=project.root,
+                              env=project.env(), stdout=full, stderr=subprocess.PIPE, timeout=60)
+    [written] = (folder / "inbox").glob("*.json")
+    assert proc.returncode == 8 and proc.stderr.decode() == (
+        f"sxctl: cannot write standard output (No space left on device); the message was sent: {written.stem} is "
+        f"pending in {folder / 'inbox'}\n")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -200,6 +200,87 @@ def test_a_crashed_keyed_send_is_completed_by_the_next_sender(project):
     assert again["stem"] == done.json()["stem"] and "completed_abandoned" not in again
 
 
+def _crashed_keyed_send(project, *extra: str, key: str = "nightly") -> tuple[Path, Path]:
+    """A keyed send killed before its rename: (the session folder, its temp file)."""
+    folder = project.session(live=False)
+    crashed = project.run("inbox", "send", "once", "--key", key, *extra, "--fault-inject", "before-rename")
+    assert crashed.code == 99
+    [temp] = (folder / "inbox").glob("*.json.tmp")
+    return folder, temp
+
+
+def test_a_crashed_keyed_send_with_an_image_is_completed_too(project):
+    """The dead writer's published image stood in the way (lock_busy, every time, until `inbox
+    clean` an hour later)."""
+    image = project.root.parent / "a.png"
+    image.write_bytes(PNG)
+    folder, _ = _crashed_keyed_send(project, "--image", str(image))
+    assert list((folder / "inbox").glob("*.png"))  # published before the message: now an orphan
+    done = project.run("inbox", "send", "once", "--key", "nightly", "--image", str(image), "--json",
+                       clock=FakeClock(now_ms()))
+    assert done.code == 0, done.err
+    assert done.json()["completed_abandoned"] is True
+    stem = done.json()["stem"]
+    assert sorted(p.name for p in (folder / "inbox").iterdir() if p.is_file()) == [f"{stem}.json", f"{stem}.png"]
+    assert (folder / "inbox" / f"{stem}.png").read_bytes() == PNG
+
+
+def test_prune_keys_keeps_the_record_of_a_message_being_written(project):
+    """`prune --keys` dropped a record whose message was still being written: the next send of
+    the key wrote a second message."""
+    folder, temp = _crashed_keyed_send(project)
+    alive = os.open(temp, os.O_RDONLY)  # its writer, still at work
+    fcntl.flock(alive, fcntl.LOCK_EX)
+    try:
+        pruned = project.run("inbox", "prune", "--keys", "--older-than", "0", "--json").json()
+        assert [p for p in pruned["removed"] if "/.keys/" in p] == []
+        cleaned = project.run("inbox", "clean", "--older-than", "0", "--json").json()
+        assert cleaned["removed"] == []  # `inbox clean` leaves a live writer's temp too
+    finally:
+        os.close(alive)
+    done = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    assert done.json()["completed_abandoned"] is True
+    assert len(_visible_messages(folder / "inbox")) == 1
+
+
+def test_a_temp_from_a_clock_that_was_ahead_is_abandoned_and_a_foreign_one_is_named(project):
+    folder, temp = _crashed_keyed_send(project)
+    os.utime(temp, (time.time() + 86_400, time.time() + 86_400))  # written while the clock was a day ahead
+    done = project.run("inbox", "send", "once", "--key", "nightly", "--json", clock=FakeClock(now_ms()))
+    assert done.code == 0 and done.json()["completed_abandoned"] is True, done.err
+    folder, temp = _crashed_keyed_send(project, key="weekly")
+    temp.unlink()
+    os.mkfifo(temp)  # not what a writer leaves: named, never removed nor waited on
+    stuck = project.run("inbox", "send", "once", "--key", "weekly", "--json", clock=FakeClock(now_ms()))
+    assert stuck.code == 5 and stuck.json()["error"]["file"] == str(temp), stuck.out
+    assert "not a regular file" in stuck.json()["error"]["message"] and temp.exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_message_is_written_names_what_was_written(project, monkeypatch, signum):
+    """Ctrl-C or SIGTERM during the write said "interrupted" with no stem (or nothing at all)
+    though the message was written: a script sent it again."""
+    from sxctl import faults
+
+    folder = project.session(live=False)
+    monkeypatch.setattr(faults, "hit", lambda point: point == "before-rename" and os.kill(os.getpid(), signum))
+    result = project.run("inbox", "send", "x", "--no-wait", "--json")
+    assert result.code == 130, result.out
+    doc = result.json()
+    [written] = _visible_messages(folder / "inbox")
+    assert doc["error"]["code"] == "interrupted" and doc["stem"] == written.stem and doc["state"] == "pending"
+    assert doc["error"]["message"].startswith(f"interrupted: {written.stem} was written and is pending")
+
+
+def test_a_stem_held_by_a_leftover_temp_names_it(project):
+    folder = project.session(live=False)
+    assert project.run("inbox", "send", "hi", "--stem", "foo", "--fault-inject", "before-rename").code == 99
+    taken = project.run("inbox", "send", "hi", "--stem", "foo", "--json")
+    assert taken.code == 4 and taken.json()["error"]["file"] == str(folder / "inbox" / "foo.json.tmp")
+    assert "by " + str(folder / "inbox" / "foo.json.tmp") + ": a send is writing it, or one that crashed left it" \
+        in taken.json()["error"]["message"]
+
+
 def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consumer_factory):
     folder = project.session()
     inbox = folder / "inbox"

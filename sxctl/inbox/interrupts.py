@@ -1,0 +1,65 @@
+"""Signals while a send writes and waits. While it writes, Ctrl-C and SIGTERM are held until the
+message is written (`deferred_interrupts`): a send then writes nothing, or says what it wrote
+(exit 130 naming the stem) — a script must never take a written message for unsent and send it
+again. While it waits, SIGTERM ends the wait as Ctrl-C does (`sigterm_interrupts`)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+class Held:
+    """The first signal that came while a message was being written, if any."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[Held]:
+    """Hold SIGINT and SIGTERM for the block (in the main thread: elsewhere signals are not this
+    code's; a signal the process was started ignoring stays ignored); `Held.signal` says whether
+    one came."""
+    held = Held()
+
+    def note(signum, frame) -> None:
+        held.signal = held.signal or signum
+
+    previous = {}
+    try:
+        for signum in HELD:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, note)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM while waiting (a CI runner cancelling its step): handled like Ctrl-C."""
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While a command waits, SIGTERM ends the wait as Ctrl-C does — exit 130 with where the
+    message is (and its JSON document) — instead of ending the process without a word."""
+    def terminated(signum, frame):
+        raise _Terminated()
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread: signals are the main thread's
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
