@@ -40,20 +40,28 @@ class AdmissionReport:
     given_up: list[dict[str, Any]] = field(default_factory=list)
 
 
-def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path) -> bool:
+def waits_for_agent(job: dict[str, Any], project: Path, to: str, clock: Clock, *, workspace: Path,
+                    seen: dict[Path, bool] | None = None) -> bool:
     """The one rule for a job that waits: it sends to the `live` session of a project (its own
-    target resolved against `workspace`, else `project` with `to`) in which no session is live now."""
+    target resolved against `workspace`, else `project` with `to`) in which no session is live now.
+    `seen`: each project's answer, for a caller judging many jobs at one instant (a preview)."""
     target = agent_target(job, project, to, workspace=workspace)
     if target is None:
         return False
     where, conversation = target
-    if conversation != "live" or not holds_project(where):
+    if conversation != "live":
         return False
-    return freshest_live(list_sessions(where, clock)) is None
+    if seen is not None and where in seen:
+        return seen[where]
+    waits = holds_project(where) and freshest_live(list_sessions(where, clock)) is None
+    if seen is not None:
+        seen[where] = waits
+    return waits
 
 
 def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project: Path, to: str,
-               clock: Clock, workspace: Path, budget: dict[str, Any] | None = None) -> dict[str, Any] | None:
+               clock: Clock, workspace: Path, budget: dict[str, Any] | None = None,
+               seen: dict[Path, bool] | None = None) -> dict[str, Any] | None:
     """What the pass does with a due job for want of a live agent, or because a spend guard
     stops its dispatch (cron/spend.py; `budget`: the workspace's) — the one rule the pass and
     `cron next` share: None when it need not wait; `status` `waiting` (held, not claimed) until
@@ -63,7 +71,7 @@ def hold_state(job: dict[str, Any], entry: dict[str, Any], now: int, *, project:
     job not yet due is judged as the pass at its time will (`--hold-max 0`: given up at once)."""
     due_at = run_at(job, entry, job["lifecycle"]["nextRunAtMs"])  # with its --jitter
     give_up_at = due_at + entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS)
-    if not waits_for_agent(job, project, to, clock, workspace=workspace):
+    if not waits_for_agent(job, project, to, clock, workspace=workspace, seen=seen):
         verdict = spend_verdict(job, entry, budget, project=project, to=to, clock=clock, workspace=workspace)
         if verdict is None or verdict.reason is None:
             return None

@@ -64,6 +64,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     `after` (a time in the future; default now): the runs from then on."""
     now = clock.now_ms()
     spend: dict[str, Any] | None = None
+    live_seen: dict[Path, bool] = {}  # each target project's "no live session" at this instant
     found = JobPreviews(counted_usages(ws, store, policy, project, clock, max_log_bytes=max_log_bytes, unread=True))
     for job in store["jobs"]:
         if job["source"] == "built_in" or job["lifecycle"]["status"] != "scheduled" \
@@ -78,7 +79,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
 
         def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
             return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root,
-                              budget=policy.get("budget"))
+                              budget=policy.get("budget"), seen=live_seen)
 
         found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after,
                                                  windows=windows_for(policy, job["id"]))
