@@ -19,6 +19,7 @@ from ..cron.runner import SchedulerPass, TickOptions
 from ..cron.store import default_agent_id, read_store
 from ..engines.ticklog import TickLog
 from ..errors import ErrorCode, SxctlError, UsageError
+from ..interrupts import deferred_interrupts
 from ..record import record
 from ..report import Reporter
 from .jobs import ledger_ceiling
@@ -166,14 +167,22 @@ def tick(*, workspace=None, project=None, session: str | None = None, clock: Clo
     Every pass but a dry run leaves its host's heartbeat (`.scheduler/sxctl-tick/<host>.json`), and with
     `metrics_file` the project's metrics there (`write_metrics`: a failure is a warning)."""
     scheduler = _scheduler(workspace, project, session, clock, report, options)
-    try:
-        return _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
-    finally:
-        if metrics_file is not None and not scheduler.options.dry_run:
-            from .observe import write_metrics  # the views load only for --metrics-file
+    # SIGTERM (a service stopping) or Ctrl-C: the pass finishes the runs it started, then says so
+    with deferred_interrupts() as held:
+        try:
+            outcome = _heartbeat(scheduler, lambda: _finish(scheduler, scheduler.run()))
+        finally:
+            if metrics_file is not None and not scheduler.options.dry_run:
+                from .observe import write_metrics  # the views load only for --metrics-file
 
-            write_metrics(metrics_file, session=session, project=scheduler.options.project, workspace=scheduler.ws,
-                          max_log_bytes=scheduler.options.max_log_bytes, clock=clock, report=scheduler.report)
+                write_metrics(metrics_file, session=session, project=scheduler.options.project,
+                              workspace=scheduler.ws, max_log_bytes=scheduler.options.max_log_bytes, clock=clock,
+                              report=scheduler.report)
+    if held.signal is not None:
+        raise SxctlError(f"interrupted: the pass finished first ({len(outcome.report.runs)} run(s) dispatched; "
+                         "`sxctl cron runs` shows them)", code=ErrorCode.INTERRUPTED,
+                         details={**outcome.to_json(), "ok": False})
+    return outcome
 
 
 def run_job(name: str | None = None, *, mode: str = "force", agent: str | None = None, workspace=None,

@@ -12,8 +12,9 @@ from typing import Any
 
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError
 from ..fsio import STRAY_TEMP_MS, atomic_write
+from ..interrupts import deferred_interrupts, sigterm_interrupts
 from ..locks import writer_lock
 from ..project import Session, check_rotation_after_write, warn_if_not_live
 from ..report import Reporter
@@ -82,7 +83,8 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
     if not primary.parent.is_dir():
         raise NotFoundError(f"session folder {primary.parent} not found", code=ErrorCode.SESSION_NOT_FOUND)
     _remove_stale_temps(primary, clock)
-    with writer_lock(primary.parent / LOCK_NAME, LOCK_WAIT_S, "the callbacks table"):
+    # the lock first; then Ctrl-C and SIGTERM wait until the change is written, and it is said so
+    with writer_lock(primary.parent / LOCK_NAME, LOCK_WAIT_S, "the callbacks table"), deferred_interrupts() as held:
         for attempt in range(ATTEMPTS):
             raw_pair = _raw_pair(primary, mirror)
             view = TableView(
@@ -117,14 +119,25 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
                     code=ErrorCode.REV_MOVED, file=primary
             )
         mirror_skipped = _write_mirror(mirror, data, new_rev, report)
+    if held.signal is not None:  # Ctrl-C or SIGTERM came while it wrote: the change is made, and said so
+        raise _interrupted(new_rev, primary)
     if not view.exists:
         report.warn(MISSING_FILE_WARNING.format(id=session.id))
     warn_if_not_live(session, report)
     check_rotation_after_write(session, clock, report)
     verified = None
     if options.verify_s is not None and session.state == "live":
-        verified = _verify(primary, data, outcome, survives, options.verify_s, clock)
+        try:
+            with sigterm_interrupts():
+                verified = _verify(primary, data, outcome, survives, options.verify_s, clock)
+        except KeyboardInterrupt:
+            raise _interrupted(new_rev, primary) from None
     return WriteResult(doc, new_rev, primary, raw_pair[0] is None, outcome, verified, mirror_skipped)
+
+
+def _interrupted(rev: int, primary: Path) -> SxctlError:
+    return SxctlError(f"interrupted: the change was written to {primary} (rev {rev}); `sxctl callbacks list` "
+                      "shows it", code=ErrorCode.INTERRUPTED, details={"rev": rev, "file": str(primary)})
 
 
 def _write_mirror(mirror: Path | None, data: bytes, new_rev: int, report: Reporter) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ConflictError, ErrorCode, SxctlError
+from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
 from ..fsio import PendingFile, ensure_private_dir, link_create, remove_if_abandoned
 from ..jsondata import compact_json
 from ..project import Session
@@ -161,7 +161,10 @@ def _remove_orphan_sidecars(inbox: InboxDir, stem: str) -> None:
         for name in (f"{stem}.{ext}", f"{stem}.{ext}.tmp"):
             path = inbox.path / name
             try:
-                if stat.S_ISREG(os.lstat(path).st_mode):
-                    os.unlink(path)
+                mode = os.lstat(path).st_mode
             except FileNotFoundError:
-                pass
+                continue
+            if not stat.S_ISREG(mode):
+                raise InvalidDataError(path, "not a regular file where the image of a message being written "
+                                             "goes; remove it")
+            os.unlink(path)

@@ -106,7 +106,7 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
         if ext in IMAGE_EXTS and TIME_STEM.fullmatch(stem) and not any(
             os.path.lexists(folder / f"{stem}.json")
             for folder in (inbox.path, inbox.done, inbox.retracted)
-        ):
+        ) and not _held_by_a_writer(inbox.temp_file(stem)):  # a send at work published it before its message
             yield path
     for path, name in _older_files(inbox.keys, cutoff_ms, use_ctime=False):
         if name.endswith(".tmp"):

@@ -15,11 +15,11 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ErrorCode, NotFoundError, SxctlError
 from ..fsio import ensure_private_dir
+from ..interrupts import deferred_interrupts
 from ..project import Session, check_rotation_after_write, resolve_config, warn_if_not_live
 from ..record import record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
-from .interrupts import deferred_interrupts
 from .message import SOFT_WAIT_S
 from .publishing import first_stem, publish
 from .request import SendRequest

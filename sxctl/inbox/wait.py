@@ -8,11 +8,11 @@ from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, WaitTimeoutError
+from ..interrupts import sigterm_interrupts
 from ..project import LIVE_WINDOW_MS, Session, as_session, date_prefix, freshest_live, list_sessions, session_info
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
-from .interrupts import sigterm_interrupts
 from .message import POLL_S
 
 # --- waiting -----------------------------------------------------------------------------------

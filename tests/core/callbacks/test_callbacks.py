@@ -407,3 +407,24 @@ def test_killed_writer_leaves_the_old_file_and_a_temp_that_a_later_write_removes
     assert not temps[0].exists()
     messages = {s["message"] for s in json.loads((example_session / "callbacks.json").read_text())["slots"]}
     assert {"young temp stays", "old temp goes"} <= messages
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_timer_is_written_says_it_was_written(project, monkeypatch, signum):
+    """Ctrl-C or SIGTERM during `callbacks set` armed the timer and said "interrupted" (or nothing):
+    a script that set it again armed it twice."""
+    import signal
+
+    from sxctl import faults
+
+    project.session(live=False)
+    monkeypatch.setattr(faults, "hit", lambda point: point == "before-rename"
+                        and os.kill(os.getpid(), getattr(signal, signum)))
+    result = project.run("cb", "set", "check the build", "--every", "30s", "--json")
+    assert result.code == 130, result.out
+    doc = result.json()
+    assert doc["error"]["code"] == "interrupted" and doc["rev"] == 1
+    assert doc["error"]["message"].startswith("interrupted: the change was written to ")
+    monkeypatch.undo()
+    [armed] = project.run("cb", "list", "--json").json()["slots"]
+    assert armed["message"] == "check the build"

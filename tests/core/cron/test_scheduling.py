@@ -682,3 +682,29 @@ def test_a_preview_of_many_jobs_lists_each_target_projects_sessions_once(sched, 
     listed = sched.run(NINE + MIN, "cron", "list", "--json")  # all 12 due, no live agent: each waits
     assert listed.code == 0 and len(listed.json()["jobs"]) == 12
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_pass_lets_it_finish_its_run_then_says_so(sched, monkeypatch, signum):
+    """SIGTERM (a service stopping) ended the pass between a dispatch and its terminal row: a sent
+    message recorded `unknown`, and nothing said so (exit 143)."""
+    import os
+    import signal
+
+    from sxctl import faults
+
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+              "--text", "x", "--to", SID)
+    sched.agent_at(NINE)
+    monkeypatch.setattr(faults, "hit", lambda point: point == "after-dispatch"
+                        and os.kill(os.getpid(), getattr(signal, signum)))
+    result = sched.run(NINE, "cron", "tick", "--json")
+    monkeypatch.undo()
+    assert result.code == 130, result.out
+    doc = result.json()
+    assert doc["error"]["code"] == "interrupted" and doc["error"]["message"].startswith(
+        "interrupted: the pass finished first (1 run(s) dispatched")
+    [run] = doc["runs"]
+    assert run["status"] == "dispatched"
+    assert [row["recordType"] for row in sched.ledger()] == ["started", "terminal"]
+    assert sched.tick(NINE + MIN)["reconciled"]["ownerLostAfterStart"] == 0

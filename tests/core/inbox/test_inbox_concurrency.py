@@ -243,6 +243,27 @@ def test_prune_keys_keeps_the_record_of_a_message_being_written(project):
     assert len(_visible_messages(folder / "inbox")) == 1
 
 
+def test_clean_leaves_the_image_of_a_send_at_work_and_a_foreign_image_is_named(project):
+    """`inbox clean` deleted the image a stopped writer had published before its message: the
+    message arrived without it."""
+    image = project.root.parent / "a.png"
+    image.write_bytes(PNG)
+    folder, temp = _crashed_keyed_send(project, "--image", str(image))
+    [sidecar] = (folder / "inbox").glob("*.png")
+    alive = os.open(temp, os.O_RDONLY)  # its writer, still at work
+    fcntl.flock(alive, fcntl.LOCK_EX)
+    try:
+        assert project.run("inbox", "clean", "--older-than", "0", "--json").json()["removed"] == []
+    finally:
+        os.close(alive)
+    assert sidecar.read_bytes() == PNG
+    sidecar.unlink()
+    os.mkfifo(sidecar)  # not what a writer leaves: named, never removed
+    stuck = project.run("inbox", "send", "once", "--key", "nightly", "--image", str(image), "--json",
+                        clock=FakeClock(now_ms()))
+    assert stuck.code == 5 and stuck.json()["error"]["file"] == str(sidecar), stuck.out
+
+
 def test_a_temp_from_a_clock_that_was_ahead_is_abandoned_and_a_foreign_one_is_named(project):
     folder, temp = _crashed_keyed_send(project)
     os.utime(temp, (time.time() + 86_400, time.time() + 86_400))  # written while the clock was a day ahead

@@ -1,7 +1,8 @@
-"""Signals while a send writes and waits. While it writes, Ctrl-C and SIGTERM are held until the
-message is written (`deferred_interrupts`): a send then writes nothing, or says what it wrote
-(exit 130 naming the stem) — a script must never take a written message for unsent and send it
-again. While it waits, SIGTERM ends the wait as Ctrl-C does (`sigterm_interrupts`)."""
+"""Signals while a command writes and waits. While it writes, Ctrl-C and SIGTERM are held until
+the write is done (`deferred_interrupts`): a send or a timer change then writes nothing, or says
+what it wrote (exit 130 naming it) — a script must never take a written message or an armed timer
+for undone and do it again. While it waits, SIGTERM ends the wait as Ctrl-C does
+(`sigterm_interrupts`)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,13 @@ class Held:
 def deferred_interrupts() -> Iterator[Held]:
     """Hold SIGINT and SIGTERM for the block (in the main thread: elsewhere signals are not this
     code's; a signal the process was started ignoring stays ignored); `Held.signal` says whether
-    one came."""
+    one came. A second signal is not held: it interrupts at once, as without this block."""
     held = Held()
 
     def note(signum, frame) -> None:
-        held.signal = held.signal or signum
+        if held.signal is not None:  # a second one is not held: the user insists
+            raise KeyboardInterrupt
+        held.signal = signum
 
     previous = {}
     try:
