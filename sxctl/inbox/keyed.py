@@ -144,6 +144,10 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
                                         code=ErrorCode.LOCK_BUSY, file=temp)
                 clock.sleep(POLL_S)
             continue
+        assert request.key is not None
+        elsewhere = find_key_elsewhere(session, request.key)  # written meanwhile in a newer session (a restart)
+        if elsewhere is not None and elsewhere.record["content_sha256"] == request.content_sha256:
+            return elsewhere.stem, elsewhere.state, True, False, elsewhere
         reservation = reserve(inbox, stem)
         if reservation is None:  # another sender of the key is completing it: see what it did
             continue

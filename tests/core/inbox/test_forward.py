@@ -306,6 +306,22 @@ def test_a_key_resent_after_a_rotation_is_a_duplicate_of_the_stranded_message(pr
     assert f"in session {OLD}" in conflict.json()["error"]["message"] and pending(new) == []
 
 
+def test_a_key_whose_first_writer_died_before_a_restart_is_written_once(project):
+    """The writer in the old session died before its rename; after the restart the key's message
+    was written in the new session, and a send of the key to the old one completed a second."""
+    old = project.session(OLD, live=True)
+    assert project.run("inbox", "send", "nightly report", "--key", "nightly", "--no-wait",
+                       "--fault-inject", "before-rename").code == 99
+    new = rotate(project, old)
+    first = project.run("inbox", "send", "nightly report", "--key", "nightly", "--no-wait", "--json").json()
+    assert first["session"] == NEW and first["duplicate"] is False
+    again = project.run("--session", OLD, "inbox", "send", "nightly report", "--key", "nightly", "--no-wait",
+                        "--json", clock=FakeClock(now_ms() + 2_000))
+    doc = again.json()
+    assert again.code == 0 and (doc["duplicate"], doc["stem"], doc["session"]) == (True, first["stem"], NEW)
+    assert pending(old) == [] and pending(new) == [f"{first['stem']}.json"]
+
+
 def test_a_key_whose_message_was_read_in_the_old_session_stays_a_duplicate(project):
     old = project.session(OLD, live=True)
     stem = project.run("inbox", "send", "once", "--key", "once", "--no-wait", "--json").json()["stem"]
