@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms
+from .burst import CATCHUP_AFTER_MS
 from .jitter import offset_of
 from .limits import LimitUsage
 from .maintenance import window_at, window_text
@@ -65,6 +66,8 @@ def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: Limit
     local = local_time(due_at, zone)
     if not is_active_time(entry, local):
         return "inactive_hours"
+    if now - due_at > CATCHUP_AFTER_MS and not is_active_time(entry, local_time(now, zone)):
+        return "inactive_hours"  # a catch-up is sent now: at night too, it would be waste
     most = entry.get("maxRunsPerDay")
     if most is not None and usage.runs_on(local.date().isoformat()) >= most:
         return "max_runs_per_day"

@@ -250,6 +250,25 @@ def test_active_hours_skip_occurrences_outside_them(sched):
     assert sched.job("office")["policy"]["skips"]["total"] == 2  # 07:00 and 08:00 Berlin
 
 
+def test_a_catch_up_found_outside_active_hours_is_skipped_not_sent_at_night(sched):
+    """Down from 13:00 to 05:00 (Berlin): the first pass, at 05:00, sent a catch-up of the day's
+    13:00 at night — what active hours are there to prevent."""
+    sched.add(NINE - 4 * 3_600_000, "poll", "--every", "1h", "--anchor", "2026-12-01 00:00", "--tz", "Europe/Berlin",
+              "--payload", "heartbeat-event", "--text", "x", "--active-hours", "08:00-18:00")
+    down_from = NINE + 3 * 3_600_000  # 13:00 Berlin: nothing runs until 05:00 the next day
+    sched.agent_at(down_from - 3_600_000)
+    sched.tick(down_from - 3_600_000)  # 12:00 Berlin: on time
+    night = down_from + 16 * 3_600_000  # 05:00 Berlin
+    sched.agent_at(night)
+    report = sched.tick(night)
+    assert report["runs"] == [] and [s["reason"] for s in report["skippedOccurrences"]] == ["inactive_hours"]
+    morning = down_from + 19 * 3_600_000  # 08:00 Berlin: on time again
+    sched.agent_at(morning)
+    [run] = sched.tick(morning)["runs"]
+    assert run["trigger"] == "scheduled" and run["scheduledForMs"] == morning
+    assert len(sched.pending()) == 2
+
+
 NEW_YORK = ZoneInfo("America/New_York")
 
 
