@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..clock import SYSTEM_CLOCK, Clock
+from ..clock import CLOCK_SKEW_MS, SYSTEM_CLOCK, Clock
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import atomic_write, read_data_file
 from ..jsondata import strict_loads
@@ -149,6 +149,18 @@ def read_heartbeats(ws: Workspace) -> dict[str, dict[str, Any]]:
         if before is None or before["lastPassMs"] <= doc["lastPassMs"]:
             found[doc["host"]] = {**doc, "path": str(path)}
     return found
+
+
+def trusted_passes(ws: Workspace, now: int) -> dict[str, dict[str, Any]]:
+    """The heartbeats a verdict may be drawn from, by host: schema-valid, written for this
+    workspace, not ahead of this clock."""
+    return {host: beat for host, beat in read_heartbeats(ws).items() if "invalid" not in beat
+            and written_elsewhere(beat, ws) is None and beat["lastPassMs"] - now <= CLOCK_SKEW_MS}
+
+
+def newest_pass_ms(ws: Workspace, now: int) -> int | None:
+    """When a pass last ran here on any host (a trusted heartbeat), None when none did."""
+    return max((beat["lastPassMs"] for beat in trusted_passes(ws, now).values()), default=None)
 
 
 def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:

@@ -96,15 +96,20 @@ class JobSpec:
 OVERDUE_GRACE_MS = 120_000
 
 
-def is_overdue(job: dict[str, Any], now_ms: int, policy: dict[str, Any] | None = None) -> bool:
-    """The one definition of an overdue job (status, cron status and doctor agree); with sxctl's
-    `policy` file, counted from its jittered due time, and never while a maintenance window holds
-    it (the pass skips it there)."""
+def is_overdue(job: dict[str, Any], now_ms: int, policy: dict[str, Any] | None = None,
+               last_pass_ms: int | None = None) -> bool:
+    """The one definition of an overdue job (status, cron status and doctor agree): due for more
+    than OVERDUE_GRACE_MS after its jittered due time, no pass since then within that grace
+    (`last_pass_ms`: a pass that left it — held, deferred — said why, and the next decides again),
+    and no maintenance window holding it (the pass skips it there)."""
     from .maintenance import window_at, windows_for  # the views that judge lateness read the policy
-
     life = job["lifecycle"]
+    if life["status"] != "scheduled":
+        return False
     entry = (policy or {"jobs": {}})["jobs"].get(job["id"]) or {}
-    return (life["status"] == "scheduled" and run_at(job, entry, life["nextRunAtMs"]) < now_ms - OVERDUE_GRACE_MS
+    due = run_at(job, entry, life["nextRunAtMs"])
+    late = now_ms - OVERDUE_GRACE_MS
+    return (due < late and (last_pass_ms is None or last_pass_ms < max(due, late))
             and not (policy and window_at(windows_for(policy, job["id"]), life["nextRunAtMs"], now_ms)))
 
 

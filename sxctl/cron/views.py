@@ -16,6 +16,7 @@ from ..errors import InvalidDataError, SxctlError, UsageError
 from ..fsio import read_data_file
 from ..timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from .fate import next_text
+from .heartbeat import newest_pass_ms
 from .jitter import check_jitter
 from .jobs import is_overdue
 from .ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
@@ -340,9 +341,10 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # named among the problems above
         policy = None
+    last_pass = newest_pass_ms(ws, now_ms)
     for job in jobs:
         life = job["lifecycle"]
-        if is_overdue(job, now_ms, policy) and not store_held:
+        if is_overdue(job, now_ms, policy, last_pass) and not store_held:
             message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {

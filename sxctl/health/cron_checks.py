@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS
-from ..cron.heartbeat import FOLDER, read_heartbeat, written_elsewhere
+from ..cron.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
 from ..cron.jobs import is_overdue
 from ..cron.ledger import project_run
 from ..cron.policy import read_policy
@@ -111,8 +111,9 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # the cron files check names it
         policy = None
+    last_pass = newest_pass_ms(ws, now)
     overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled"
-               and is_overdue(job, now, policy)]
+               and is_overdue(job, now, policy, last_pass)]
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..clock import CLOCK_SKEW_MS
-from ..cron.heartbeat import read_heartbeats, written_elsewhere
+from ..cron.heartbeat import trusted_passes
 from ..cron.policy import read_policy
 from ..errors import SxctlError
 from .findings import Findings
@@ -18,17 +17,10 @@ PINNED_HOST_FAIL_MS = 3 * 60_000
 TICKING_MS = 60 * 60_000
 
 
-def host_passes(ws, now: int) -> dict[str, dict[str, Any]]:
-    """The trusted heartbeats by host: schema-valid, written for this workspace, not ahead of
-    this clock (the rules `check_scheduler` applies to one)."""
-    return {host: beat for host, beat in read_heartbeats(ws).items() if "invalid" not in beat
-            and written_elsewhere(beat, ws) is None and beat["lastPassMs"] - now <= CLOCK_SKEW_MS}
-
-
 def check_pings(found: Findings, ws, now: int) -> None:
     """Pings (--ping-url) that a host's last pass could not send: the monitor is not told, so it
     warns (the pass goes on, and sends them again). Reported only when there are some."""
-    for host, beat in sorted(host_passes(ws, now).items()):
+    for host, beat in sorted(trusted_passes(ws, now).items()):
         pings = beat.get("pings") or {}
         if pings.get("pending") or pings.get("dropped"):
             waiting = len(pings.get("pending", []))
@@ -41,7 +33,7 @@ def check_pings(found: Findings, ws, now: int) -> None:
 
 def check_hosts(found: Findings, ws, store: dict[str, Any], now: int) -> None:
     """Reported only when it matters: more than one host has a heartbeat here, or a job is pinned."""
-    beats = host_passes(ws, now)
+    beats = trusted_passes(ws, now)
     try:
         entries = read_policy(ws)["jobs"]
     except SxctlError:  # the cron files check names it

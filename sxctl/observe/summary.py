@@ -9,6 +9,7 @@ from typing import Any
 from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.admission import hold_state
+from ..cron.heartbeat import newest_pass_ms
 from ..cron.jitter import run_at
 from ..cron.jobs import is_overdue
 from ..cron.ledger import recent_runs
@@ -89,6 +90,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     waiting = [job["name"] for job in scheduled if job["id"] not in frozen
                and run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
+    last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
     guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
     held_by_guard = {row["name"] for row in guards if row["held"]}
     return {
@@ -96,7 +98,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "next_due_ms": next_due(store, full_policy, now_ms),
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy)
+        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy, last_pass)
                     and job["name"] not in waiting and job["name"] not in held_by_guard],
         "waiting": waiting,
         "guards": guards,

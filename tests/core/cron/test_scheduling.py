@@ -727,3 +727,22 @@ def test_a_signal_during_a_pass_lets_it_finish_its_run_then_says_so(sched, monke
     assert run["status"] == "dispatched"
     assert [row["recordType"] for row in sched.ledger()] == ["started", "terminal"]
     assert sched.tick(NINE + MIN)["reconciled"]["ownerLostAfterStart"] == 0
+
+
+def test_a_job_a_pass_just_left_is_not_blamed_on_a_missing_crontab(sched):
+    """The pass held the job for a live agent; the agent came back 30 s later, and `status` said
+    "overdue and no tick is running; is `sxctl cron tick` in your crontab?" until the next pass."""
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+              "--text", "x", "--hold-max", "1h")
+    held = sched.tick(NINE + 3 * MIN)  # no live agent: held
+    assert held["runs"] == [] and [w["name"] for w in held["waiting"]] == ["beat"]
+    back = NINE + 3 * MIN + 30_000
+    sched.agent_at(back)
+    for view in (sched.run(back, "--session", SID, "status", "--json").json()["cron"]["overdue"],
+                 [p for p in sched.run(back, "cron", "status", "--json").json()["problems"] if p["code"] == "overdue"],
+                 [c for c in sched.run(back, "doctor", "--json").json()["checks"] if c["check"] == "overdue"]):
+        assert view == []
+    later = NINE + 10 * MIN  # and no pass since: now it is overdue everywhere
+    sched.agent_at(later)
+    assert sched.run(later, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"]
+    assert [c["check"] for c in sched.run(later, "doctor", "--json").json()["checks"] if c["check"] == "overdue"]
