@@ -66,13 +66,14 @@ def figure_problem(name: str, value: Any) -> str | None:
     return None
 
 
-def read_usage(stats: dict[str, Any] | None) -> Usage:
-    """The `usage` block of a parsed `stats.json` (None: none could be read), each figure checked
-    on its own: a missing, partial or hostile block (strings, booleans, negative, NaN, huge,
-    a rate above 1.0) gives the figures that read and, for each other one, why not. Never raises."""
+def read_usage(stats: dict[str, Any] | None, absent: str = "no readable stats.json") -> Usage:
+    """The `usage` block of a parsed `stats.json` (None: none could be read, `absent` says why),
+    each figure checked on its own: a missing, partial or hostile block (strings, booleans,
+    negative, NaN, huge, a rate above 1.0) gives the figures that read and, for each other one,
+    why not. Never raises."""
     usage = Usage()
     if stats is None:
-        usage.unreadable = dict.fromkeys(FIGURES, "no readable stats.json")
+        usage.unreadable = dict.fromkeys(FIGURES, absent)
         return usage
     block = stats.get("usage")
     if block is None:

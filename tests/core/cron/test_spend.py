@@ -410,3 +410,14 @@ def test_next_says_a_guard_holds_the_job_not_that_it_waits_for_an_agent(sched): 
     assert rows[0]["waiting"] is False and "rl_5h 0.9 is at or above --rate-limit-ceiling 0.5" in rows[0]["held"]
     shown = sched.run(NINE + MIN, "--session", SID, "next").out
     assert "held: " in shown and "waits for a live agent" not in shown
+
+
+def test_a_stopped_agent_s_figures_are_not_called_unreadable(sched):  # noqa: F811
+    """With the agent stopped, `status` showed its session's last figures and, lines below, "usage
+    unreadable (rl_5h no readable stats.json)": the guard has no live session to judge."""
+    add_daily(sched, "--rate-limit-ceiling", "0.8")
+    agent_with(sched, NINE - HOUR, usage(total=3006, rl_5h=0.04))  # stopped an hour ago
+    status = sched.run(NINE - 30 * MIN, "--session", SID, "status")
+    assert "no readable stats.json" not in status.out + status.err
+    shown = status.out + status.err
+    assert "usage unreadable (rl_5h no live session to read them from; rl_7d no live session to read them from)" in shown
