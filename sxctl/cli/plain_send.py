@@ -1,5 +1,5 @@
 """`sxctl inbox send TEXT` in its plain forms, without click: the command shell loops and crontabs
-run most, so it starts in less time than `python -c "import click"` alone (0.93 of it, where the
+run most, so it starts in less time than `python -c "import click"` alone (0.93–0.97 of it, where the
 click command line takes about 1.5; issue #27, docs/performance.md).
 
 A plain form is the global options (`--project`, `--session`, `--workspace`, `--agent`, `--json`,
