@@ -137,7 +137,7 @@ def add_job(
                           policy_change=job_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
-    said = [f"{name}: {warning}" for warning in warnings]
+    said = [f"{name}: {warning}" for warning in warnings + _hold_warnings(spec)]
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
         said.append(f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
                     "(a one-shot for good) unless the environment of the pass sets it")
@@ -171,10 +171,19 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     ).outcome
     for note in notes:
         reporter(report).note(note)
-    said = [f"{result['jobName']}: {warning}" for warning in warnings]
+    said = [f"{result['jobName']}: {warning}" for warning in warnings + _hold_warnings(spec)]
     for warning in said:
         reporter(report).warn(warning)
     return JobChange(ws, result, notes, show_notes=True, warnings=said)
+
+
+def _hold_warnings(spec: JobSpec) -> list[str]:
+    """A --hold-max shorter than the minute between passes (`--hold-max 5`: a bare number is seconds)."""
+    hold = spec.policy.hold_max if spec.policy is not None else None
+    if hold is None or not 0 < hold < 60:
+        return []
+    return [f"--hold-max {hold:g}s is shorter than the minute between passes: a run held for a live agent is "
+            "given up at the next pass (a bare number is seconds: write 5m for minutes)"]
 
 
 def pause_job(name: str | None = None, paused: bool = True, *, all_jobs: bool = False, until: str | None = None,

@@ -746,3 +746,12 @@ def test_a_job_a_pass_just_left_is_not_blamed_on_a_missing_crontab(sched):
     sched.agent_at(later)
     assert sched.run(later, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"]
     assert [c["check"] for c in sched.run(later, "doctor", "--json").json()["checks"] if c["check"] == "overdue"]
+
+
+def test_a_hold_max_shorter_than_a_pass_interval_is_warned(sched):
+    """`--hold-max 5` means 5 seconds: a held run is given up at the next pass. It was silent."""
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    added = sched.run(NINE, "cron", "add", "z", "--every", "1h", "--hold-max", "5", "--payload", "heartbeat-event",
+                      "--text", "x")
+    assert added.code == 0 and "z: --hold-max 5s is shorter than the minute between passes" in added.err
+    assert "hold-max" not in sched.run(NINE, "cron", "update", "z", "--hold-max", "2m").err
