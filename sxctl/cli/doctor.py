@@ -9,7 +9,8 @@ from .output import Command, emit, say, settings
 
 @click.command("doctor", cls=Command)
 @click.option("--max-log-bytes", type=int, metavar="N", help="Ledger byte ceiling (default 2,000,000).")
-@click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE", hidden=True)
+@click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Read this file as the crontab (as `cron export --crontab-file` writes it), not `crontab -l`.")
 def doctor_command(max_log_bytes, crontab_file) -> None:
     """Check that everything around the agent is alive: project, agent, messages and timers
     stranded in a session no agent reads, permissions, temps and locks, the cron files as a pass

@@ -544,3 +544,17 @@ def test_doctor_names_stray_temps_of_the_scheduler_and_its_heartbeats_once_they_
     os.utime(fresh, ns=(0, (now - 2 * HOUR) * 1_000_000))
     [check] = checks(project.run("doctor", "--json", clock=FakeClock(now)), "temps")
     assert check["message"].startswith("2 stray temp file(s)")
+
+
+def test_doctor_reads_the_crontab_file_it_is_given(project, tmp_path):
+    """`cron export --crontab-file F` writes a file doctor could not be pointed at (a hidden option)."""
+    project.session()
+    table = tmp_path / "crontab"
+    assert project.run("cron", "export", "--target", "crontab", "--install", "--crontab-file", str(table)).code == 0
+    old = os.path.realpath(project.root)
+    moved = project.root.parent / "moved"
+    project.root.rename(moved)
+    result = project.run("doctor", "--crontab-file", str(table), "--json", cwd=moved)
+    [check] = checks(result, "crontab blocks")
+    assert check["status"] == "warn" and old in check["message"]
+    assert "--crontab-file" in project.run("doctor", "--help").out
