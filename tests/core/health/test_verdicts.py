@@ -557,4 +557,4 @@ def test_doctor_reads_the_crontab_file_it_is_given(project, tmp_path):
     result = project.run("doctor", "--crontab-file", str(table), "--json", cwd=moved)
     [check] = checks(result, "crontab blocks")
     assert check["status"] == "warn" and old in check["message"]
-    assert "--crontab-file" in project.run("doctor", "--help").out
+    assert "--crontab-file" in project.run("doctor", "--help", cwd=moved).out
