@@ -14,7 +14,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron import jobs, store
 from ..cron.jobs import JobSpec, Target, WakeGate
 from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
-from ..cron.policy import PolicyOptions, read_policy
+from ..cron.policy import PolicyOptions, apply_options, read_policy
 from ..cron.schedule import ScheduleInput
 from ..cron.spend_rules import GuardOptions
 from ..cron.transaction import job_change, mutate_store
@@ -127,6 +127,9 @@ def add_job(
     default_project = str(target_project(ws, project, session=session))
     notes: list[str] = []
     warnings: list[str] = []
+    if spec.policy is not None:  # every flag checked before the store is: a taken name hid a bad one
+        apply_options({}, spec.policy, tz=spec.schedule.tz, now_ms=clock.now_ms(),
+                      recurring=spec.schedule.at is None and spec.schedule.in_ is None)
 
     def change(doc, now):
         return jobs.add_job(doc, name, spec, agent_id=store.default_agent_id(doc, agent, os.environ),

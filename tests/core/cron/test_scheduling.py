@@ -755,3 +755,13 @@ def test_a_hold_max_shorter_than_a_pass_interval_is_warned(sched):
                       "--text", "x")
     assert added.code == 0 and "z: --hold-max 5s is shorter than the minute between passes" in added.err
     assert "hold-max" not in sched.run(NINE, "cron", "update", "z", "--hold-max", "2m").err
+
+
+def test_a_bad_flag_is_named_before_a_taken_name(sched):
+    """`cron add x --active-hours 8-18` with a job x already there said only "already exists": the
+    user fixed the name and met the next error."""
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    sched.add(NINE, "x", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
+    again = sched.run(NINE, "cron", "add", "x", "--every", "1h", "--active-hours", "8-18", "--payload",
+                      "heartbeat-event", "--text", "x")
+    assert again.code == 2 and "invalid --active-hours '8-18'" in again.err
