@@ -635,7 +635,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                     entry[POLICY_KEY[option]] = chosen
         code = 4 if self.model.by_name(name) else 0  # name_taken
         if kind == "at" and ({"maxRuns", "untilMs"} & set(entry)):
-            code = code or 2  # a one-shot runs once: --max-runs and --until are refused
+            code = 2  # a one-shot runs once: --max-runs and --until are refused (before the name is looked at)
         result = self.expect(tuple(args), code)
         if result.code == 0:
             job_id = result.json()["jobId"]
