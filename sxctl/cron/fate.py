@@ -59,14 +59,17 @@ def expiry(job: dict[str, Any], entry: dict[str, Any], due_at: int, usage: Limit
     return None
 
 
-def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage) -> str | None:
-    """Why a recurring job's policy does not run the occurrence at `due_at` in a pass at `now`."""
+def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage,
+                sent_at: int | None = None) -> str | None:
+    """Why a recurring job's policy does not run the occurrence at `due_at` in a pass at `now`
+    (lateness counted from its jittered time: `now` less the job's --jitter offset; `sent_at`:
+    when the pass would send it, `now` itself without jitter)."""
     if entry.get("catchUp") == "skip" and now - due_at > entry["staleAfterMs"]:
         return "stale"
     local = local_time(due_at, zone)
     if not is_active_time(entry, local):
         return "inactive_hours"
-    if now - due_at > CATCHUP_AFTER_MS and not is_active_time(entry, local_time(now, zone)):
+    if now - due_at > CATCHUP_AFTER_MS and not is_active_time(entry, local_time(sent_at or now, zone)):
         return "inactive_hours"  # a catch-up is sent now: at night too, it would be waste
     most = entry.get("maxRunsPerDay")
     if most is not None and usage.runs_on(local.date().isoformat()) >= most:
@@ -95,7 +98,7 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
     if window is not None:
         return Fate("hold" if one_shot else "skip", "maintenance", window_text(window))
     if job["schedule"]["kind"] != "at" and (entry or usage.token_cap is not None):
-        reason = skip_reason(entry, due_at, late, job_zone(job, entry), usage)
+        reason = skip_reason(entry, due_at, late, job_zone(job, entry), usage, sent_at=now)
         if reason is not None:
             return Fate("skip", reason, skip_text(reason, job, entry))
     state = held() if held is not None else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,7 @@ class SchedulerPass:
         self.host = this_host(environ)  # a job pinned to another host is left alone (cron/hosts.py)
         self.result = PassReport(self.boot_id, clock.now_ms(), ws.root, host=self.host)
         self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/pings.py)
+        self.stopping: Callable[[], bool] = lambda: False  # SIGTERM or Ctrl-C came: claim no further run
         self.lock: MkdirLock | None = None
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
@@ -179,6 +180,8 @@ class SchedulerPass:
         ran = 0
         budget = CatchupBudget(budget_of(self.options.max_catchup, self.policy))
         for job in self._due():
+            if self.stopping():
+                break
             if ran >= self.options.max_per_pass:
                 defer(self.result.deferred, self.admission.done, job, "max_per_pass")
             elif self.admission.admit(job):

@@ -9,6 +9,7 @@ import click
 
 from ...api import run_job, tick
 from ...api.scheduler import tick_log
+from ...errors import ExitStatus
 from ..output import DURATION, Command, completing, emit, in_workspace, reporter, say, settings
 from .options import max_log_option
 
@@ -74,7 +75,7 @@ def _where(kw: dict) -> dict:
               "at the next pass.")
 @click.option("--ping-timeout", "ping_timeout", type=DURATION, default="5", show_default=True, metavar="DURATION",
               help="Time limit of one ping (the pass spends at most 3 times this on pings in all).")
-def tick_command(log, log_max, **kw) -> None:
+def tick_command(log, log_max, **kw) -> int:
     """One scheduler pass: reconcile dead claims, run due jobs into the agent's inbox, settle.
 
     Meant for system cron, a systemd timer or a CI schedule; nothing claimed is ever run twice.
@@ -92,6 +93,11 @@ def tick_command(log, log_max, **kw) -> None:
         _log_to(log, log_max)
     result = tick(**_where(kw), **kw)
     emit(result.to_json(), lambda: _say_lines(result.report.lines()))
+    if result.interrupted:  # what it did is shown above (its --json says `"interrupted": true`)
+        say(f"sxctl: interrupted: the pass finished the {len(result.report.runs)} run(s) it had started and began "
+            "no other; the next pass takes the rest", err=True)
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK
 
 
 @click.command("run", cls=Command, mutating=True)

@@ -706,27 +706,36 @@ def test_a_preview_of_many_jobs_lists_each_target_projects_sessions_once(sched, 
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
 def test_a_signal_during_a_pass_lets_it_finish_its_run_then_says_so(sched, monkeypatch, signum):
     """SIGTERM (a service stopping) ended the pass between a dispatch and its terminal row: a sent
-    message recorded `unknown`, and nothing said so (exit 143)."""
+    message recorded `unknown`, and nothing said so (exit 143). Now the run it started is finished,
+    no other is begun, what it did is shown, and it exits 130."""
     import os
     import signal
 
     from sxctl import faults
 
-    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
-              "--text", "x", "--to", SID)
+    for name in ("first", "second"):
+        sched.add(NINE - MIN, name, "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+                  "--text", name, "--to", SID)
     sched.agent_at(NINE)
-    monkeypatch.setattr(faults, "hit", lambda point: point == "after-dispatch"
-                        and os.kill(os.getpid(), getattr(signal, signum)))
+    sent = []
+
+    def hit(point: str) -> None:
+        if point == "after-dispatch" and not sent:
+            sent.append(point)
+            os.kill(os.getpid(), getattr(signal, signum))
+
+    monkeypatch.setattr(faults, "hit", hit)
     result = sched.run(NINE, "cron", "tick", "--json")
     monkeypatch.undo()
     assert result.code == 130, result.out
     doc = result.json()
-    assert doc["error"]["code"] == "interrupted" and doc["error"]["message"].startswith(
-        "interrupted: the pass finished first (1 run(s) dispatched")
+    assert doc["ok"] is False and doc["interrupted"] is True
     [run] = doc["runs"]
     assert run["status"] == "dispatched"
     assert [row["recordType"] for row in sched.ledger()] == ["started", "terminal"]
-    assert sched.tick(NINE + MIN)["reconciled"]["ownerLostAfterStart"] == 0
+    assert "interrupted: the pass finished the 1 run(s) it had started and began no other" in result.err
+    later = sched.tick(NINE + MIN)  # the next pass takes the rest, and finds nothing to settle
+    assert later["reconciled"]["ownerLostAfterStart"] == 0 and len(later["runs"]) == 1
 
 
 def test_a_job_a_pass_just_left_is_not_blamed_on_a_missing_crontab(sched):
@@ -765,3 +774,14 @@ def test_a_bad_flag_is_named_before_a_taken_name(sched):
     again = sched.run(NINE, "cron", "add", "x", "--every", "1h", "--active-hours", "8-18", "--payload",
                       "heartbeat-event", "--text", "x")
     assert again.code == 2 and "invalid --active-hours '8-18'" in again.err
+
+
+def test_a_jittered_catch_up_outside_active_hours_is_skipped_too(sched):
+    """With --jitter the rule looked at the jittered time, not when the pass would send it: a
+    catch-up went out at 18:12 past active hours ending 18:00."""
+    sched.add(NINE - MIN, "jj", "--cron", "50 17 * * *", "--tz", "UTC", "--jitter", "20m", "--active-hours",
+              "08:00-18:00", "--payload", "heartbeat-event", "--text", "x")
+    at = NINE + 9 * 3_600_000 + 12 * MIN  # 18:12 UTC: late by more than any jitter of it, outside its hours
+    sched.agent_at(at)
+    report = sched.tick(at)
+    assert report["runs"] == [] and [s["reason"] for s in report["skippedOccurrences"]] == ["inactive_hours"]
