@@ -159,8 +159,10 @@ def trusted_passes(ws: Workspace, now: int) -> dict[str, dict[str, Any]]:
 
 
 def newest_pass_ms(ws: Workspace, now: int) -> int | None:
-    """When a pass last ran here on any host (a trusted heartbeat), None when none did."""
-    return max((beat["lastPassMs"] for beat in trusted_passes(ws, now).values()), default=None)
+    """When a pass last went through here on any host (a trusted heartbeat of a pass that ran:
+    not one that found the lock busy or failed), None when none did."""
+    return max((beat["lastPassMs"] for beat in trusted_passes(ws, now).values() if beat["outcome"] == "ok"),
+               default=None)
 
 
 def read_heartbeat(ws: Workspace) -> dict[str, Any] | None:

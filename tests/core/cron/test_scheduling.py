@@ -785,3 +785,22 @@ def test_a_jittered_catch_up_outside_active_hours_is_skipped_too(sched):
     sched.agent_at(at)
     report = sched.tick(at)
     assert report["runs"] == [] and [s["reason"] for s in report["skippedOccurrences"]] == ["inactive_hours"]
+
+
+def test_a_pass_that_found_the_lock_busy_or_failed_does_not_excuse_an_overdue_job(sched):
+    from tests.conftest import heartbeat_file
+
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+              "--text", "x", "--to", SID)
+    sched.agent_at(NINE - 2 * MIN)
+    sched.tick(NINE - 2 * MIN)  # nothing due yet: a heartbeat
+    beat = heartbeat_file(sched.root)
+    for outcome in ("busy", "failed"):
+        doc = json.loads(beat.read_text())
+        doc.update(outcome=outcome, lastPassMs=NINE + 4 * MIN)
+        if outcome == "busy":
+            doc["busySinceMs"] = NINE - 2 * MIN
+        beat.write_text(json.dumps(doc))
+        at = NINE + 4 * MIN + 30_000
+        sched.agent_at(at)
+        assert sched.run(at, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"], outcome
