@@ -345,7 +345,7 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
     for job in jobs:
         life = job["lifecycle"]
         if is_overdue(job, now_ms, policy, last_pass) and not store_held:
-            message = f"job {job['name']} is overdue since {life['nextRunAtMs']}; is a tick running?"
+            message = f"job {job['name']} is overdue since {format_ms(life['nextRunAtMs'])}; is a tick running?"
             problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {
         "ok": True, "workspace": str(ws.root),

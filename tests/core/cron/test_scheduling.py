@@ -804,3 +804,5 @@ def test_a_pass_that_found_the_lock_busy_or_failed_does_not_excuse_an_overdue_jo
         at = NINE + 4 * MIN + 30_000
         sched.agent_at(at)
         assert sched.run(at, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"], outcome
+    [problem] = [p for p in sched.run(at, "cron", "status", "--json").json()["problems"] if p["code"] == "overdue"]
+    assert problem["message"] == "job beat is overdue since 2026-12-01T09:00:00+00:00; is a tick running?"
