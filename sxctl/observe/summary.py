@@ -19,8 +19,9 @@ from ..cron.previews import next_due
 from ..cron.receipts import run_consumption
 from ..cron.run_failures import failed_one_shots_of, last_failures
 from ..cron.store import read_store
+from ..cron.transaction import refuse_clock_behind
 from ..cron.views import job_state
-from ..errors import InvalidDataError, SystemRefusedError
+from ..errors import InvalidDataError, SxctlError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning
 from .spend_view import guard_problems, guard_states, session_usage
@@ -91,11 +92,16 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
                and run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
+    try:  # the rule every pass and edit applies: while it holds, each one stops
+        refuse_clock_behind(ws, store, now_ms)
+        behind = None
+    except SxctlError as error:
+        behind = error.message
     guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
     held_by_guard = {row["name"] for row in guards if row["held"]}
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": next_due(store, full_policy, now_ms),
+        "next_due_ms": next_due(store, full_policy, now_ms), "clock_behind": behind,
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy, last_pass)
@@ -176,6 +182,8 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     for name in cron.get("overdue", []) if not cron.get("tick_running") else []:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})
+    if cron.get("clock_behind"):
+        problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}"})
     problems += guard_problems(cron.get("guards", []))
     for name in cron.get("waiting", []):
         problems.append({"code": "cron_waiting_for_agent",

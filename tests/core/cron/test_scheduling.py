@@ -806,3 +806,18 @@ def test_a_pass_that_found_the_lock_busy_or_failed_does_not_excuse_an_overdue_jo
         assert sched.run(at, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"], outcome
     [problem] = [p for p in sched.run(at, "cron", "status", "--json").json()["problems"] if p["code"] == "overdue"]
     assert problem["message"] == "job beat is overdue since 2026-12-01T09:00:00+00:00; is a tick running?"
+
+
+def test_status_says_every_pass_stops_while_the_clock_is_behind_the_ledger(sched):
+    """Passes and edits refuse (`clock_behind`) and doctor fails; `status` said nothing."""
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "agent-turn",
+              "--text", "x", "--to", SID)
+    sched.agent_at(NINE)
+    assert len(sched.tick(NINE)["runs"]) == 1
+    back = NINE - 3_600_000  # the clock set back an hour
+    assert sched.run(back, "cron", "tick", "--json").json()["error"]["code"] == "clock_behind"
+    doc = sched.run(back, "--session", SID, "status", "--json").json()
+    [problem] = [p for p in doc["problems"] if p["code"] == "cron_clock_behind"]
+    assert problem["message"].startswith("every pass stops: this clock (")
+    assert "cron_clock_behind" not in {p["code"] for p in sched.run(NINE, "--session", SID, "status",
+                                                                     "--json").json()["problems"]}
