@@ -20,6 +20,8 @@ from .errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, Syst
 STRAY_TEMP_MS = 3_600_000
 #: a temp file no writer holds but written this recently may be a writer's that has not locked it yet
 FRESH_TEMP_MS = 1_000
+#: opening a temp file to judge its writer: never through a link, never blocking on a FIFO
+_PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
 
@@ -176,13 +178,19 @@ class PendingFile:
             self.discard()
 
 
-def writer_holds(fd: int) -> bool:
-    """Whether a live writer holds the temp file open at `fd` (its `PendingFile` lock)."""
+def writer_holds(path: str | os.PathLike) -> bool:
+    """Whether a live writer holds the temp file at `path` (its `PendingFile` lock); False for a
+    name that is gone or not a file sxctl can open."""
+    try:
+        fd = os.open(path, _PROBE_FLAGS)
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
         return True
-    fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)  # (closing drops the shared lock this probe took)
     return False
 
 
@@ -195,7 +203,7 @@ def remove_if_abandoned(temp: str | os.PathLike, now_ms: int) -> bool:
     not have taken the lock yet); one from a clock that was ahead counts as old. Anything but a
     regular file there is invalid data (exit 5 naming it): sxctl writes none and removes none."""
     try:
-        fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(temp, _PROBE_FLAGS)
     except FileNotFoundError:
         return True
     except OSError as error:

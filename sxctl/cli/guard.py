@@ -89,12 +89,8 @@ def _refuse_undecodable(args: list[str]) -> None:
 def _broken_pipe() -> ExitStatus:
     """The reader of stdout went away (`sxctl cron list | head -1`): no message, no traceback,
     the status a shell reports for a process that SIGPIPE ended."""
-    _drop_stdout()
-    return ExitStatus.BROKEN_PIPE
-
-
-def _drop_stdout() -> None:
     drop_stream(sys.stdout)
+    return ExitStatus.BROKEN_PIPE
 
 
 def _stdout_failing() -> bool:
@@ -111,7 +107,7 @@ def _stdout_failing() -> bool:
 def _stdout_refused(error: OSError) -> int:
     """Stdout could not be written (`sxctl cron list > /dev/full`: ENOSPC, EIO): one line on
     stderr, never a JSON document on the stdout that failed, and exit 8 (the system refused)."""
-    _drop_stdout()
+    drop_stream(sys.stdout)
     return fail(SystemRefusedError.from_os_error(error, "cannot write standard output:"), [])
 
 

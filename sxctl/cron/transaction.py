@@ -89,21 +89,32 @@ def mutate_store(
     return Mutation(working, outcome)
 
 
+def clock_behind(store: dict[str, Any], runs: list[dict[str, Any]], now_ms: int) -> int | None:
+    """THE rule for a clock set back: the newest claim, or run start among `runs` (the ledger's
+    tail), when it is after `now_ms` — a schedule recomputed from such a "now" re-arms an occurrence
+    that already ran, and the next pass would run it twice. None when the clock is not behind."""
+    latest = max([claim["claimedAtMs"] for claim in store["activeClaims"]]
+                 + [run["startedAtMs"] for run in runs if run.get("startedAtMs") is not None], default=0)
+    return latest if latest > now_ms else None
+
+
+def clock_behind_error(ws: Workspace, now_ms: int, latest: int) -> SxctlError:
+    return SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
+                      f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
+                      "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger)
+
+
 def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> None:
-    """An edit, like a pass, stops (exit 5 `clock_behind`) while this clock is before a claim or
-    the newest run in the ledger: a schedule recomputed from such a "now" re-arms an occurrence
-    that already ran, and the next pass would run it twice. Only the ledger's tail is read; a
-    ledger that cannot be read is left to the pass and `cron validate` to name."""
-    latest = max((claim["claimedAtMs"] for claim in store["activeClaims"]), default=0)
+    """An edit, like a pass, stops (exit 5 `clock_behind`) while this clock is behind (`clock_behind`).
+    Only the ledger's tail is read; a ledger that cannot be read is left to the pass and `cron
+    validate` to name."""
     try:
-        latest = max([latest] + [run["startedAtMs"] for run in recent_runs(ws.ledger, 20)
-                                 if run.get("startedAtMs") is not None])
+        runs = recent_runs(ws.ledger, 20)
     except SxctlError:
-        pass
-    if latest > now_ms:
-        raise SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
-                         f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
-                         "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger)
+        runs = []
+    latest = clock_behind(store, runs, now_ms)
+    if latest is not None:
+        raise clock_behind_error(ws, now_ms, latest)
 
 
 def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[str] | None = None,

@@ -106,7 +106,7 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
         if ext in IMAGE_EXTS and TIME_STEM.fullmatch(stem) and not any(
             os.path.lexists(folder / f"{stem}.json")
             for folder in (inbox.path, inbox.done, inbox.retracted)
-        ) and not _held_by_a_writer(inbox.temp_file(stem)):  # a send at work published it before its message
+        ) and not writer_holds(inbox.temp_file(stem)):  # a send at work published it before its message
             yield path
     for path, name in _older_files(inbox.keys, cutoff_ms, use_ctime=False):
         if name.endswith(".tmp"):
@@ -120,23 +120,12 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
     for inbox in inbox_dirs(session):
         inbox.refuse_symlinks(inbox.path, inbox.keys)
         for path in list(_clean_candidates(inbox, cutoff)):
-            if _held_by_a_writer(path):  # a send at work (stopped, or slow): its temp is not a leftover
+            if writer_holds(path):  # a send at work (stopped, or slow): its temp is not a leftover
                 continue
             if not dry_run:
                 remove_quietly(path)
             removed.append(path)
     return removed
-
-
-def _held_by_a_writer(path: Path) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        return writer_holds(fd)
-    finally:
-        os.close(fd)
 
 
 def prune(

@@ -19,9 +19,9 @@ from ..cron.previews import next_due
 from ..cron.receipts import run_consumption
 from ..cron.run_failures import failed_one_shots_of, last_failures
 from ..cron.store import read_store
-from ..cron.transaction import refuse_clock_behind
+from ..cron.transaction import clock_behind, clock_behind_error
 from ..cron.views import job_state
-from ..errors import InvalidDataError, SxctlError, SystemRefusedError
+from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning
 from .spend_view import guard_problems, guard_states, session_usage
@@ -92,11 +92,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
                and run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
                and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
-    try:  # the rule every pass and edit applies: while it holds, each one stops
-        refuse_clock_behind(ws, store, now_ms)
-        behind = None
-    except SxctlError as error:
-        behind = error.message
+    latest = clock_behind(store, runs, now_ms)  # the rule every pass and edit applies: while it holds, each stops
+    behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
     guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
     held_by_guard = {row["name"] for row in guards if row["held"]}
     return {
