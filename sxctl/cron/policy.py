@@ -258,14 +258,19 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         else:
             entry[key] = value
 
+    def ms(flag: str, seconds: float) -> int:  # the file holds it: refused with the flag, never a JSON path
+        if seconds * 1000 > MAX_SAFE_INT:
+            raise UsageError(f"{flag} is too long (at most {MAX_SAFE_INT // 86_400_000:,} days)")
+        return round(seconds * 1000)
+
     if options.hold_max is not None:
-        put("holdMaxMs", round(options.hold_max * 1000))
+        put("holdMaxMs", ms("--hold-max", options.hold_max))
     if options.catch_up is not None:
         put("catchUp", options.catch_up)
     if options.stale_after is not None:
         if options.stale_after <= 0:
             raise UsageError("--stale-after must be longer than 0")
-        put("staleAfterMs", round(options.stale_after * 1000))
+        put("staleAfterMs", ms("--stale-after", options.stale_after))
     if options.missed_note is not None:
         put("missedNote", None if options.missed_note else False)  # on is the default: nothing stored
     if options.max_unconsumed is not None:
@@ -273,8 +278,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
     if options.max_runs_per_day is not None:
         put("maxRunsPerDay", options.max_runs_per_day or None)
     if options.max_runs is not None:
-        put("maxRuns", options.max_runs or None)  # the runs already spent still count: only a resume
-        #                                            starts a new budget (transaction.job_change)
+        put("maxRuns", options.max_runs or None)  # runs spent still count: a resume starts anew (job_change)
     if options.until is not None:
         try:
             put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))

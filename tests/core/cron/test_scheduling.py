@@ -821,3 +821,12 @@ def test_status_says_every_pass_stops_while_the_clock_is_behind_the_ledger(sched
     assert problem["message"].startswith("every pass stops: this clock (")
     assert "cron_clock_behind" not in {p["code"] for p in sched.run(NINE, "--session", SID, "status",
                                                                      "--json").json()["problems"]}
+
+
+def test_a_hold_max_the_policy_file_cannot_hold_is_named_by_its_flag(sched):
+    """It said "invalid value for $.jobs['<a uuid>'].holdMaxMs": the id of a job never made."""
+    sched.folder.mkdir(parents=True, exist_ok=True)
+    result = sched.run(NINE, "cron", "add", "b", "--every", "1h", "--hold-max", "99999999999999999999", "--payload",
+                       "heartbeat-event", "--text", "x")
+    assert result.code == 2 and result.err.startswith("sxctl: --hold-max is too long (at most "), result.err
+    assert not (sched.root / ".scheduler" / "cron-jobs.json").exists()
