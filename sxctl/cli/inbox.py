@@ -68,7 +68,8 @@ TEXT_INPUT_LIMIT = 64_000
 @click.option("--stem", help="Use this file name stem instead of the time-based one.")
 @click.option("--key", help="Idempotency key: a repeat send with it returns the first message.")
 @click.option("--wait", "wait_s", type=DURATION, metavar="DURATION",
-              help="Wait until consumed; exit 6 if still pending then (0 = forever).")
+              help="Wait until consumed; exit 6 if still pending then (0 = forever). Ctrl-C or SIGTERM: exit 130, "
+                   "the message stays pending (`sxctl inbox retract STEM` withdraws it).")
 @click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
 @click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
 def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> int:
