@@ -35,7 +35,7 @@ def dst_rows(root: Path, runs: int, env: dict[str, str]) -> list[tuple[str, floa
         seconds = statistics.median(cpu_seconds(argv, root, env) for _ in range(runs))
         rows.append((f"(k) cron next '* * * * * *' across DST ({name}), 15 fires, CPU s", seconds, "<= 0.2",
                      seconds <= 0.2))
-    from sxctl.cron.catchup import missed_between
+    from sxctl.cron.timeline.catchup import missed_between
 
     schedule = {"kind": "cron", "expr": EVERY_SECOND, "tz": "Europe/Berlin"}
     due = 1_774_746_000_000 - 2_000  # 2 s before the spring change: the run at due stands for 5 more

@@ -57,8 +57,8 @@ exit 1
 
 
 def heartbeat_file(root: Path) -> Path:
-    """The heartbeat a pass on this host writes in the workspace at `root` (cron/heartbeat.py)."""
-    from sxctl.cron.hosts import this_host
+    """The heartbeat a pass on this host writes in the workspace at `root` (cron/run/heartbeat.py)."""
+    from sxctl.cron.policy.hosts import this_host
 
     return root / ".scheduler" / "sxctl-tick" / f"{this_host(os.environ)}.json"
 

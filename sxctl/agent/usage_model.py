@@ -1,5 +1,5 @@
 """The reference agent's `usage` block (reference-agent.md §6): a stand-in for a model's
-counters, so that the spend guards (cron/spend.py) can be tested end to end. Tokens grow with
+counters, so that the spend guards (cron/spend/guards.py) can be tested end to end. Tokens grow with
 every turn (the context grows: each turn reads more than the last); the rate-limit use `rl_5h`
 rises by `--rl-per-turn` with each turn that ended within the last `--rl-window` (default 5 h)
 and so falls again as turns leave the window, on the agent's clock; `rl_7d` does the same over

@@ -1,4 +1,4 @@
-"""`sxctl cron budget set/show/clear`: the workspace's spend guards (cron/spend.py), which every
+"""`sxctl cron budget set/show/clear`: the workspace's spend guards (cron/spend/guards.py), which every
 job without a guard of its own follows. Kept in sxctl's policy file as `budget` (format 3),
 written under the store lock like every policy edit."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.policy import read_policy
-from ..cron.spend_rules import GUARD_KEYS, GuardOptions, apply_guards
-from ..cron.transaction import mutate_store
+from ..cron.policy.file import read_policy
+from ..cron.spend.rules import GUARD_KEYS, GuardOptions, apply_guards
+from ..cron.store.transaction import mutate_store
 from ..errors import UsageError
 from ..record import record
 from ..report import Reporter
 from .scope import find_workspace
 
 if TYPE_CHECKING:
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
 
 
 @record

@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron import views
-from ..cron.ledger import recent_runs, run_evidence
-from ..cron.overlap import mark_replaced
-from ..cron.policy import read_policy
-from ..cron.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
-from ..cron.spend_ledger import read_spend, tokens_of
-from ..cron.store import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
-from ..cron.targets import holds_project, run_target_project
+from ..cron.policy.file import read_policy
+from ..cron.policy.overlap import mark_replaced
+from ..cron.run.ledger import recent_runs, run_evidence
+from ..cron.run.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
+from ..cron.spend.ledger import read_spend, tokens_of
+from ..cron.store.file import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
+from ..cron.store.targets import holds_project, run_target_project
+from ..cron.timeline import views
 from ..errors import ErrorCode, InvalidDataError, UsageError
 from ..inbox.manage import evidence_for_key
 from ..inbox.request import SendRequest
@@ -28,8 +28,8 @@ from .jobs import ledger_ceiling, store_or_empty
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
-    from ..cron.views import Problem
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
+    from ..cron.timeline.views import Problem
 
 # --- status / runs / validate / wake ---------------------------------------------------------------
 
@@ -95,7 +95,7 @@ def job_runs(
                         max_log_bytes=ledger_ceiling(max_log_bytes), exact=exact)
     jobs = {j["id"]: j for j in store["jobs"]}
     default_project = target_project(ws, project, session=session)
-    attributed = tokens_of(read_spend(ws.scheduler))  # the tokens of guarded runs (cron/spend_ledger.py)
+    attributed = tokens_of(read_spend(ws.scheduler))  # the tokens of guarded runs (cron/spend/ledger.py)
     for run in found:
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:

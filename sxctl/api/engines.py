@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron import store
+from ..cron.store import file as store
 from ..errors import ErrorCode, NotFoundError, SxctlError, SystemRefusedError, UsageError
 from ..health import diagnose
 from ..record import Factory, record

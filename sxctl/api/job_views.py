@@ -7,15 +7,15 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.policy import read_policy
-from ..cron.policy_keys import workspace_view
-from ..cron.previews import job_previews
-from ..cron.run_failures import failed_one_shots_of
+from ..cron.policy.file import read_policy
+from ..cron.policy.keys import workspace_view
+from ..cron.run.failures import failed_one_shots_of
+from ..cron.store.file import default_agent_id, find_job
+from ..cron.timeline.previews import job_previews
 
 # describe_schedule, job_kind_label, schedule_computable, target_label: how a table of jobs labels a job
-from ..cron.schedule import ScheduleInput, describe_schedule, resolve_schedule, schedule_computable  # noqa: F401
-from ..cron.store import default_agent_id, find_job
-from ..cron.views import (  # noqa: F401
+from ..cron.timeline.schedule import ScheduleInput, describe_schedule, resolve_schedule, schedule_computable  # noqa: F401
+from ..cron.timeline.views import (  # noqa: F401
     adhoc_timeline,
     job_kind_label,
     job_row,
@@ -30,8 +30,8 @@ from .jobs import display_zone, ledger_ceiling, store_or_empty
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
-    from ..cron.fate import Preview
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
+    from ..cron.timeline.fate import Preview
 
 # --- list / show / next ---------------------------------------------------------------------------
 
@@ -53,7 +53,7 @@ class JobList:
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
               agent: str | None = None, clock: Clock = SYSTEM_CLOCK) -> JobList:
     """Every job of the store; times are for display in `tz` (default: local). A job's next run
-    is the next one the pass will make (`sxctl.cron.fate`)."""
+    is the next one the pass will make (`sxctl.cron.timeline.fate`)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     zone = display_zone(tz)
@@ -92,8 +92,8 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
 def _counted(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], default_project,
              clock: Clock) -> tuple[dict[str, Any], dict[str, Preview]]:
     """The policy as the views show it — each job's runs as the pass counts them
-    (`sxctl.cron.previews.counted_usages`) — and each scheduled job's next run as the pass will
-    decide it (`sxctl.cron.previews.job_previews`)."""
+    (`sxctl.cron.timeline.previews.counted_usages`) — and each scheduled job's next run as the pass will
+    decide it (`sxctl.cron.timeline.previews.job_previews`)."""
     found = job_previews(ws, store, policy, default_project, clock, 1, max_log_bytes=ledger_ceiling())
     entries = dict(policy["jobs"])
     for job_id, usage in found.usages.items():

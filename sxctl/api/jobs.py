@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron import jobs, store
-from ..cron.jobs import JobSpec, Target, WakeGate
-from ..cron.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
-from ..cron.policy import PolicyOptions, apply_options, read_policy
-from ..cron.schedule import ScheduleInput
-from ..cron.spend_rules import GuardOptions
-from ..cron.transaction import job_change, mutate_store
+from ..cron.policy.file import PolicyOptions, apply_options, read_policy
+from ..cron.run.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
+from ..cron.spend.rules import GuardOptions
+from ..cron.store import authoring as jobs
+from ..cron.store import file as store
+from ..cron.store.authoring import JobSpec, Target, WakeGate
+from ..cron.store.transaction import job_change, mutate_store
+from ..cron.timeline.schedule import ScheduleInput
 from ..errors import UsageError
 from ..record import Factory, record
 from ..report import Reporter
@@ -25,7 +26,7 @@ from ..timeparse import load_zone, local_zone
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
 
 
 def ledger_ceiling(max_log_bytes: int | None = None, environ: Mapping[str, str] = os.environ) -> int:
@@ -117,8 +118,8 @@ def add_job(
     """Add a job to the comis store (created if missing): one of `cron`/`every`/`at`/`in_`
     (DURATION or TIME strings, as on the command line) and a payload kind (`agent-turn`,
     `delivery`, `heartbeat-event`); `outcome` is comis's `{jobId, name, schedule}`.
-    `spec` (a `sxctl.cron.jobs.JobSpec`) gives every other flag of `cron add`; `policy` (a
-    `sxctl.cron.policy.PolicyOptions`) sxctl's own settings: hold, catch-up, limits, lifetime."""
+    `spec` (a `sxctl.cron.store.authoring.JobSpec`) gives every other flag of `cron add`; `policy` (a
+    `sxctl.cron.policy.file.PolicyOptions`) sxctl's own settings: hold, catch-up, limits, lifetime."""
     ws = find_workspace(workspace, project=project, session=session)
     spec = spec or JobSpec(schedule=ScheduleInput(cron=cron, every=every, at=at, in_=in_, tz=tz), payload=payload,
                            text=text, paused=paused)
@@ -212,7 +213,7 @@ def pause_job(name: str | None = None, paused: bool = True, *, all_jobs: bool = 
                           policy_change=None if paused else job_change(name, JobSpec(), resumed=True)).outcome
     window = read_policy(ws).get("maintenance")
     if not paused and window and window["fromMs"] <= clock.now_ms() < window["untilMs"]:
-        from ..cron.maintenance import window_text  # only a resume inside a workspace window says so
+        from ..cron.policy.maintenance import window_text  # only a resume inside a workspace window says so
 
         reporter(report).warn(f"{name}: the workspace's {window_text(window)} still skips its occurrences; "
                               "`sxctl cron resume --all` ends it")

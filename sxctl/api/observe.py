@@ -27,7 +27,7 @@ from .jobs import display_zone, ledger_ceiling
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
     from ..observe import Snapshot, Stranded
     from ..observe.timeline import Row
     from ..project import Session

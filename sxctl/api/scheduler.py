@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.heartbeat import pending_pings, record_pass
-from ..cron.pings import MAX_TIMEOUT_S, check_ping_url
-from ..cron.policy import read_policy
-from ..cron.run_failures import FAILED_STATUSES
-from ..cron.runner import SchedulerPass, TickOptions
-from ..cron.store import default_agent_id, read_store
+from ..cron.policy.file import read_policy
+from ..cron.run.failures import FAILED_STATUSES
+from ..cron.run.heartbeat import pending_pings, record_pass
+from ..cron.run.pings import MAX_TIMEOUT_S, check_ping_url
+from ..cron.run.tick import SchedulerPass, TickOptions
+from ..cron.store.file import default_agent_id, read_store
 from ..engines.ticklog import TickLog
 from ..errors import ErrorCode, SxctlError, UsageError
 from ..interrupts import deferred_interrupts
@@ -26,9 +26,9 @@ from .jobs import ledger_ceiling
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
-    from ..cron.pass_report import PassReport
-    from ..cron.runner import SchedulerPass
-    from ..cron.workspace import Workspace
+    from ..cron.run.pass_report import PassReport
+    from ..cron.run.tick import SchedulerPass
+    from ..cron.store.workspace import Workspace
 
 
 @record
@@ -94,7 +94,7 @@ def tick_log(path: str | os.PathLike, max_bytes: int, *, clock: Clock = SYSTEM_C
 
 def _scheduler(workspace, project, session, clock: Clock, report: Reporter | None, options: dict[str, Any]
                ) -> SchedulerPass:
-    """A pass with `options`: the fields of `sxctl.cron.runner.TickOptions` (the flags of
+    """A pass with `options`: the fields of `sxctl.cron.run.tick.TickOptions` (the flags of
     `cron tick`; durations in seconds) other than the project."""
     ws = find_workspace(workspace, project=project, session=session)
     if options.get("ping_url") is not None:
@@ -116,7 +116,7 @@ def _ping_urls(ws) -> set[str]:
 
 def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> PassOutcome:
     """Run a pass and record how it ended: `ok`, `busy` (another pass held the lock), `no_store`,
-    or `failed` with the error (and re-raise it). Around it, the pings (cron/pings.py): the ones
+    or `failed` with the error (and re-raise it). Around it, the pings (cron/run/pings.py): the ones
     the last pass here could not send first, then the pass's own `--ping-url` (start; success, or
     fail when the pass failed or found no store; nothing more when another pass held the lock),
     all kept in the heartbeat."""

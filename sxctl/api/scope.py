@@ -17,7 +17,7 @@ from ..project import Session, layout, select_session
 from ..report import Reporter
 
 if TYPE_CHECKING:  # every command loads this module; only the cron commands need a workspace
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
 
 
 def find_project(project: str | os.PathLike | None = None, *, session: object = None,
@@ -47,7 +47,7 @@ def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,
                    project: str | os.PathLike | None = None, session: object = None,
                    environ: Mapping[str, str] = os.environ) -> Workspace:
     """`workspace`, then SXCTL_WORKSPACE, then the project root (cron-store.md §1)."""
-    from ..cron.workspace import Workspace, locate_workspace  # see TYPE_CHECKING above
+    from ..cron.store.workspace import Workspace, locate_workspace  # see TYPE_CHECKING above
 
     if isinstance(workspace, Workspace):
         return workspace

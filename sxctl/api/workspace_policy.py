@@ -7,18 +7,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.maintenance import new_window, window_text
-from ..cron.policy import read_policy
-from ..cron.policy_keys import MAX_CATCHUP
-from ..cron.store import find_job
-from ..cron.transaction import mutate_store
+from ..cron.policy.file import read_policy
+from ..cron.policy.keys import MAX_CATCHUP
+from ..cron.policy.maintenance import new_window, window_text
+from ..cron.store.file import find_job
+from ..cron.store.transaction import mutate_store
 from ..errors import UsageError
 from ..record import record
 from ..report import Reporter
 from .scope import find_workspace
 
 if TYPE_CHECKING:
-    from ..cron.workspace import Workspace
+    from ..cron.store.workspace import Workspace
 
 
 @record

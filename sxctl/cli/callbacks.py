@@ -78,7 +78,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
       sxctl callbacks set "poll the deploy; report when done" --every 2m --repeat 30 --first-in 0
     """
     from ..api import set_timer
-    from ..api.timers import fires_in
+    from ..api.callbacks import fires_in
     if message == "-":
         message = read_text_input(None, 4 * 2048, "the message")  # 2,048 characters at most
     result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
@@ -215,7 +215,7 @@ def move(sources, to, dry_run, verify_s, no_verify) -> None:
       sxctl callbacks move --from 2026_09_20_cool_newton
     """
     from ..api import move_timers
-    from ..api.timers import fires_in, list_preview
+    from ..api.callbacks import fires_in, list_preview
 
     kw = in_session()
     if kw["session"]:
@@ -248,7 +248,7 @@ def next_(limit, slot_id) -> None:
       sxctl cb next --slot 0 --json
     """
     from ..api import preview_timers
-    from ..api.timers import fires_in
+    from ..api.callbacks import fires_in
     result = preview_timers(limit=limit, slot=slot_id, **in_session())
     fires = result.extra["fires"]
 

@@ -51,7 +51,7 @@ def stems(ctx: click.Context, incomplete: str) -> list[str]:
 
 @_quietly
 def slots(ctx: click.Context, incomplete: str) -> list[str]:
-    from ..api.timers import active_slot_ids  # on a keypress: only the API part this completion asks
+    from ..api.callbacks import active_slot_ids  # on a keypress: only the API part this completion asks
 
     given = settings(ctx)
     return _matching((str(i) for i in active_slot_ids(session=given.session, project=given.project)), incomplete)

@@ -14,7 +14,7 @@ from ..errors import InvalidDataError, SystemRefusedError, UsageError
 from ..fsio import PendingFile, read_data_file, refuse_symlink
 
 #: a crontab file or unit file bigger than this is not one sxctl wrote next to: refused (exit 5);
-#: the cap of sxctl's own settings file (cron.policy.FILE_CAP, not imported: its import is heavy)
+#: the cap of sxctl's own settings file (cron.policy.file.FILE_CAP, not imported: its import is heavy)
 OUTSIDE_FILE_CAP = 8 * 1024 * 1024
 
 

@@ -8,14 +8,14 @@ import shlex
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS
-from ..cron.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
-from ..cron.jobs import is_overdue
-from ..cron.ledger import project_run
-from ..cron.policy import read_policy
-from ..cron.run_failures import last_failures
-from ..cron.store import daemon_locks
-from ..cron.targets import target_problems
-from ..cron.views import check_files, cross_check
+from ..cron.policy.file import read_policy
+from ..cron.run.failures import last_failures
+from ..cron.run.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
+from ..cron.run.ledger import project_run
+from ..cron.store.authoring import is_overdue
+from ..cron.store.file import daemon_locks
+from ..cron.store.targets import target_problems
+from ..cron.timeline.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
@@ -121,7 +121,7 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
 
 def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
     """Does every job's target project resolve in this workspace, and will it still after a copy,
-    a move or a container mount? (`cron.targets.target_problems`, resolved as dispatch resolves
+    a move or a container mount? (`cron.store.targets.target_problems`, resolved as dispatch resolves
     them.) A target that resolves to no project fails, and so does one that sends into the
     project this workspace was copied from, when the job would run an agent turn or a heartbeat
     now; the rest warn, each with the `cron update` that fixes it."""

@@ -1,4 +1,4 @@
-"""`doctor`'s checks of the hosts that run passes in one workspace (host pinning, cron/hosts.py):
+"""`doctor`'s checks of the hosts that run passes in one workspace (host pinning, cron/policy/hosts.py):
 every host's last pass, a pinned job whose host has stopped ticking, and two hosts ticking one
 workspace with jobs either may run."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cron.heartbeat import trusted_passes
-from ..cron.policy import read_policy
+from ..cron.policy.file import read_policy
+from ..cron.run.heartbeat import trusted_passes
 from ..errors import SxctlError
 from .findings import Findings
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cron.maintenance import maintenance_message, open_windows, resume_command
-from ..cron.policy import read_policy
+from ..cron.policy.file import read_policy
+from ..cron.policy.maintenance import maintenance_message, open_windows, resume_command
 from .findings import Findings
 
 

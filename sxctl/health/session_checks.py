@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..callbacks.table import view_table
 from ..clock import CLOCK_SKEW_MS, Clock
-from ..cron.heartbeat import FOLDER as HEARTBEATS
+from ..cron.run.heartbeat import FOLDER as HEARTBEATS
 from ..errors import SxctlError
 from ..fsio import STRAY_TEMP_MS, read_data_file
 from ..inbox.folder import inbox_dirs

@@ -1,4 +1,4 @@
-"""`doctor`'s check of the spend guards (cron/spend.py): shown only when a job has a guard (its
+"""`doctor`'s check of the spend guards (cron/spend/guards.py): shown only when a job has a guard (its
 own or the workspace budget's). A due job a guard holds, a guard that cannot read its figure, a
 job past its tokens for today: a warning each, with the fix; else ok, with the session's usage."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..cron.policy import read_policy
+from ..cron.policy.file import read_policy
 from ..observe.spend_view import guard_problems, guard_states, session_usage
 from .findings import Findings
 

@@ -2,7 +2,7 @@
 format, version 0.0.4 (`sxctl metrics`, `cron tick --metrics-file`). No rule is made here: every
 number is read from the `status` document (jobs by state, pending, stranded, overdue, waiting,
 limits hit, liveness: the rules `status` and `doctor` ask), from the ledger's runs projection
-with each run's receipt (`cron.receipts.run_consumption`, as `cron runs` shows it), and from the
+with each run's receipt (`cron.run.receipts.run_consumption`, as `cron runs` shows it), and from the
 heartbeat the last pass left. Read-only but for `write_metrics_file`, the textfile's one writer."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS, Clock
-from ..cron.heartbeat import OUTCOMES, read_heartbeats, written_elsewhere
-from ..cron.ledger import project_run, scan_ledger
-from ..cron.policy import PAUSE_REASONS
-from ..cron.receipts import run_consumption
-from ..cron.store import read_store
+from ..cron.policy.file import PAUSE_REASONS
+from ..cron.run.heartbeat import OUTCOMES, read_heartbeats, written_elsewhere
+from ..cron.run.ledger import project_run, scan_ledger
+from ..cron.run.receipts import run_consumption
+from ..cron.store.file import read_store
 from ..errors import InvalidDataError, SystemRefusedError, UsageError
 from ..record import Factory, record
 
@@ -181,7 +181,7 @@ def _runs(ws, project: Path, clock: Clock, max_log_bytes: int) -> list[tuple[str
 
 
 def _heartbeat_families(gauge, cron: dict[str, Any], ws, now_ms: int) -> None:
-    """Each host's last pass (one heartbeat per host, cron/heartbeat.py); a heartbeat that cannot
+    """Each host's last pass (one heartbeat per host, cron/run/heartbeat.py); a heartbeat that cannot
     be trusted gives no sample and sets `sxctl_cron_heartbeat_invalid`."""
     beats = read_heartbeats(ws)
     trusted = {host: beat for host, beat in beats.items() if "invalid" not in beat

@@ -1,7 +1,7 @@
 """What the spend guards do now, for `status`, `doctor`, `watch` and `metrics`: the live
 session's usage figures and, for each scheduled job with a guard (its own or the workspace
 budget's), whether a guard holds it and why, which figures it cannot read, and its tokens today
-against --max-tokens-per-day — by the pass's own rules (cron/spend.py, cron/spend_ledger.py)."""
+against --max-tokens-per-day — by the pass's own rules (cron/spend/guards.py, cron/spend/ledger.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..cron.schedule import job_zone, local_time
-from ..cron.spend import spend_verdict
-from ..cron.spend_ledger import read_spend, tokens_by_date
-from ..cron.spend_rules import effective_guards
+from ..cron.spend.guards import spend_verdict
+from ..cron.spend.ledger import read_spend, tokens_by_date
+from ..cron.spend.rules import effective_guards
+from ..cron.timeline.schedule import job_zone, local_time
 from ..errors import InvalidDataError
 from ..project.usage import Usage, read_usage, usage_line
 

@@ -8,19 +8,19 @@ from typing import Any
 
 from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.admission import hold_state
-from ..cron.heartbeat import newest_pass_ms
-from ..cron.jitter import run_at
-from ..cron.jobs import is_overdue
-from ..cron.ledger import recent_runs
-from ..cron.maintenance import maintenance_message, open_windows, window_at, windows_for
-from ..cron.policy import read_policy
-from ..cron.previews import next_due
-from ..cron.receipts import run_consumption
-from ..cron.run_failures import failed_one_shots_of, last_failures
-from ..cron.store import read_store
-from ..cron.transaction import clock_behind, clock_behind_error
-from ..cron.views import job_state
+from ..cron.policy.file import read_policy
+from ..cron.policy.jitter import run_at
+from ..cron.policy.maintenance import maintenance_message, open_windows, window_at, windows_for
+from ..cron.run.failures import failed_one_shots_of, last_failures
+from ..cron.run.heartbeat import newest_pass_ms
+from ..cron.run.ledger import recent_runs
+from ..cron.run.receipts import run_consumption
+from ..cron.store.authoring import is_overdue
+from ..cron.store.file import read_store
+from ..cron.store.transaction import clock_behind, clock_behind_error
+from ..cron.timeline.admission import hold_state
+from ..cron.timeline.previews import next_due
+from ..cron.timeline.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning
@@ -55,7 +55,7 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
 
 
 def is_waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
-    """Whether the pass holds this due job now (the pass's own rule, `cron.admission.hold_state`): a job
+    """Whether the pass holds this due job now (the pass's own rule, `cron.timeline.admission.hold_state`): a job
     past its --hold-max is not waiting any more, it is given up at the next pass."""
     held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
     return held is not None and held["status"] == "waiting" and held["reason"] == "no_live_session"

@@ -8,10 +8,10 @@ from typing import Any, Literal, TypedDict
 from ..callbacks.table import doc_paused, doc_slots
 from ..callbacks.verbs import list_preview, preview_fires
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.policy import read_policy
-from ..cron.previews import job_previews
-from ..cron.store import read_store
-from ..cron.views import timeline
+from ..cron.policy.file import read_policy
+from ..cron.store.file import read_store
+from ..cron.timeline.previews import job_previews
+from ..cron.timeline.views import timeline
 from ..inbox.folder import list_messages
 from ..project import Session
 from .summary import read_timers
@@ -45,7 +45,7 @@ class CallbackRow(TypedDict):
 
 
 class CronRow(TypedDict):
-    """A cron run the pass will make (`sxctl.cron.fate`): `note` says what it skips before it
+    """A cron run the pass will make (`sxctl.cron.timeline.fate`): `note` says what it skips before it
     (active hours, daily limit), `waiting` whether an overdue one is held for a live agent,
     `held` what a spend guard holding it says (None: none does)."""
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from ..callbacks.table import doc_slots, view_table
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.ledger import project_run, scan_ledger
-from ..cron.policy import read_policy
-from ..cron.spend_rules import GUARD_KEYS
-from ..cron.store import read_store
-from ..cron.views import job_state
+from ..cron.policy.file import read_policy
+from ..cron.run.ledger import project_run, scan_ledger
+from ..cron.spend.rules import GUARD_KEYS
+from ..cron.store.file import read_store
+from ..cron.timeline.views import job_state
 from ..errors import InvalidDataError, SxctlError
 from ..fsio import file_stamp
 from ..inbox.folder import inbox_dirs, is_message_name, message_names, unstamped_names

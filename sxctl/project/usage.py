@@ -2,7 +2,7 @@
 token counters and the provider's rate-limit use. THE one reader (`read_usage`): the agent
 writes the block and anyone who can write the session folder can forge it, so every figure is
 checked on its own and a bad one is *unreadable, with the reason*, never a crash and never a
-guess. The spend guards (cron/spend.py) act on what it returns.
+guess. The spend guards (cron/spend/guards.py) act on what it returns.
 """
 
 from __future__ import annotations

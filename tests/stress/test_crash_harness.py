@@ -17,7 +17,7 @@ import zlib
 import pytest
 
 from sxctl.callbacks.table import parse_table
-from sxctl.cron.ledger import scan_ledger
+from sxctl.cron.run.ledger import scan_ledger
 from tests.comis_strict import check_store_bytes
 from tests.conftest import EXAMPLES, RandomKiller
 

@@ -223,7 +223,7 @@ def _die_holding_the_store_lock(root) -> None:
     """Another sxctl process takes the store lock and dies without releasing it (a new process,
     not a fork: a fork of a test process with threads can inherit a held lock and hang)."""
 
-    code = ("import os, sys\nfrom pathlib import Path\nfrom sxctl.cron.store import store_lock\nfrom sxctl.cron.workspace import Workspace\n"
+    code = ("import os, sys\nfrom pathlib import Path\nfrom sxctl.cron.store.file import store_lock\nfrom sxctl.cron.store.workspace import Workspace\n"
             "try:\n    store_lock(Workspace(Path(sys.argv[1])), 'sxctl-doomed', 0).acquire()\n"
             "finally:\n    os._exit(0)\n")
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, timeout=60)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sxctl.callbacks.table import parse_table
-from sxctl.cron.ledger import scan_ledger
+from sxctl.cron.run.ledger import scan_ledger
 from tests.comis_strict import check_store_bytes
 from tests.conftest import Agent
 

@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from sxctl.callbacks.table import encode_table, parse_table
 from sxctl.clock import FakeClock
-from sxctl.cron.ledger_rows import check_row
-from sxctl.cron.schema import validate_store
+from sxctl.cron.run.ledger_rows import check_row
+from sxctl.cron.store.schema import validate_store
 from sxctl.inbox.message import InboxMessage
 from sxctl.jsondata import compact_json, strict_loads
 from tests.comis_strict import check_store_bytes
@@ -311,7 +311,7 @@ class CronStore(RuleBasedStateMachine):
         raw = path.read_bytes()
         assert check_store_bytes(raw) == []
         store = json.loads(raw)
-        from sxctl.cron.views import job_state
+        from sxctl.cron.timeline.views import job_state
 
         assert {j["name"]: job_state(j) for j in store["jobs"]} == self.jobs
 

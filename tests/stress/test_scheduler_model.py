@@ -60,9 +60,9 @@ from hypothesis.stateful import (
 )
 
 from sxctl.clock import FakeClock
-from sxctl.cron.policy import read_policy
-from sxctl.cron.views import validate_workspace
-from sxctl.cron.workspace import Workspace
+from sxctl.cron.policy.file import read_policy
+from sxctl.cron.store.workspace import Workspace
+from sxctl.cron.timeline.views import validate_workspace
 from tests.comis_strict import check_store_bytes
 from tests.conftest import REPO, clean_env, run_cli
 
@@ -415,12 +415,12 @@ from sxctl import faults
 from sxctl.cli.root import cli
 from sxctl.cli.output import Settings
 from sxctl.clock import FakeClock
-from sxctl.cron.policy import read_policy
-from sxctl.cron.workspace import Workspace
-from sxctl.cron.views import validate_workspace
+from sxctl.cron.policy.file import read_policy
+from sxctl.cron.store.workspace import Workspace
+from sxctl.cron.timeline.views import validate_workspace
 # what a pass imports lazily, imported once here rather than in every fork
 import sxctl.cli.cron, sxctl.cli.cron.tick, sxctl.api.jobs, sxctl.api.scheduler, sxctl.api.scope
-import sxctl.cron.runner, sxctl.cron.heartbeat, sxctl.inbox.sending
+import sxctl.cron.run.tick, sxctl.cron.run.heartbeat, sxctl.inbox.sending
 import croniter, dateutil.parser, filelock, rich.console
 
 for line in sys.stdin:

@@ -18,8 +18,8 @@ COMMANDS = {
     "init": "edit:init", "add": "edit:add", "update": "edit:update", "pause": "edit:pause",
     "resume": "edit:resume", "remove": "edit:remove", "list": "view:list_", "show": "view:show",
     "next": "view:next_", "status": "ledger:status", "runs": "ledger:runs", "validate": "ledger:validate",
-    "wake": "ledger:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
-    "handoff": "engines:handoff", "simulate": "rehearse:simulate", "defaults": "edit:defaults",
+    "wake": "wake:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
+    "handoff": "engines:handoff", "simulate": "simulate:simulate", "defaults": "edit:defaults",
     "budget": "budget:budget",
 }
 

@@ -1,4 +1,4 @@
-"""`sxctl cron status/runs/validate/wake`: evidence from the store and the ledger, and a wake."""
+"""`sxctl cron status/runs/validate`: evidence from the store and the ledger."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import os
 
 import click
 
-from ...api import cron_status, job_runs, validate_workspace, wake_agent
+from ...api import cron_status, job_runs, validate_workspace
 from ...api.cron_checks import describe_consumption
 from ...errors import UsageError
-from ..output import Command, completing, emit, in_workspace, reporter, say, settings, table
+from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import max_log_option, when
 
 
@@ -127,19 +127,3 @@ def validate(max_log_bytes) -> None:
         say(f"{problem.file}{where}: {problem.code}: {problem.message}", err=True)
     result.raise_if_invalid()
     emit(result.to_json(), lambda: say(f"{result.workspace.scheduler}: valid"))
-
-
-@click.command("wake", cls=Command, mutating=True)
-@click.option("--target", type=click.Choice(["agent", "monitoring"]), default="agent", show_default=True)
-@click.option("--to", "to", metavar="SESSION|live", default="live", show_default=True)
-@click.option("--text", default="Scheduler wake: check pending scheduled work.", show_default=True)
-def wake(target, to, text) -> None:
-    """Wake the agent now: drop a scheduler-wake message (mode auto) into the target session.
-
-    \b
-    Example:
-      sxctl cron wake --to live
-    """
-    result = wake_agent(text, target=target, to=to, clock=settings().clock, report=reporter(), **in_workspace())
-    emit(result.to_json(), lambda: say(f"woke {result.session_id} ({result.stem})"))
-

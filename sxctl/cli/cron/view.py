@@ -177,7 +177,7 @@ def _policy_text(policy: dict, zone) -> str:
     if policy.get("host") not in (None, "any"):
         parts.append(f"only on host {policy['host']}")
     if policy.get("pingUrl"):
-        parts.append(f"pings {policy['pingUrl']}")  # masked (cron/pings.py)
+        parts.append(f"pings {policy['pingUrl']}")  # masked (cron/run/pings.py)
     if policy.get("jitterMs"):
         parts.append(f"jitter {format_duration_ms(policy['jitterMs'])} (runs "
                      f"{format_duration_ms(policy.get('jitterOffsetMs') or 0)} after each due time)")

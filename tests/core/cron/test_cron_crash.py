@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from sxctl.cron.ledger import scan_ledger
+from sxctl.cron.run.ledger import scan_ledger
 from tests.conftest import RandomKiller, inbox_messages, now_ms
 
 pytestmark = pytest.mark.slow

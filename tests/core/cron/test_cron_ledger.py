@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from sxctl.cron.ledger import recent_runs, scan_ledger
+from sxctl.cron.run.ledger import recent_runs, scan_ledger
 
 HEARTBEAT_JOB = "e133105c-a6c1-4169-a2e1-e58c2c93357d"
 

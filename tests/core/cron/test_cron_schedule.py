@@ -15,7 +15,7 @@ from datetime import datetime
 import pytest
 
 from sxctl.clock import FakeClock
-from sxctl.cron.schedule import next_run
+from sxctl.cron.timeline.schedule import next_run
 from tests.comis_strict import check_store_bytes
 
 

@@ -354,8 +354,8 @@ def test_a_dead_holders_note_never_matches_a_directory_made_later(project, ws):
 
 
 def test_lost_lock_aborts_before_the_rename(project, ws):
-    from sxctl.cron.store import store_lock, write_store
-    from sxctl.cron.workspace import Workspace
+    from sxctl.cron.store.file import store_lock, write_store
+    from sxctl.cron.store.workspace import Workspace
     from sxctl.errors import ConflictError
 
     workspace = Workspace(project.root)
@@ -443,8 +443,8 @@ def test_wake_drops_an_auto_message_into_the_live_session(project, ws):
 
 def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
     from sxctl import locks
-    from sxctl.cron.store import store_lock
-    from sxctl.cron.workspace import Workspace
+    from sxctl.cron.store.file import store_lock
+    from sxctl.cron.store.workspace import Workspace
 
     monkeypatch.setattr(locks, "REFRESH_EVERY_S", 0.05)
     with store_lock(Workspace(project.root), "sxctl-test") as lock:
@@ -488,9 +488,9 @@ def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_co
     every rule a changed job or a claim can break still refused."""
     import copy
 
-    from sxctl.cron.schema import canonical_store, validate_store
-    from sxctl.cron.schema_kit import SchemaError
-    from sxctl.cron.store import _encode_reusing
+    from sxctl.cron.store.file import _encode_reusing
+    from sxctl.cron.store.schema import canonical_store, validate_store
+    from sxctl.cron.store.schema_kit import SchemaError
     from sxctl.jsondata import compact_json
 
     store = canonical_store(json.loads((EXAMPLES / "cron-jobs.json").read_text()))
@@ -523,6 +523,6 @@ def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_co
 
 
 def work_kind(job):
-    from sxctl.cron.schema import work_kind_of
+    from sxctl.cron.store.schema import work_kind_of
 
     return work_kind_of(job)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sxctl.clock import FakeClock
-from sxctl.cron.ledger import scan_ledger
+from sxctl.cron.run.ledger import scan_ledger
 from tests.conftest import EXAMPLES, inbox_messages, now_ms
 
 NOW = 1_789_974_090_000

@@ -1,4 +1,4 @@
-"""Cron occurrences across a clock change by arithmetic (sxctl/cron/occurrences.py): exact times
+"""Cron occurrences across a clock change by arithmetic (sxctl/cron/timeline/occurrences.py): exact times
 and counts on both sides of both Europe/Berlin changes of 2026 (spring forward 2026-03-29 01:00Z,
 02:00 -> 03:00; fall back 2026-10-25 01:00Z, 03:00 -> 02:00), the same as the pass's own
 `next_run` one occurrence at a time, and at a cost that does not grow with the occurrences."""
@@ -11,8 +11,8 @@ from datetime import datetime
 import pytest
 
 from sxctl.clock import FakeClock
-from sxctl.cron.catchup import missed_between
-from sxctl.cron.schedule import CronPattern, load_cron_zone, next_run
+from sxctl.cron.timeline.catchup import missed_between
+from sxctl.cron.timeline.schedule import CronPattern, load_cron_zone, next_run
 
 
 def ms(iso: str) -> int:

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from sxctl.clock import FakeClock
-from sxctl.cron.ledger import scan_ledger
+from sxctl.cron.run.ledger import scan_ledger
 from tests.comis_strict import check_store_bytes
 from tests.conftest import RandomKiller, now_ms
 from tests.core.cron.test_scheduling import MIN, NINE, SID
@@ -202,7 +202,7 @@ def test_a_pass_killed_between_its_policy_and_store_writes_counts_the_run_once(p
     """The next pass counts a dead pass's run in the policy file, then dies before the store
     write that drops the claim: the pass after it finds the claim counted already — a budget of
     2 still gives two messages, not one."""
-    from sxctl.cron import runner
+    from sxctl.cron.run import tick as runner
 
     folder = project.session()
     assert project.run("cron", "add", "a", "--every", "1h", "--payload", "heartbeat-event", "--text", "a",
@@ -255,7 +255,7 @@ def _crowd(project, count: int, records: int) -> None:
 
 
 def _cap(monkeypatch, size: int) -> None:
-    from sxctl.cron import policy
+    from sxctl.cron.policy import file as policy
 
     monkeypatch.setattr(policy, "FILE_CAP", size)
     monkeypatch.setattr(policy, "READ_CAP", 2 * size, raising=False)
@@ -268,7 +268,7 @@ def test_a_pass_never_grows_the_policy_file_past_its_cap(project, monkeypatch):
     _crowd(project, 40, 19)
     path = project.root / ".scheduler" / "sxctl-policy.json"
     _cap(monkeypatch, len(path.read_bytes()) + 500)
-    from sxctl.cron import policy
+    from sxctl.cron.policy import file as policy
 
     report = project.run("cron", "tick", "--json", clock=FakeClock(NINE))
     assert report.code == 0, report.err
@@ -289,7 +289,7 @@ def test_remove_and_update_work_on_a_policy_file_already_past_its_cap(project, m
     _crowd(project, 40, 20)
     path = project.root / ".scheduler" / "sxctl-policy.json"
     _cap(monkeypatch, len(path.read_bytes()) - 3000)
-    from sxctl.cron import policy
+    from sxctl.cron.policy import file as policy
 
     for args in (("cron", "list"), ("cron", "remove", "j0", "--yes"), ("cron", "update", "j1", "--max-runs", "3")):
         result = project.run(*args, clock=FakeClock(NINE))
@@ -314,7 +314,7 @@ def test_settings_alone_past_the_cap_are_refused_and_nothing_is_written(project,
 def test_3650_jobs_with_skip_history_stay_usable(project):
     """The reported case at full size: 3,650 jobs with 20 skip records each (8.6 MB, past the
     8 MiB cap) — cron remove works, and the next write is within the cap."""
-    from sxctl.cron.policy import FILE_CAP
+    from sxctl.cron.policy.file import FILE_CAP
 
     _crowd(project, 3650, 20)
     path = project.root / ".scheduler" / "sxctl-policy.json"

@@ -97,7 +97,7 @@ def test_replace_counts_a_message_the_agent_took_meanwhile_as_read_and_sends_the
     sched.folder.mkdir(parents=True)
     _add(sched, "replace")
     [first] = sched.tick(NINE)["runs"]
-    from sxctl.cron import overlap
+    from sxctl.cron.policy import overlap
     _read_all(sched)  # the agent takes it right after the pass looked, which saw it unread:
     monkeypatch.setattr(overlap, "consumption", lambda *args: {"state": "pending", "ageMs": 0})
     [second] = sched.tick(NINE + HOUR)["runs"]

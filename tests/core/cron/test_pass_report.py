@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sxctl.cron.pass_report import PassReport
+from sxctl.cron.run.pass_report import PassReport
 from tests.core.cron.test_scheduling import MIN, NINE
 
 from . import test_scheduling

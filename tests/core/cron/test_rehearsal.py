@@ -160,9 +160,9 @@ def test_cron_simulate_refuses_bad_spans_in_one_line(policies, args, message):
 
 
 def test_a_huge_span_runs_a_capped_number_of_passes_and_says_so(policies, monkeypatch):
-    import sxctl.api.rehearsal
-    import sxctl.cron.rehearsal
-    for module in (sxctl.cron.rehearsal, sxctl.api.rehearsal):
+    import sxctl.api.simulate
+    import sxctl.cron.run.rehearsal
+    for module in (sxctl.cron.run.rehearsal, sxctl.api.simulate):
         monkeypatch.setattr(module, "MAX_PASSES", 5)  # the rule, not the real cap's minutes of passes
     result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 400 * 24 * HOUR),
                           "--pass-every", "10m", "--json", clock=FakeClock(NINE))

@@ -493,8 +493,8 @@ def test_the_policy_file_survives_a_pass_killed_at_every_fault_point(sched, proj
     """A pass that first records a skip (the policy file is written before the claim) and then
     runs a limited job, killed at each point: the policy file is the old one or a whole new
     one, and the strict reader takes it; the next pass recovers."""
-    from sxctl.cron.policy import read_policy
-    from sxctl.cron.workspace import Workspace
+    from sxctl.cron.policy.file import read_policy
+    from sxctl.cron.store.workspace import Workspace
     from tests.conftest import now_ms
 
     now = now_ms()
@@ -587,8 +587,8 @@ def test_a_preview_skips_ahead_to_the_next_window_as_the_walk_would(monkeypatch)
     skip counts and notes equal the occurrence-by-occurrence walk's, across DST and wrapping windows."""
     import random
 
-    from sxctl.cron import fate
-    from sxctl.cron.limits import LimitUsage
+    from sxctl.cron.timeline import fate
+    from sxctl.cron.timeline.limits import LimitUsage
 
     seed = random.randrange(2**32)
     rng = random.Random(seed)
@@ -691,7 +691,7 @@ def test_a_preview_of_many_jobs_lists_each_target_projects_sessions_once(sched, 
     """Whether a job would wait for a live agent is the same for every job sending to one project
     at one instant: `cron list` of 10,000 jobs read the sessions folder 10,000 times (1.0 s; 0.34 s
     now, benchmarks/run.py (c) with a project)."""
-    from sxctl.cron import admission
+    from sxctl.cron.timeline import admission
 
     for n in range(12):
         sched.add(NINE - MIN, f"job-{n}", "--every", "1h", "--payload", "agent-turn", "--text", "x")

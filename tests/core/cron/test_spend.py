@@ -1,4 +1,4 @@
-"""The spend guards through the real pass (cron/spend.py): a rate-limit ceiling holds a due job
+"""The spend guards through the real pass (cron/spend/guards.py): a rate-limit ceiling holds a due job
 until the figure falls, a session over its token budget gets no dispatch, a workspace budget
 guards every job without its own, hostile usage blocks behave as documented — and the strict
 comis checker passes after every command (the `sched` fixture checks the store each time)."""

@@ -69,7 +69,7 @@ def moved(project: Project, destination: Path) -> Project:
 def make_absolute(root: Path, name: str, target: Path) -> None:
     """Rewrite job `name`'s target as an older sxctl wrote it: the absolute project path (with
     its conversationRef recomputed, as comis requires)."""
-    from sxctl.cron.schema import scorpiox_target
+    from sxctl.cron.store.schema import scorpiox_target
 
     path = store_path(root)
     store = json.loads(path.read_bytes())
@@ -339,7 +339,7 @@ def test_a_target_no_file_system_holds_is_a_clean_failure(project, stored):
                clock=FakeClock(now_ms() - 5 * MIN)).code == 0
     path = store_path(project.root)
     store = json.loads(path.read_bytes())
-    from sxctl.cron.schema import scorpiox_target
+    from sxctl.cron.store.schema import scorpiox_target
 
     store["jobs"][0]["deliveryTarget"] = scorpiox_target(store["jobs"][0]["agentId"], stored, "live")
     path.write_bytes(json.dumps(store, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
@@ -357,7 +357,7 @@ def test_a_target_no_file_system_holds_is_a_clean_failure(project, stored):
 
 def test_a_delivery_whose_target_holds_a_nul_is_a_recorded_failure_not_a_crash(project, tmp_path):
     assert run(project, "cron", "add", "ping", "--every", "1h", "--payload", "delivery", "--text", "hello").code == 0
-    from sxctl.cron.schema import scorpiox_target
+    from sxctl.cron.store.schema import scorpiox_target
 
     path = store_path(project.root)
     store = json.loads(path.read_bytes())

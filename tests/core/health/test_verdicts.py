@@ -164,8 +164,8 @@ def test_a_heartbeat_copied_with_the_project_is_not_a_pass_here(project):
 
 def test_a_pass_keeps_its_heartbeat_within_its_size(project, monkeypatch):
     """A failed pass records its error; a long one is cut, so the heartbeat stays readable."""
-    from sxctl.cron import heartbeat
-    from sxctl.cron.workspace import Workspace
+    from sxctl.cron.run import heartbeat
+    from sxctl.cron.store.workspace import Workspace
 
     (project.root / ".scheduler").mkdir()
     ws = Workspace(project.root)

@@ -1,0 +1,122 @@
+"""`cron simulate` as a use case: rehearse the scheduler over a span of time, on a copy of the
+store, the policy file, the ledger and the sessions (sxctl.cron.run.rehearsal); nothing is written
+in the project."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..cron.run.rehearsal import MAX_PASSES, Rehearsal, rehearse
+from ..cron.store.file import read_store
+from ..errors import SxctlError, UsageError
+from ..fsio import read_data_file
+from ..jsondata import strict_loads
+from ..record import record
+from ..timeparse import parse_local_time_ms
+from .jobs import display_zone
+from .scope import find_workspace, target_project
+
+if TYPE_CHECKING:
+    from ..cron.store.workspace import Workspace
+
+
+@record
+class Simulation:
+    """`cron simulate`: each occurrence's fate in each simulated pass, and what the agent was told."""
+
+    workspace: Workspace
+    zone: Any
+    rehearsal: Rehearsal
+    warnings: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.rehearsal
+        return {"ok": True, "workspace": str(self.workspace.root), "from_ms": r.from_ms, "until_ms": r.until_ms,
+                "pass_every_ms": r.pass_every_ms, "agent_down": [{"from_ms": a, "to_ms": b} for a, b in r.agent_down],
+                "passes": r.passes, "truncated": r.truncated, "stopped_at_ms": r.stopped_at_ms,
+                "events": r.events, "pings": r.pings, "warnings": self.warnings}
+
+
+def _time(flag: str, value: str, tz: str | None) -> int:
+    try:
+        return parse_local_time_ms(value, tz)
+    except UsageError as error:
+        raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
+
+
+USAGE_FILE_CAP = 1024 * 1024
+
+
+def _usage_steps(path: str | os.PathLike, tz: str | None) -> list[tuple[int, Any]]:
+    """`--usage FILE`: one usage block (an object the simulated agent reports throughout), or a
+    list of `{"from": TIME, "usage": {...}}` (each from its time on). The blocks are written as
+    they are into the simulated stats.json, so a hostile one is rehearsed as the pass would meet it."""
+    try:
+        raw = read_data_file(Path(path), USAGE_FILE_CAP)
+    except SxctlError as error:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: {error.message}") from None
+    if raw is None:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: no such file")
+    if len(raw) > USAGE_FILE_CAP:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: larger than {USAGE_FILE_CAP} bytes")
+    try:
+        doc = strict_loads(raw)
+    except ValueError as error:
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: {error}") from None
+    if isinstance(doc, dict):
+        return [(0, doc)]
+    if not isinstance(doc, list) or not doc or not all(isinstance(step, dict) and set(step) == {"from", "usage"}
+                                                       and isinstance(step["from"], str) for step in doc):
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: a usage object, or a list of "
+                         '{"from": TIME, "usage": {...}}')
+    steps = sorted(((_time("--usage from", step["from"], tz), step["usage"]) for step in doc), key=lambda step: step[0])
+    if len({at for at, _ in steps}) != len(steps):
+        raise UsageError(f"invalid --usage {os.fspath(path)!r}: two steps start at the same time")
+    return steps
+
+
+def _span(value: str, tz: str | None) -> tuple[int, int]:
+    """`FROM..TO` -> [from, to) in epoch ms."""
+    ends = value.split("..")
+    if len(ends) != 2 or not all(end.strip() for end in ends):
+        raise UsageError(f"invalid --agent-down {value!r}: FROM..TO, e.g. 2026-12-01T10:00Z..2026-12-01T14:00Z")
+    start, end = (_time("--agent-down", part.strip(), tz) for part in ends)
+    if end <= start:
+        raise UsageError(f"invalid --agent-down {value!r}: it ends before it starts")
+    return start, end
+
+
+def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] = (), pass_every: float = 60.0,
+                      tz: str | None = None, max_per_pass: int = 3, max_catchup: int | None = None,
+                      workspace=None, project=None,
+                      session: str | None = None, environ: Mapping[str, str] = os.environ,
+                      clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None) -> Simulation:
+    """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
+    in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
+    reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
+    nothing in the project; no delivery command and no wake gate runs. `max_catchup` is the
+    passes' `--max-catchup` (None: the workspace's default, 0: no budget). `usage` (a JSON file):
+    the usage block the simulated agent reports, to rehearse the spend guards (`_usage_steps`)."""
+    start, end = _time("--from", from_time, tz), _time("--until", until, tz)
+    if end < start:
+        raise UsageError(f"--until {until!r} is before --from {from_time!r}")
+    if pass_every < 1:
+        raise UsageError(f"--pass-every {pass_every:g}s is shorter than one second")
+    spans = [_span(value, tz) for value in agent_down]
+    steps = _usage_steps(usage, tz) if usage is not None else None
+    ws = find_workspace(workspace, project=project, session=session)
+    if read_store(ws) is None:
+        raise UsageError(f"no cron store at {ws.store}: nothing to simulate")
+    every_ms = round(pass_every * 1000)
+    warnings = []
+    if (end - start) // every_ms + 1 > MAX_PASSES:
+        warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
+                        "(a shorter span or a longer --pass-every covers the rest)")
+    result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
+                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
+                      max_catchup=max_catchup, usage=steps)
+    return Simulation(ws, display_zone(tz), result, warnings)

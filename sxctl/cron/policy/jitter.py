@@ -1,0 +1,62 @@
+"""Deterministic jitter (`--jitter DURATION`): a job's runs are delayed by a fixed offset derived
+from its id, so that fifty jobs at `0 9 * * *` do not all reach the agent at 09:00 (systemd's
+`RandomizedDelaySec` with `FixedRandomDelay`, anacron's `RANDOM_DELAY`). The offset is applied by
+the pass to the due time: comis's `nextRunAtMs` stays what comis computes, and an occurrence not
+yet run inside its jitter window is still the store's next one after any restart."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from ...errors import UsageError
+from ..timeline.schedule import next_run
+
+MAX_JITTER_MS = 7 * 24 * 3_600_000
+GAP_SAMPLE = 64  # occurrences of a cron schedule measured for its shortest gap
+
+
+def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
+    """The job's fixed offset in [0, jitter_ms): the same on every pass, host and restart (a
+    SHA-256 of the id, not Python's salted hash)."""
+    if not jitter_ms:
+        return 0
+    digest = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") % jitter_ms
+
+
+def offset_of(job: dict[str, Any], entry: dict[str, Any]) -> int:
+    """The delay the pass adds to each of this job's due times (0 without --jitter)."""
+    jitter = entry.get("jitterMs")
+    return jitter_offset_ms(job["id"], jitter) if jitter else 0
+
+
+def run_at(job: dict[str, Any], entry: dict[str, Any], due_at: int) -> int:
+    """When the pass runs the occurrence comis has due at `due_at`."""
+    return due_at + offset_of(job, entry)
+
+
+def check_jitter(job: dict[str, Any], entry: dict[str, Any], now_ms: int) -> None:
+    """--jitter must be shorter than the time between two runs of the job (exit 2): a longer
+    delay would fold the following occurrence into this one's run."""
+    jitter = entry.get("jitterMs")
+    schedule = job["schedule"]
+    if not jitter or schedule["kind"] == "at":
+        return
+    if schedule["kind"] == "every":
+        gap = schedule["everyMs"]
+    else:
+        gap, at = None, now_ms
+        previous = None
+        for _ in range(GAP_SAMPLE):
+            found = next_run(schedule, at)
+            if found is None:
+                break
+            if previous is not None:
+                gap = found[0] - previous if gap is None else min(gap, found[0] - previous)
+            previous = at = found[0]
+        if gap is None:
+            return
+    if jitter >= gap:
+        raise UsageError(f"--jitter {jitter // 1000}s must be shorter than the time between two runs of "
+                         f"{job['name']} ({gap // 1000}s)")

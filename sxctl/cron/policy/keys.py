@@ -1,0 +1,72 @@
+"""The keys of sxctl's policy file that came with format 3 (cron/policy/file.py holds the file): a
+job's overlap policy (`--overlap`), the workspace's catch-up budget (`cron defaults
+--max-catchup`) and maintenance windows (`cron pause --until`). An sxctl that knows only formats
+1 and 2 refuses a file that has any of them (and a job's `--jitter`, `--host` and `--ping-url`,
+cron/policy/jitter.py, cron/policy/hosts.py, cron/run/pings.py) (exit 5) rather than drop them on its next write."""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from ..spend.rules import GUARD_KEYS, SPEND_SKIP_REASONS
+from ..store.schema import EPOCH_MS
+from ..store.schema_kit import Check, Int, Obj, Str, opt, req
+
+#: what a due occurrence does while the job's previous message is still unread (`--overlap`)
+OVERLAP_MODES = ("queue", "skip", "replace")
+#: skip reasons an older sxctl does not know
+FORMAT_3_SKIPS = ("overlap", "maintenance", *SPEND_SKIP_REASONS)
+#: entry keys an older sxctl does not know
+FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", "jitterMs", "host", "pingUrl", *GUARD_KEYS)
+#: the workspace's own settings, beside `jobs` (format 3; `budget`: the spend guards, cron/spend/rules.py)
+WORKSPACE_KEYS = ("defaults", "maintenance", "budget")
+MAX_CATCHUP = 100_000
+#: `cron defaults`: what every pass of the workspace uses unless its own flag says otherwise
+DEFAULTS = Obj([opt("maxCatchup", Int(1, MAX_CATCHUP))])
+MAX_REASON = 200
+
+
+def unsafe_text(value: str) -> str | None:
+    """Why `value` cannot be a line of text sxctl keeps and shows (None when it can): control
+    characters (newline, tab, escape, DEL, C1), line and paragraph separators, lone surrogates."""
+    for ch in value:
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return "it is not valid UTF-8 text"
+        if unicodedata.category(ch) in ("Cc", "Zl", "Zp"):
+            return f"it holds the control character U+{ord(ch):04X}"
+    return None
+
+
+def _window_rule(window: Any) -> str | None:
+    if window["untilMs"] <= window["fromMs"]:
+        return "a maintenance window must end after it starts"
+    return unsafe_text(window["reason"])
+
+
+#: a maintenance window (`cron pause [NAME | --all] --until TIME --reason TEXT`): occurrences due
+#: in it, or found due by a pass in it, are skipped (reason `maintenance`), never caught up
+WINDOW = Check(Obj([req("fromMs", EPOCH_MS), req("untilMs", EPOCH_MS), req("reason", Str(1, MAX_REASON))]),
+               _window_rule)
+
+
+def needs_format_3(doc: dict[str, Any]) -> str | None:
+    """What in the policy document `doc` needs format 3 (in words), or None."""
+    for key in WORKSPACE_KEYS:
+        if key in doc:
+            return f"the workspace's {key}"
+    for entry in doc["jobs"].values():
+        for key in FORMAT_3_ENTRY_KEYS:
+            if key in entry:
+                return f"a job's {key}"
+        if any(skip["reason"] in FORMAT_3_SKIPS for skip in entry.get("skips", {}).get("recent", [])):
+            return "a skip for overlap, maintenance or a spend guard"
+    return None
+
+
+def workspace_view(policy: dict[str, Any]) -> dict[str, Any]:
+    """The workspace's own settings as `cron list/show --json` show them (`workspacePolicy`), the
+    defaults filled in: the catch-up budget of every pass (`maxCatchup`, None: none) and the
+    maintenance window of every job (`maintenance`, None: none), the spend guards' budget (`budget`)."""
+    return {"maxCatchup": policy.get("defaults", {}).get("maxCatchup"), "maintenance": policy.get("maintenance"),
+            "budget": policy.get("budget")}  # the spend guards of every job without its own (`cron budget`)

@@ -1,0 +1,400 @@
+"""`sxctl cron tick` and `cron run`: one serverless scheduler pass, at most once per occurrence
+(spec runner.md).
+
+Order for each occurrence, each step its own atomic write: claim (store) -> started row (ledger)
+-> dispatch -> terminal row (ledger) -> settle (store). The store lock is held for the whole
+pass, so every claim found at the start belongs to a dead pass and is reconciled, never replayed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import faults
+from ...clock import SYSTEM_CLOCK, Clock
+from ...errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
+from ...locks import MkdirLock
+from ...report import Reporter
+from ..policy.file import read_policy, write_policy
+from ..policy.hosts import pinned_elsewhere, this_host
+from ..policy.jitter import run_at
+from ..policy.maintenance import prune_windows
+from ..policy.overlap import record_replaced, replace_previous
+from ..spend.ledger import Attribution
+from ..store.file import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
+from ..store.schema import canonical_store, root_run_id_for, work_kind_of
+from ..store.workspace import Workspace
+from ..timeline.admission import Admission
+from ..timeline.burst import CatchupBudget, budget_of, defer
+from ..timeline.catchup import count_skipped, missed_note
+from ..timeline.schedule import next_run, schedule_computable
+from ..timeline.views import cross_check
+from .dispatch import Dispatcher, Occurrence
+from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
+from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .ledger_rows import start_row, unsettled_outcome
+from .pass_report import PassReport
+from .pings import DEFAULT_TIMEOUT_S, Pinger
+
+LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock
+#                             without an owner note can only belong to a dead pass or to a brief comis write
+
+
+@dataclass
+class TickOptions:
+    """The options of one scheduler pass (`cron tick`, `cron run`), durations in seconds."""
+
+    project: Path
+    max_per_pass: int = 3  # due jobs run at most; the rest are deferred to the next pass
+    max_catchup: int | None = None  # catch-up runs at most (0: no budget; None: the workspace's, cron/timeline/burst.py)
+    to: str = "live"
+    turn_mode: str = "queue"
+    catchup_after: float = 90.0  # seconds, as every duration the API takes
+    deliver_timeout: float = 60.0
+    no_gates: bool = False
+    force: bool = False
+    lock_wait: float = 0.0
+    busy_ok: bool = False
+    terminalize_orphans: bool = False
+    retain_executions: int = 1000
+    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES
+    dry_run: bool = False
+    ping_url: str | None = None  # the pass's own pings (api/scheduler.py); a job's are in its policy
+    ping_timeout: float = DEFAULT_TIMEOUT_S
+
+
+def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
+                    report: Reporter) -> None:
+    """tick refuses a workspace that belongs to comis (runner.md §1)."""
+    refuse_if_daemon_owns(ws, environ, report, force=force)
+    if store is not None and any(job["source"] == "built_in" for job in store["jobs"]):
+        if not force:
+            raise ConflictError("the store holds comis built-in jobs; it belongs to a comis daemon",
+                                code=ErrorCode.BUILT_IN_PRESENT, file=ws.store)
+        report.warn("--force: the store holds comis built-in jobs; they are never claimed")
+    refuse_if_reset_pending(ws)
+
+
+class SchedulerPass:
+    """One pass over a workspace. `run()` does tick; `run_forced(name)` does `cron run --mode force`."""
+
+    def __init__(self, ws: Workspace, options: TickOptions, *, environ: Mapping[str, str] = os.environ,
+                 clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> None:
+        self.ws = ws
+        self.options = options
+        self.environ = environ
+        self.clock = clock
+        self.report = report or Reporter()
+        self.boot_id = f"sxctl-{uuid.uuid4()}"
+        self.host = this_host(environ)  # a job pinned to another host is left alone (cron/policy/hosts.py)
+        self.result = PassReport(self.boot_id, clock.now_ms(), ws.root, host=self.host)
+        self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/run/pings.py)
+        self.stopping: Callable[[], bool] = lambda: False  # SIGTERM or Ctrl-C came: claim no further run
+        self.lock: MkdirLock | None = None
+        self.store: dict[str, Any] = {}
+        self.ledger = Ledger(ws.ledger, b"")
+        self.orphans: list = []
+        self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
+        self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
+        self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
+        self.admission = Admission(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
+                                   report=self.report, workspace=ws.root)
+        self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
+                                     options.no_gates, environ, clock, self.report)
+        self.attribution = Attribution(ws.scheduler, clock)  # the tokens of guarded runs (cron/spend/ledger.py)
+
+    # --- the pass ----------------------------------------------------------------------------------
+
+    def run(self) -> PassReport:
+        return self._locked(self._tick)
+
+    def run_forced(self, name: str) -> PassReport:
+        return self._locked(lambda: self._force(name))
+
+    def _locked(self, body) -> PassReport:
+        self.ws.refuse_symlinks()
+        store = read_store(self.ws)
+        check_ownership(self.ws, store, self.environ, self.options.force, self.report)
+        if store is None:
+            self.result.store_exists = False
+            return self.result
+        if self.options.dry_run:
+            self.store = store
+            self._load_and_check(store)
+            body()
+            return self.result
+        self.lock = store_lock(self.ws, self.boot_id, self.options.lock_wait)
+        try:
+            self.lock.acquire()
+        except ConflictError as error:
+            if error.code == "lock_busy" and self.options.busy_ok:
+                self.result.skipped = "lock_busy"
+                return self.result
+            raise
+        try:
+            self.store = canonical_store(read_store(self.ws) or store)  # validated: only what changes is checked again
+            self._load_and_check(self.store)
+            body()
+        finally:
+            self.lock.release()
+        if self.result.no_future:
+            raise InvalidDataError(str(self.ws.store), "Recurring schedule has no safe future occurrence: "
+                                   + ", ".join(self.result.no_future), details=self.result.to_json([]))
+        return self.result
+
+    def _load_and_check(self, store: dict[str, Any]) -> None:
+        self.ledger = scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes) or Ledger(self.ws.ledger,
+                                                                                                      b"")
+        now = self.clock.now_ms()
+        problems = cross_check(store, self.ledger, self.ws, now)
+        for code in ("identity_mismatch", "clock_behind"):
+            found = [p for p in problems if p.code == code]
+            if found:
+                raise SxctlError("; ".join(p.message for p in found), code=ErrorCode(code), file=found[0].file)
+        orphans = [p for p in problems if p.code == "orphan_start"]
+        if orphans and not self.options.terminalize_orphans:
+            raise SxctlError(
+                f"{len(orphans)} orphan start(s) in {self.ws.ledger} (no terminal, no claim): "
+                + ", ".join(p.message.split()[2].rstrip(":") for p in orphans)
+                + "; pass --terminalize-orphans to record them as unknown",
+                code=ErrorCode.ORPHAN_START, file=str(self.ws.ledger))
+        self.orphans = [g for eid, g in self.ledger.groups.items()
+                        if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
+        self.policy = read_policy(self.ws)
+        self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
+                                   clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
+        self.admission.spend = self.attribution
+        self.result.admission = self.admission.done
+        self.result.see(store, self.policy)
+
+    def _tick(self) -> None:
+        self._terminalize_orphans()
+        self._reconcile()
+        if not self.options.dry_run:
+            self.attribution.close()
+        ran = 0
+        budget = CatchupBudget(budget_of(self.options.max_catchup, self.policy))
+        for job in self._due():
+            if self.stopping():
+                break
+            if ran >= self.options.max_per_pass:
+                defer(self.result.deferred, self.admission.done, job, "max_per_pass")
+            elif self.admission.admit(job):
+                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
+                    defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
+                    continue
+                self._run_occurrence(job, manual=False)
+                ran += 1
+        self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
+        if self.admission.store_changed or self.admission.policy_changed:
+            self._write_store()
+        self.attribution.save()
+
+    def _force(self, name: str) -> None:
+        self._reconcile()
+        job = find_job(self.store, name)
+        if job["source"] == "built_in":
+            raise ConflictError("Config-owned cron jobs cannot be run through cron.run", code=ErrorCode.CONFIG_OWNED)
+        if any(claim["jobId"] == job["id"] for claim in self.store["activeClaims"]):
+            raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
+        self._run_occurrence(job, manual=True)
+
+    def _due(self) -> list[dict[str, Any]]:
+        now = self.clock.now_ms()
+        due = []
+        for job in self.store["jobs"]:
+            life = job["lifecycle"]
+            if job["source"] == "built_in" or life["status"] != "scheduled" or self._due_at(job) > now:
+                continue
+            pinned = pinned_elsewhere(self.policy["jobs"].get(job["id"], {}), self.host)
+            if pinned is not None:
+                self.result.elsewhere.append({"jobId": job["id"], "name": job["name"], "host": pinned,
+                                              "nextRunAtMs": life["nextRunAtMs"]})
+                continue
+            if not schedule_computable(job["schedule"]):
+                self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
+                continue
+            due.append(job)
+        # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
+        # its past due time, so it goes before the jobs that beat it last pass (never starved);
+        # runner.md §6 says store order (docs/protocol-amendments.md)
+        return sorted(due, key=self._due_at)
+
+    def _due_at(self, job: dict[str, Any]) -> int:
+        """When the pass runs the job's next occurrence: comis's time plus its --jitter."""
+        return run_at(job, self.policy["jobs"].get(job["id"], {}), job["lifecycle"]["nextRunAtMs"])
+
+    # --- writes ------------------------------------------------------------------------------------
+
+    def _write_store(self) -> None:
+        """The policy first (a limit or a pause reason is never missing behind its store change),
+        then the store."""
+        if self.options.dry_run:
+            return
+        assert self.lock is not None  # a pass writes only while it holds the store lock
+        if self.admission.policy_changed:
+            write_policy(self.ws, self.policy, self.store, self.lock)
+            self.admission.policy_changed = False
+        write_store(self.ws, self.store, self.lock, touched=self.admission.touched, cache=self.store_cache)
+        self.admission.store_changed = False
+
+    def _append(self, *rows: dict[str, Any]) -> None:
+        if self.options.dry_run:
+            return
+        protected = {claim["executionId"] for claim in self.store["activeClaims"]}
+        assert self.lock is not None  # a pass writes only while it holds the store lock
+        with MkdirLock(self.ws.ledger_sentinel, boot_id=self.boot_id, wait_s=LEDGER_LOCK_WAIT_S,
+                       what="the cron ledger") as ledger_lock:
+            append_rows(self.ws.ledger, list(rows), locks=[self.lock, ledger_lock], protected=protected,
+                        max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions,
+                        cache=self.ledger_cache)
+
+    # --- reconciliation (runner.md §3) ---------------------------------------------------------------
+
+    def _terminalize_orphans(self) -> None:
+        for group in self.orphans:
+            start = group.start
+            assert start is not None  # an orphan is a start without a terminal
+            self._append(self._terminal(start, unsettled_outcome(start["rootRunId"])))
+            self._ping_lost(start)
+            self.result.reconciled["ownerLostAfterStart"] += 1
+            self.result.reconciled["executionIds"].append(start["executionId"])
+
+    def _reconcile(self) -> None:
+        for claim in list(self.store["activeClaims"]):
+            group = self.ledger.groups.get(claim["executionId"])
+            opened = group.start if group is not None else None  # the dead pass's start row, if it wrote one
+            if group is None:
+                start = start_row(claim, started_at=claim["claimedAtMs"])
+                terminal = self._terminal(start, {"kind": "pre_dispatch_failure", "stage": "start_record_recovery",
+                                                  "errorKind": "internal"})
+                self._append(start, terminal)
+                counter = "recoveredBeforeStart"
+            elif group.terminal is None:
+                assert opened is not None  # a group without its terminal was opened by its start
+                terminal = self._terminal(opened, unsettled_outcome(opened["rootRunId"]))
+                self._append(terminal)
+                self._ping_lost(opened)
+                counter = "ownerLostAfterStart"
+            else:
+                terminal = group.terminal
+                counter = "settledFromTerminal"
+            if opened is not None:  # the dead pass's run counts against its job's limits if it dispatched
+                #                     (in the policy file, written before the store write that drops the claim)
+                job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
+                self.admission.count(job, opened, terminal["outcome"])
+            self._settle(claim, terminal)
+            self.result.reconciled[counter] += 1
+            self.result.reconciled["executionIds"].append(claim["executionId"])
+
+    def _ping_lost(self, start: dict[str, Any]) -> None:
+        """The end its monitor never got of a run whose pass died after its start (unknown)."""
+        if url := self.policy["jobs"].get(start["jobId"], {}).get("pingUrl"):
+            self.pinger.ping(url, "fail", start["executionId"], "unknown: the pass running it ended before it did")
+
+    def _terminal(self, start: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+        now = max(self.clock.now_ms(), start["startedAtMs"])
+        row = {k: start[k] for k in ("executionId", "bootId", "jobId", "agentId", "scheduledForMs", "trigger")}
+        row.update(recordType="terminal", workKind=start["workKind"], terminalAtMs=now,
+                   durationMs=now - start["startedAtMs"], outcome=outcome)
+        return row
+
+    def _settle(self, claim: dict[str, Any], terminal: dict[str, Any], *, deferred: bool = False) -> None:
+        """Remove the claim; a scheduled one-shot becomes terminal; counters follow comis's rule.
+        `deferred`: the settle rides on the pass's next store write (the next claim, or the last
+        write of the pass) — a pass that dies first leaves a claim whose terminal is in the
+        ledger, which the next pass settles from it (runner.md §3), so nothing runs twice and
+        a pass of 50 runs over a big store writes it 51 times instead of 100."""
+        self.store["activeClaims"] = [c for c in self.store["activeClaims"] if c["executionId"] != claim["executionId"]]
+        job = next(j for j in self.store["jobs"] if j["id"] == claim["jobId"])
+        self.admission.touched.add(job["id"])
+        if claim["trigger"] != "manual" and job["schedule"]["kind"] == "at":
+            job["lifecycle"] = {"status": "one_shot_terminal", "terminalExecutionId": claim["executionId"],
+                                "terminalAtMs": terminal["terminalAtMs"]}
+        elif claim["trigger"] != "manual" and "consecutiveDependencyErrors" in job["lifecycle"]:
+            apply_dependency_rule(job, terminal["outcome"])
+        if deferred:
+            self.admission.store_changed = True
+        else:
+            self._write_store()
+
+    # --- one occurrence (runner.md §4-§6) ---------------------------------------------------------
+
+    def _run_occurrence(self, job: dict[str, Any], *, manual: bool) -> None:
+        self.admission.touched.add(job["id"])
+        now = self.clock.now_ms()
+        scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
+        if not manual and (job["lifecycle"]["status"] != "scheduled"
+                           or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
+            self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
+            return
+        late = now - (scheduled_for if manual else self._due_at(job))  # counted from its jittered time
+        trigger = "manual" if manual else ("scheduled" if late <= self.options.catchup_after * 1000 else "catchup")
+        execution_id = str(uuid.uuid4())
+        work_kind = work_kind_of(job)
+        claim = {"executionId": execution_id, "bootId": self.boot_id, "jobId": job["id"], "agentId": job["agentId"],
+                 "rootRunId": root_run_id_for(work_kind, execution_id), "scheduledForMs": scheduled_for,
+                 "claimedAtMs": now, "trigger": trigger, "workKind": work_kind}
+        entry: dict[str, Any] = {"jobId": job["id"], "name": job["name"], "executionId": execution_id,
+                                 "trigger": trigger, "scheduledForMs": scheduled_for}
+        if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
+            if not manual and job["schedule"]["kind"] != "at":
+                count_skipped(job, scheduled_for, now, entry)
+            self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
+            return
+        if not manual:
+            if job["schedule"]["kind"] == "at":
+                job["lifecycle"] = {"status": "one_shot_claimed", "executionId": execution_id,
+                                    "scheduledForMs": scheduled_for, "claimedAtMs": now}
+            else:
+                found = next_run(job["schedule"], now)
+                if found is None:
+                    self.report.warn(f"{job['name']}: Recurring schedule has no safe future occurrence")
+                    self.result.no_future.append(job["name"])
+                    return
+                job["lifecycle"]["nextRunAtMs"] = found[0]
+                count_skipped(job, scheduled_for, now, entry)
+        self.store["activeClaims"].append(claim)
+        self._write_store()
+        faults.hit("after-claim")
+        start = start_row(claim, started_at=self.clock.now_ms())
+        self._append(start)
+        faults.hit("after-start")
+        note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
+        if ping_url:
+            self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
+        outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        # on disk at once: a pass killed later must not leave a sent run out of --max-tokens-per-day
+        self.attribution.dispatched(job, self.policy["jobs"].get(job["id"], {}), self.policy.get("budget"),
+                                    start, outcome, self.options.project)
+        self.attribution.save()
+        faults.hit("after-dispatch")
+        if not manual and outcome["kind"] == "inbox_dispatch":
+            record_replaced(replace_previous(job, self.policy["jobs"].get(job["id"], {}), self.ledger,
+                                             project=self.options.project, clock=self.clock, workspace=self.ws.root,
+                                             sent=execution_id), entry, outcome)
+        terminal = self._terminal(start, outcome)
+        self._append(terminal)
+        faults.hit("after-terminal")
+        if not manual:
+            self.admission.after_run(job, start, outcome)
+        self._settle(claim, terminal, deferred=not manual)
+        projected = project_run(Group(start, terminal))
+        entry.update(status=projected["status"], deliveryStatus=projected["deliveryStatus"], outcome=outcome)
+        if "errorKind" in projected:
+            entry["errorKind"] = projected["errorKind"]
+        if projected["status"] in FAILED_STATUSES:  # the run line always says why (cli/cron/tick.py)
+            reason = self.dispatcher.reasons.get(execution_id)
+            head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
+            entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
+        if ping_url:
+            failed = projected["status"] in FAILED_STATUSES
+            self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
+                             f"{job['name']}: {entry.get('reason') if failed else projected['status']}")
+        self.result.runs.append(entry)

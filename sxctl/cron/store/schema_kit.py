@@ -1,0 +1,250 @@
+"""A small kit for strict JSON formats: exact key sets in schema order, value ranges, variants.
+
+`Obj`, `Union`, `Str`, `Int`, … describe a document as data; `check` raises `SchemaError(path,
+rule)` at the first violation and `canonical` re-orders keys into schema order for encoding.
+Nothing is ever repaired. comis's store and ledger rows (cron/store/schema.py, cron/run/ledger_rows.py),
+sxctl's policy file and the pass heartbeat are all written in it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_SAFE_INT = 2**53 - 1  # JavaScript's largest exact integer: comis reads these files
+
+
+class SchemaError(Exception):
+    """A value breaks a rule of the schema; `path` is the JSON path spelled for the message."""
+
+    def __init__(self, path: Any, rule: str) -> None:
+        spelled = spell(path)
+        super().__init__(f"{spelled}: {rule}")
+        self.path = spelled
+        self.rule = rule
+
+
+def spell(path: Any) -> str:
+    """A JSON path as text. Checks pass a path on as `(parent, ".key")` or `(parent, index)` and
+    spell it only for an error: formatting a path for every value of a 10,000-job store is most
+    of the cost of checking it."""
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, step = path
+        parts.append(f"[{step}]" if isinstance(step, int) else step)
+    return str(path) + "".join(reversed(parts))
+
+
+class Node:
+    """Any JSON value (items of an array that is checked element by element elsewhere)."""
+
+    def check(self, value: Any, path: Any) -> None:
+        return None
+
+    def canonical(self, value: Any) -> Any:
+        return value
+
+
+@dataclass
+class Str(Node):
+    """A string bounded in UTF-8 bytes (and optionally UTF-16 code units, as JavaScript counts)."""
+
+    min_bytes: int = 1
+    max_bytes: int = 256
+    max_utf16: int | None = None
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, str):
+            raise SchemaError(path, "must be a string")
+        ascii_only = value.isascii()  # the common case: bytes = code units = characters
+        size = len(value) if ascii_only else len(value.encode("utf-8", "surrogatepass"))
+        if not self.min_bytes <= size <= self.max_bytes:
+            raise SchemaError(path, f"must be {self.min_bytes}-{self.max_bytes} UTF-8 bytes (is {size})")
+        if self.max_utf16 is not None:
+            units = size if ascii_only else len(value.encode("utf-16-le", "surrogatepass")) // 2
+            if units > self.max_utf16:
+                raise SchemaError(path, f"must be at most {self.max_utf16} UTF-16 code units")
+
+
+@dataclass
+class Int(Node):
+    """An integer (never a bool) between `lo` and `hi`."""
+
+    lo: int = 0
+    hi: int = MAX_SAFE_INT
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise SchemaError(path, "must be an integer")
+        if not self.lo <= value <= self.hi:
+            raise SchemaError(path, f"must be between {self.lo} and {self.hi}")
+
+
+@dataclass
+class Enum(Node):
+    """One of a fixed set of values."""
+
+    values: tuple[Any, ...]
+
+    def check(self, value: Any, path: Any) -> None:
+        if isinstance(value, bool) or value not in self.values:
+            shown = ", ".join(json.dumps(v) for v in self.values)
+            raise SchemaError(path, f"must be one of {shown}")
+
+
+def Const(value: Any) -> Enum:  # noqa: N802 - reads like a type in schema tables
+    return Enum((value,))
+
+
+@dataclass
+class Nullable(Node):
+    """`null` or a value of `inner`."""
+
+    inner: Node
+
+    def check(self, value: Any, path: Any) -> None:
+        if value is not None:
+            self.inner.check(value, path)
+
+    def canonical(self, value: Any) -> Any:
+        return None if value is None else self.inner.canonical(value)
+
+
+@dataclass
+class Arr(Node):
+    """An array of at most `max_items` values of `item`."""
+
+    item: Node
+    max_items: int = MAX_SAFE_INT
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, list):
+            raise SchemaError(path, "must be an array")
+        if len(value) > self.max_items:
+            raise SchemaError(path, f"must have at most {self.max_items} items")
+        for index, item in enumerate(value):
+            self.item.check(item, (path, index))
+
+    def canonical(self, value: Any) -> Any:
+        return [self.item.canonical(item) for item in value]
+
+
+@dataclass
+class Field:
+    """One key of an object node: its name, its node and whether it must be there."""
+
+    name: str
+    node: Node
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        self.step = "." + self.name  # this field's step in a JSON path
+
+
+def req(name: str, node: Node) -> Field:
+    return Field(name, node, True)
+
+
+def opt(name: str, node: Node) -> Field:
+    return Field(name, node, False)
+
+
+@dataclass
+class Obj(Node):
+    """An object with exactly these keys (optional ones may be absent), in this order."""
+
+    fields: Sequence[Field]
+
+    def __post_init__(self) -> None:
+        self.known = frozenset(f.name for f in self.fields)
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        if not self.known.issuperset(value):
+            unknown = next(key for key in value if key not in self.known)
+            raise SchemaError((path, f".{unknown}"), "unknown key")
+        for field in self.fields:
+            if field.name in value:
+                field.node.check(value[field.name], (path, field.step))
+            elif field.required:
+                raise SchemaError((path, field.step), "missing")
+
+    def canonical(self, value: Any) -> Any:
+        return {f.name: f.node.canonical(value[f.name]) for f in self.fields if f.name in value}
+
+
+@dataclass
+class Union(Node):
+    """Objects discriminated by one key (`kind`, `status`, `strategy`, `recordType`, …)."""
+
+    key: str
+    variants: dict[str, Node]
+
+    def pick(self, value: Any, path: Any) -> Node:
+        if not isinstance(value, dict):
+            raise SchemaError(path, "must be an object")
+        tag = value.get(self.key)
+        if not isinstance(tag, str) or tag not in self.variants:
+            raise SchemaError((path, f".{self.key}"), f"must be one of {', '.join(self.variants)}")
+        return self.variants[tag]
+
+    def check(self, value: Any, path: Any) -> None:
+        self.pick(value, path).check(value, path)
+
+    def canonical(self, value: Any) -> Any:
+        return self.pick(value, "$").canonical(value)
+
+
+@dataclass
+class Check(Node):
+    """A node plus an extra rule on the value (the rule returns a message, or None when fine)."""
+
+    inner: Node
+    rule: Callable[[Any], str | None]
+
+    def check(self, value: Any, path: Any) -> None:
+        self.inner.check(value, path)
+        problem = self.rule(value)
+        if problem:
+            raise SchemaError(path, problem)
+
+    def canonical(self, value: Any) -> Any:
+        return self.inner.canonical(value)
+
+
+class Bool(Node):
+    """`true` or `false`."""
+
+    def check(self, value: Any, path: Any) -> None:
+        if not isinstance(value, bool):
+            raise SchemaError(path, "must be true or false")
+
+
+def read_checked_file(path: Path, cap: int, what: str, root: Node) -> Any | None:
+    """One of sxctl's own strict JSON files (`what`: `sxctl policy file`), checked against `root`:
+    None when it is absent; exit 5 naming the file and the rule when it is larger than `cap`,
+    not JSON (a key twice included: which one was meant is unknown) or off the schema."""
+    from ...errors import InvalidDataError
+    from ...fsio import read_data_file
+    from ...jsondata import strict_loads
+
+    raw = read_data_file(path, cap)
+    if raw is None:
+        return None
+    if len(raw) > cap:
+        raise InvalidDataError(str(path), f"{what} is larger than {cap} bytes")
+    try:
+        doc = strict_loads(raw)
+        root.check(doc, "$")
+    except ValueError as error:
+        raise InvalidDataError(str(path), f"{what} contains invalid JSON ({error})") from None
+    except SchemaError as error:
+        raise InvalidDataError(str(path), f"{what}: {error}", json_path=error.path, rule=error.rule) from None
+    except RecursionError:
+        raise InvalidDataError(str(path), f"{what} is nested too deeply") from None
+    return doc
+

@@ -1,0 +1,68 @@
+"""What a late run stands for: the occurrences it skipped (counted under the store lock within a
+budget) and the note a catch-up run's message ends with (spec runner.md §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...timeparse import format_ms
+from .schedule import CronPattern, job_zone, job_zone_name, load_cron_zone, next_run
+
+SKIP_COUNT_CAP = 10_000
+SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
+
+
+def count_skipped(job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
+    """Occurrences strictly after the one we run and at or before the claim: never run, folded
+    into this run. Recorded in the run's report `entry` (the pass reports them once, with the run:
+    cron/run/pass_report.py)."""
+    span = missed_between(job["schedule"], scheduled_for, claimed_at)
+    if span is not None:
+        shown, first, last = span
+        entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+
+
+def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[int | str, int | None, int | None] | None:
+    """The occurrences of `schedule` strictly after `after` and at or before `until`: their count
+    (`≥10000` past the cap), first and last; None when there are none (or for a one-shot, which
+    has one occurrence)."""
+    if schedule["kind"] == "every":
+        every = schedule["everyMs"]
+        count = (until - after) // every
+        first, last = after + every, after + count * every
+    elif schedule["kind"] == "at":
+        return None
+    else:
+        pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
+        count = pattern.count_between(after, until, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
+        found = next_run(schedule, after) if count else None
+        first = found[0] if found else None
+        last = pattern.last_at_or_before(until, zone) if count else None
+    if count <= 0:
+        return None
+    return (count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"), first, last
+
+
+def missed_note(job: dict[str, Any], entry: dict[str, Any], policy: dict[str, Any]) -> str | None:
+    """The last line of a catch-up run's message: how many occurrences it stands for and
+    their span in the job's zone (off with the job's `--no-missed-note`)."""
+    if policy["jobs"].get(job["id"], {}).get("missedNote") is False:
+        return None
+    job_entry = policy["jobs"].get(job["id"], {})
+    zone, zone_name = job_zone(job, job_entry), job_zone_name(job, job_entry)
+    first = entry["scheduledForMs"]
+    skipped = entry.get("skipped_occurrences", 0)
+    last = entry.get("skipped_last_ms") or first
+    if not skipped:
+        return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
+                f"({zone_name})]")
+    count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
+    return (f"[sxctl: a catch-up run for {count} missed occurrences, "
+            f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
+            f"({zone_name})]")
+
+
+def skipped_count(run: dict[str, Any]) -> int:
+    """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
+    value = run.get("skipped_occurrences", 0)
+    return value if isinstance(value, int) else SKIP_COUNT_CAP

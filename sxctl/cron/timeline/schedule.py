@@ -1,0 +1,320 @@
+"""Schedules: authoring flags -> persisted comis schedules, and next-run math with sxctl's DST
+policy (spec cron-store.md §6, §7).
+
+croniter walks *wall-clock* matches; this module turns each wall time into instants:
+- a time in a spring-forward gap is read with the offset in force before the gap, so it fires
+  once, shifted forward by the gap's length;
+- in a fall-back fold, a fixed-hour pattern fires once at the earlier instant, while a pattern
+  with a wildcard or step in the hour field fires in both passes (elapsed time).
+croniter is imported only when a cron expression is actually evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ...errors import ErrorCode, SxctlError, UsageError
+from ...timeparse import (
+    LATEST_SCHEDULABLE_MS,
+    canonical_zone_name,
+    datetime_of_ms,
+    duration_text,
+    format_duration_ms,
+    format_ms,
+    is_iana_zone_name,
+    load_zone,
+    local_zone_name,
+    parse_duration_ms,
+    parse_time_ms,
+)
+from ..store.schema_kit import MAX_SAFE_INT
+from . import occurrences
+
+NICKNAMES = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+}
+PASS_INTERVAL_MS = 60_000  # how often every engine `cron export` writes runs a pass
+
+
+def _invalid_expression(code: ErrorCode = ErrorCode.INVALID_VALUE, hint: str | None = None) -> SxctlError:
+    return UsageError("Invalid cron expression", code=code, hint=hint or
+                      "give 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first")
+
+
+_FIELDS = (("minute", "0-59"), ("hour", "0-23"), ("day of month", "1-31"), ("month", "1-12 or jan-dec"),
+           ("day of week", "0-7 or sun-sat"))
+
+
+def _croniter_accepts(fields: tuple[str, ...] | list[str]) -> bool:
+    """Whether croniter reads these 5 or 6 (seconds first) fields."""
+    from croniter import croniter  # heavy: only when a cron expression is evaluated
+
+    return bool(croniter.is_valid(" ".join(fields), second_at_beginning=len(fields) == 6))
+
+
+def _field_hint(fields: tuple[str, ...]) -> str | None:
+    """Which field of an expression croniter refuses, and the range it takes."""
+    names = (("second", "0-59"), *_FIELDS) if len(fields) == 6 else _FIELDS
+    for index, (name, allowed) in enumerate(names):
+        probe = ["*"] * len(fields)
+        probe[index] = fields[index]
+        if not _croniter_accepts(probe):
+            return f"field {index + 1} ({name}) is {fields[index]!r}; it takes {allowed}, lists, ranges and steps"
+    return None
+
+
+@dataclass(frozen=True)
+class CronPattern:
+    """A 5-field or 6-field (seconds first, as croner reads it) expression, or a nickname."""
+
+    expr: str
+    fields: tuple[str, ...]
+    seconds_first: bool
+
+    @classmethod
+    def parse(cls, expr: str) -> CronPattern:
+        text = expr.strip()
+        expanded = NICKNAMES.get(text.lower(), text)
+        fields = tuple(expanded.split())
+        if len(fields) == 7:
+            raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported",
+                code=ErrorCode.UNSUPPORTED)
+        if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
+            raise _invalid_expression()
+        if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
+            raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
+        if not _croniter_accepts(fields):
+            raise _invalid_expression(hint=_field_hint(fields))
+        return cls(expr, fields, len(fields) == 6)
+
+    def _walls(self, start: datetime, *, backwards: bool = False) -> Iterator[datetime]:
+        """The naive wall times that match, after (or before) the naive `start`, nearest first,
+        until croniter runs out of calendar."""
+        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
+
+        walker = croniter(" ".join(self.fields), start, ret_type=datetime, second_at_beginning=self.seconds_first)
+        step = walker.get_prev if backwards else walker.get_next
+        while True:
+            try:
+                yield step(datetime)
+            except CroniterBadDateError:
+                return
+
+    @property
+    def hour_follows_elapsed_time(self) -> bool:
+        """A wildcard or step in the hour field: the pattern fires in both passes of a fold."""
+        hour = self.fields[2 if self.seconds_first else 1]
+        return "*" in hour or "/" in hour
+
+    def next_after(self, bound_ms: int, zone) -> tuple[int, bool] | None:
+        """(first instant strictly after `bound_ms`, whether DST shaped it), or None."""
+        bound_local = datetime_of_ms(bound_ms, zone)
+        if bound_local is None or bound_local.year >= 9999:
+            return None  # nothing a calendar can hold comes after this bound
+        found = occurrences.next_after(self, bound_ms // 1000, zone)
+        return None if found is None else (found[0] * 1000, found[1])
+
+    def count_between(self, after_ms: int, until_ms: int, zone, cap: int, budget_s: float) -> int:
+        """How many occurrences fall in (after_ms, until_ms], by arithmetic over each stretch of
+        constant offset (occurrences.py); `cap` when there are at least that many, or when counting
+        took `budget_s` (a caller holding a lock never holds it long)."""
+        if datetime_of_ms(after_ms, zone) is None or datetime_of_ms(until_ms, zone) is None:
+            return 0
+        return occurrences.count_between(self, after_ms // 1000, until_ms // 1000, zone, cap, budget_s)
+
+    def last_at_or_before(self, until_ms: int, zone) -> int | None:
+        """The latest occurrence at or before `until_ms`."""
+        if datetime_of_ms(until_ms, zone) is None:
+            return None
+        found = occurrences.last_at_or_before(self, until_ms // 1000, zone)
+        return None if found is None else found * 1000
+
+
+def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:
+    """`next(schedule, bound)`: the first occurrence strictly after `bound_ms` (cron-store.md §7)."""
+    kind = schedule["kind"]
+    if kind == "every":
+        anchor, every = schedule["anchorMs"], schedule["everyMs"]
+        if bound_ms < anchor:
+            return anchor, False
+        return anchor + ((bound_ms - anchor) // every + 1) * every, False
+    if kind == "at":
+        return (schedule["atMs"], False) if schedule["atMs"] > bound_ms else None
+    try:
+        return CronPattern.parse(schedule["expr"]).next_after(bound_ms, load_cron_zone(schedule["tz"]))
+    except (ValueError, OverflowError):  # the next one would fall in year 10000: there is none
+        return None
+
+
+def load_cron_zone(name: str):
+    try:
+        return load_zone(name or "UTC")
+    except UsageError as error:
+        raise UsageError("Invalid cron timezone", hint=error.extra.get("hint")) from None
+
+
+def job_zone_name(job: dict[str, Any], entry: dict[str, Any] | None = None) -> str:
+    """The zone a job's days, hours and human times are counted in: a cron job's own zone, else
+    the zone its policy entry keeps (`--tz` on an `every` or `at` job: comis's store has no place
+    for it), else UTC."""
+    if job["schedule"]["kind"] == "cron":
+        return job["schedule"].get("tz") or "UTC"
+    return (entry or {}).get("tz") or "UTC"
+
+
+def job_zone(job: dict[str, Any], entry: dict[str, Any] | None = None):
+    """The zone of `job_zone_name`, loaded."""
+    return load_cron_zone(job_zone_name(job, entry))
+
+
+#: tzdata's fixed-offset zones named like a region's time: each region's zone and the same offset's
+#: Etc/ name (files that already keep one stay valid; only a new --tz is refused)
+_FIXED_LOOKALIKES = {"EST": ("America/New_York", "Etc/GMT+5"), "MST": ("America/Denver", "Etc/GMT+7"),
+                     "HST": ("Pacific/Honolulu", "Etc/GMT+10")}
+
+
+def honoured_zone_name(tz: str) -> str:
+    """`--tz` as the zone name a job keeps: `local` resolved, the IANA spelling; a zone that
+    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2."""
+    zone_name = tz
+    if zone_name == "local":
+        try:
+            zone_name = local_zone_name()
+        except UsageError:
+            raise UsageError("Invalid cron timezone", hint="--tz local: this machine's zone has no IANA name; "
+                             "give one, e.g. Europe/Berlin") from None
+    zone_name = canonical_zone_name(zone_name)
+    load_cron_zone(zone_name)
+    if zone_name in _FIXED_LOOKALIKES:  # in tzdata, but a trap: EST is never New York's summer time
+        region, fixed = _FIXED_LOOKALIKES[zone_name]
+        raise UsageError("Invalid cron timezone", hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
+                         f"saving time), not a region's clock: give {region}, or {fixed} if a fixed offset is meant")
+    if not is_iana_zone_name(zone_name):
+        raise UsageError("Invalid cron timezone", hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
+                         "Europe/Berlin, or --tz local for this machine's zone")
+    if len(zone_name.encode()) > 128:
+        raise UsageError("Invalid cron timezone")
+    return zone_name
+
+
+def local_time(ms: int, zone):
+    """The wall time in `zone` of an instant (a datetime)."""
+    return datetime_of_ms(ms, zone)
+
+
+# --- authoring (cron-store.md §6) -----------------------------------------------------------------
+
+@dataclass
+class ScheduleInput:
+    """The schedule flags of `cron add/update/next`."""
+
+    cron: str | None = None
+    every: str | None = None
+    at: str | None = None
+    in_: str | None = None
+    tz: str | None = None
+    fold: str | None = None
+    anchor: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.cron, self.every, self.at, self.in_))
+
+
+def pass_rate_warning(schedule: dict[str, Any]) -> str | None:
+    """What to say when a job is due more often than a pass runs (once a minute, from every engine
+    `cron export` writes): it runs at most once a pass, the occurrences in between folded into it."""
+    if schedule["kind"] != "every" or schedule["everyMs"] >= PASS_INTERVAL_MS:
+        return None
+    return (f"--every {duration_text(schedule['everyMs'])} is shorter than a minute, but the scheduler pass "
+            "(`cron tick` from cron, a systemd timer or Kubernetes) runs once a minute: the job runs at most "
+            "once a pass, and each run stands for the occurrences since the last")
+
+
+def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:
+    """The persisted schedule for the flags, with comis's error messages (all exit 2)."""
+    chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
+    if len(chosen) != 1:
+        raise UsageError("Invalid cron schedule input", hint="give exactly one of --cron, --every, --at, --in")
+    if spec.fold is not None and spec.at is None and spec.anchor is None:
+        raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
+    if spec.cron is not None:
+        zone_name = honoured_zone_name(spec.tz if spec.tz is not None else "UTC")
+        zone = load_cron_zone(zone_name)
+        pattern = CronPattern.parse(spec.cron)
+        if pattern.next_after(now_ms, zone) is None:
+            raise UsageError("Cron schedule has no future occurrence")
+        return {"kind": "cron", "expr": spec.cron, "tz": zone_name}
+    if spec.tz is not None:
+        honoured_zone_name(spec.tz)  # kept in the policy file (transaction.job_change): never dropped
+    if spec.every is not None:
+        every_ms = parse_duration_ms(spec.every, what="--every")
+        if not 0 < every_ms <= MAX_SAFE_INT:
+            raise UsageError("Invalid cron schedule input",
+                             hint=f"--every takes a DURATION above 0 and up to {MAX_SAFE_INT} ms (30s, 5m, 1h30m)")
+        anchor = now_ms
+        if spec.anchor is not None:
+            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold)
+            if anchor < 0:
+                raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
+        return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}
+    if spec.at is not None:
+        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold)
+        if naive and spec.tz is None and notes is not None:
+            notes.append(f"--at {spec.at} was read as UTC; pass --tz ZONE (or --tz local) to say which zone")
+        if at_ms <= now_ms:
+            raise UsageError("One-shot schedule must be in the future")
+        if at_ms >= LATEST_SCHEDULABLE_MS:
+            raise UsageError(f"--at {spec.at}: sxctl schedules times before 9999-01-01")
+        return {"kind": "at", "atMs": at_ms}
+    seconds_text = spec.in_ or ""
+    seconds = parse_duration_ms(seconds_text, what="--in")
+    if seconds % 1000 or seconds <= 0:
+        raise UsageError("Invalid cron schedule input",
+                         hint="--in takes a positive whole number of seconds, or a DURATION of whole seconds (90, 2m)")
+    if now_ms + seconds > MAX_SAFE_INT:
+        raise UsageError("Relative schedule exceeds the safe epoch range")
+    if now_ms + seconds >= LATEST_SCHEDULABLE_MS:
+        raise UsageError(f"--in {seconds_text}: sxctl schedules times before 9999-01-01")
+    return {"kind": "at", "atMs": now_ms + seconds}
+
+
+def describe_schedule(schedule: dict[str, Any], tz: str | None = None) -> str:
+    """`cron 0 9 * * * America/New_York`, `every 30m`, `at 2026-09-21 06:02 UTC`; `tz` is the
+    zone an every/at job keeps in the policy file (`every 30m America/New_York`, the `at` time in it)."""
+    kind = schedule["kind"]
+    if kind == "cron":
+        return f"cron {schedule['expr']} {schedule['tz']}"
+    if kind == "every":
+        every = schedule["everyMs"]
+        period = format_every(every) if every % 1000 == 0 else format_duration_ms(every)
+        return f"every {period} {tz}" if tz and tz != "UTC" else f"every {period}"
+    if tz and tz != "UTC":
+        return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M', load_cron_zone(tz))} {tz}"
+    return f"at {format_ms(schedule['atMs'], '%Y-%m-%d %H:%M')} UTC"
+
+
+def format_every(ms: int) -> str:
+    """`30m`, `1h30m`, `45s`, `2d`: the compact DURATION form of a period."""
+    parts = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        if ms >= size:
+            count, ms = divmod(ms, size)
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def schedule_computable(schedule: dict[str, Any]) -> bool:
+    """Whether sxctl can compute this schedule's occurrences (a 7-field or foreign cron
+    expression cannot: its runs are shown as '?')."""
+    if schedule["kind"] != "cron":
+        return True
+    try:
+        CronPattern.parse(schedule["expr"])
+    except Exception:  # noqa: BLE001 - a 7-field or foreign expression is shown as '?'
+        return False
+    return True

@@ -1,0 +1,362 @@
+"""Read-only views of a workspace: job states and targets, the `next` timeline, `status`
+evidence, and the store/ledger cross-checks that `validate` and `tick` share."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...errors import InvalidDataError, SxctlError, UsageError
+from ...fsio import read_data_file
+from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
+from ..policy.file import FILE_CAP, describe_job, read_policy
+from ..policy.jitter import check_jitter
+from ..run.heartbeat import newest_pass_ms
+from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from ..run.pings import mask_url
+from ..store.authoring import is_overdue
+from ..store.file import STORE_CAP, daemon_locks, read_store
+from ..store.targets import INBOX_CHANNEL, run_target_project
+from ..store.workspace import Workspace
+from .fate import next_text
+from .previews import next_due
+from .schedule import job_zone_name, load_cron_zone, next_run, schedule_computable
+
+if TYPE_CHECKING:
+    from .fate import Preview
+
+STATE_BY_STATUS = {"scheduled": "scheduled", "one_shot_claimed": "running", "one_shot_terminal": "done"}
+
+
+def job_state(job: dict[str, Any], policy_entry: dict[str, Any] | None = None) -> str:
+    """`scheduled`, `running`, `done`, or `paused:<why>` — comis's reason, or the sxctl limit
+    that paused it (`paused:max_unconsumed`, `paused:expired`)."""
+    life = job["lifecycle"]
+    if life["status"] == "paused":
+        paused_by = (policy_entry or {}).get("paused")
+        return f"paused:{paused_by['reason'] if paused_by else life['reason']}"
+    return STATE_BY_STATUS[life["status"]]
+
+
+def job_kind_label(job: dict[str, Any]) -> str:
+    if job["source"] == "built_in":
+        return "built-in"
+    return {"heartbeat_event": "heartbeat", "delivery": "delivery", "agent_turn": "agent-turn"}[job["payload"]["kind"]]
+
+
+def job_target(job: dict[str, Any], workspace: Path) -> dict[str, Any] | None:
+    """`{project, conversation}` of a job with a target of its own: the project as the pass
+    resolves it (`targets.run_target_project`, an absolute path however it is stored)."""
+    target = job.get("deliveryTarget")
+    if target is None:
+        return None
+    endpoint = target["destinationEndpoint"]
+    project = str(run_target_project(job, workspace, workspace=workspace)) \
+        if endpoint["channelType"] == INBOX_CHANNEL else endpoint["channelInstanceId"]
+    return {"project": project, "conversation": endpoint["conversationId"]}
+
+
+def target_label(target: dict[str, Any] | None) -> str:
+    """The TARGET cell of `cron list` for a row's `target` (`job_target`)."""
+    if target is None:
+        return "-"
+    if target["conversation"] == "live":
+        return f"live@{target['project']}"
+    return target["conversation"]
+
+
+def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, workspace: Path,
+            full: bool = False, failure: dict[str, Any] | None = None, preview: Preview | None = None
+            ) -> dict[str, Any]:
+    """The `cron list`/`show` row: the stored object plus sxctl's state, next run, target (its
+    project resolved against `workspace`) and policy (`policy` is the policy file's document). A
+    job with no policy entry has `"policy": null` in a listing (every default; 10,000 jobs need
+    not repeat them); `full` fills them in. With the job's `preview` (`fate.preview_runs`), the
+    next run is the next one the pass will make (None when it expires or pauses first) and
+    `next_note` says what waits before it, or why there is none."""
+    entry = (policy or {"jobs": {}})["jobs"].get(job["id"], {})
+    life = job["lifecycle"]
+    row: dict[str, Any] = {
+        "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
+        "target": job_target(job, workspace), "policy": describe_job(job["id"], entry) if entry or full else None,
+        "tz": job_zone_name(job, entry), "next_note": None}
+    if preview is not None:
+        row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
+        row["next_note"] = next_text(preview)
+    elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
+        row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
+    if failure:
+        row["failure"] = failure  # a finished one-shot whose run did not succeed: why, and which run
+    return row
+
+
+def kept_zones(store: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+    """The zones the policy file keeps for `every`/`at` jobs given `--tz` (id -> zone): their
+    human times are shown in it when a view is given no `--tz`."""
+    return {job["id"]: load_cron_zone(entry["tz"]) for job in store["jobs"]
+            if job["schedule"]["kind"] != "cron" and (entry := policy["jobs"].get(job["id"], {})).get("tz")}
+
+
+# --- next ----------------------------------------------------------------------------------------
+
+def local_iso(ms: int, zone) -> str:
+    return format_ms(ms, zone=zone)
+
+
+def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool = False) -> list[tuple[int, bool]]:
+    """`count` occurrences starting at `first_ms`, each later one `next(schedule, previous)`,
+    none from `LATEST_SCHEDULABLE_MS` on (9999-01-01, past what sxctl can schedule)."""
+    out = [(first_ms, first_dst)] if first_ms < LATEST_SCHEDULABLE_MS else []
+    while out and len(out) < count:
+        found = next_run(schedule, out[-1][0])
+        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:
+            break
+        out.append(found)
+    return out
+
+
+def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
+             include_paused: bool = False, zones: dict[str, Any] | None = None,
+             previews: dict[str, Preview] | None = None, policy: dict[str, Any] | None = None,
+             after: int | None = None) -> list[dict[str, Any]]:
+    """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` or,
+    for a job in `zones` (id -> zone), in its own zone. A job in `previews` (id ->
+    `fate.preview_runs`) shows only the runs the pass will make, each with the `note` of what it
+    skipped before it and whether it is held (`waiting`); a job paused by sxctl says why
+    (`note`, from `policy`). `after`: the fires from then on (`--from`; the previews start there too)."""
+    fires: list[dict[str, Any]] = []
+    shown_in = zone
+    for job in store["jobs"]:
+        if name is not None and job["name"] != name:
+            continue
+        zone = (zones or {}).get(job["id"], shown_in)
+        life = job["lifecycle"]
+        status = life["status"]
+        if status == "one_shot_terminal" or not schedule_computable(job["schedule"]):
+            continue
+        if status == "one_shot_claimed":
+            fires.append(_fire(job, life["scheduledForMs"], zone, now_ms, running=True))
+            continue
+        preview = (previews or {}).get(job["id"])
+        if preview is not None:
+            for index, run in enumerate(preview.runs):
+                fire = _fire(job, run["at_ms"], zone, now_ms, dst=run["dst"],
+                             overdue=index == 0 and run["at_ms"] <= now_ms)
+                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=run["fate"].hold)
+                fires.append(fire)
+            continue
+        paused = status == "paused"
+        first = (life["nextRunAtMs"], False)
+        if after is not None and after > first[0]:
+            first = next_run(job["schedule"], after - 1) or first
+        occurrences = series(job["schedule"], first[0], count if (not paused or include_paused) else 1, first[1])
+        why = ((policy or {"jobs": {}})["jobs"].get(job["id"]) or {}).get("paused")
+        for index, (at_ms, dst) in enumerate(occurrences):
+            fire = _fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused), dst=dst,
+                         overdue=index == 0 and at_ms <= now_ms and not paused)
+            fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
+            fires.append(fire)
+    entries = (policy or {"jobs": {}})["jobs"]
+    for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes; --ping-url masked
+        entry = entries.get(fire["jobId"]) or {}
+        fire["host"] = entry.get("host")
+        fire["pingUrl"] = mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None
+    fires.sort(key=lambda f: (f["at_ms"], f["name"] or ""))
+    return fires[:count]
+
+
+def _fire(job: dict[str, Any] | None, at_ms: int, zone, now_ms: int, *, paused: bool = False, dst: bool = False,
+          overdue: bool = False, running: bool = False) -> dict[str, Any]:
+    fire: dict[str, Any] = {"jobId": job["id"] if job else None, "name": job["name"] if job else None, "at_ms": at_ms,
+                            "at_local": local_iso(at_ms, zone), "overdue": overdue, "paused": paused, "dst": dst}
+    if running:
+        fire["running"] = True
+    return fire
+
+
+def adhoc_timeline(schedule: dict[str, Any], bound_ms: int, count: int, zone, now_ms: int) -> list[dict[str, Any]]:
+    """`cron next --cron/--every/--at …`: the first `count` occurrences strictly after `bound_ms`."""
+    first = next_run(schedule, bound_ms)
+    if first is None:
+        return []
+    return [_fire(None, at, zone, now_ms, dst=dst) for at, dst in series(schedule, first[0], count, first[1])]
+
+
+# --- cross-checks (runner.md §2) -----------------------------------------------------------------
+
+@dataclass
+class Problem:
+    """One thing wrong in a scheduler file, with the file and line to look at (`cron check`)."""
+
+    file: str
+    line: int | None
+    code: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
+
+
+def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: int) -> list[Problem]:
+    """Orphan starts, claims whose start differs in identity, and times recorded in the future."""
+    problems: list[Problem] = []
+    claims = {claim["executionId"]: claim for claim in store["activeClaims"]}
+    for execution_id, group in ledger.groups.items():
+        if group.terminal is None and execution_id not in claims:
+            problems.append(Problem(str(ws.ledger), group.first_line, "orphan_start",
+                                    f"orphan start {execution_id}: no terminal and no active claim"))
+    for claim in claims.values():
+        claimed = ledger.groups.get(claim["executionId"])
+        if claimed is not None and claimed.start is not None:
+            start = claimed.start
+            if any(start[k] != claim[k] for k in ("jobId", "agentId", "bootId", "scheduledForMs", "trigger",
+                                                  "workKind")):
+                problems.append(Problem(str(ws.store), None, "identity_mismatch",
+                                        f"claim {claim['executionId']} differs from its ledger start"))
+        if claim["claimedAtMs"] > now_ms:
+            problems.append(Problem(str(ws.store), None, "clock_behind",
+                                    f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, after now"))
+    for group in ledger.groups.values():
+        if group.start is not None and group.start["startedAtMs"] > now_ms:
+            problems.append(Problem(str(ws.ledger), group.first_line, "clock_behind",
+                                    f"execution {group.start['executionId']} started after now"))
+    return problems
+
+
+def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, full: bool = False
+                ) -> tuple[dict[str, Any] | None, Ledger | None, list[Problem]]:
+    """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
+    reads them (a pass stops on any one of them; `full` adds the ledger's nested outcome checks):
+    the store and the ledger (None when missing or invalid) and one problem naming each invalid
+    file. A file the system refuses to read is exit 8 (SystemRefusedError), not a problem."""
+    problems: list[Problem] = []
+    store = ledger = None
+    try:
+        store = read_store(ws)
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.store), None, "invalid_data", error.message))
+    try:
+        read_policy(ws)
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.policy), None, "invalid_data", error.message))
+    from ..spend.ledger import read_spend, spend_path  # a damaged spend file stops every pass too
+
+    try:
+        read_spend(ws.scheduler)
+    except InvalidDataError as error:
+        problems.append(Problem(str(spend_path(ws.scheduler)), None, "invalid_data", error.message))
+    try:
+        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=full)
+    except InvalidDataError as error:
+        problems.append(Problem(str(ws.ledger), error.extra.get("line"), "invalid_data", error.message))
+    return store, ledger, problems
+
+
+def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> list[Problem]:
+    """Everything `cron validate` checks, as a list (empty = valid): each file in full, then
+    the store and the ledger against each other."""
+    store, ledger, problems = check_files(ws, max_log_bytes, full=True)
+    if store is None and not any(p.file == str(ws.store) for p in problems):
+        problems.insert(0, Problem(str(ws.store), None, "file_not_found", "no cron store"))
+    if store is not None and ledger is not None:
+        problems += cross_check(store, ledger, ws, now_ms)
+    if store is not None and not any(p.file == str(ws.policy) for p in problems):
+        problems += _jitter_problems(store, read_policy(ws), ws, now_ms)
+    return problems
+
+
+def _jitter_problems(store: dict[str, Any], policy: dict[str, Any], ws: Workspace, now_ms: int) -> list[Problem]:
+    """A hand-edited `jitterMs` as long as the time between two runs, which `cron update --jitter`
+    refuses (it would fold the next occurrence into this one's run)."""
+    found = []
+    for job in store["jobs"]:
+        try:
+            check_jitter(job, policy["jobs"].get(job["id"], {}), now_ms)
+        except UsageError as error:
+            found.append(Problem(str(ws.policy), None, "invalid_jitter", error.message.replace("--jitter", "jitterMs")))
+    return found
+
+
+# --- status --------------------------------------------------------------------------------------
+
+def _evidence(path: Path, cap: int) -> dict[str, Any]:
+    """`{exists, bytes, digest}` of a file (bytes and digest null when it is no data file at all)."""
+    try:
+        raw = read_data_file(path, cap)
+    except InvalidDataError:
+        return {"exists": True, "bytes": None, "digest": None}
+    if raw is None:
+        return {"exists": False, "bytes": None, "digest": None}
+    return {"exists": True, "bytes": len(raw), "digest": hashlib.sha256(raw).hexdigest()}
+
+
+def _lock_age_ms(lockdir) -> int | None:
+    try:
+        return int((time.time() - os.stat(lockdir).st_mtime) * 1000)
+    except OSError:
+        return None
+
+
+def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
+    """Offline evidence about a workspace, read without locking (cron-store.md §8 status)."""
+    store, ledger, found = check_files(ws, max_log_bytes)
+    invalid = {problem.file for problem in found}
+    if store is not None and ledger is not None:
+        found += cross_check(store, ledger, ws, now_ms)
+    problems = [problem.to_json() for problem in found]
+    intent: dict[str, Any] = {"status": "none"}
+    if os.path.lexists(ws.reset_intent):
+        try:
+            intent = {"status": "pending", **json.loads(read_data_file(ws.reset_intent, 65_536) or b"")}
+        except (SxctlError, ValueError, TypeError, RecursionError):
+            intent = {"status": "invalid"}
+    daemons = daemon_locks(ws, environ)
+    owner_daemon = next((d for d in daemons if d.owns_workspace), None)
+    store_lockdir = f"{os.path.realpath(ws.store_sentinel)}.lock"
+    ledger_lockdir = f"{os.path.realpath(ws.ledger_sentinel)}.lock"
+    store_held = os.path.isdir(store_lockdir)
+    owner = "none"
+    if owner_daemon is not None:
+        owner = "comis-daemon"
+    elif store_held:
+        try:
+            note = json.loads(read_data_file(Path(f"{ws.store_sentinel}.owner"), 4096) or b"")
+            if str(note.get("bootId", "")).startswith("sxctl-") and note.get("host") == socket.gethostname():
+                owner = "sxctl-tick"
+        except (SxctlError, ValueError, AttributeError, RecursionError):
+            pass
+    strays = sorted(name for name in (os.listdir(ws.scheduler) if ws.scheduler.is_dir() else [])
+                    if name.endswith(".tmp"))
+    for name in strays:
+        problems.append({"file": str(ws.scheduler / name), "line": None, "code": "stray_temp",
+                         "message": f"stray temp file {name} (left by a crashed writer; not deleted)"})
+    jobs = store["jobs"] if store else []
+    try:
+        policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
+    except SxctlError:  # named among the problems above
+        policy = None
+    last_pass = newest_pass_ms(ws, now_ms)
+    for job in jobs:
+        life = job["lifecycle"]
+        if is_overdue(job, now_ms, policy, last_pass) and not store_held:
+            message = f"job {job['name']} is overdue since {format_ms(life['nextRunAtMs'])}; is a tick running?"
+            problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
+    return {
+        "ok": True, "workspace": str(ws.root),
+        "store": _evidence(ws.store, STORE_CAP), "ledger": _evidence(ws.ledger, max_log_bytes),
+        "policy": _evidence(ws.policy, FILE_CAP), "intent": intent,
+        "strictAuthoritiesValid": not invalid & {str(ws.store), str(ws.ledger)},
+        "policyValid": str(ws.policy) not in invalid, "jobCount": len(jobs),
+        "activeClaimCount": len(store["activeClaims"]) if store else 0,
+        "daemon": (owner_daemon or daemons[0]).to_json() if daemons else None,
+        "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
+                  "store_age_ms": _lock_age_ms(store_lockdir)},
+        "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],
+        "next_due_ms": next_due(store, policy, now_ms) if store else None, "owner": owner, "problems": problems,
+    }
