@@ -47,7 +47,8 @@ def cron_status(*, max_log_bytes: int | None = None, workspace=None, project=Non
                 environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK) -> CronStatus:
     """Files and digests, locks, daemon ownership, claims and problems, read without locking."""
     ws = find_workspace(workspace, project=project, session=session)
-    return CronStatus(views.workspace_status(ws, environ, clock.now_ms(), ledger_ceiling(max_log_bytes, environ)))
+    return CronStatus(views.workspace_status(ws, environ, clock, target_project(ws, project, session=session),
+                                             ledger_ceiling(max_log_bytes, environ)))
 
 
 @record

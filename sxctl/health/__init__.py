@@ -56,7 +56,8 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         found.guard("temps and locks", lambda: check_temps_and_locks(found, session, ws, now))
         files = found.guard("cron files", lambda: check_cron_files(found, ws, max_log_bytes, now))
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
-            found.guard("scheduler", lambda: check_scheduler(found, ws, files[0], now, environ, crontab_text, project))
+            found.guard("scheduler",
+                        lambda: check_scheduler(found, ws, files[0], clock, environ, crontab_text, project))
             found.guard("hosts", lambda: check_hosts(found, ws, files[0], now))
             found.guard("pings", lambda: check_pings(found, ws, now))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))

@@ -7,14 +7,14 @@ import os
 import shlex
 from typing import Any
 
-from ..clock import CLOCK_SKEW_MS
+from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.policy.file import read_policy
 from ..cron.run.failures import last_failures
 from ..cron.run.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
 from ..cron.run.ledger import project_run
-from ..cron.store.authoring import is_overdue
 from ..cron.store.file import daemon_locks
 from ..cron.store.targets import target_problems
+from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
 from ..errors import SxctlError
@@ -51,12 +51,13 @@ def check_cron_files(found: Findings, ws, max_log_bytes: int, now: int) -> tuple
         return None
     found.add("cron files", "ok", "store, policy file and ledger are valid" if store is not None
               else "no cron store")
-    return store or {"jobs": []}, ledger
+    return store or {"jobs": [], "activeClaims": []}, ledger
 
 
-def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, environ, crontab_text, project) -> None:
+def check_scheduler(found: Findings, ws, store: dict[str, Any], clock: Clock, environ, crontab_text, project) -> None:
     """Is a scheduler pass running? Judged from the heartbeat, which every pass writes, and only
     from a heartbeat that is a record a pass writes and whose time this clock can believe."""
+    now = clock.now_ms()
     jobs = [job for job in store["jobs"] if job["lifecycle"]["status"] in ("scheduled", "one_shot_claimed")]
     beat = read_heartbeat(ws)  # the newest one any host wrote (health/host_checks.py: every host's)
     path = (beat or {}).get("path") or ws.scheduler / FOLDER
@@ -111,9 +112,8 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], now: int, enviro
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # the cron files check names it
         policy = None
-    last_pass = newest_pass_ms(ws, now)
-    overdue = [job["name"] for job in jobs if job["lifecycle"]["status"] == "scheduled"
-               and is_overdue(job, now, policy, last_pass)]
+    overdue = job_previews(ws, store, policy, project or ws.root, clock, 1).overdue(now, newest_pass_ms(ws, now)) \
+        if policy is not None else []
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",
                   "sxctl status   # waiting for the agent, or no pass running?")

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..cron.spend.guards import spend_verdict
 from ..cron.spend.ledger import read_spend, tokens_by_date
-from ..cron.spend.rules import effective_guards
-from ..cron.timeline.schedule import job_zone, local_time
+from ..cron.timeline.hold import Agents
+from ..cron.timeline.previews import JobPreviews, job_previews
 from ..errors import InvalidDataError
 from ..project.usage import Usage, read_usage, usage_line
 
@@ -24,39 +23,39 @@ def session_usage(stats: dict[str, Any] | None) -> dict[str, Any]:
     return {**usage.to_json(), "line": usage_line(usage)}
 
 
-def guard_states(ws, store: dict[str, Any], policy: dict[str, Any], project: Path,
-                 clock: Clock) -> list[dict[str, Any]]:
-    """One row per scheduled job under a guard: `held` (due now and a guard stops its dispatch),
-    `reason`/`detail`, `unreadable` (figure -> why), `tokensToday`/`maxTokensPerDay`."""
+def guard_states(ws, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock,
+                 timeline: JobPreviews | None = None) -> list[dict[str, Any]]:
+    """One row per scheduled job under a guard: `due` and `held` (its first run on the timeline
+    is due now, and a guard holds it), `reason`/`detail`, `unreadable` (figure -> why),
+    `tokensToday`/`maxTokensPerDay`. `timeline`: the jobs' previews, when the caller has them."""
     now = clock.now_ms()
-    budget = policy.get("budget")
+    if timeline is None:
+        timeline = job_previews(ws, store, policy, project, clock, 1)
+    held = set(timeline.held(now, by_guard=True))
+    hold = Agents(project, "live", clock, ws.root, policy.get("budget"))
     spend: dict[str, Any] | None = None
     rows = []
-    for job in store["jobs"]:
-        if job["source"] == "built_in" or job["lifecycle"]["status"] != "scheduled":
+    for job in timeline.jobs.values():
+        if job.built_in or job.status != "scheduled":
             continue
-        entry = policy["jobs"].get(job["id"], {})
-        guards = effective_guards(entry, budget)
-        verdict = spend_verdict(job, entry, budget, project=project, to="live", clock=clock, workspace=ws.root)
-        cap = guards.get("maxTokensPerDay")
-        if verdict is None and cap is None:
+        verdict = hold.verdict(job)
+        if verdict is None and job.token_cap is None:
             continue
-        due = job["lifecycle"]["nextRunAtMs"] <= now
-        row: dict[str, Any] = {"name": job["name"], "jobId": job["id"], "due": due,
-                               "held": bool(verdict is not None and verdict.reason is not None and due),
+        first = timeline.previews[job.id].first if job.id in timeline.previews else None
+        row: dict[str, Any] = {"name": job.name, "jobId": job.id, "due": first is not None and first["at_ms"] <= now,
+                               "held": job.name in held,
                                "reason": verdict.reason if verdict is not None else None,
                                "detail": (verdict.detail or None) if verdict is not None else None,
                                "session": verdict.session if verdict is not None else None,
                                "unreadable": dict(verdict.unreadable) if verdict is not None else {},
-                               "maxTokensPerDay": cap, "tokensToday": None}
-        if cap is not None:
+                               "maxTokensPerDay": job.token_cap, "tokensToday": None}
+        if job.token_cap is not None:
             if spend is None:
                 try:
                     spend = read_spend(ws.scheduler)
                 except InvalidDataError:
                     spend = {"runs": []}
-            today = local_time(now, job_zone(job, entry)).date().isoformat()
-            row["tokensToday"] = tokens_by_date(spend, job["id"]).get(today, 0)
+            row["tokensToday"] = tokens_by_date(spend, job.id).get(job.date_of(now), 0)
         rows.append(row)
     return rows
 

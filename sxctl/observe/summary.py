@@ -9,17 +9,14 @@ from typing import Any
 from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
-from ..cron.policy.jitter import run_at
-from ..cron.policy.maintenance import maintenance_message, open_windows, window_at, windows_for
+from ..cron.policy.maintenance import maintenance_message, open_windows
 from ..cron.run.failures import failed_one_shots_of, last_failures
 from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
-from ..cron.store.authoring import is_overdue
 from ..cron.store.file import read_store
 from ..cron.store.transaction import clock_behind, clock_behind_error
-from ..cron.timeline.admission import hold_state
-from ..cron.timeline.previews import next_due
+from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import job_state
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
@@ -54,13 +51,6 @@ def _inbox(session: Session, now_ms: int) -> dict[str, Any]:
     }
 
 
-def is_waiting(job: dict[str, Any], entry: dict[str, Any] | None, now_ms: int, project, clock: Clock, ws) -> bool:
-    """Whether the pass holds this due job now (the pass's own rule, `cron.timeline.admission.hold_state`): a job
-    past its --hold-max is not waiting any more, it is given up at the next pass."""
-    held = hold_state(job, entry or {}, now_ms, project=project, to="live", clock=clock, workspace=ws.root)
-    return held is not None and held["status"] == "waiting" and held["reason"] == "no_live_session"
-
-
 def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[str, Any]:
     store = read_store(ws)
     if store is None:
@@ -84,26 +74,18 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
               "trigger": r["trigger"]} for r in runs]
     for row, run in zip(brief[:5], runs, strict=False):
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
-    # a job a maintenance window holds does not wait for the agent: the pass skips it (is_overdue too)
-    frozen = {job["id"] for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"
-              and window_at(windows_for(full_policy, job["id"]), job["lifecycle"]["nextRunAtMs"], now_ms)}
-    scheduled = [job for job in store["jobs"] if job["lifecycle"]["status"] == "scheduled"]
-    waiting = [job["name"] for job in scheduled if job["id"] not in frozen
-               and run_at(job, policy.get(job["id"]) or {}, job["lifecycle"]["nextRunAtMs"]) <= now_ms
-               and is_waiting(job, policy.get(job["id"]), now_ms, project, clock, ws)]
+    timeline = job_previews(ws, store, full_policy, project, clock, 1, max_log_bytes=max_log_bytes)
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
     latest = clock_behind(store, runs, now_ms)  # the rule every pass and edit applies: while it holds, each stops
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
-    guards = guard_states(ws, store, full_policy, project, clock)  # the spend guards (observe/spend_view.py)
-    held_by_guard = {row["name"] for row in guards if row["held"]}
+    guards = guard_states(ws, store, full_policy, project, clock, timeline)  # the spend guards (observe/spend_view.py)
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": next_due(store, full_policy, now_ms), "clock_behind": behind,
+        "next_due_ms": timeline.next_due_ms(), "clock_behind": behind,
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": [job["name"] for job in store["jobs"] if is_overdue(job, now_ms, full_policy, last_pass)
-                    and job["name"] not in waiting and job["name"] not in held_by_guard],
-        "waiting": waiting,
+        "overdue": timeline.overdue(now_ms, last_pass),
+        "waiting": timeline.held(now_ms),
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]

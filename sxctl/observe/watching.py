@@ -109,7 +109,7 @@ def _guards(ws, session: Session, clock: Clock) -> dict[str, dict[str, Any]]:
         store, policy = read_store(ws), read_policy(ws)
     except SxctlError:
         return {}
-    rows = guard_states(ws, store or {"jobs": []}, policy, session.project, clock)
+    rows = guard_states(ws, store or {"jobs": [], "activeClaims": []}, policy, session.project, clock)
     return {row["name"]: {"held": row["held"], "reason": row["reason"] if row["held"] else None,
                           "detail": row["detail"], "unreadable": sorted(row["unreadable"])} for row in rows}
 

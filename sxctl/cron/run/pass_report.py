@@ -89,7 +89,7 @@ class PassReport:
             row.update({k: run[k] for k in ("trigger", "status", "executionId")})
             if fate == "given_up":
                 held = given_up[run["jobId"]]
-                row.update(agentLastSeenMs=held["agentLastSeenMs"], holdMaxMs=held["giveUpAtMs"] - held["dueSinceMs"])
+                row.update(agentLastSeenMs=held["agentLastSeenMs"], holdMaxMs=held["holdMaxMs"])
             rows.append(row)
         for held in self.admission.waiting:
             rows.append({**self._due_row(held, "held", held["dueSinceMs"]), "giveUpAtMs": held["giveUpAtMs"],

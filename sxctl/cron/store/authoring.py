@@ -14,7 +14,6 @@ from ...errors import ConflictError, ErrorCode, UsageError
 from ...project import check_session_id
 from ...report import Reporter
 from ..policy.file import PolicyOptions
-from ..policy.jitter import run_at
 from ..timeline.schedule import ScheduleInput, job_zone_name, next_run, pass_rate_warning, resolve_schedule
 from .file import find_job
 from .schema import KIB, scorpiox_target
@@ -90,27 +89,6 @@ class JobSpec:
     resumed: bool = False
     new_name: str | None = None
     policy: PolicyOptions | None = None  # sxctl's own settings (cron/policy/file.py), beside the store
-
-
-#: a scheduled job whose next run is this far in the past has been missed: no pass has run it
-OVERDUE_GRACE_MS = 120_000
-
-
-def is_overdue(job: dict[str, Any], now_ms: int, policy: dict[str, Any] | None = None,
-               last_pass_ms: int | None = None) -> bool:
-    """The one definition of an overdue job (status, cron status and doctor agree): due for more
-    than OVERDUE_GRACE_MS after its jittered due time, no pass since then within that grace
-    (`last_pass_ms`: a pass that left it — held, deferred — said why, and the next decides again),
-    and no maintenance window holding it (the pass skips it there)."""
-    from ..policy.maintenance import window_at, windows_for  # the views that judge lateness read the policy
-    life = job["lifecycle"]
-    if life["status"] != "scheduled":
-        return False
-    entry = (policy or {"jobs": {}})["jobs"].get(job["id"]) or {}
-    due = run_at(job, entry, life["nextRunAtMs"])
-    late = now_ms - OVERDUE_GRACE_MS
-    return (due < late and (last_pass_ms is None or last_pass_ms < max(due, late))
-            and not (policy and window_at(windows_for(policy, job["id"]), life["nextRunAtMs"], now_ms)))
 
 
 def check_name(name: str) -> str:

@@ -1,21 +1,23 @@
-"""The fate of one occurrence of a job: THE rule the scheduler pass acts on (cron/timeline/admission.py)
-and every preview shows (`cron list/show/next`, `next`, `watch`, `upcoming()`) — run it (on
-time or as a catch-up), skip it (why), expire or pause the job (why), or hold it for a live agent
-(and give it up past --hold-max). `cron simulate` runs the pass itself (cron/run/rehearsal.py)."""
+"""A job's timeline: its occurrences, each with the fate THE rule gives it — run it (on time or as
+a catch-up), skip it (why), expire or pause the job (why), hold it for a live agent or a spend
+guard (and give it up past --hold-max). The scheduler pass decides with `timeline`
+(cron/timeline/admission.py) and every view shows it (`cron list/show/next`, `next`, `status`,
+`watch`, doctor, metrics, `upcoming()`, through cron/timeline/previews.py); `cron simulate` runs
+the pass itself. Nothing else computes when a job runs. docs/timeline.md tells the order in which
+a fate is decided."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
-from ..policy.file import DAYS, is_active_time, parse_active_hours
-from ..policy.jitter import offset_of
+from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .burst import CATCHUP_AFTER_MS
+from .hold import Agents, Hold, hold_for
 from .limits import LimitUsage
-from .schedule import job_zone, job_zone_name, local_time, next_run
 
 #: occurrences a preview judges per job before it stops looking (an every-minute cron job outside
 #: its active hours skips ~1,000 before the next run; a month of them stays under this)
@@ -29,14 +31,14 @@ class Fate:
     stale, inactive_hours, max_runs_per_day, overlap, maintenance, max_tokens_per_day, or a spend
     guard's reason past --hold-max), `expire` (the job is paused; `reason` until or max_runs),
     `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session, or a spend guard's —
-    rate_limit, token_budget, usage_unreadable: waits, unclaimed, until `hold["giveUpAtMs"]`;
+    rate_limit, token_budget, usage_unreadable: waits, unclaimed, until `hold.give_up_at_ms`;
     maintenance: a one-shot waits for the window's end) or `not_due` (its time has not come).
     `detail`: why, in words."""
 
     action: str
     reason: str | None = None
     detail: str = ""
-    hold: dict[str, Any] | None = None
+    hold: Hold | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "reason": self.reason, "detail": self.detail or None}
@@ -46,221 +48,248 @@ def clock_text(ms: int) -> str:
     return format_ms(ms, "%Y-%m-%d %H:%M UTC")
 
 
-def expiry(job: dict[str, Any], entry: dict[str, Any], due_at: int, usage: LimitUsage) -> Fate | None:
-    """A recurring job's lifetime: the `expire` fate when the occurrence at `due_at` lies past
-    its --until or it has spent its --max-runs; None while it lives."""
-    if job["schedule"]["kind"] == "at":
+def expiry(job: Job, occurrence: int, usage: LimitUsage) -> Fate | None:
+    """A recurring job's lifetime: the `expire` fate when `occurrence` lies past its --until or
+    it has spent its --max-runs; None while it lives."""
+    if job.one_shot:
         return None
-    until, most = entry.get("untilMs"), entry.get("maxRuns")
-    if until is not None and due_at > until:
-        return Fate("expire", "until", f"its next run would be after --until {clock_text(until)}")
-    if most is not None and usage.runs >= most:
-        return Fate("expire", "max_runs", f"it has run {usage.runs} time(s) (--max-runs {most})")
+    if job.until_ms is not None and occurrence > job.until_ms:
+        return Fate("expire", "until", f"its next run would be after --until {clock_text(job.until_ms)}")
+    if job.max_runs is not None and usage.runs >= job.max_runs:
+        return Fate("expire", "max_runs", f"it has run {usage.runs} time(s) (--max-runs {job.max_runs})")
     return None
 
 
-def skip_reason(entry: dict[str, Any], due_at: int, now: int, zone, usage: LimitUsage,
-                sent_at: int | None = None) -> str | None:
-    """Why a recurring job's policy does not run the occurrence at `due_at` in a pass at `now`
-    (lateness counted from its jittered time: `now` less the job's --jitter offset; `sent_at`:
-    when the pass would send it, `now` itself without jitter)."""
-    if entry.get("catchUp") == "skip" and now - due_at > entry["staleAfterMs"]:
+def skip_reason(job: Job, occurrence: int, late: int, usage: LimitUsage, sent_at: int) -> str | None:
+    """Why a recurring job's policy does not run `occurrence` in a pass that sends it at `sent_at`
+    (lateness counted from its jittered time: `late` is `sent_at` less the job's --jitter offset)."""
+    if job.catch_up == "skip" and late - occurrence > job.stale_after_ms:
         return "stale"
-    local = local_time(due_at, zone)
-    if not is_active_time(entry, local):
-        return "inactive_hours"
-    if now - due_at > CATCHUP_AFTER_MS and not is_active_time(entry, local_time(sent_at or now, zone)):
-        return "inactive_hours"  # a catch-up is sent now: at night too, it would be waste
-    most = entry.get("maxRunsPerDay")
-    if most is not None and usage.runs_on(local.date().isoformat()) >= most:
+    local = job.local(occurrence)
+    if job.active is not None:
+        if not job.active.allows(local):
+            return "inactive_hours"
+        if late - occurrence > CATCHUP_AFTER_MS and not job.active.allows(job.local(sent_at)):
+            return "inactive_hours"  # a catch-up is sent now: at night too, it would be waste
+    day = local.date().isoformat()
+    if job.max_runs_per_day is not None and usage.runs_on(day) >= job.max_runs_per_day:
         return "max_runs_per_day"
-    if usage.token_cap is not None and usage.tokens.get(local.date().isoformat(), 0) >= usage.token_cap:
+    if usage.token_cap is not None and usage.tokens.get(day, 0) >= usage.token_cap:
         return "max_tokens_per_day"
     return None
 
 
-def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now: int, usage: LimitUsage, *,
-                    held: Callable[[], dict[str, Any] | None] | None = None,
-                    windows: tuple[dict[str, Any], ...] = ()) -> Fate:
-    """THE fate of the occurrence of `job` due at `due_at`, in a pass at `now`, with the job's
-    policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
-    holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
-    `windows`: the maintenance windows that apply to the job (maintenance.windows_for). A job's
-    --jitter delays when the occurrence is due (`jitter.offset_of`): lateness counts from then."""
-    expired = expiry(job, entry, due_at, usage)
+def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
+                    held: Callable[[], Hold | None] | None = None) -> Fate:
+    """THE fate of the job's `occurrence` in a pass at `now`, with its limits' `usage`
+    (limits.limit_usage), in the order the pass decides (docs/timeline.md): lifetime, due time
+    (with --jitter), maintenance window, the policy's skips, the hold (`held`: hold.hold_for,
+    asked only when it matters), --max-unconsumed, --overlap."""
+    expired = expiry(job, occurrence, usage)
     if expired is not None:
         return expired
-    late = now - offset_of(job, entry)  # due at due_at + the --jitter offset: as late as now - offset
-    if due_at > late:
+    late = now - job.jitter_offset_ms  # due at occurrence + the --jitter offset: as late as now - offset
+    if occurrence > late:
         return Fate("not_due")
-    one_shot = job["schedule"]["kind"] == "at"  # it waits for the end of the window; a recurring job skips
-    window = window_at(windows, now if one_shot else due_at, now)
+    window = window_at(job.windows, now if job.one_shot else occurrence, now)  # a one-shot waits; recurring skips
     if window is not None:
-        return Fate("hold" if one_shot else "skip", "maintenance", window_text(window))
-    if job["schedule"]["kind"] != "at" and (entry or usage.token_cap is not None):
-        reason = skip_reason(entry, due_at, late, job_zone(job, entry), usage, sent_at=now)
+        return Fate("hold" if job.one_shot else "skip", "maintenance", window_text(window))
+    if not job.one_shot:
+        reason = skip_reason(job, occurrence, late, usage, sent_at=now)
         if reason is not None:
-            return Fate("skip", reason, skip_text(reason, job, entry))
+            return Fate("skip", reason, skip_text(reason, job))
     state = held() if held is not None else None
-    if state is not None and state["reason"] != "no_live_session":  # a spend guard (cron/spend/guards.py)
-        if state["status"] == "waiting":
-            until = f"; waits until {clock_text(state['giveUpAtMs'])}" if state["giveUpAtMs"] is not None else ""
-            return Fate("hold", state["reason"], f"{state['detail']}{until}", hold=state)
-        return Fate("skip", state["reason"], f"{state['detail']}, past its --hold-max")
-    if state is not None and state["status"] == "waiting":
-        return Fate("hold", "no_live_session", f"waits for a live agent until {clock_text(state['giveUpAtMs'])}",
+    if state is not None and state.by_guard:  # a spend guard (cron/spend/guards.py)
+        if state.status == "waiting":
+            until = f"; waits until {clock_text(state.give_up_at_ms)}" if state.give_up_at_ms is not None else ""
+            return Fate("hold", state.reason, f"{state.detail}{until}", hold=state)
+        return Fate("skip", state.reason, f"{state.detail}, past its --hold-max")
+    if state is not None and state.status == "waiting":
+        assert state.give_up_at_ms is not None  # only a guard holds a one-shot without end
+        return Fate("hold", "no_live_session", f"waits for a live agent until {clock_text(state.give_up_at_ms)}",
                     hold=state)
-    limit = entry.get("maxUnconsumed")
-    if limit and usage.unread is not None and usage.unread >= limit:
-        return Fate("pause", "max_unconsumed", f"its last {limit} message(s) are all unread")
-    if usage.pending is not None and job["schedule"]["kind"] != "at":  # --overlap skip/replace (cron/policy/overlap.py)
-        if entry.get("overlap") == "skip":
-            return Fate("skip", "overlap", skip_text("overlap", job, entry))
-        if entry.get("overlap") == "replace" and state is None:
+    if job.max_unconsumed and usage.unread is not None and usage.unread >= job.max_unconsumed:
+        return Fate("pause", "max_unconsumed", f"its last {job.max_unconsumed} message(s) are all unread")
+    if usage.pending is not None and not job.one_shot:  # --overlap skip/replace (cron/policy/overlap.py)
+        if job.overlap == "skip":
+            return Fate("skip", "overlap", skip_text("overlap", job))
+        if job.overlap == "replace" and state is None:
             return Fate("run", detail=f"its unread message {usage.pending['stem']}, which it replaces")
     if state is not None:
-        return Fate("run", "given_up", f"no live agent since {clock_text(state['dueSinceMs'])}, longer than its "
+        return Fate("run", "given_up", f"no live agent since {clock_text(state.due_since_ms)}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
     return Fate("run")
 
 
-def skip_text(reason: str, job: dict[str, Any], entry: dict[str, Any]) -> str:
+def skip_text(reason: str, job: Job) -> str:
     """A skip reason in words, with the job's own window and zone."""
-    zone = job_zone_name(job, entry)
-    if reason == "inactive_hours":
-        days = f" {','.join(entry['activeDays'])}" if entry.get("activeDays") else ""
-        return f"active hours {entry['activeHours']}{days} {zone}"
+    if reason == "inactive_hours" and job.active is not None:
+        return job.active.describe(job.zone_name)
     if reason == "max_runs_per_day":
-        return f"--max-runs-per-day {entry['maxRunsPerDay']} ({zone} days)"
+        return f"--max-runs-per-day {job.max_runs_per_day} ({job.zone_name} days)"
     if reason == "max_tokens_per_day":
-        return f"--max-tokens-per-day reached: tokens attributed to today's runs ({zone} days)"
+        return f"--max-tokens-per-day reached: tokens attributed to today's runs ({job.zone_name} days)"
     if reason == "overlap":
         return "--overlap skip: its previous message is still unread"
-    return f"stale: more than --stale-after {entry.get('staleAfterMs', 0) // 1000}s late"
+    return f"stale: more than --stale-after {job.stale_after_ms // 1000}s late"
 
 
-# --- previews --------------------------------------------------------------------------------------
+# --- the timeline ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Step:
+    """One occurrence of a job's timeline and its fate: due at `occurrence_ms`, run (with the
+    job's --jitter) at `run_ms`; `count` > 1 when a stretch of occurrences outside the active
+    hours is skipped alike in one step."""
+
+    occurrence_ms: int
+    run_ms: int
+    dst: bool
+    fate: Fate
+    count: int = 1
+
+
+def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = None,
+             first: tuple[int, bool] | None = None, budget: int = PREVIEW_BUDGET,
+             due_only: bool = False) -> Iterator[Step]:
+    """THE timeline of a scheduled job from its next unrun occurrence (or `first`): each
+    occurrence judged by `occurrence_fate` as the pass at its time will judge it (a due one: the
+    pass at `now`), the runs before it spent against its limits, the agent reading what it is sent
+    (unread messages count for the first run only), and — until its first run or hold — the
+    agents as they are now (`agents`; None: never held). Ends at an expiry or a pause, past what
+    sxctl can schedule, or after `budget` occurrences; with `due_only` (the pass), at the first
+    occurrence not yet due, judged as the pass at `now` judges it (`not_due`, or its expiry)."""
+    spent = replace(usage, day=dict(usage.day) if usage.day else None, days=dict(usage.days),
+                    tokens=dict(usage.tokens))
+    at, dst = first if first is not None else (job.next_run_ms, False)
+    if at is None or at >= LATEST_SCHEDULABLE_MS:
+        return
+    decided = False  # a run or a hold came: the occurrences after it assume a live agent
+    judged = 0
+    while judged < budget:
+        occurrence = at
+
+        if due_only and job.run_at(at) > now:
+            yield Step(at, job.run_at(at), dst, occurrence_fate(job, at, now, spent))
+            return
+
+        def held(occurrence: int = occurrence) -> Hold | None:
+            return hold_for(job, occurrence, now, agents) if agents is not None else None
+
+        fate = occurrence_fate(job, at, max(job.run_at(at), now), spent, held=None if decided else held)
+        spent.unread = spent.pending = None  # the agent reads what the runs before send
+        if fate.action == "skip" and fate.reason == "inactive_hours" and at >= now and not due_only:
+            ahead = _skip_ahead(job, at)
+            if ahead is not None:  # the `every` occurrences up to the next window are skipped alike
+                yield Step(at, job.run_at(at), dst, fate, 1 + ahead[1])
+                judged += 1
+                at, dst = ahead[0], False
+                continue
+        yield Step(at, job.run_at(at), dst, fate)
+        judged += 1
+        if fate.action in ("expire", "pause"):
+            return
+        if fate.action != "skip":
+            decided = True
+            if fate.action == "run" and fate.reason is None:
+                _spend(spent, job, at)
+        found = job.next_after(at)
+        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:  # past what sxctl can schedule
+            return
+        at, dst = found
+
+
+def _skip_ahead(job: Job, at: int) -> tuple[int, int] | None:
+    """For an `every` job whose occurrence at `at` falls outside its active hours: the first
+    occurrence from its next active window (or from a clock change before it) and how many lie
+    between (all outside the window, skipped alike) — arithmetic, where walking an every-second
+    job to tomorrow's window would judge 80,000 occurrences. None: no window, or no gain."""
+    if job.schedule["kind"] != "every" or job.active is None:
+        return None
+    every = job.schedule["everyMs"]
+    zone = job.zone
+    start = job.active.next_start(job.local(at).replace(tzinfo=None))
+    if start is None:
+        return None
+    land = _first_clock_change(job, at, int(start.replace(tzinfo=zone).timestamp() * 1000))
+    found = job.next_after(land - 1)
+    if found is None or found[0] <= at + every:
+        return None
+    return found[0], (found[0] - at) // every - 1
+
+
+def _first_clock_change(job: Job, at: int, land: int) -> int:
+    """`land`, or the first instant after `at` and before it where the zone's offset changes
+    (found by halving): when clocks fall back, a window just left comes round again, and a
+    window's start in a spring-forward gap has no instant of its own."""
+    offset = job.local(at).utcoffset()
+    if land <= at or job.local(land).utcoffset() == offset:
+        return land
+    low, high = at, land  # the offset at `low` is the first one, at `high` another
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if job.local(middle).utcoffset() == offset else (low, middle)
+    return high
+
+
+def _spend(usage: LimitUsage, job: Job, at: int) -> None:
+    """One more run of the job, as the pass counts it (limits.count_dispatch)."""
+    usage.runs += 1
+    if job.max_runs_per_day:
+        date = job.date_of(at)
+        usage.days[date] = usage.runs_on(date) + 1
+
+
+# --- previews ------------------------------------------------------------------------------------
 
 @dataclass
 class Preview:
     """A job's coming runs as the pass will decide them (`preview_runs`): each `{at_ms, dst,
     fate, skipped, note}` (`at_ms` with the job's --jitter; `skipped` occurrences before it were
-    skipped, `note` says why), and
-    `end`, the fate that stops the series (expire or pause), if any."""
+    skipped, `note` says why), and `end`, the fate that stops the series (expire or pause), if any."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
     end: Fate | None = None
 
+    @property
+    def first(self) -> dict[str, Any] | None:
+        return self.runs[0] if self.runs else None
 
-def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, now: int, count: int, *,
-                 held: Callable[[], dict[str, Any] | None] | None = None, budget: int = PREVIEW_BUDGET,
-                 start: int | None = None, windows: tuple[dict[str, Any], ...] = ()) -> Preview:
-    """The next `count` occurrences of a scheduled job that will run, each judged by
-    `occurrence_fate` as if a pass ran at its time (an overdue one: now, with `held`), the runs
-    before it spent against its limits, and the agent reading what it is sent (unread messages
-    count only for the occurrence due now). `start` (`cron next --from`): only the runs from
-    then on — those before it still spend the job's lifetime and daily limits."""
+
+def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: Agents | None = None,
+                 budget: int = PREVIEW_BUDGET, start: int | None = None) -> Preview:
+    """The next `count` runs of a scheduled job on its `timeline` (skipped occurrences are not
+    runs; a hold is). `start` (`cron next --from`): only the runs from then on — those before it
+    still spend the job's lifetime and daily limits."""
     preview = Preview()
-    life = job["lifecycle"]
-    if life["status"] != "scheduled":
+    if job.status != "scheduled" or job.next_run_ms is None:
         return preview
-    spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
-                       pending=usage.pending, token_cap=usage.token_cap, tokens=dict(usage.tokens))
-    at, dst = life["nextRunAtMs"], False
-    offset = offset_of(job, entry)  # --jitter: each run is this much after its occurrence
-    if start is not None and start > at + offset and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")
-                                                          or usage.token_cap):
-        found = next_run(job["schedule"], start - offset - 1)  # nothing before `start` changes what follows
-        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:
+    first = None
+    if start is not None and start > job.run_at(job.next_run_ms) and not (
+            job.max_runs or job.max_runs_per_day or usage.token_cap):
+        first = job.next_after(start - job.jitter_offset_ms - 1)  # nothing before `start` changes what follows
+        if first is None:
             return preview
-        (at, dst), held = found, None
-        spent.pending = None  # the message unread now says nothing of a run after `start`
+        agents = None  # the agents now say nothing of a run after `start`
+        usage = replace(usage, pending=None)  # nor does the message unread now
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
-    for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at + offset, now), spent, held=held if step == 0 else None,
-                               windows=windows)
-        spent.unread = spent.pending = None  # the agent reads what the runs before send
+    for step in timeline(job, usage, now, agents=agents, first=first, budget=budget):
+        fate = step.fate
         if fate.action in ("expire", "pause"):
             preview.end = fate
             return preview
         if fate.action == "skip":
-            skipped, notes[fate.detail] = skipped + 1, None
-            ahead = _skip_ahead(job, entry, at) if fate.reason == "inactive_hours" and at >= now else None
-            if ahead is not None:  # the `every` occurrences up to the next window are skipped alike
-                skipped += ahead[1]
-                at, dst = ahead[0], False
-                continue
-        else:
-            if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
-                notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
-            if start is None or at + offset >= start:
-                preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": skipped,
-                                     "note": "; ".join(notes) or None})
-            skipped, notes = 0, {}
-            if fate.action == "run" and fate.reason is None:
-                _spend(spent, job, entry, at)
-            if len(preview.runs) >= count:
-                return preview
-        found = next_run(job["schedule"], at)
-        if found is None or found[0] >= LATEST_SCHEDULABLE_MS:  # past what sxctl can schedule
+            skipped, notes[fate.detail] = skipped + step.count, None
+            continue
+        if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
+            notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
+        if start is None or step.run_ms >= start:
+            preview.runs.append({"at_ms": step.run_ms, "dst": step.dst, "fate": fate, "skipped": skipped,
+                                 "note": "; ".join(notes) or None})
+        skipped, notes = 0, {}
+        if len(preview.runs) >= count:
             return preview
-        at, dst = found
     return preview
-
-
-def _skip_ahead(job: dict[str, Any], entry: dict[str, Any], at: int) -> tuple[int, int] | None:
-    """For an `every` job whose occurrence at `at` falls outside its active hours: the first
-    occurrence from its next active window (or from a clock change before it) and how many lie
-    between (all outside the window, skipped alike) — arithmetic, where walking an every-second
-    job to tomorrow's window would judge 80,000 occurrences. None: no window, or no gain."""
-    schedule = job["schedule"]
-    if schedule["kind"] != "every":
-        return None
-    zone = job_zone(job, entry)
-    start = _next_window_start(entry, local_time(at, zone).replace(tzinfo=None))
-    if start is None:
-        return None
-    land = _first_clock_change(at, int(start.replace(tzinfo=zone).timestamp() * 1000), zone)
-    found = next_run(schedule, land - 1)
-    if found is None or found[0] <= at + schedule["everyMs"]:
-        return None
-    return found[0], (found[0] - at) // schedule["everyMs"] - 1
-
-
-def _first_clock_change(at: int, land: int, zone) -> int:
-    """`land`, or the first instant after `at` and before it where the zone's offset changes
-    (found by halving): when clocks fall back, a window just left comes round again, and a
-    window's start in a spring-forward gap has no instant of its own."""
-    offset = local_time(at, zone).utcoffset()
-    if land <= at or local_time(land, zone).utcoffset() == offset:
-        return land
-    low, high = at, land  # the offset at `low` is the first one, at `high` another
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if local_time(middle, zone).utcoffset() == offset else (low, middle)
-    return high
-
-
-def _next_window_start(entry: dict[str, Any], local):
-    """The wall time (naive) at which the next active span after `local` begins: the active
-    hours' start on an active day, or midnight on one when the window wraps past it."""
-    from datetime import datetime, time, timedelta  # the start-up path never previews
-
-    first, last = parse_active_hours(entry["activeHours"])
-    days = entry.get("activeDays", DAYS)
-    starts = [first, 0] if first > last else [first]
-    found = [datetime.combine(local.date() + timedelta(days=ahead), time(minute // 60, minute % 60))
-             for ahead in range(8) for minute in starts
-             if DAYS[(local.weekday() + ahead) % 7] in days]
-    return min((start for start in found if start > local), default=None)
-
-
-def _spend(usage: LimitUsage, job: dict[str, Any], entry: dict[str, Any], at: int) -> None:
-    """One more run of the job, as the pass counts it (limits.count_dispatch)."""
-    usage.runs += 1
-    if entry.get("maxRunsPerDay"):
-        date = local_time(at, job_zone(job, entry)).date().isoformat()
-        usage.days[date] = usage.runs_on(date) + 1
 
 
 def next_text(preview: Preview) -> str | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import Clock
+from ..policy.job import Job
 from ..policy.overlap import unread_previous
 from ..run.ledger import Group, Ledger
 from ..run.receipts import consumption, execution_dispatch
@@ -109,9 +110,9 @@ def count_dispatch(entry: dict[str, Any], job: dict[str, Any], start: dict[str, 
     return True
 
 
-def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict[str, Any]], ledger: Ledger | None,
-                project: Path, clock: Clock, workspace: Path, unread: bool = True,
-                sessions: dict[Path, list] | None = None, history: dict[str, list[Group]] | None = None) -> LimitUsage:
+def limit_usage(job: Job, *, claims: list[dict[str, Any]], ledger: Ledger | None, project: Path, clock: Clock,
+                workspace: Path, unread: bool = True, sessions: dict[Path, list] | None = None,
+                history: dict[str, list[Group]] | None = None) -> LimitUsage:
     """THE counting rule of every run limit, from durable facts only — used by the pass before it
     admits a job and by the views (`cron list/show`):
 
@@ -128,33 +129,34 @@ def limit_usage(job: dict[str, Any], entry: dict[str, Any], *, claims: list[dict
     A run that dispatched nothing (failed before sending, a held occurrence given up past
     --hold-max) spends nothing. `history` (`job_history`) is the ledger indexed by job, built
     once for many jobs; without it this job's executions are picked from the ledger."""
+    record, entry = job.record, job.entry
     counted: dict[str, Any] = {key: entry[key] for key in ("runs", "day", "countedId") if key in entry}
     for claim in claims:
-        if claim["jobId"] != job["id"]:
+        if claim["jobId"] != job.id:
             continue
         group = ledger.groups.get(claim["executionId"]) if ledger is not None else None
         start = group.start if group is not None else None
         outcome = group.terminal["outcome"] if group is not None and group.terminal is not None else None
         if start is not None:  # a claim without its start row dispatched nothing
-            count_dispatch(counted, job, start, outcome, project=project, clock=clock, workspace=workspace,
+            count_dispatch(counted, record, start, outcome, project=project, clock=clock, workspace=workspace,
                            sessions=sessions)
     usage = LimitUsage(counted.get("runs", 0), counted.get("day"))
-    spent = entry.get("maxRuns") or entry.get("maxRunsPerDay")
-    limit = entry.get("maxUnconsumed") if unread else None
-    overlap = entry.get("overlap") if unread else None
+    spent = job.max_runs or job.max_runs_per_day
+    limit = job.max_unconsumed if unread else None
+    overlap = unread and job.overlap != "queue"
     if ledger is None or not (spent or limit or overlap):
         return usage
     if history is None:
-        history = job_history(ledger, {job["id"]})
-    groups = history.get(job["id"], [])
+        history = job_history(ledger, {job.id})
+    groups = history.get(job.id, [])
     if spent:
-        usage.proven, usage.days = proven_runs(job, entry, groups, project=project, clock=clock, workspace=workspace,
-                                               sessions=sessions)
+        usage.proven, usage.days = proven_runs(record, entry, groups, project=project, clock=clock,
+                                               workspace=workspace, sessions=sessions)
         usage.runs = max(usage.runs, usage.proven)
     if limit:
-        usage.unread = _unread_streak(job, entry, limit, groups, project, clock, sessions, workspace=workspace)
+        usage.unread = _unread_streak(record, entry, limit, groups, project, clock, sessions, workspace=workspace)
     if overlap:
-        usage.pending = unread_previous(job, groups, project=project, clock=clock, workspace=workspace,
+        usage.pending = unread_previous(record, groups, project=project, clock=clock, workspace=workspace,
                                         sessions=sessions)
     return usage
 

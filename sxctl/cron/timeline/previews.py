@@ -1,6 +1,7 @@
-"""The store's jobs as the previews show them (`cron list/show/next`, `next`, `watch`,
-`upcoming()`): each job's limits counted as the pass counts them and its coming runs judged by
-the pass's own rule (`fate.preview_runs`). Read-only: no lock, no write."""
+"""The store's jobs as the views show them (`cron list/show/next`, `next`, `status`, `cron status`,
+`watch`, `upcoming()`): each job's limits counted as the pass counts them and its coming runs on
+its timeline (`fate.preview_runs`), so a view's next run, its mark (held, skipped, given up) and
+the pass's decision are one computation. Read-only: no lock, no write."""
 
 from __future__ import annotations
 
@@ -10,29 +11,65 @@ from typing import Any
 
 from ...clock import Clock
 from ...errors import InvalidDataError
-from ..policy.jitter import offset_of
-from ..policy.maintenance import window_at, windows_for
+from ..policy.job import Job, jobs_of
+from ..policy.maintenance import window_at
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..spend.ledger import read_spend, tokens_by_date
-from ..spend.rules import effective_guards
 from ..store.workspace import Workspace
-from .admission import hold_state
 from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, preview_runs
+from .hold import Agents
 from .limits import LimitUsage, job_history, limit_usage
 from .schedule import schedule_computable
 
 
 @dataclass
 class JobPreviews:
-    """Per job id: its limits' `usages` (what `cron list/show` count) and its coming runs
-    (`previews`, scheduled jobs with a computable schedule only)."""
+    """Per job id: the `jobs` as the pass decides about them, their limits' `usages` (what
+    `cron list/show` count) and their coming runs (`previews`, scheduled jobs with a computable
+    schedule only)."""
 
+    jobs: dict[str, Job] = field(default_factory=dict)
     usages: dict[str, LimitUsage] = field(default_factory=dict)
     previews: dict[str, Preview] = field(default_factory=dict)
 
+    def next_due_ms(self) -> int | None:
+        """When the pass next has a job to run or hold — the `next due` of `status` and `cron
+        status`: the earliest first run of every job's timeline."""
+        return min((p.runs[0]["at_ms"] for p in self.previews.values() if p.runs), default=None)
 
-def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock, *,
+    def overdue(self, now: int, last_pass_ms: int | None) -> list[str]:
+        """THE overdue jobs of `status`, `cron status`, doctor and metrics: missed by the passes
+        (`is_overdue`), and not held by them for a live agent or a spend guard."""
+        held = set(self.held(now)) | set(self.held(now, by_guard=True))
+        return [job.name for job in self.jobs.values() if is_overdue(job, now, last_pass_ms) and job.name not in held]
+
+    def held(self, now: int, *, by_guard: bool = False) -> list[str]:
+        """The jobs the pass holds now: their first run is due and waits for a live agent (or,
+        `by_guard`, for a spend guard)."""
+        return [self.jobs[job_id].name for job_id, p in self.previews.items()
+                if p.runs and p.runs[0]["at_ms"] <= now and (hold := p.runs[0]["fate"].hold) is not None
+                and hold.status == "waiting" and hold.by_guard == by_guard]
+
+
+#: a scheduled job whose next run is this far in the past has been missed: no pass has run it
+OVERDUE_GRACE_MS = 120_000
+
+
+def is_overdue(job: Job, now_ms: int, last_pass_ms: int | None = None) -> bool:
+    """A job the passes missed: due (its next unrun occurrence, with its --jitter) for more than
+    OVERDUE_GRACE_MS, with no pass since then within that grace (`last_pass_ms`: a pass that left
+    it — held, deferred — said why, and the next decides again), and no maintenance window
+    holding it (the pass skips it there). Skipped occurrences count: a pass must run to skip them."""
+    if job.status != "scheduled" or job.next_run_ms is None:
+        return False
+    due = job.run_at(job.next_run_ms)
+    late = now_ms - OVERDUE_GRACE_MS
+    return (due < late and (last_pass_ms is None or last_pass_ms < max(due, late))
+            and window_at(job.windows, job.next_run_ms, now_ms) is None)
+
+
+def counted_usages(ws: Workspace, store: dict[str, Any], jobs: list[Job], project: Path, clock: Clock, *,
                    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, unread: bool = False) -> dict[str, LimitUsage]:
     """Each job's runs as the pass counts them (`limits.limit_usage`), for the jobs where the
     ledger matters: a claim left by a killed pass that dispatched counts before the next pass
@@ -40,19 +77,19 @@ def counted_usages(ws: Workspace, store: dict[str, Any], policy: dict[str, Any],
     when the policy file says less (with `unread`, --max-unconsumed's unread messages too). An
     invalid ledger (`cron validate` names it; the pass refuses it) leaves the policy file's counts."""
     claimed = {claim["jobId"] for claim in store["activeClaims"]}
-    jobs = [job for job in store["jobs"] if (entry := policy["jobs"].get(job["id"]))
-            and (job["id"] in claimed or entry.get("maxRuns") or entry.get("maxRunsPerDay")
-                 or (unread and (entry.get("maxUnconsumed") or entry.get("overlap"))))]
-    if not jobs:
+    counted = [job for job in jobs if job.has_policy
+               and (job.id in claimed or job.max_runs or job.max_runs_per_day
+                    or (unread and (job.max_unconsumed or job.overlap != "queue")))]
+    if not counted:
         return {}
     try:
         ledger: Ledger | None = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes)
     except InvalidDataError:
         return {}
-    history = job_history(ledger, {job["id"] for job in jobs}) if ledger is not None else None
-    return {job["id"]: limit_usage(job, policy["jobs"][job["id"]], claims=store["activeClaims"], ledger=ledger,
-                                   project=project, clock=clock, workspace=ws.root, unread=unread, history=history)
-            for job in jobs}
+    history = job_history(ledger, {job.id for job in counted}) if ledger is not None else None
+    return {job.id: limit_usage(job, claims=store["activeClaims"], ledger=ledger, project=project, clock=clock,
+                                workspace=ws.root, unread=unread, history=history)
+            for job in counted}
 
 
 def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock,
@@ -64,25 +101,18 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     `after` (a time in the future; default now): the runs from then on."""
     now = clock.now_ms()
     spend: dict[str, Any] | None = None
-    live_seen: dict[Path, bool] = {}  # each target project's "no live session" at this instant
-    found = JobPreviews(counted_usages(ws, store, policy, project, clock, max_log_bytes=max_log_bytes, unread=True))
-    for job in store["jobs"]:
-        if job["source"] == "built_in" or job["lifecycle"]["status"] != "scheduled" \
-                or not schedule_computable(job["schedule"]):
+    jobs = jobs_of(store, policy, ws.root)
+    agents = Agents(project, to, clock, ws.root, policy.get("budget"))  # each target project asked once
+    found = JobPreviews({job.id: job for job in jobs},
+                        counted_usages(ws, store, jobs, project, clock, max_log_bytes=max_log_bytes, unread=True))
+    for job in jobs:
+        if job.built_in or job.status != "scheduled" or not schedule_computable(job.record["schedule"]):
             continue
-        entry = policy["jobs"].get(job["id"], {})
-        usage = found.usages.get(job["id"]) or LimitUsage(entry.get("runs", 0), entry.get("day"))
-        cap = effective_guards(entry, policy.get("budget")).get("maxTokensPerDay")
-        if cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
+        usage = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
+        if job.token_cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
             spend = spend if spend is not None else _spend_or_none(ws)
-            usage.token_cap, usage.tokens = cap, tokens_by_date(spend, job["id"])
-
-        def held(job: dict[str, Any] = job, entry: dict[str, Any] = entry) -> dict[str, Any] | None:
-            return hold_state(job, entry, now, project=project, to=to, clock=clock, workspace=ws.root,
-                              budget=policy.get("budget"), seen=live_seen)
-
-        found.previews[job["id"]] = preview_runs(job, entry, usage, now, count, held=held, start=after,
-                                                 windows=windows_for(policy, job["id"]))
+            usage.token_cap, usage.tokens = job.token_cap, tokens_by_date(spend, job.id)
+        found.previews[job.id] = preview_runs(job, usage, now, count, agents=agents, start=after)
     budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found
 
@@ -93,23 +123,3 @@ def _spend_or_none(ws: Workspace) -> dict[str, Any]:
         return read_spend(ws.scheduler)
     except InvalidDataError:
         return {"formatVersion": 1, "runs": []}
-
-
-def next_due(store: dict[str, Any], policy: dict[str, Any] | None, now: int) -> int | None:
-    """When the pass next has a job to run — the `next due` of `status` and `cron status`: each
-    scheduled job's next run (with its --jitter), or for a job whose occurrence a maintenance
-    window skips, its first run after the window, as `cron list` and `cron next` show it."""
-    policy = policy or {"jobs": {}}
-    times = []
-    for job in store["jobs"]:
-        if job["lifecycle"]["status"] != "scheduled":
-            continue
-        entry = policy["jobs"].get(job["id"], {})
-        windows = windows_for(policy, job["id"])
-        due = job["lifecycle"]["nextRunAtMs"]
-        if not window_at(windows, due, now) or not schedule_computable(job["schedule"]):
-            times.append(due + offset_of(job, entry))
-            continue
-        usage = LimitUsage(entry.get("runs", 0), entry.get("day"))
-        times += [run["at_ms"] for run in preview_runs(job, entry, usage, now, 1, windows=windows).runs]
-    return min(times, default=None)

@@ -150,6 +150,21 @@ def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None
         return None
 
 
+def last_run(schedule: dict[str, Any], until_ms: int) -> int | None:
+    """The latest occurrence at or before `until_ms` (None: none yet) — the occurrence a late
+    run stands for (a catch-up's hold is measured from it, runner.md §4)."""
+    kind = schedule["kind"]
+    if kind == "every":
+        anchor, every = schedule["anchorMs"], schedule["everyMs"]
+        return None if until_ms < anchor else anchor + (until_ms - anchor) // every * every
+    if kind == "at":
+        return schedule["atMs"] if schedule["atMs"] <= until_ms else None
+    try:
+        return CronPattern.parse(schedule["expr"]).last_at_or_before(until_ms, load_cron_zone(schedule["tz"]))
+    except (ValueError, OverflowError):
+        return None
+
+
 def load_cron_zone(name: str):
     try:
         return load_zone(name or "UTC")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...clock import Clock
 from ...errors import InvalidDataError, SxctlError, UsageError
 from ...fsio import read_data_file
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
@@ -20,12 +21,11 @@ from ..policy.jitter import check_jitter
 from ..run.heartbeat import newest_pass_ms
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..run.pings import mask_url
-from ..store.authoring import is_overdue
-from ..store.file import STORE_CAP, daemon_locks, read_store
+from ..store.file import STORE_CAP, daemon_locks, find_job, read_store
 from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
 from .fate import next_text
-from .previews import next_due
+from .previews import job_previews
 from .schedule import job_zone_name, load_cron_zone, next_run, schedule_computable
 
 if TYPE_CHECKING:
@@ -89,6 +89,8 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     if preview is not None:
         row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
         row["next_note"] = next_text(preview)
+        hold = preview.runs[0]["fate"].hold if preview.runs else None
+        row["waiting"] = hold.to_json() if hold is not None else None  # its next run waits (cron next says so too)
     elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
         row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
     if failure:
@@ -148,7 +150,8 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
             for index, run in enumerate(preview.runs):
                 fire = _fire(job, run["at_ms"], zone, now_ms, dst=run["dst"],
                              overdue=index == 0 and run["at_ms"] <= now_ms)
-                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=run["fate"].hold)
+                hold = run["fate"].hold
+                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=hold.to_json() if hold else None)
                 fires.append(fire)
             continue
         paused = status == "paused"
@@ -303,8 +306,12 @@ def _lock_age_ms(lockdir) -> int | None:
         return None
 
 
-def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
-    """Offline evidence about a workspace, read without locking (cron-store.md §8 status)."""
+def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
+                     max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> dict[str, Any]:
+    """Offline evidence about a workspace, read without locking (cron-store.md §8 status); its
+    next due time and overdue jobs from the jobs' timelines (`project`: where a job without a
+    target of its own sends)."""
+    now_ms = clock.now_ms()
     store, ledger, found = check_files(ws, max_log_bytes)
     invalid = {problem.file for problem in found}
     if store is not None and ledger is not None:
@@ -341,12 +348,12 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # named among the problems above
         policy = None
-    last_pass = newest_pass_ms(ws, now_ms)
-    for job in jobs:
-        life = job["lifecycle"]
-        if is_overdue(job, now_ms, policy, last_pass) and not store_held:
-            message = f"job {job['name']} is overdue since {format_ms(life['nextRunAtMs'])}; is a tick running?"
-            problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
+    timeline = job_previews(ws, store, policy, project, clock, 1, max_log_bytes=max_log_bytes) \
+        if store is not None and policy is not None else None
+    for name in timeline.overdue(now_ms, newest_pass_ms(ws, now_ms)) if timeline and not store_held else []:
+        job = find_job(store, name)  # type: ignore[arg-type]
+        message = f"job {name} is overdue since {format_ms(job['lifecycle']['nextRunAtMs'])}; is a tick running?"
+        problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     return {
         "ok": True, "workspace": str(ws.root),
         "store": _evidence(ws.store, STORE_CAP), "ledger": _evidence(ws.ledger, max_log_bytes),
@@ -358,5 +365,5 @@ def workspace_status(ws: Workspace, environ, now_ms: int, max_log_bytes: int = D
         "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
                   "store_age_ms": _lock_age_ms(store_lockdir)},
         "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],
-        "next_due_ms": next_due(store, policy, now_ms) if store else None, "owner": owner, "problems": problems,
+        "next_due_ms": timeline.next_due_ms() if timeline else None, "owner": owner, "problems": problems,
     }

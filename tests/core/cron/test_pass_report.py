@@ -24,7 +24,7 @@ def _a_day_down(sched) -> None:
     added = STOPPED - HOUR
     sched.add(added, "half", "--every", "30m", "--payload", "heartbeat-event", "--text", "x")
     sched.add(added, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "d")
-    sched.add(added, "held", "--every", "1h", "--payload", "heartbeat-event", "--text", "h", "--hold-max", "2h")
+    sched.add(added, "held", "--every", "1h", "--payload", "heartbeat-event", "--text", "h", "--hold-max", "0")
     sched.add(added, "ny", "--every", "1h", "--tz", "America/New_York", "--payload", "heartbeat-event", "--text", "n",
               "--active-hours", "08:00-18:00", "--catch-up", "skip", "--stale-after", "1h")
     sched.agent_at(STOPPED)
@@ -36,10 +36,11 @@ def test_a_day_of_downtime_is_one_readable_outcome_per_occurrence(sched):
     result = sched.run(BACK, "cron", "tick")
     assert result.code == 0 and result.err == ""  # said once, on stdout: no warning repeats it
     assert result.out.splitlines() == [
-        "gave up half: 50 occurrences, 2026-12-01 05:19 – 2026-12-02 05:49 UTC, no live agent since "
-        "2026-12-01 04:49 UTC (longer than its --hold-max, 24h)",
         "gave up held: 25 occurrences, 2026-12-01 05:49 – 2026-12-02 05:49 UTC, no live agent since "
-        "2026-12-01 04:49 UTC (longer than its --hold-max, 2h)",
+        "2026-12-01 04:49 UTC (longer than its --hold-max, 0s)",
+        # the hold runs from the occurrence a catch-up stands for: the latest, just due
+        "waiting half: 50 occurrences, 2026-12-01 05:19 – 2026-12-02 05:49 UTC, no live agent since "
+        "2026-12-01 04:49 UTC (gives up at 2026-12-03 05:49 UTC)",
         "waiting daily: due since 2026-12-01 09:00 UTC, no live agent since 2026-12-01 04:49 UTC "
         "(gives up at 09:00 UTC)",
         "skipped ny: 23 occurrences, 2026-12-01 00:49–22:49 America/New_York (stale)",
@@ -52,17 +53,17 @@ def test_the_json_report_has_one_row_per_outcome_and_counts_that_add_up(sched):
     doc = sched.tick(BACK)
     rows = {(row["name"], row["fate"], row.get("reason")): row for row in doc["outcomes"]}
     assert {key: row["count"] for key, row in rows.items()} == {
-        ("half", "given_up", None): 50, ("held", "given_up", None): 25, ("daily", "held", None): 1,
+        ("half", "held", None): 50, ("held", "given_up", None): 25, ("daily", "held", None): 1,
         ("ny", "skipped", "stale"): 23, ("ny", "skipped", "inactive_hours"): 2}
-    assert doc["occurrences"] == {"given_up": 75, "held": 1, "skipped": 25, "total": 101}  # the fates that happened
+    assert doc["occurrences"] == {"given_up": 25, "held": 51, "skipped": 25, "total": 101}  # the fates that happened
     assert sum(row["count"] for row in doc["outcomes"]) == doc["occurrences"]["total"]
-    assert rows[("half", "given_up", None)]["agentLastSeenMs"] == STOPPED
+    assert rows[("held", "given_up", None)]["agentLastSeenMs"] == STOPPED
     assert rows[("daily", "held", None)]["agentLastSeenMs"] == STOPPED
     assert rows[("ny", "skipped", "stale")]["zone"] == "America/New_York"
-    assert [w["agentLastSeenMs"] for w in doc["waiting"]] == [STOPPED]
+    assert [w["agentLastSeenMs"] for w in doc["waiting"]] == [STOPPED, STOPPED]
     assert doc["warnings"] == []
-    # the given-up runs are still recorded as failed precondition runs (the ledger's word)
-    assert sorted((r["name"], r["status"]) for r in doc["runs"]) == [("half", "failed"), ("held", "failed")]
+    # the given-up run is still recorded as a failed precondition run (the ledger's word)
+    assert sorted((r["name"], r["status"]) for r in doc["runs"]) == [("held", "failed")]
 
 
 def test_a_catch_up_run_is_one_line_with_what_it_stands_for(sched):

@@ -99,7 +99,7 @@ def test_a_job_due_while_the_agent_restarts_waits_and_runs_once_when_it_is_back(
 
 
 def test_status_and_next_stop_saying_waits_once_the_hold_limit_has_passed(sched):
-    """The views ask the pass's rule (hold_state): past --hold-max a job is not waiting any more,
+    """The views ask the pass's rule (hold.hold_for): past --hold-max a job is not waiting any more,
     the next pass gives it up, so it is overdue."""
     sched.add(NINE - 3_600_000, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
               "--text", "morning check", "--hold-max", "10m")
@@ -586,7 +586,10 @@ def test_a_preview_skips_ahead_to_the_next_window_as_the_walk_would(monkeypatch)
     judged ~1,000 occurrences per job, 25 s for `cron list` of 3,650 such jobs): the runs, their
     skip counts and notes equal the occurrence-by-occurrence walk's, across DST and wrapping windows."""
     import random
+    from pathlib import Path
 
+    from sxctl.cron.policy.file import DAYS
+    from sxctl.cron.policy.job import job_of
     from sxctl.cron.timeline import fate
     from sxctl.cron.timeline.limits import LimitUsage
 
@@ -607,22 +610,24 @@ def test_a_preview_skips_ahead_to_the_next_window_as_the_walk_would(monkeypatch)
         entry = {"activeHours": f"{start // 60:02}:{start % 60:02}-{end // 60:02}:{end % 60:02}",
                  "tz": rng.choice(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"])}
         if rng.random() < 0.5:
-            entry["activeDays"] = sorted(rng.sample(fate.DAYS, rng.randint(1, 6)), key=fate.DAYS.index)
+            entry["activeDays"] = sorted(rng.sample(DAYS, rng.randint(1, 6)), key=DAYS.index)
         now = int(datetime(2026, rng.choice([3, 10, 11]), rng.randint(1, 28), tzinfo=UTC).timestamp() * 1000)
         if case == 0:  # 02:45 CEST on the night clocks fall back: 02:00-02:30 comes round again in CET
             every, now, entry = 300_000, int(datetime(2026, 10, 25, 0, 40, tzinfo=UTC).timestamp() * 1000), \
                 {"activeHours": "00:00-02:30", "tz": "Europe/Berlin"}
         anchor = now - rng.randrange(every)
-        job = {"schedule": {"kind": "every", "everyMs": every, "anchorMs": anchor},
-               "lifecycle": {"status": "scheduled", "nextRunAtMs": anchor + every * rng.randint(1, 5)}}
+        record = {"id": f"job-{case}", "name": f"job-{case}", "source": "user", "payload": {"kind": "heartbeat_event"},
+                  "schedule": {"kind": "every", "everyMs": every, "anchorMs": anchor},
+                  "lifecycle": {"status": "scheduled", "nextRunAtMs": anchor + every * rng.randint(1, 5)}}
         if case == 0:
-            job["schedule"]["anchorMs"] = job["lifecycle"]["nextRunAtMs"] = now + 5 * MIN
-        fast = fate.preview_runs(job, entry, LimitUsage(0, None), now, 3)
+            record["schedule"]["anchorMs"] = record["lifecycle"]["nextRunAtMs"] = now + 5 * MIN
+        job = job_of(record, {"jobs": {record["id"]: entry}}, Path("/"))
+        fast = fate.preview_runs(job, LimitUsage(0, None), now, 3)
         monkeypatch.setattr(fate, "_skip_ahead", lambda *args: None)
-        slow = fate.preview_runs(job, entry, LimitUsage(0, None), now, 3, budget=200_000)
+        slow = fate.preview_runs(job, LimitUsage(0, None), now, 3, budget=200_000)
         monkeypatch.setattr(fate, "_skip_ahead", counted)
         shown = [[(run["at_ms"], run["skipped"], run["note"]) for run in preview.runs] for preview in (fast, slow)]
-        assert shown[0] == shown[1] and len(shown[0]) == 3, f"seed {seed}, case {case}: {job} {entry}"
+        assert shown[0] == shown[1] and len(shown[0]) == 3, f"seed {seed}, case {case}: {record} {entry}"
     assert sum(found is not None for found in jumps) >= 10, f"seed {seed}: the arithmetic was hardly used"
 
 
@@ -691,13 +696,13 @@ def test_a_preview_of_many_jobs_lists_each_target_projects_sessions_once(sched, 
     """Whether a job would wait for a live agent is the same for every job sending to one project
     at one instant: `cron list` of 10,000 jobs read the sessions folder 10,000 times (1.0 s; 0.34 s
     now, benchmarks/run.py (c) with a project)."""
-    from sxctl.cron.timeline import admission
+    from sxctl.cron.timeline import hold
 
     for n in range(12):
         sched.add(NINE - MIN, f"job-{n}", "--every", "1h", "--payload", "agent-turn", "--text", "x")
     calls = []
-    real = admission.list_sessions
-    monkeypatch.setattr(admission, "list_sessions", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    real = hold.list_sessions
+    monkeypatch.setattr(hold, "list_sessions", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
     listed = sched.run(NINE + MIN, "cron", "list", "--json")  # all 12 due, no live agent: each waits
     assert listed.code == 0 and len(listed.json()["jobs"]) == 12
     assert len(calls) == 1

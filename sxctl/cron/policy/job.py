@@ -1,0 +1,159 @@
+"""One job as sxctl decides about it: comis's stored record joined with sxctl's policy entry and
+the workspace's shared settings, read once where the store and the policy file are read
+(`jobs_of`). Every rule below the API that decides a job's future — the timeline, the pass's
+admission, the previews — reads these typed fields; the key strings of both files for what a
+decision needs are here and in the files' own modules (store/schema.py, policy/file.py), nowhere
+else. The `record` and `entry` a Job carries are for the writers: the pass that claims, settles,
+skips and counts writes them back through the store and the policy file."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..spend.rules import effective_guards
+from ..store.targets import endpoint_of, resolve_project
+from ..timeline.schedule import job_zone_name, last_run, load_cron_zone, local_time, next_run
+from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
+from .jitter import jitter_offset_ms
+
+
+@dataclass(frozen=True)
+class ActiveHours:
+    """`--active-hours HH:MM-HH:MM` (minutes of the day; a start after the end wraps past
+    midnight) on `days` (`--active-days`, week order), in the job's zone."""
+
+    text: str
+    start: int
+    end: int
+    days: tuple[str, ...]
+
+    def allows(self, local: datetime) -> bool:
+        """Is a wall time in the job's zone inside the active hours and days?"""
+        if DAYS[local.weekday()] not in self.days:
+            return False
+        minute = local.hour * 60 + local.minute
+        return self.start <= minute < self.end if self.start < self.end else (minute >= self.start or minute < self.end)
+
+    def next_start(self, local: datetime) -> datetime | None:
+        """The wall time (naive) at which the next active span after `local` begins: the start on
+        an active day, or midnight on one when the window wraps past it."""
+        starts = [self.start, 0] if self.start > self.end else [self.start]
+        found = [datetime.combine(local.date() + timedelta(days=ahead), time(minute // 60, minute % 60))
+                 for ahead in range(8) for minute in starts
+                 if DAYS[(local.weekday() + ahead) % 7] in self.days]
+        return min((start for start in found if start > local), default=None)
+
+    def describe(self, zone_name: str) -> str:
+        days = f" {','.join(self.days)}" if self.days != DAYS else ""
+        return f"active hours {self.text}{days} {zone_name}"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job's schedule, zone, target, limits, windows and pins, typed (see the module)."""
+
+    id: str
+    name: str
+    built_in: bool
+    #: comis's persisted schedule (kind cron/every/at); next_after/last_at_or_before walk it
+    schedule: Mapping[str, Any]
+    status: str
+    next_run_ms: int | None
+    zone_name: str
+    payload_kind: str
+    #: the project its messages go to when it names one (resolved against the workspace), and
+    #: the conversation (`live` or a session id); None: the pass's project / `--to`
+    target_project: Path | None
+    conversation: str | None
+    #: a delivery target on another channel than the SCORPIOX inbox (no agent session to judge)
+    other_channel: bool
+    hold_max_ms: int
+    catch_up: str
+    stale_after_ms: int
+    missed_note: bool
+    active: ActiveHours | None
+    max_runs_per_day: int | None
+    max_runs: int | None
+    until_ms: int | None
+    max_unconsumed: int | None
+    overlap: str
+    jitter_offset_ms: int
+    host: str | None
+    #: --max-tokens-per-day, the job's own or the workspace budget's
+    token_cap: int | None
+    #: the maintenance windows that apply to it: the workspace's and its own
+    windows: tuple[dict[str, Any], ...]
+    #: whether the policy file has an entry for it (a job without one follows every default)
+    has_policy: bool
+    #: the runs the policy file counted (toward --max-runs) and its newest counted day
+    #: (`{date, runs}`, toward --max-runs-per-day): the half of each count that outlives the ledger
+    counted_runs: int
+    counted_day: dict[str, Any] | None
+    record: dict[str, Any]
+    entry: dict[str, Any]
+
+    @property
+    def one_shot(self) -> bool:
+        return self.schedule["kind"] == "at"
+
+    @property
+    def zone(self):
+        return load_cron_zone(self.zone_name)
+
+    def run_at(self, occurrence_ms: int) -> int:
+        """When the pass runs an occurrence: its time plus the job's --jitter offset."""
+        return occurrence_ms + self.jitter_offset_ms
+
+    def next_after(self, bound_ms: int) -> tuple[int, bool] | None:
+        """(the first occurrence strictly after `bound_ms`, whether DST shaped it)."""
+        return next_run(self.schedule, bound_ms)  # type: ignore[arg-type]
+
+    def last_at_or_before(self, until_ms: int) -> int | None:
+        return last_run(self.schedule, until_ms)  # type: ignore[arg-type]
+
+    def local(self, ms: int) -> datetime:
+        """An instant as a wall time in the job's zone (its days and hours are counted there)."""
+        return local_time(ms, self.zone)
+
+    def date_of(self, ms: int) -> str:
+        """The date in the job's zone of an instant (`--max-runs-per-day` counts by it)."""
+        return self.local(ms).date().isoformat()
+
+
+def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -> Job:
+    """The Job of a stored record, with its entry of the policy document `policy` (read_policy)
+    and its target resolved against `workspace` (the folder holding the store)."""
+    entry = policy["jobs"].get(record["id"], {})
+    hours = entry.get("activeHours")
+    active = None
+    if hours is not None:
+        start, end = parse_active_hours(hours)
+        active = ActiveHours(hours, start, end, tuple(entry.get("activeDays", DAYS)))
+    endpoint = endpoint_of(record)
+    delivery = record.get("deliveryTarget")
+    workspace_window = policy.get("maintenance")
+    return Job(
+        id=record["id"], name=record["name"], built_in=record["source"] == "built_in", schedule=record["schedule"],
+        status=record["lifecycle"]["status"], next_run_ms=record["lifecycle"].get("nextRunAtMs"),
+        zone_name=job_zone_name(record, entry), payload_kind=record["payload"]["kind"],
+        target_project=resolve_project(endpoint["channelInstanceId"], workspace) if endpoint else None,
+        conversation=endpoint["conversationId"] if endpoint else None,
+        other_channel=delivery is not None and endpoint is None,
+        hold_max_ms=entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), catch_up=entry.get("catchUp", "once"),
+        stale_after_ms=entry.get("staleAfterMs", 0), missed_note=entry.get("missedNote", True), active=active,
+        max_runs_per_day=entry.get("maxRunsPerDay"), max_runs=entry.get("maxRuns"), until_ms=entry.get("untilMs"),
+        max_unconsumed=entry.get("maxUnconsumed"), overlap=entry.get("overlap", "queue"),
+        jitter_offset_ms=jitter_offset_ms(record["id"], entry.get("jitterMs")), host=entry.get("host"),
+        token_cap=effective_guards(entry, policy.get("budget")).get("maxTokensPerDay"),
+        windows=tuple(w for w in (workspace_window, entry.get("maintenance")) if w),
+        has_policy=bool(entry), counted_runs=entry.get("runs", 0), counted_day=entry.get("day"),
+        record=record, entry=entry)
+
+
+def jobs_of(store: Mapping[str, Any], policy: Mapping[str, Any], workspace: Path) -> list[Job]:
+    """Every job of the store, as sxctl decides about it."""
+    return [job_of(record, policy, workspace) for record in store["jobs"]]

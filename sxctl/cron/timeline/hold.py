@@ -1,0 +1,111 @@
+"""Holding a due run: the one rule for what the pass does with a due job for want of a live agent,
+or because a spend guard stops its dispatch (cron/spend/guards.py) — it waits, unclaimed, up to
+the job's --hold-max, then is given up. The hold is measured from the occurrence a run would
+stand for: the latest one due (a catch-up folds the earlier ones into it), so a machine that was
+off for a weekend does not give up work that is still inside --hold-max."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...clock import Clock
+from ...project import freshest_live, list_sessions
+from ..policy.job import Job
+from ..spend.guards import GuardVerdict, spend_verdict
+from ..store.targets import holds_project
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A held (`waiting`, until `give_up_at_ms`) or given-up (`given_up`) due run. `reason`:
+    `no_live_session`, or a spend guard's (rate_limit, token_budget, usage_unreadable; `detail`
+    says why in words). `due_since_ms`: when its first unrun occurrence was due; the hold runs
+    from the occurrence it stands for (`give_up_at_ms` less `hold_max_ms`). A one-shot held by a
+    guard has no other occurrence to skip to: it waits (`give_up_at_ms` None) until the guard
+    lets it go."""
+
+    status: str
+    reason: str
+    due_since_ms: int
+    give_up_at_ms: int | None
+    hold_max_ms: int
+    detail: str | None = None
+
+    @property
+    def by_guard(self) -> bool:
+        return self.reason != "no_live_session"
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"status": self.status, "reason": self.reason, "dueSinceMs": self.due_since_ms,
+                               "giveUpAtMs": self.give_up_at_ms, "holdMaxMs": self.hold_max_ms}
+        if self.detail is not None:
+            doc["detail"] = self.detail
+        return doc
+
+
+@dataclass
+class Agents:
+    """What the timeline asks of the agents at one instant: whether a job's target has a live
+    session (each project asked once, `seen`) and the spend guards' verdict. `project` and `to`
+    are where a job without a target of its own sends (the pass's --project and --to)."""
+
+    project: Path
+    to: str
+    clock: Clock
+    workspace: Path
+    budget: dict[str, Any] | None = None
+    seen: dict[Path, bool] = field(default_factory=dict)
+
+    def target(self, job: Job) -> tuple[Path, str] | None:
+        """The project and conversation (`live` or a session id) the job's message goes to, or
+        None for a job that sends to no agent session."""
+        if job.payload_kind not in ("agent_turn", "heartbeat_event") or job.other_channel:
+            return None
+        return job.target_project or self.project, job.conversation or self.to
+
+    def waits(self, job: Job) -> bool:
+        """The one rule for a job that waits: it sends to the `live` session of a project in which
+        no session is live now."""
+        target = self.target(job)
+        if target is None or target[1] != "live":
+            return False
+        where = target[0]
+        if where not in self.seen:
+            self.seen[where] = holds_project(where) and freshest_live(list_sessions(where, self.clock)) is None
+        return self.seen[where]
+
+    def verdict(self, job: Job) -> GuardVerdict | None:
+        """The spend guards' verdict on the job now (None: it has none)."""
+        return spend_verdict(job.record, job.entry, self.budget, project=self.project, to=self.to, clock=self.clock,
+                             workspace=self.workspace)
+
+
+def stands_for(job: Job, occurrence: int, now: int) -> int:
+    """The occurrence a run of the job at `now` stands for, `occurrence` being its first unrun
+    one: its latest due occurrence (a catch-up folds the earlier ones into it), or `occurrence`
+    itself while it is not yet due."""
+    if job.one_shot or job.run_at(occurrence) > now:
+        return occurrence
+    latest = job.last_at_or_before(now - job.jitter_offset_ms)
+    return occurrence if latest is None or latest < occurrence else latest
+
+
+def hold_for(job: Job, occurrence: int, now: int, agents: Agents) -> Hold | None:
+    """Whether the pass at `now` holds the job's run of `occurrence` (its first unrun one): None
+    when it need not wait; `waiting` until the give-up time, then `given_up` (no live agent: the
+    pass runs it, and its dispatch fails; a guard: the occurrence is skipped with the guard's
+    reason). A job not yet due is judged as the pass at its time will (`--hold-max 0`: given up
+    at once)."""
+    due_at = job.run_at(occurrence)
+    give_up_at = job.run_at(stands_for(job, occurrence, now)) + job.hold_max_ms
+    status = "waiting" if max(now, due_at) < give_up_at else "given_up"
+    if agents.waits(job):
+        return Hold(status, "no_live_session", due_at, give_up_at, job.hold_max_ms)
+    verdict = agents.verdict(job)
+    if verdict is None or verdict.reason is None:
+        return None
+    if job.one_shot:
+        return Hold("waiting", verdict.reason, due_at, None, job.hold_max_ms, verdict.detail)
+    return Hold(status, verdict.reason, due_at, give_up_at, job.hold_max_ms, verdict.detail)
