@@ -2,7 +2,10 @@
 from its id, so that fifty jobs at `0 9 * * *` do not all reach the agent at 09:00 (systemd's
 `RandomizedDelaySec` with `FixedRandomDelay`, anacron's `RANDOM_DELAY`). The offset is applied by
 the pass to the due time: comis's `nextRunAtMs` stays what comis computes, and an occurrence not
-yet run inside its jitter window is still the store's next one after any restart."""
+yet run inside its jitter window is still the store's next one after any restart.
+
+`--jitter` must be shorter than the shortest time between two runs over the coming year, DST
+changes included (`check_jitter`, timeline/gaps.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +13,11 @@ import hashlib
 from typing import Any
 
 from ...errors import UsageError
-from ..timeline.schedule import next_run
+from ...timeparse import duration_text, format_ms
+from ..timeline.gaps import shortest_gap
+from ..timeline.schedule import job_zone_name, load_cron_zone, schedule_computable
 
 MAX_JITTER_MS = 7 * 24 * 3_600_000
-GAP_SAMPLE = 64  # occurrences of a cron schedule measured for its shortest gap
 
 
 def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
@@ -37,26 +41,19 @@ def run_at(job: dict[str, Any], entry: dict[str, Any], due_at: int) -> int:
 
 
 def check_jitter(job: dict[str, Any], entry: dict[str, Any], now_ms: int) -> None:
-    """--jitter must be shorter than the time between two runs of the job (exit 2): a longer
-    delay would fold the following occurrence into this one's run."""
+    """--jitter must be shorter than the time between two runs of the job over the coming year,
+    DST changes included (exit 2): a longer delay would fold the following occurrence into this
+    one's run. The message says when the runs are that close."""
     jitter = entry.get("jitterMs")
     schedule = job["schedule"]
-    if not jitter or schedule["kind"] == "at":
+    if not jitter or schedule["kind"] == "at" or not schedule_computable(schedule):
         return
+    gap = shortest_gap(schedule, now_ms)
+    if gap is None or jitter < gap.ms:
+        return
+    prefix = f"--jitter {duration_text(jitter)} must be shorter than the time between two runs of {job['name']}"
     if schedule["kind"] == "every":
-        gap = schedule["everyMs"]
-    else:
-        gap, at = None, now_ms
-        previous = None
-        for _ in range(GAP_SAMPLE):
-            found = next_run(schedule, at)
-            if found is None:
-                break
-            if previous is not None:
-                gap = found[0] - previous if gap is None else min(gap, found[0] - previous)
-            previous = at = found[0]
-        if gap is None:
-            return
-    if jitter >= gap:
-        raise UsageError(f"--jitter {jitter // 1000}s must be shorter than the time between two runs of "
-                         f"{job['name']} ({gap // 1000}s)")
+        raise UsageError(f"{prefix}: its runs are {duration_text(gap.ms)} apart")
+    zone = job_zone_name(job, entry)
+    day = format_ms(gap.at_ms, "%Y-%m-%d", load_cron_zone(zone))
+    raise UsageError(f"{prefix}: on {day} its runs are {duration_text(gap.ms)} apart ({zone})")
