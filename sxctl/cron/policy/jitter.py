@@ -4,20 +4,26 @@ from its id, so that fifty jobs at `0 9 * * *` do not all reach the agent at 09:
 the pass to the due time: comis's `nextRunAtMs` stays what comis computes, and an occurrence not
 yet run inside its jitter window is still the store's next one after any restart.
 
-`--jitter` must be shorter than the shortest time between two runs over the coming year, DST
-changes included (`check_jitter`, timeline/gaps.py)."""
+A run never reaches the job's next occurrence: `--jitter` must be shorter than the shortest time
+between two runs over the coming year, DST changes included (`check_jitter`, timeline/gaps.py),
+and a jitter that is not (a policy file edited by hand, a zone whose rules changed) is cut, per
+occurrence, to fall a second before the next one (`run_at`): each occurrence is due before the
+one after it."""
 
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Any
 
 from ...errors import UsageError
 from ...timeparse import duration_text, format_ms
 from ..timeline.gaps import shortest_gap
-from ..timeline.schedule import job_zone_name, load_cron_zone, schedule_computable
+from ..timeline.schedule import job_zone_name, load_cron_zone, next_run, schedule_computable
 
 MAX_JITTER_MS = 7 * 24 * 3_600_000
+#: how far a run stays before the job's next occurrence when its offset would reach it
+_BEFORE_NEXT_MS = 1000
 
 
 def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
@@ -30,14 +36,44 @@ def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
 
 
 def offset_of(job: dict[str, Any], entry: dict[str, Any]) -> int:
-    """The delay the pass adds to each of this job's due times (0 without --jitter)."""
+    """The delay the pass adds to each of this job's due times (0 without --jitter), before
+    `run_at` cuts it short of the next occurrence."""
     jitter = entry.get("jitterMs")
     return jitter_offset_ms(job["id"], jitter) if jitter else 0
 
 
 def run_at(job: dict[str, Any], entry: dict[str, Any], due_at: int) -> int:
-    """When the pass runs the occurrence comis has due at `due_at`."""
-    return due_at + offset_of(job, entry)
+    """When the pass runs the occurrence comis has due at `due_at`: `due_at` plus the job's
+    offset, but at least a second before the job's next occurrence (an offset that would reach
+    it would fold that occurrence into this run). The one rule of the pass and every preview."""
+    offset = offset_of(job, entry)
+    if not offset:
+        return due_at
+    following = _following(_schedule_key(job["schedule"]), due_at)
+    if following is not None:
+        offset = max(0, min(offset, following - due_at - _BEFORE_NEXT_MS))
+    return due_at + offset
+
+
+_SCHEDULE_KEYS = ("kind", "expr", "tz", "everyMs", "anchorMs", "atMs")  # what next_run reads
+
+
+def _schedule_key(schedule: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple((key, schedule[key]) for key in _SCHEDULE_KEYS if key in schedule)
+
+
+@lru_cache(maxsize=4096)
+def _following(key: tuple[Any, ...], due_at: int) -> int | None:
+    """The occurrence after `due_at` (cached: the pass and the previews ask it of each occurrence
+    more than once)."""
+    schedule = dict(key)
+    if not schedule_computable(schedule):
+        return None
+    try:
+        found = next_run(schedule, due_at)
+    except UsageError:  # a zone this machine cannot load: `cron validate` names it
+        return None
+    return None if found is None else found[0]
 
 
 def check_jitter(job: dict[str, Any], entry: dict[str, Any], now_ms: int) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from ..policy.file import DAYS, is_active_time, parse_active_hours
-from ..policy.jitter import offset_of
+from ..policy.jitter import offset_of, run_at
 from ..policy.maintenance import window_at, window_text
 from .burst import CATCHUP_AFTER_MS
 from .limits import LimitUsage
@@ -86,11 +86,11 @@ def occurrence_fate(job: dict[str, Any], entry: dict[str, Any], due_at: int, now
     policy `entry` and its limits' `usage` (limits.limit_usage). `held` says whether the pass
     holds a due job for want of a live agent (admission.hold_state; asked only when it matters).
     `windows`: the maintenance windows that apply to the job (maintenance.windows_for). A job's
-    --jitter delays when the occurrence is due (`jitter.offset_of`): lateness counts from then."""
+    --jitter delays when the occurrence is due (`jitter.run_at`): lateness counts from then."""
     expired = expiry(job, entry, due_at, usage)
     if expired is not None:
         return expired
-    late = now - offset_of(job, entry)  # due at due_at + the --jitter offset: as late as now - offset
+    late = now - (run_at(job, entry, due_at) - due_at)  # due at its jittered time: as late as now - offset
     if due_at > late:
         return Fate("not_due")
     one_shot = job["schedule"]["kind"] == "at"  # it waits for the end of the window; a recurring job skips
@@ -167,7 +167,7 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
     spent = LimitUsage(usage.runs, dict(usage.day) if usage.day else None, usage.unread, dict(usage.days),
                        pending=usage.pending, token_cap=usage.token_cap, tokens=dict(usage.tokens))
     at, dst = life["nextRunAtMs"], False
-    offset = offset_of(job, entry)  # --jitter: each run is this much after its occurrence
+    offset = offset_of(job, entry)  # --jitter: each run is at most this much after its occurrence
     if start is not None and start > at + offset and not (entry.get("maxRuns") or entry.get("maxRunsPerDay")
                                                           or usage.token_cap):
         found = next_run(job["schedule"], start - offset - 1)  # nothing before `start` changes what follows
@@ -177,7 +177,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         spent.pending = None  # the message unread now says nothing of a run after `start`
     skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
     for step in range(budget):
-        fate = occurrence_fate(job, entry, at, max(at + offset, now), spent, held=held if step == 0 else None,
+        when = run_at(job, entry, at)  # the pass's own time for it: with --jitter, before the next one
+        fate = occurrence_fate(job, entry, at, max(when, now), spent, held=held if step == 0 else None,
                                windows=windows)
         spent.unread = spent.pending = None  # the agent reads what the runs before send
         if fate.action in ("expire", "pause"):
@@ -193,8 +194,8 @@ def preview_runs(job: dict[str, Any], entry: dict[str, Any], usage: LimitUsage, 
         else:
             if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
                 notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
-            if start is None or at + offset >= start:
-                preview.runs.append({"at_ms": at + offset, "dst": dst, "fate": fate, "skipped": skipped,
+            if start is None or when >= start:
+                preview.runs.append({"at_ms": when, "dst": dst, "fate": fate, "skipped": skipped,
                                      "note": "; ".join(notes) or None})
             skipped, notes = 0, {}
             if fate.action == "run" and fate.reason is None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...clock import Clock
 from ...errors import InvalidDataError
-from ..policy.jitter import offset_of
+from ..policy.jitter import run_at
 from ..policy.maintenance import window_at, windows_for
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..spend.ledger import read_spend, tokens_by_date
@@ -108,7 +108,7 @@ def next_due(store: dict[str, Any], policy: dict[str, Any] | None, now: int) -> 
         windows = windows_for(policy, job["id"])
         due = job["lifecycle"]["nextRunAtMs"]
         if not window_at(windows, due, now) or not schedule_computable(job["schedule"]):
-            times.append(due + offset_of(job, entry))
+            times.append(run_at(job, entry, due))
             continue
         usage = LimitUsage(entry.get("runs", 0), entry.get("day"))
         times += [run["at_ms"] for run in preview_runs(job, entry, usage, now, 1, windows=windows).runs]

@@ -1,17 +1,18 @@
 """--jitter against the year's real gaps: a jitter accepted in December for `0 0,12 * * *` in
 Europe/Berlin swallowed the 12:00 run on 2027-03-28 (DST starts: 00:00 and 12:00 are 11 h apart),
 because the check sampled 64 occurrences ahead. It now checks a year of occurrences, DST changes
-included."""
+included, and the pass never runs an occurrence at or after the next one (a hand-edited policy)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 import croniter
 import pytest
 
-from sxctl.cron.policy.jitter import check_jitter
+from sxctl.cron.policy.jitter import check_jitter, jitter_offset_ms
 from sxctl.cron.timeline.gaps import shortest_gap
 from sxctl.cron.timeline.schedule import next_run
 from sxctl.errors import UsageError
@@ -23,6 +24,9 @@ sched = test_scheduling.sched  # a project at a fake time; every command's store
 
 SECOND, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
 BERLIN = ("--cron", "0 0,12 * * *", "--tz", "Europe/Berlin", "--payload", "delivery", "--text", "twice a day")
+MIDNIGHT = int(datetime(2027, 3, 27, 23, 0, tzinfo=UTC).timestamp() * 1000)  # 2027-03-28 00:00 CET
+NOON = MIDNIGHT + 11 * HOUR  # 2027-03-28 12:00 CEST: clocks went forward at 02:00
+DELIVER = {"SXCTL_DELIVER_CMD": "cat > /dev/null"}
 
 
 def ms(iso: str) -> int:
@@ -62,6 +66,41 @@ def test_validate_names_the_day_a_hand_edited_jitter_is_too_long(sched):
     assert problem["file"] == str(sched.policy_file)
     assert problem["message"] == ("jitterMs 11h59m must be shorter than the time between two runs of twice: "
                                   "on 2027-03-28 its runs are 11h apart (Europe/Berlin)")
+
+
+def _jitter_with_offset(job_id: str, low: int, high: int) -> int:
+    """A jitterMs (as a hand-edited file may hold) that gives this job an offset in [low, high)."""
+    for jitter in range(high, high + 10 * HOUR, 997):
+        if low <= jitter_offset_ms(job_id, jitter) < high:
+            return jitter
+    raise AssertionError("no such jitter")  # about 1 in 12 values lands there: never reached
+
+
+def test_a_hand_edited_jitter_runs_the_midnight_occurrence_before_noon_and_both_once(sched):
+    """`cron next` and the pass tell the same story: the 00:00 run is cut to a second before the
+    12:00 occurrence, which then runs at its own jittered time — each once."""
+    sched.add(MIDNIGHT - 10 * HOUR, "twice", *BERLIN, "--jitter", "1m")  # next run: 2027-03-28 00:00 CET
+    job_id = sched.job("twice")["job"]["id"]
+    doc = json.loads(sched.policy_file.read_text())
+    jitter = _jitter_with_offset(job_id, 11 * HOUR + 5 * MIN, 11 * HOUR + 55 * MIN)
+    doc["jobs"][job_id]["jitterMs"] = jitter
+    sched.policy_file.write_text(json.dumps(doc))
+    offset = int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:8], "big") % jitter
+    assert 11 * HOUR < offset < 12 * HOUR - SECOND  # past 00:00's gap, short of 12:00's
+
+    fires = sched.run(MIDNIGHT - 10 * HOUR, "cron", "next", "--json", "-n", "3").json()["fires"]
+    assert [f["at_ms"] for f in fires] == [NOON - SECOND, NOON + offset, NOON + 12 * HOUR + offset]
+    assert fires[0]["at_ms"] < NOON
+
+    ran: list[tuple[int, int, str]] = []
+    for now in sorted({MIDNIGHT, MIDNIGHT + 30 * MIN, NOON - HOUR, NOON - SECOND, NOON, NOON + HOUR,
+                       NOON + offset - MIN, NOON + offset, NOON + offset + 30 * MIN}):
+        result = sched.run(now, "cron", "tick", "--json", env=sched.env(**DELIVER))
+        assert result.code == 0, result.err
+        ran += [(now, run["scheduledForMs"], run["trigger"]) for run in result.json()["runs"]]
+    assert ran == [(NOON - SECOND, MIDNIGHT, "scheduled"), (NOON + offset, NOON, "scheduled")]
+    store = json.loads((sched.root / ".scheduler" / "cron-jobs.json").read_text())
+    assert store["jobs"][0]["lifecycle"]["nextRunAtMs"] == NOON + 12 * HOUR
 
 
 def _brute_gap(schedule: dict, now: int, span: int) -> tuple[int, int] | None:
