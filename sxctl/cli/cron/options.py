@@ -84,7 +84,8 @@ def policy_options(command):
                      "anyway (default); skip = skip the run; replace = retract the unread one, send the new one."),
         click.option("--jitter", type=DURATION, metavar="DURATION",
                      help="Delay each run by a fixed offset in [0, DURATION) derived from the job id, so that "
-                     "jobs due together do not start together (0: none)."),
+                     "jobs due together do not start together (0: none). It must be shorter than the shortest "
+                     "time between two runs over the coming year, DST changes included."),
         click.option("--host", metavar="NAME|any",
                      help="Run the job only from passes on this host (SXCTL_HOST, else the host name); "
                      "any (default): every host's pass may run it."),

@@ -18,7 +18,7 @@ from ..spend.rules import effective_guards
 from ..store.targets import endpoint_of, resolve_project
 from ..timeline.schedule import job_zone_name, last_run, load_cron_zone, local_time, next_run
 from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
-from .jitter import jitter_offset_ms
+from .jitter import jitter_offset_ms, jittered_at
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,9 @@ class Job:
         return load_cron_zone(self.zone_name)
 
     def run_at(self, occurrence_ms: int) -> int:
-        """When the pass runs an occurrence: its time plus the job's --jitter offset."""
-        return occurrence_ms + self.jitter_offset_ms
+        """When the pass runs an occurrence: its time plus the job's --jitter offset, cut to a
+        second before the next occurrence (policy/jitter.py)."""
+        return jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)  # type: ignore[arg-type]
 
     def next_after(self, bound_ms: int) -> tuple[int, bool] | None:
         """(the first occurrence strictly after `bound_ms`, whether DST shaped it)."""

@@ -88,7 +88,7 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     expired = expiry(job, occurrence, usage)
     if expired is not None:
         return expired
-    late = now - job.jitter_offset_ms  # due at occurrence + the --jitter offset: as late as now - offset
+    late = now - (job.run_at(occurrence) - occurrence)  # due at its jittered time: as late as now - offset
     if occurrence > late:
         return Fate("not_due")
     window = window_at(job.windows, now if job.one_shot else occurrence, now)  # a one-shot waits; recurring skips

@@ -88,7 +88,9 @@ def stands_for(job: Job, occurrence: int, now: int) -> int:
     itself while it is not yet due."""
     if job.one_shot or job.run_at(occurrence) > now:
         return occurrence
-    latest = job.last_at_or_before(now - job.jitter_offset_ms)
+    latest = job.last_at_or_before(now)
+    while latest is not None and latest > occurrence and job.run_at(latest) > now:  # not due yet with its jitter
+        latest = job.last_at_or_before(latest - 1)
     return occurrence if latest is None or latest < occurrence else latest
 
 
