@@ -68,6 +68,13 @@ def status() -> None:
     emit(doc, human)
 
 
+def _due_job(cron: dict) -> str:
+    """Which job is next due, and its mark (`waits for agent`, `overdue`, …) as `cron list` shows it."""
+    if not cron.get("next_due_job"):
+        return ""
+    return f" ({cron['next_due_job']}{', ' + cron['next_due_mark'] if cron.get('next_due_mark') else ''})"
+
+
 def _cron_lines(doc: dict) -> None:
     from ..api.cron_checks import describe_consumption  # the cron part of the API loads with a cron section
 
@@ -75,7 +82,8 @@ def _cron_lines(doc: dict) -> None:
     cron = doc["cron"]
     if cron.get("store_exists"):
         states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
-        say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {_when(cron['next_due_ms'])}")
+        due = _when(cron["next_due_ms"]) + _due_job(cron)
+        say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {due}")
         for run in cron["last_runs"]:
             read = describe_consumption(run.get("consumption"))
             say(f"         {run['name'] or run['executionId'][:8]}: {run['status']}{', ' + read if read else ''} "
@@ -138,13 +146,13 @@ def next_(count: int, tz: str | None) -> None:
             notes.append("at the next poll" if row["agent_live"] else "when an agent runs (none is live)")
         if row.get("idle_only"):
             notes.append("if idle")
-        for flag in ("overdue", "paused", "dst"):
-            if row.get(flag):
+        if row.get("mark"):  # the job's timeline mark, as `cron list` and `cron next` show it
+            notes.append(row["mark"])
+        for flag in ("paused", "dst") if row["source"] == "cron" else ("overdue", "paused", "dst"):
+            if row.get(flag) and flag != row.get("mark"):
                 notes.append(flag)
-        if row.get("waiting"):
-            notes.append("waits for a live agent")
         if row.get("held"):
-            notes.append(f"held: {row['held']}")
+            notes.append(row["held"])
         if row.get("note"):
             notes.append(f"after {row['note']}")
         return ", ".join(notes)

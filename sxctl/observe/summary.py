@@ -55,8 +55,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     store = read_store(ws)
     if store is None:
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
-                "last_runs": [], "unknown_runs": [], "tick_running": False, "waiting": [], "paused_by_sxctl": [],
-                "failed": [], "maintenance": []}
+                "next_due_job": None, "next_due_mark": None, "last_runs": [], "unknown_runs": [],
+                "tick_running": False, "waiting": [], "paused_by_sxctl": [], "failed": [], "maintenance": []}
     full_policy = read_policy(ws)
     policy = full_policy["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
@@ -78,10 +78,12 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
     latest = clock_behind(store, runs, now_ms)  # the rule every pass and edit applies: while it holds, each stops
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
+    due = timeline.next_due()
     guards = guard_states(ws, store, full_policy, project, clock, timeline)  # the spend guards (observe/spend_view.py)
     return {
         "store_exists": True, "jobs_by_state": by_state, "active_claims": len(store["activeClaims"]),
-        "next_due_ms": timeline.next_due_ms(), "clock_behind": behind,
+        "next_due_ms": (due or {}).get("at_ms"), "next_due_job": (due or {}).get("job"),
+        "next_due_mark": (due or {}).get("mark"), "clock_behind": behind,
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": timeline.overdue(now_ms, last_pass),

@@ -58,6 +58,8 @@ class CronRow(TypedDict):
     dst: bool
     waiting: bool
     held: str | None
+    #: the timeline's mark of this run (`sxctl.cron.timeline.fate.run_mark`), as every view shows it
+    mark: str | None
     note: str | None
     skipped_before: int
 
@@ -91,6 +93,7 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
                                 overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
                                 waiting=bool(held) and held["status"] == "waiting" and "detail" not in held,
                                 held=held.get("detail") if held else None, note=fire.get("note"),
+                                mark=fire.get("mark"),
                                 skipped_before=fire.get("skipped_before", 0)))
     order = {"inbox": 0, "callback": 1, "cron": 2}
     rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))

@@ -36,7 +36,9 @@ def status(max_log_bytes) -> None:
                                           if p["code"] == "invalid_data"))
         say(f"valid       {'yes' if doc['strictAuthoritiesValid'] and doc['policyValid'] else f'NO ({invalid})'}")
         say(f"owner       {doc['owner']}")
-        say(f"next due    {when(doc['next_due_ms'])}")
+        job = doc.get("next_due_job")
+        mark = f", {doc['next_due_mark']}" if doc.get("next_due_mark") else ""
+        say(f"next due    {when(doc['next_due_ms'])}{f' ({job}{mark})' if job else ''}")
         for problem in doc["problems"]:
             say(f"problem     {problem['code']}: {problem['message']}")
 

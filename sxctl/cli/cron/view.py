@@ -35,7 +35,7 @@ def list_(tz) -> None:
         table(["NAME", "KIND", "SCHEDULE", "STATE", "NEXT", "TARGET"], [
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
-             r["state"],
+             _state(r),
              _next(r, _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
@@ -44,12 +44,20 @@ def list_(tz) -> None:
     emit(result.to_json(), human)
 
 
+def _state(row: dict) -> str:
+    """The STATE cell: `waiting` for a scheduled job whose due run the pass holds now (--json: its
+    `next_mark`), else the job's state."""
+    mark = row.get("next_mark") or ""
+    return "waiting" if row["state"] == "scheduled" and mark.startswith(("waiting", "held:")) else row["state"]
+
+
 def _next(row: dict, zone) -> str:
-    """The NEXT cell: the next run the pass will make, and what waits before it (or why none)."""
-    note = row.get("next_note")
+    """The NEXT cell: the next run the pass will make, its mark (as `cron next` shows it), and what
+    waits before it (or why none)."""
+    note, mark = row.get("next_note"), row.get("next_mark")
     if row["next_run_ms"] is None:
         return note or "-"
-    return f"{when(row['next_run_ms'], zone)}{f' after {note}' if note else ''}"
+    return f"{when(row['next_run_ms'], zone)}{f' ({mark})' if mark else ''}{f' after {note}' if note else ''}"
 
 
 def _shown_in(row: dict, tz: str | None, zone):
@@ -120,21 +128,20 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
         if not fires:
             say("no upcoming fires")
             return
-        def overdue(fire: dict) -> str:
-            held = fire.get("waiting")
-            if held is None:
-                return "overdue — due at the next pass"
-            if held.get("detail"):  # a spend guard holds it
-                return f"due — held: {held['detail']}"
-            if held["status"] == "waiting":
-                until = format_ms(held["giveUpAtMs"], "%Y-%m-%d %H:%M", result.zone)
-                return f"due — waits for a live agent until {until}"
-            return "overdue — no live agent past its --hold-max: given up at the next pass"
+        def mark(fire: dict) -> str:
+            """The run's timeline mark, with when a hold ends or why a guard holds it."""
+            held, word = fire.get("waiting"), fire.get("mark") or ""
+            if held is not None and held.get("detail"):  # a spend guard: its reason in words
+                return f"{word} ({held['detail']})"
+            if held is not None and held.get("giveUpAtMs") is not None and "wait" in word:
+                return f"{word} until {format_ms(held['giveUpAtMs'], '%Y-%m-%d %H:%M', result.zone)}"
+            if word == "given up":
+                return "given up at the next pass (no live agent past its --hold-max)"
+            return word
 
         table(["WHEN", "IN", "JOB", "NOTE"], [
             [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
-             ", ".join(n for n, on in ((overdue(f), f["overdue"]), (f"after {f.get('note')}", f.get("note")),
-                                        ("paused", f["paused"]), ("running", f.get("running")),
+             ", ".join(n for n, on in ((mark(f), f.get("mark")), (f"after {f.get('note')}", f.get("note")),
                                         (f"on host {f.get('host')}", f.get("host")),
                                         (f"pings {f.get('pingUrl')}", f.get("pingUrl")),
                                         ("dst", f["dst"])) if on)]

@@ -245,8 +245,9 @@ def _spend(usage: LimitUsage, job: Job, at: int) -> None:
 @dataclass
 class Preview:
     """A job's coming runs as the pass will decide them (`preview_runs`): each `{at_ms, dst,
-    fate, skipped, note}` (`at_ms` with the job's --jitter; `skipped` occurrences before it were
-    skipped, `note` says why), and `end`, the fate that stops the series (expire or pause), if any."""
+    fate, skipped, note, mark}` (`at_ms` with the job's --jitter; `skipped` occurrences before it
+    were skipped, `note` says why; `mark`: `run_mark`), and `end`, the fate that stops the series
+    (expire or pause), if any."""
 
     runs: list[dict[str, Any]] = field(default_factory=list)
     end: Fate | None = None
@@ -285,11 +286,29 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
             notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
         if start is None or step.run_ms >= start:
             preview.runs.append({"at_ms": step.run_ms, "dst": step.dst, "fate": fate, "skipped": skipped,
-                                 "note": "; ".join(notes) or None})
+                                 "note": "; ".join(notes) or None, "mark": run_mark(fate, step.run_ms, now)})
         skipped, notes = 0, {}
         if len(preview.runs) >= count:
             return preview
     return preview
+
+
+def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
+    """THE mark every view shows beside a coming run (`cron list`, `cron next`, `next`, `status`,
+    docs/timeline.md): `waiting for agent` (due, held for a live agent; `will wait for agent` when
+    it is not due yet and no agent is live now), `held: <guard>` (a spend guard holds it; `will be
+    held: <guard>`), `maintenance` (a one-shot waits for its window's end), `given up` (past
+    --hold-max: the next pass gives it up), `overdue` (due: the next pass runs it), or None."""
+    due = run_ms <= now
+    if fate.action == "hold" and fate.hold is not None:
+        if fate.hold.by_guard:
+            return f"{'held' if due else 'will be held'}: {(fate.reason or '').replace('_', ' ')}"
+        return "waiting for agent" if due else "will wait for agent"
+    if fate.action == "hold":
+        return "maintenance"
+    if fate.reason == "given_up":
+        return "given up"
+    return "overdue" if due else None
 
 
 def next_text(preview: Preview) -> str | None:

@@ -33,10 +33,13 @@ class JobPreviews:
     usages: dict[str, LimitUsage] = field(default_factory=dict)
     previews: dict[str, Preview] = field(default_factory=dict)
 
-    def next_due_ms(self) -> int | None:
+    def next_due(self) -> dict[str, Any] | None:
         """When the pass next has a job to run or hold — the `next due` of `status` and `cron
-        status`: the earliest first run of every job's timeline."""
-        return min((p.runs[0]["at_ms"] for p in self.previews.values() if p.runs), default=None)
+        status`: the earliest first run of every job's timeline, `{at_ms, job, mark}` (`mark`:
+        fate.run_mark, as `cron list` and `cron next` show it)."""
+        first = min(((p.runs[0]["at_ms"], self.jobs[job_id].name, p.runs[0]["mark"])
+                     for job_id, p in self.previews.items() if p.runs), default=None)
+        return None if first is None else {"at_ms": first[0], "job": first[1], "mark": first[2]}
 
     def overdue(self, now: int, last_pass_ms: int | None) -> list[str]:
         """THE overdue jobs of `status`, `cron status`, doctor and metrics: missed by the passes

@@ -91,6 +91,7 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
         row["next_note"] = next_text(preview)
         hold = preview.runs[0]["fate"].hold if preview.runs else None
         row["waiting"] = hold.to_json() if hold is not None else None  # its next run waits (cron next says so too)
+        row["next_mark"] = preview.runs[0]["mark"] if preview.runs else None
     elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
         row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
     if failure:
@@ -143,7 +144,7 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
         if status == "one_shot_terminal" or not schedule_computable(job["schedule"]):
             continue
         if status == "one_shot_claimed":
-            fires.append(_fire(job, life["scheduledForMs"], zone, now_ms, running=True))
+            fires.append({**_fire(job, life["scheduledForMs"], zone, now_ms, running=True), "mark": "running"})
             continue
         preview = (previews or {}).get(job["id"])
         if preview is not None:
@@ -151,7 +152,8 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
                 fire = _fire(job, run["at_ms"], zone, now_ms, dst=run["dst"],
                              overdue=index == 0 and run["at_ms"] <= now_ms)
                 hold = run["fate"].hold
-                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=hold.to_json() if hold else None)
+                fire.update(note=run["note"], skipped_before=run["skipped"], waiting=hold.to_json() if hold else None,
+                            mark=run["mark"])
                 fires.append(fire)
             continue
         paused = status == "paused"
@@ -163,7 +165,8 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
         for index, (at_ms, dst) in enumerate(occurrences):
             fire = _fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused), dst=dst,
                          overdue=index == 0 and at_ms <= now_ms and not paused)
-            fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None)
+            fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None,
+                        mark="paused" if fire["paused"] else None)
             fires.append(fire)
     entries = (policy or {"jobs": {}})["jobs"]
     for fire in fires:  # a job pinned to a host (--host) runs only from that host's passes; --ping-url masked
@@ -354,6 +357,7 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
         job = find_job(store, name)  # type: ignore[arg-type]
         message = f"job {name} is overdue since {format_ms(job['lifecycle']['nextRunAtMs'])}; is a tick running?"
         problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
+    due = timeline.next_due() if timeline else None
     return {
         "ok": True, "workspace": str(ws.root),
         "store": _evidence(ws.store, STORE_CAP), "ledger": _evidence(ws.ledger, max_log_bytes),
@@ -365,5 +369,6 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
         "locks": {"store_held": store_held, "ledger_held": os.path.isdir(ledger_lockdir),
                   "store_age_ms": _lock_age_ms(store_lockdir)},
         "built_in_jobs": [j["name"] for j in jobs if j["source"] == "built_in"],
-        "next_due_ms": timeline.next_due_ms() if timeline else None, "owner": owner, "problems": problems,
+        "next_due_ms": due["at_ms"] if due else None, "next_due_job": due["job"] if due else None,
+        "next_due_mark": due["mark"] if due else None, "owner": owner, "problems": problems,
     }

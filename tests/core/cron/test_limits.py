@@ -339,7 +339,7 @@ def test_cron_next_says_a_held_job_waits_as_the_pass_does(sched):
                                "giveUpAtMs": waiting["giveUpAtMs"], "holdMaxMs": 2 * HOUR}
     assert waiting["giveUpAtMs"] == NINE + 2 * HOUR
     shown = sched.run(at, "cron", "next", "daily", "-n", "1", "--tz", "UTC")
-    assert "waits for a live agent until 2026-12-01 11:00" in shown.out and "catchup" not in shown.out
+    assert "waiting for agent until 2026-12-01 11:00" in shown.out and "catchup" not in shown.out
     merged = sched.run(at, "--session", SID, "next", "--json").json()
     assert [row["waiting"] for row in merged["rows"] if row["source"] == "cron"][0] is True
 

@@ -46,7 +46,7 @@ def test_a_job_above_its_rate_limit_ceiling_is_held_and_runs_when_the_figure_fal
            "(gives up at 11:00 UTC)" in text
     [fire] = sched.run(NINE + MIN, "cron", "next", "daily", "-n", "1", "--json").json()["fires"]
     assert fire["waiting"]["reason"] == "rate_limit"
-    assert "held: rl_5h 0.85" in sched.run(NINE + MIN, "cron", "next", "daily", "-n", "1").out
+    assert "held: rate limit (rl_5h 0.85" in sched.run(NINE + MIN, "cron", "next", "daily", "-n", "1").out
 
     agent_with(sched, NINE + 30 * MIN, usage(rl_5h=0.5, rl_7d=0.8))  # the weekly figure is at the ceiling too
     assert sched.tick(NINE + 30 * MIN)["waiting"][0]["detail"].startswith("rl_7d 0.8 is at or above")

@@ -4,6 +4,7 @@ stands for, and every view shows the fate the pass then acts on."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -106,3 +107,66 @@ def test_past_the_hold_of_the_latest_occurrence_the_catch_up_is_given_up(world):
     assert [(r["status"], r["errorKind"]) for r in runs] == [("failed", "precondition")]
     world.agent_at(ms(2026, 12, 7, 8, 40))
     assert world.tick(ms(2026, 12, 7, 8, 40))["runs"] == [] and world.delivered() == []
+
+
+# --- every view tells the same next run, with the same mark ----------------------------------------
+
+TUESDAY_1710 = ms(2026, 12, 1, 17, 10)
+
+
+def _views(world, at: int, name: str) -> dict[str, tuple]:
+    """Each view's next run of the only job `name` (time, mark), human and --json."""
+    listed = world.ok(at, "cron", "list", "--json").json()["jobs"]
+    [row] = [r for r in listed if r["job"]["name"] == name]
+    [fire] = world.ok(at, "cron", "next", name, "-n", "1", "--json").json()["fires"]
+    status = world.ok(at, "--session", SID, "status", "--json").json()["cron"]
+    upcoming = [r for r in world.ok(at, "--session", SID, "next", "--json").json()["rows"] if r["source"] == "cron"]
+    return {"cron list": (row["next_run_ms"], row["next_mark"]), "cron next": (fire["at_ms"], fire["mark"]),
+            "status": (status["next_due_ms"], status["next_due_mark"]),
+            "next": (upcoming[0]["at_ms"], upcoming[0]["mark"])}
+
+
+def _human(world, at: int, name: str) -> dict[str, str]:
+    return {"cron list": world.ok(at, "cron", "list", "--tz", "UTC").out,
+            "cron next": world.ok(at, "cron", "next", name, "-n", "1", "--tz", "UTC").out,
+            "status": world.ok(at, "--session", SID, "status").out,
+            "next": world.ok(at, "--session", SID, "next", "--tz", "UTC").out}
+
+
+@pytest.mark.parametrize("case", ["active_hours", "held", "limited", "maintenance"])
+def test_every_view_shows_the_next_run_and_its_mark_as_the_pass_will_decide_it(world, case):
+    """`status` said "next due in 14m59s" for an every-15m job outside its active hours while
+    `cron next` said tomorrow 09:00; `cron list` said `scheduled` for a held job."""
+    at = TUESDAY_1710
+    world.agent_at(at)
+    add = ["cron", "add", "job", "--payload", "agent-turn", "--text", "x"]
+    if case == "active_hours":
+        world.ok(at - HOUR, *add, "--every", "15m", "--anchor", "2026-12-01 00:00", "--active-hours", "09:00-17:00",
+                 "--tz", "UTC")
+        expected = (ms(2026, 12, 2, 9, 0), None)
+    elif case == "held":  # due at 17:00, no live agent since 16:00: the pass holds it
+        world.agent_at(at - 70 * MIN)
+        world.ok(at - 2 * HOUR, *add, "--cron", "0 17 * * *", "--tz", "UTC", "--hold-max", "2h")
+        expected = (ms(2026, 12, 1, 17, 0), "waiting for agent")
+    elif case == "limited":  # its one run today went out at 17:00: the next is tomorrow's first
+        world.ok(at - 2 * HOUR, *add, "--every", "1h", "--anchor", "2026-12-01 00:00", "--max-runs-per-day", "1",
+                 "--tz", "UTC")
+        world.agent_at(ms(2026, 12, 1, 17, 0) + 30_000)
+        assert [r["status"] for r in world.tick(ms(2026, 12, 1, 17, 0) + 30_000)["runs"]] == ["dispatched"]
+        world.agent_at(at)
+        expected = (ms(2026, 12, 2, 0, 0), None)
+    else:  # a maintenance window until 19:00 skips 17:30 and 18:30
+        world.ok(at - HOUR, *add, "--every", "1h", "--anchor", "2026-12-01T00:30Z")
+        world.ok(at, "cron", "pause", "--all", "--until", "2026-12-01T19:00Z", "--reason", "migration")
+        expected = (ms(2026, 12, 1, 19, 30), None)
+    views = _views(world, at, "job")
+    assert set(views.values()) == {expected}, views
+    shown = _human(world, at, "job")
+    for view, text in shown.items():
+        if expected[1] is not None:
+            assert expected[1] in text, (view, text)
+    day, clock = datetime.fromtimestamp(expected[0] / 1000, UTC).strftime("%Y-%m-%d %H:%M").split()
+    for view in ("cron list", "cron next", "next"):
+        assert re.search(rf"{day}[ T]{clock}", shown[view]), (view, shown[view])
+    if case == "held":
+        assert " waiting " in shown["cron list"]  # the STATE column: the pass holds it now
