@@ -95,12 +95,13 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
                       workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
                       clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None) -> Simulation:
-    """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs,
-    in `tz` when they name no zone) over a copy of the workspace, with a simulated agent that
-    reads every message at once, except during the `agent_down` spans (`FROM..TO`). Writes
-    nothing in the project; no delivery command and no wake gate runs. `max_catchup` is the
-    passes' `--max-catchup` (None: the workspace's default, 0: no budget). `usage` (a JSON file):
-    the usage block the simulated agent reports, to rehearse the spend guards (`_usage_steps`)."""
+    """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs, in
+    `tz` when they name no zone) over a copy of the workspace, with a simulated agent that reads
+    every message at once, except during the `agent_down` spans (`FROM..TO`), in the project and in
+    every project below the workspace that a job targets. Writes nothing in the project; no delivery
+    command and no wake gate runs. `max_catchup` is the passes' `--max-catchup` (None: the
+    workspace's default, 0: no budget). `usage` (a JSON file): the usage block the simulated agent
+    reports, to rehearse the spend guards (`_usage_steps`)."""
     start, end = _time("--from", from_time, tz), _time("--until", until, tz)
     if end < start:
         raise UsageError(f"--until {until!r} is before --from {from_time!r}")

@@ -32,9 +32,11 @@ def simulate(from_time, until, agent_down, pass_every, tz, max_catchup, usage_fi
     """Rehearse the schedule: run the real scheduler pass over a copy of the store, policy and
     ledger with a simulated clock, and print each occurrence's fate and what the agent is told.
 
-    The simulated agent reads every message at once, except while --agent-down. Nothing in the
-    project is written, no SXCTL_DELIVER_CMD and no wake gate runs, and no agent need be running.
-    At most 10080 passes run (a week of minutes; a warning says where it stopped). --json prints one JSON document.
+    The simulated agent reads every message at once, except while --agent-down; it lives in the
+    project and in every project below the workspace a job targets (a target outside the
+    workspace is not rehearsed). Nothing in the project is written, no SXCTL_DELIVER_CMD and no
+    wake gate runs, and no agent need be running. At most 10080 passes run (a week of minutes; a
+    warning says where it stopped). --json prints one JSON document.
 
     \b
     Examples:

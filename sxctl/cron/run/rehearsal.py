@@ -1,7 +1,8 @@
-"""`cron simulate`: the REAL scheduler pass (runner.SchedulerPass, its admission and fate rules)
-run over a copy of the store, the policy file, the ledger and the sessions, in a temporary
-folder, with a simulated clock and a simulated agent that reads every message at once (none
-while it is down). Nothing in the project is written; nothing is delivered, no wake gate runs."""
+"""`cron simulate`: the REAL scheduler pass (runner.SchedulerPass, its admission and fate rules) run
+over a copy of the store, the policy file, the ledger and the sessions (the project's and those of
+every project in the workspace a job targets), in a temporary folder, with a simulated clock and a
+simulated agent that reads every message at once (none while it is down). Nothing in the project is
+written; nothing is delivered, no wake gate runs."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from typing import Any
 from ...clock import FakeClock
 from ...errors import ErrorCode, InvalidDataError, SxctlError, UsageError
 from ...project import ProjectLayout, list_sessions
+from ...project.layout import SCORPIOX_DIR
 from ...report import Reporter
 from ...timeparse import format_ms
 from ..spend.ledger import spend_path
-from ..store.targets import run_target_project
+from ..store.file import read_store
+from ..store.targets import endpoint_of, holds_project, inside, linked_through, resolve_project, run_target_project
 from ..store.workspace import Workspace
 from ..timeline.catchup import skipped_count
 from .dispatch import Dispatcher, DispatchFailure, Occurrence
@@ -73,45 +76,50 @@ class SimulatedDispatcher(Dispatcher):
 def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_every_ms: int,
              agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3,
              max_catchup: int | None = None, usage: list[tuple[int, Any]] | None = None) -> Rehearsal:
-    """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace
-    and `project`; the simulated agent is live except in `agent_down` ([from, to) spans) and
-    reports `usage` (`(from_ms, block)` steps, the last one begun in force; None: no block)."""
+    """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace,
+    `project` and the workspace's target projects (`_copy`); the simulated agent is live in each
+    copied project except in `agent_down` ([from, to) spans) and reports `usage` (`(from_ms, block)`
+    steps, the last one begun in force; None: no block)."""
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
     with tempfile.TemporaryDirectory(prefix="sxctl-simulate-") as temp:
-        sim_ws, sim_project, session_dir = _copy(ws, project, Path(temp), from_ms)
-        held: set[tuple[Any, ...]] = set()
-        told: dict[str, dict[str, Any]] = {}  # inbox stem -> the run event that sent it
-        at = from_ms
-        while at <= until_ms:
-            if result.passes >= MAX_PASSES:
-                result.truncated, result.stopped_at_ms = True, at
-                break
-            up = not any(start <= at < end for start, end in agent_down)
-            if up:
-                _write_stats(session_dir, at, _usage_at(usage, at))
-            try:
+        copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`_real_paths`)
+        try:  # an error names the user's own file, not the throw-away copy
+            sim_ws, sim_project, homes = _copy(ws, project, Path(temp), from_ms, copies)
+            held: set[tuple[Any, ...]] = set()
+            told: dict[tuple[str, str], dict[str, Any]] = {}  # (session folder, stem) -> the run event that sent it
+            sends = _sessions_of(sim_ws, sim_project)
+            at = from_ms
+            while at <= until_ms:
+                if result.passes >= MAX_PASSES:
+                    result.truncated, result.stopped_at_ms = True, at
+                    break
+                up = not any(start <= at < end for start, end in agent_down)
+                for home in homes if up else ():
+                    _write_stats(home, at, _usage_at(usage, at))
                 report = _one_pass(sim_ws, sim_project, at, environ, max_per_pass, max_catchup, result.pings)
-            except SxctlError as error:  # named as the user's own file, not the throw-away copy
-                copies = {str(sim_project): str(project), str(sim_ws.root): str(ws.root), temp: str(ws.root)}
-                error.message = _real_paths({"m": error.message}, copies)["m"]
-                error.file = _real_paths({"f": error.file}, copies)["f"]
-                raise
-            result.passes += 1
-            result.events += [_real_paths(event, {str(sim_project): str(project), str(sim_ws.root): str(ws.root),
-                                                  temp: str(ws.root)})
-                              for event in _events(report, at, held, told)]
-            if up:
-                _read_all(session_dir, at, told)
-            at += pass_every_ms
+                result.passes += 1
+                result.events += [_real_paths(event, copies) for event in _events(report, at, held, told, sends)]
+                for home in homes if up else ():
+                    _read_all(home, at, told)
+                at += pass_every_ms
+        except SxctlError as error:
+            error.message = _real_paths({"m": error.message}, copies)["m"]
+            error.file = _real_paths({"f": error.file}, copies)["f"]
+            raise
     return result
 
 
-def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Workspace, Path, Path]:
-    """The workspace's scheduler files and the project's sessions, copied below `temp` (links
-    stay links: nothing outside is read through them); the session the simulated agent runs in."""
-    same = os.path.realpath(ws.root) == os.path.realpath(project)
-    sim_ws = Workspace(temp / "project" if same else temp / "workspace")
-    sim_project = temp / "project"
+def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int,
+          copies: dict[str, str]) -> tuple[Workspace, Path, list[Path]]:
+    """The workspace's scheduler files and the sessions of `project` and of every project in the
+    workspace a job targets (`_targets`), copied below `temp` at the same places relative to the
+    workspace (each copied folder -> the user's own, in `copies`); the session of each that the
+    simulated agent runs in."""
+    root = Path(os.path.realpath(ws.root))
+    real_project = Path(os.path.realpath(project))
+    sim_ws = Workspace(temp / "project" if real_project == root else temp / "workspace")
+    sim_project = sim_ws.root / real_project.relative_to(root) if inside(real_project, root) else temp / "project"
+    copies.update({str(sim_project): str(project), str(sim_ws.root): str(ws.root)})
     sim_ws.scheduler.mkdir(parents=True)
     for path in (ws.store, ws.policy, ws.ledger, spend_path(ws.scheduler)):  # + the tokens already attributed
         if os.path.islink(path):  # refused as the pass refuses them, never silently left out
@@ -120,9 +128,52 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
             raise InvalidDataError(str(path), "not a regular file")
         if path.is_file():
             shutil.copy2(path, sim_ws.scheduler / path.name)
-    sessions = ProjectLayout(project).sessions
+    homes = [_home(project, sim_project, from_ms)]
+    for target, sim_target in _targets(sim_ws, ws.root, temp, {str(real_project)}, copies):
+        homes.append(_home(target, sim_target, from_ms))
+    return sim_ws, sim_project, homes
+
+
+def _targets(sim_ws: Workspace, workspace: Path, temp: Path, seen: set[str],
+             copies: dict[str, str]) -> list[tuple[Path | None, Path]]:
+    """The projects in `workspace` (itself or below it) that the store's jobs target, stored
+    relative to it, each once with its place in the copy: a folder holding a real `.scorpiox/`,
+    reached through no symbolic link, has its sessions copied. A link on the way, or a linked
+    `.scorpiox`, is never followed: the copy holds a link at its place to a folder of the copy with
+    a simulated agent (None: nothing copied), so the pass meets it, and refuses it, as for real.
+    An absolute target is not copied (the rehearsal says it is not rehearsed)."""
+    found: list[tuple[Path | None, Path]] = []
+    for job in (read_store(sim_ws) or {"jobs": []})["jobs"]:
+        endpoint = endpoint_of(job)
+        if endpoint is None or os.path.isabs(endpoint["channelInstanceId"]):
+            continue
+        resolved = resolve_project(endpoint["channelInstanceId"], workspace)
+        if not inside(resolved, workspace) or str(resolved) in seen:  # a hand-written `..`: not rehearsed
+            continue
+        seen.add(str(resolved))
+        link = linked_through(endpoint["channelInstanceId"], resolved, workspace)
+        if link is None and os.path.islink(resolved / SCORPIOX_DIR):
+            link = resolved / SCORPIOX_DIR
+        if link is not None:
+            copied = sim_ws.root / link.relative_to(workspace)
+            if not os.path.lexists(copied):
+                behind = temp / "linked" / str(len(copies))
+                behind.mkdir(parents=True)
+                copied.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(behind, copied)
+                copies[str(behind)] = str(link)
+            found.append((None, sim_ws.root / resolved.relative_to(workspace)))
+        elif holds_project(resolved):
+            found.append((resolved, sim_ws.root / resolved.relative_to(workspace)))
+    return found
+
+
+def _home(project: Path | None, sim_project: Path, from_ms: int) -> Path:
+    """`project`'s sessions (None: none) copied into `sim_project` (links stay out: nothing
+    outside is read through them), none of them live; the session the simulated agent runs in."""
+    sessions = ProjectLayout(project).sessions if project is not None else None
     target = ProjectLayout(sim_project).sessions
-    if sessions.is_dir() and not sessions.is_symlink():
+    if sessions is not None and sessions.is_dir() and not sessions.is_symlink():
         _copy_sessions(sessions, target)
     target.mkdir(parents=True, exist_ok=True)
     for folder in target.iterdir():  # only the simulated agent is ever live
@@ -132,7 +183,7 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int) -> tuple[Works
     infos = list_sessions(sim_project)
     session_dir = infos[0].dir if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent"
     session_dir.mkdir(exist_ok=True)
-    return sim_ws, sim_project, session_dir
+    return session_dir
 
 
 def _copy_sessions(source: Path, target: Path) -> None:
@@ -191,8 +242,15 @@ def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str],
         raise
 
 
-def _events(report: PassReport, at: int, held: set[tuple[Any, ...]],
-            told: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _sessions_of(sim_ws: Workspace, sim_project: Path) -> dict[str, Path]:
+    """Each job's sessions folder in the copy (job id -> folder), where its messages are read."""
+    jobs = (read_store(sim_ws) or {"jobs": []})["jobs"]
+    return {job["id"]: ProjectLayout(run_target_project(job, sim_project, workspace=sim_ws.root)).sessions
+            for job in jobs}
+
+
+def _events(report: PassReport, at: int, held: set[tuple[Any, ...]], told: dict[tuple[str, str], dict[str, Any]],
+            sends: dict[str, Path]) -> list[dict[str, Any]]:
     """Each occurrence's fate in one pass: one event per occurrence (or per run of skipped ones)."""
     events: list[dict[str, Any]] = []
 
@@ -218,9 +276,9 @@ def _events(report: PassReport, at: int, held: set[tuple[Any, ...]],
         fate = ("given_up" if run["jobId"] in given_up else "failed" if run.get("reason")
                 else "catch_up" if run["trigger"] == "catchup" else "dispatched")
         row = event(run["name"], fate, run["scheduledForMs"], count=stands_for, reason=run.get("reason"))
-        stem = (run.get("outcome") or {}).get("stem")
-        if stem:
-            told[stem] = row
+        outcome = run.get("outcome") or {}
+        if outcome.get("stem") and run["jobId"] in sends:  # stems are unique in a session, not across projects
+            told[(os.path.normpath(sends[run["jobId"]] / outcome["sessionId"]), outcome["stem"])] = row
     for deferred in report.deferred:
         event(deferred["name"], "deferred", deferred["nextRunAtMs"],
               reason="--max-catchup" if deferred.get("reason") == "max_catchup" else "--max-per-pass")
@@ -232,7 +290,7 @@ def _events(report: PassReport, at: int, held: set[tuple[Any, ...]],
     return events
 
 
-def _read_all(session_dir: Path, at: int, told: dict[str, dict[str, Any]]) -> None:
+def _read_all(session_dir: Path, at: int, told: dict[tuple[str, str], dict[str, Any]]) -> None:
     """The simulated agent reads every pending message at once: moved to done/, its text kept
     on the run event that sent it."""
     inbox = session_dir / "inbox"
@@ -248,5 +306,5 @@ def _read_all(session_dir: Path, at: int, told: dict[str, dict[str, Any]]) -> No
         except (OSError, ValueError):
             text = None
         os.rename(inbox / name, inbox / "done" / name)
-        if stem in told:
-            told[stem].update(told=text, read_ms=at)
+        if (os.path.normpath(session_dir), stem) in told:
+            told[(os.path.normpath(session_dir), stem)].update(told=text, read_ms=at)

@@ -46,7 +46,8 @@ def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
     for folder, _, names in os.walk(root):
         for name in names:
             path = Path(folder) / name
-            files[str(path.relative_to(root))] = (path.read_bytes(), path.stat().st_mtime_ns)
+            files[str(path.relative_to(root))] = (path.read_bytes() if path.is_file() else b"",  # not a FIFO
+                                                  path.lstat().st_mtime_ns)
     return files
 
 
@@ -252,3 +253,51 @@ def test_naive_times_are_read_in_the_local_zone_they_are_shown_in(policies):
                           "--json", clock=FakeClock(NINE), env=env)
     assert result.code == 0, result.err
     assert result.json()["from_ms"] == NINE  # 18:00 in Tokyo is 09:00 UTC
+
+
+def test_a_job_for_a_project_below_the_workspace_is_rehearsed_in_a_copy_of_its_sessions(project, tmp_path):
+    """A target stored relative to the workspace (`--to-project sub/app`) is dispatched and read
+    in the rehearsal as by a real pass (it failed precondition: the copy held only the
+    workspace's sessions); a link on the way is refused as the pass refuses it, named as the
+    user's own folder; nothing in the sub-project or where the link points is written."""
+    sub = project.root / "sub" / "app"
+    (sub / ".scorpiox" / "sessions" / SID).mkdir(parents=True)
+    (sub / ".scorpiox" / "sessions" / SID / "stats.json").write_text(json.dumps({"updated_ms": NINE, "model": "m"}))
+    (project.root / "vendor" / ".scorpiox" / "sessions" / SID).mkdir(parents=True)
+    for name, target in (("sub", "sub/app"), ("linked", "vendor")):
+        added = project.run("cron", "add", name, "--every", "1h", "--to-project", str(project.root / target),
+                            "--payload", "agent-turn", "--text", f"hello {name}", clock=FakeClock(NINE - MIN))
+        assert added.code == 0, added.err
+    store = json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())
+    assert [job["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] for job in store["jobs"]] == \
+        ["sub/app", "vendor"]
+    (project.root / ".scorpiox" / "sessions" / SID).mkdir()  # the same session name, the same minute: one stem
+    assert project.run("cron", "add", "own", "--every", "1h", "--payload", "agent-turn", "--text", "hello own",
+                       clock=FakeClock(NINE - MIN)).code == 0
+    elsewhere = tmp_path / "elsewhere"  # vendor/ becomes a link to another project (a cloned repository's)
+    (project.root / "vendor").rename(elsewhere)
+    (project.root / "vendor").symlink_to(elsewhere)
+    (project.root / "tools" / ".scorpiox").mkdir(parents=True)
+    assert project.run("cron", "add", "linked-scorpiox", "--every", "1h", "--to-project", str(project.root / "tools"),
+                       "--payload", "agent-turn", "--text", "x", clock=FakeClock(NINE - MIN)).code == 0
+    (project.root / "tools" / ".scorpiox").rmdir()
+    (project.root / "tools" / ".scorpiox").symlink_to(elsewhere / ".scorpiox")
+    os.mkfifo(sub / ".scorpiox" / "sessions" / SID / "x.fifo")  # never opened: a copy would block on it
+    before, outside = snapshot(project.root), snapshot(elsewhere)
+    doc = simulate(project)
+    sent = [e for e in doc["events"] if e["job"] == "sub"]
+    assert len(sent) == 23 and {e["fate"] for e in sent} == {"dispatched"}  # 09:59 to 07:59, each a minute late
+    assert all(e["told"] == "hello sub" and e["read_ms"] == e["pass_ms"] for e in sent)
+    own = [e for e in doc["events"] if e["job"] == "own"]
+    assert [e["pass_ms"] for e in own] == [e["pass_ms"] for e in sent] and {e["told"] for e in own} == {"hello own"}
+    refused = [e for e in doc["events"] if e["job"] == "linked"]
+    assert refused and {e["fate"] for e in refused} == {"failed"}
+    assert f"goes through the symbolic link {project.root / 'vendor'}" in refused[0]["reason"]
+    linked = next(e for e in doc["events"] if e["job"] == "linked-scorpiox" and e["fate"] == "failed")
+    assert linked["reason"] == f"failed precondition: refusing to use {project.root / 'tools' / '.scorpiox'}: " \
+        "it is a symbolic link"  # as `cron tick` says it
+    human = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR), "--tz", "UTC",
+                        clock=FakeClock(NINE))
+    assert human.code == 0, human.err
+    assert "dispatched" in human.out and "hello sub" in human.out and "sxctl-simulate-" not in human.out
+    assert snapshot(project.root) == before and snapshot(elsewhere) == outside
