@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.run.rehearsal import MAX_PASSES, Rehearsal, rehearse
+from ..cron.run.rehearsal import MAX_PASSES, Rehearsal, passes_needed, rehearse
 from ..cron.store.file import read_store
 from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
@@ -37,6 +37,7 @@ class Simulation:
         r = self.rehearsal
         return {"ok": True, "workspace": str(self.workspace.root), "from_ms": r.from_ms, "until_ms": r.until_ms,
                 "pass_every_ms": r.pass_every_ms, "agent_down": [{"from_ms": a, "to_ms": b} for a, b in r.agent_down],
+                "machine_down": [{"from_ms": a, "to_ms": b} for a, b in r.machine_down],
                 "passes": r.passes, "truncated": r.truncated, "stopped_at_ms": r.stopped_at_ms,
                 "events": r.events, "pings": r.pings, "warnings": self.warnings}
 
@@ -79,14 +80,14 @@ def _usage_steps(path: str | os.PathLike, tz: str | None) -> list[tuple[int, Any
     return steps
 
 
-def _span(value: str, tz: str | None) -> tuple[int, int]:
-    """`FROM..TO` -> [from, to) in epoch ms."""
+def _span(flag: str, value: str, tz: str | None) -> tuple[int, int]:
+    """`FROM..TO` (the value of `flag`: --agent-down, --machine-down) -> [from, to) in epoch ms."""
     ends = value.split("..")
     if len(ends) != 2 or not all(end.strip() for end in ends):
-        raise UsageError(f"invalid --agent-down {value!r}: FROM..TO, e.g. 2026-12-01T10:00Z..2026-12-01T14:00Z")
-    start, end = (_time("--agent-down", part.strip(), tz) for part in ends)
+        raise UsageError(f"invalid {flag} {value!r}: FROM..TO, e.g. 2026-12-01T10:00Z..2026-12-01T14:00Z")
+    start, end = (_time(flag, part.strip(), tz) for part in ends)
     if end <= start:
-        raise UsageError(f"invalid --agent-down {value!r}: it ends before it starts")
+        raise UsageError(f"invalid {flag} {value!r}: it ends before it starts")
     return start, end
 
 
@@ -94,30 +95,35 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
                       tz: str | None = None, max_per_pass: int = 3, max_catchup: int | None = None,
                       workspace=None, project=None,
                       session: str | None = None, environ: Mapping[str, str] = os.environ,
-                      clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None) -> Simulation:
+                      clock: Clock = SYSTEM_CLOCK, usage: str | os.PathLike | None = None,
+                      machine_down: Sequence[str] = ()) -> Simulation:
     """Run the real scheduler pass every `pass_every` seconds from `from_time` to `until` (TIMEs, in
     `tz` when they name no zone) over a copy of the workspace, with a simulated agent that reads
     every message at once, except during the `agent_down` spans (`FROM..TO`), in the project and in
-    every project below the workspace that a job targets. Writes nothing in the project; no delivery
-    command and no wake gate runs. `max_catchup` is the passes' `--max-catchup` (None: the
-    workspace's default, 0: no budget). `usage` (a JSON file): the usage block the simulated agent
-    reports, to rehearse the spend guards (`_usage_steps`)."""
+    every project below the workspace that a job targets. No pass and no agent runs during the
+    `machine_down` spans (`FROM..TO`: the machine is off); the first pass after one catches up as a
+    real one would. Writes nothing in the project; no delivery command and no wake gate runs.
+    `max_catchup` is the passes' `--max-catchup` (None: the workspace's default, 0: no budget).
+    `usage` (a JSON file): the usage block the simulated agent reports, to rehearse the spend guards
+    (`_usage_steps`)."""
     start, end = _time("--from", from_time, tz), _time("--until", until, tz)
     if end < start:
         raise UsageError(f"--until {until!r} is before --from {from_time!r}")
     if pass_every < 1:
         raise UsageError(f"--pass-every {pass_every:g}s is shorter than one second")
-    spans = [_span(value, tz) for value in agent_down]
+    spans = [_span("--agent-down", value, tz) for value in agent_down]
+    off = [_span("--machine-down", value, tz) for value in machine_down]
     steps = _usage_steps(usage, tz) if usage is not None else None
     ws = find_workspace(workspace, project=project, session=session)
     if read_store(ws) is None:
         raise UsageError(f"no cron store at {ws.store}: nothing to simulate")
     every_ms = round(pass_every * 1000)
     warnings = []
-    if (end - start) // every_ms + 1 > MAX_PASSES:
-        warnings.append(f"the span needs {(end - start) // every_ms + 1} passes; only the first {MAX_PASSES} run "
+    needed = passes_needed(start, end, every_ms, off)
+    if needed > MAX_PASSES:
+        warnings.append(f"the span needs {needed} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
     result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
                       pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
-                      max_catchup=max_catchup, usage=steps)
+                      max_catchup=max_catchup, usage=steps, machine_down=off)
     return Simulation(ws, display_zone(tz), result, warnings)

@@ -19,6 +19,9 @@ FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "sk
 @click.option("--until", metavar="TIME", required=True, help="No pass after this time.")
 @click.option("--agent-down", "agent_down", metavar="FROM..TO", multiple=True,
               help="No agent runs from FROM to TO (repeatable); otherwise it reads every message at once.")
+@click.option("--machine-down", "machine_down", metavar="FROM..TO", multiple=True,
+              help="The machine is off from FROM to TO (repeatable): no pass and no agent runs; the first pass "
+                   "after it catches up.")
 @click.option("--pass-every", "pass_every", type=DURATION, default="1m", show_default=True, metavar="DURATION",
               help="Time between simulated passes (cron runs `cron tick` once a minute).")
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
@@ -28,23 +31,29 @@ FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "sk
 @click.option("--usage", "usage_file", metavar="FILE",
               help='The usage block the simulated agent reports (JSON: one block, or [{"from": TIME, "usage": '
                    '{...}}, …]), to rehearse the spend guards.')
-def simulate(from_time, until, agent_down, pass_every, tz, max_catchup, usage_file) -> None:
+def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_catchup, usage_file) -> None:
     """Rehearse the schedule: run the real scheduler pass over a copy of the store, policy and
     ledger with a simulated clock, and print each occurrence's fate and what the agent is told.
 
-    The simulated agent reads every message at once, except while --agent-down; it lives in the
-    project and in every project below the workspace a job targets (a target outside the
-    workspace is not rehearsed). Nothing in the project is written, no SXCTL_DELIVER_CMD and no
-    wake gate runs, and no agent need be running. At most 10080 passes run (a week of minutes; a
-    warning says where it stopped). --json prints one JSON document.
+    The simulated agent reads every message at once, except while --agent-down or --machine-down;
+    it lives in the project and in every project below the workspace a job targets (a target
+    outside the workspace is not rehearsed). While --machine-down no pass runs; the next pass, at
+    its usual minute, sees everything that came due meanwhile, as after a weekend switched off
+    (the last example).
+    Nothing in the project is written, no SXCTL_DELIVER_CMD and no wake gate runs, and no agent
+    need be running. At most 10080 passes run (a week of minutes; a warning says where it
+    stopped). --json prints one JSON document.
 
     \b
     Examples:
       sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-02T06:00Z --json
       sxctl cron simulate --from 2026-12-01T06:00Z --until 2026-12-01T18:00Z \\
         --agent-down 2026-12-01T10:00Z..2026-12-01T14:00Z --pass-every 5m
+      sxctl cron simulate --from 2026-12-04T22:00Z --until 2026-12-07T09:00Z \\
+        --machine-down 2026-12-04T23:00Z..2026-12-07T08:30Z
     """
-    result = simulate_schedule(from_time=from_time, until=until, agent_down=agent_down, pass_every=pass_every,
+    result = simulate_schedule(from_time=from_time, until=until, agent_down=agent_down,
+                               machine_down=machine_down, pass_every=pass_every,
                                tz=tz, max_catchup=max_catchup, clock=settings().clock, usage=usage_file,
                                **in_workspace())
     doc, zone = result.to_json(), result.zone
@@ -74,6 +83,8 @@ def simulate(from_time, until, agent_down, pass_every, tz, max_catchup, usage_fi
     def human() -> None:
         events = doc["events"]
         say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])} to {at(doc['until_ms'])}; nothing was written")
+        for span in doc["machine_down"]:
+            say(f"machine down from {at(span['from_ms'])} to {at(span['to_ms'])}: no pass ran")
         if doc["pings"]:
             say(f"{len(doc['pings'])} ping(s) recorded, none sent (--json lists them, URLs masked)")
         if not events:

@@ -1,8 +1,8 @@
 """`cron simulate`: the REAL scheduler pass (runner.SchedulerPass, its admission and fate rules) run
 over a copy of the store, the policy file, the ledger and the sessions (the project's and those of
 every project in the workspace a job targets), in a temporary folder, with a simulated clock and a
-simulated agent that reads every message at once (none while it is down). Nothing in the project is
-written; nothing is delivered, no wake gate runs."""
+simulated agent that reads every message at once (none while it is down, none while the machine is).
+Nothing in the project is written; nothing is delivered, no wake gate runs."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Rehearsal:
     until_ms: int
     pass_every_ms: int
     agent_down: list[tuple[int, int]]
+    machine_down: list[tuple[int, int]] = field(default_factory=list)  # the machine is off: no pass, no agent
     passes: int = 0
     truncated: bool = False
     stopped_at_ms: int | None = None
@@ -75,12 +76,15 @@ class SimulatedDispatcher(Dispatcher):
 
 def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_every_ms: int,
              agent_down: list[tuple[int, int]], environ: Mapping[str, str], max_per_pass: int = 3,
-             max_catchup: int | None = None, usage: list[tuple[int, Any]] | None = None) -> Rehearsal:
+             max_catchup: int | None = None, usage: list[tuple[int, Any]] | None = None,
+             machine_down: list[tuple[int, int]] | None = None) -> Rehearsal:
     """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace,
-    `project` and the workspace's target projects (`_copy`); the simulated agent is live in each
-    copied project except in `agent_down` ([from, to) spans) and reports `usage` (`(from_ms, block)`
-    steps, the last one begun in force; None: no block)."""
-    result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down)
+    `project` and the workspace's target projects (`_copy`); none in `machine_down` ([from, to)
+    spans: the machine is off, the pass after one sees all that came due meanwhile). The simulated
+    agent is live in each copied project except in `agent_down` and `machine_down`, and reports
+    `usage` (`(from_ms, block)` steps, the last one begun in force; None: no block)."""
+    off = list(machine_down or [])
+    result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down, off)
     with tempfile.TemporaryDirectory(prefix="sxctl-simulate-") as temp:
         copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`_real_paths`)
         try:  # an error names the user's own file, not the throw-away copy
@@ -90,6 +94,10 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             sends = _sessions_of(sim_ws, sim_project)
             at = from_ms
             while at <= until_ms:
+                back = next((end for start, end in off if start <= at < end), None)
+                if back is not None:  # the machine is off: no pass, no agent; the pass grid goes on
+                    at += -(-(back - at) // pass_every_ms) * pass_every_ms
+                    continue
                 if result.passes >= MAX_PASSES:
                     result.truncated, result.stopped_at_ms = True, at
                     break
@@ -107,6 +115,22 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             error.file = _real_paths({"f": error.file}, copies)["f"]
             raise
     return result
+
+
+def passes_needed(from_ms: int, until_ms: int, every_ms: int, machine_down: list[tuple[int, int]]) -> int:
+    """How many passes `rehearse` runs uncapped: one every `every_ms` from `from_ms` to
+    `until_ms`, less those in a `machine_down` span."""
+    grid = (until_ms - from_ms) // every_ms + 1 if until_ms >= from_ms else 0
+    merged: list[list[int]] = []
+    for start, end in sorted(machine_down):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in merged:  # the grid's steps k with start <= from + k * every < end
+        first, stop = (min(grid, max(0, -(-(edge - from_ms) // every_ms))) for edge in (start, end))
+        grid -= stop - first
+    return grid
 
 
 def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int,

@@ -154,6 +154,15 @@ def test_cron_simulate_writes_nothing_in_the_project(policies):
     (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--agent-down",
       "2026-12-01T12:00Z..2026-12-01T11:00Z"), "ends before it starts"),
     (("--from", "someday", "--until", "2026-12-02T00:00Z"), "invalid --from 'someday'"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--machine-down", "10:00"),
+     "invalid --machine-down '10:00': FROM..TO"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--machine-down",
+      "2026-12-01T12:00Z..2026-12-01T11:00Z"),
+     "invalid --machine-down '2026-12-01T12:00Z..2026-12-01T11:00Z': it ends before it starts"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--machine-down", "friday..monday"),
+     "invalid --machine-down 'friday'"),
+    (("--from", "2026-12-01T00:00Z", "--until", "2026-12-02T00:00Z", "--machine-down", "2026-12-01T11:00Z.."),
+     "invalid --machine-down '2026-12-01T11:00Z..': FROM..TO"),
 ])
 def test_cron_simulate_refuses_bad_spans_in_one_line(policies, args, message):
     result = policies.run("cron", "simulate", *args, clock=FakeClock(NINE))
@@ -301,3 +310,65 @@ def test_a_job_for_a_project_below_the_workspace_is_rehearsed_in_a_copy_of_its_s
     assert human.code == 0, human.err
     assert "dispatched" in human.out and "hello sub" in human.out and "sxctl-simulate-" not in human.out
     assert snapshot(project.root) == before and snapshot(elsewhere) == outside
+
+
+FRI_21, MON_0830 = NINE + 3 * 24 * HOUR + 12 * HOUR, NINE + 6 * 24 * HOUR - 30 * MIN  # 2026-12-04 (a Friday), -07
+SAT_22, SUN_22 = FRI_21 + 25 * HOUR, FRI_21 + 49 * HOUR
+DOWN = f"{iso(FRI_21 + 2 * HOUR)}..{iso(MON_0830)}"  # Friday 23:00 to Monday 08:30
+AGENT_BACK = MON_0830 + 10 * MIN  # 08:40
+
+
+@pytest.mark.parametrize("agent_down", [False, True])
+def test_no_pass_runs_while_the_machine_is_down_and_the_first_after_it_sees_the_weekend(project, agent_down):
+    """`--machine-down`: no pass in the span; the next on the pass grid meets the weekend's two
+    nightly runs and sends one catch-up for both (held until 08:40 while the agent is still down),
+    as real passes at the same times do."""
+    folder = project.root / ".scorpiox" / "sessions" / SID
+    folder.mkdir(parents=True)
+    assert project.run("cron", "add", "nightly", "--cron", "0 22 * * *", "--payload", "heartbeat-event", "--text",
+                       "night", clock=FakeClock(FRI_21 - HOUR)).code == 0
+    span = ("--from", iso(FRI_21), "--until", iso(MON_0830 + 90 * MIN), "--tz", "UTC", "--pass-every", "10m",
+            "--machine-down", DOWN, *(("--agent-down", f"{iso(MON_0830)}..{iso(AGENT_BACK)}") if agent_down else ()))
+    result = project.run("cron", "simulate", *span, "--json", clock=FakeClock(FRI_21))
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["machine_down"] == [{"from_ms": FRI_21 + 2 * HOUR, "to_ms": MON_0830}] and doc["passes"] == 12 + 10
+    assert not [e for e in doc["events"] if FRI_21 + 2 * HOUR <= e["pass_ms"] < MON_0830]
+    events = [(e["pass_ms"], e["fate"], e["occurrence_ms"], e["count"]) for e in doc["events"]]
+    back = AGENT_BACK if agent_down else MON_0830
+    assert events == [(FRI_21 + HOUR, "dispatched", FRI_21 + HOUR, 1),
+                      *([(MON_0830, "held", SAT_22, 1)] if agent_down else []),
+                      (back, "catch_up", SAT_22, 2)]  # Saturday's and Sunday's 22:00, in one run
+    if agent_down:  # held from the latest occurrence it stands for: Sunday's, for --hold-max (24h)
+        assert doc["events"][1]["until_ms"] == SUN_22 + 24 * HOUR
+    caught = doc["events"][-1]
+    assert caught["read_ms"] == back and caught["told"] == "night\n\n[sxctl: a catch-up run for 2 missed " \
+        "occurrences, 2026-12-05 22:00 to 2026-12-06 22:00 (UTC)]"
+    human = project.run("cron", "simulate", *span, clock=FakeClock(FRI_21))
+    assert human.code == 0 and "machine down from 2026-12-04 23:00 to 2026-12-07 08:30: no pass ran" in human.out
+    assert any("catch-up" in line and "2 occurrences" in line for line in human.out.splitlines())
+    for at in (*(FRI_21 + step * 10 * MIN for step in range(12)), *(MON_0830 + step * 10 * MIN for step in range(10))):
+        if not agent_down or not MON_0830 <= at < AGENT_BACK:  # the real passes at the same times
+            folder.joinpath("stats.json").write_text(json.dumps({"updated_ms": at, "model": "m"}))
+        assert project.run("cron", "tick", clock=FakeClock(at)).code == 0
+    rows = [json.loads(line) for line in (project.root / ".scheduler" / "cron-executions.jsonl").read_text().splitlines()]
+    started = {r["executionId"]: r for r in rows if r["recordType"] == "started"}
+    ran = [(started[r["executionId"]]["startedAtMs"], started[r["executionId"]]["trigger"], r["scheduledForMs"])
+           for r in rows if r["recordType"] == "terminal" and r["outcome"]["kind"] == "inbox_dispatch"]
+    assert ran == [(FRI_21 + HOUR, "scheduled", FRI_21 + HOUR), (back, "catchup", SAT_22)]
+
+
+def test_passes_resume_on_the_pass_grid_and_the_cap_counts_only_passes_run(policies, monkeypatch):
+    import sxctl.api.simulate
+    import sxctl.cron.run.rehearsal
+    for module in (sxctl.cron.run.rehearsal, sxctl.api.simulate):
+        monkeypatch.setattr(module, "MAX_PASSES", 5)
+    down = f"{iso(NINE + 20 * MIN)}..{iso(NINE + 45 * MIN)}"  # the 09:20, 09:30 and 09:40 passes do not run
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 90 * MIN), "--pass-every",
+                          "10m", "--machine-down", down, "--json", clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["truncated"] and doc["passes"] == 5 and doc["stopped_at_ms"] == NINE + 80 * MIN
+    assert "the span needs 7 passes; only the first 5 run" in doc["warnings"][0]
+    ran = {e["pass_ms"] for e in doc["events"]}  # 09:00, 09:10, then 09:50 (on the grid, not 09:45)
+    assert ran <= {NINE + step * 10 * MIN for step in (0, 1, 5, 6, 7)} and NINE + 50 * MIN in ran
