@@ -129,7 +129,7 @@ ENTRY = Obj([
     opt("overlap", Enum(OVERLAP_MODES[1:])),  # format 3: skip or replace (queue, the default, is not stored)
     opt("maintenance", WINDOW),  # format 3: this job's maintenance window (cron/policy/maintenance.py)
     opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/policy/jitter.py
-    opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only a pass on this host runs it (cron/policy/hosts.py)
+    opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only its host runs it (cron/policy/hosts.py)
     opt("pingUrl", Check(Str(1, MAX_URL_LEN), url_rule)),  # format 3: push monitoring (cron/run/pings.py)
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),

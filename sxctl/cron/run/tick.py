@@ -51,7 +51,7 @@ class TickOptions:
 
     project: Path
     max_per_pass: int = 3  # due jobs run at most; the rest are deferred to the next pass
-    max_catchup: int | None = None  # catch-up runs at most (0: no budget; None: the workspace's, cron/timeline/burst.py)
+    max_catchup: int | None = None  # catch-up runs at most (0: none; None: the workspace's, cron/timeline/burst.py)
     to: str = "live"
     turn_mode: str = "queue"
     catchup_after: float = 90.0  # seconds, as every duration the API takes
