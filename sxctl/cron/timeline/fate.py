@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
+from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
 from ..policy.file import DAYS, is_active_time, parse_active_hours
 from ..policy.jitter import offset_of
 from ..policy.maintenance import window_at, window_text
@@ -43,7 +43,7 @@ class Fate:
 
 
 def clock_text(ms: int) -> str:
-    return format_ms(ms, "%Y-%m-%d %H:%M UTC")
+    return shown_time(ms, None, "%Y-%m-%d %H:%M")  # in the display zone, labelled
 
 
 def expiry(job: dict[str, Any], entry: dict[str, Any], due_at: int, usage: LimitUsage) -> Fate | None:
