@@ -7,9 +7,11 @@ offset) or a naive wall time read in a zone, with explicit fold choice (cron-sto
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from .errors import UsageError
@@ -48,6 +50,49 @@ def local_zone():
         return zone
     except (ValueError, OverflowError, OSError):
         return UTC
+
+
+def display_zone(tz: str | None = None):
+    """THE display zone, the one rule of every human view: the zone `--tz ZONE` names where the
+    command takes one, else the local zone (`TZ`, then the system's: `local_zone`). A job's own
+    zone never changes it: it stays where the job's schedule is described. `--json` keeps instants
+    (`*_ms`; an ISO string carries its offset). See docs/reference/json-and-exit-codes.md.
+
+    With no `tz`, inside `displayed_in(zone)` it is that zone: the words the core writes for a
+    view (a job's note in `cron list --tz Asia/Tokyo`) follow the command's `--tz` too."""
+    if tz is not None:
+        return load_zone(tz)
+    chosen = _displayed_in().get()
+    return local_zone() if chosen is None else chosen
+
+
+@functools.cache
+def _displayed_in():
+    """The display zone a command chose with --tz, while its view is computed (`displayed_in`)."""
+    import contextvars  # lazy: a plain `inbox send` loads this module and never shows a time
+
+    return contextvars.ContextVar("sxctl_displayed_in", default=None)
+
+
+@contextlib.contextmanager
+def displayed_in(zone) -> Iterator[None]:
+    """While a command with `--tz` computes its view, `display_zone()` is `zone`."""
+    token = _displayed_in().set(zone)
+    try:
+        yield
+    finally:
+        _displayed_in().reset(token)
+
+
+def zone_label(zone) -> str:
+    """A display zone's name for a JSON document (`display_tz`): its IANA key, else what it calls itself."""
+    return getattr(zone, "key", None) or str(zone)
+
+
+def shown_time(ms: int, zone=None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """An instant as every human view prints it: in `zone` (None: `display_zone()`), labelled
+    with that zone's abbreviation at that date (`2026-09-21 09:30:00 CEST`, `… UTC`, `… JST`)."""
+    return format_ms(ms, f"{fmt} %Z", display_zone() if zone is None else zone)
 
 
 def datetime_of_ms(ms: int, zone=UTC) -> datetime | None:

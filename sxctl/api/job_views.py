@@ -19,14 +19,13 @@ from ..cron.timeline.views import (  # noqa: F401
     adhoc_timeline,
     job_kind_label,
     job_row,
-    kept_zones,
     target_label,
     timeline,
 )
 from ..errors import UsageError
 from ..record import Factory, record
-from ..timeparse import parse_time_in_zone_ms
-from .jobs import display_zone, ledger_ceiling, store_or_empty
+from ..timeparse import display_zone, displayed_in, parse_time_in_zone_ms, zone_label
+from .jobs import ledger_ceiling, store_or_empty
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
@@ -47,17 +46,18 @@ class JobList:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "workspace": str(self.workspace.root), "agentId": self.agent_id,
-                "workspacePolicy": self.workspace_policy, "jobs": self.rows}
+                "display_tz": zone_label(self.zone), "workspacePolicy": self.workspace_policy, "jobs": self.rows}
 
 
 def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: str | None = None,
               agent: str | None = None, clock: Clock = SYSTEM_CLOCK) -> JobList:
-    """Every job of the store; times are for display in `tz` (default: local). A job's next run
-    is the next one the pass will make (`sxctl.cron.timeline.fate`)."""
+    """Every job of the store; times are for display in `tz` (`display_zone`: default local). A
+    job's next run is the next one the pass will make (`sxctl.cron.timeline.fate`)."""
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     zone = display_zone(tz)
-    policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session), clock)
+    with displayed_in(zone):  # the times in a job's note too
+        policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session), clock)
     failed = failed_one_shots_of(ws, store, ledger_ceiling())
     return JobList(ws, default_agent_id(store, agent, os.environ),
                    [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
@@ -67,12 +67,13 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
 
 @record
 class JobDetail:
-    """`cron show`: one job in full, with its state and next run."""
+    """`cron show`: one job in full, with its state and next run (its times shown in `zone`)."""
 
     row: dict[str, Any]
+    zone: Any
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.row}
+        return {"ok": True, **self.row, "display_tz": zone_label(self.zone)}
 
 
 def show_job(name: str, *, workspace=None, project=None, session: str | None = None,
@@ -85,7 +86,8 @@ def show_job(name: str, *, workspace=None, project=None, session: str | None = N
                                  target_project(ws, project, session=session), clock)
     failure = failed_one_shots_of(ws, {**store, "jobs": [job]}, ledger_ceiling()).get(job["id"])
     return JobDetail({**job_row(job, counted, workspace=ws.root, full=True, failure=failure,
-                                preview=previews.get(job["id"])), "workspacePolicy": workspace_view(counted)})
+                                preview=previews.get(job["id"])), "workspacePolicy": workspace_view(counted)},
+                     display_zone())
 
 
 
@@ -111,7 +113,8 @@ class FireList:
     fires: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, "tz": self.zone_name, "now_ms": self.now_ms, "fires": self.fires}
+        return {"ok": True, "tz": self.zone_name, "display_tz": zone_label(self.zone), "now_ms": self.now_ms,
+                "fires": self.fires}
 
 
 def next_fires(
@@ -141,8 +144,8 @@ def next_fires(
     if adhoc.given:
         if name is not None:
             raise UsageError("give a job NAME or an ad-hoc schedule, not both")
-        schedule = resolve_schedule(adhoc, min(now, bound) - 1 if at is None else -1)
-        zone = display_zone(tz if cron is None or tz else "UTC")
+        schedule = resolve_schedule(adhoc, min(now, bound) - 1 if at is None else -1)  # comis's errors first
+        zone = display_zone(tz)  # an ad-hoc --cron is read in --tz, else UTC; it is shown in the display zone
         fires = adhoc_timeline(schedule, bound, count, zone, now)
         zone_name = tz or (schedule.get("tz") if cron else None)
     else:
@@ -152,11 +155,11 @@ def next_fires(
         if name is not None:
             find_job(store, name)
         policy = read_policy(ws)
-        zones = None if tz is not None else kept_zones(store, policy)  # a job's own --tz
         start = None if after is None else bound  # --from: the fires from then on; else overdue ones too
-        found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
-                             after=start, max_log_bytes=ledger_ceiling())
-        fires = timeline(store, now, count, zone, name=name, include_paused=include_paused, zones=zones,
+        with displayed_in(zone):  # the times in a fire's note too
+            found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
+                                 after=start, max_log_bytes=ledger_ceiling())
+        fires = timeline(store, now, count, zone, name=name, include_paused=include_paused,
                          previews=found.previews, policy=policy, after=start)
         zone_name = tz
     return FireList(zone_name or str(zone), zone, now, fires)

@@ -1,5 +1,5 @@
 """Cron store use cases that change the store: init, add, update, pause, remove (spec
-cron-store.md), and what the other cron parts share (the ledger ceiling, the display zone).
+cron-store.md), and what the other cron parts share (the ledger ceiling).
 Listing and previewing jobs is `api.job_views`; status, runs, validation and wake `api.cron_checks`."""
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from ..cron.timeline.schedule import ScheduleInput
 from ..errors import UsageError
 from ..record import Factory, record
 from ..report import Reporter
-from ..timeparse import load_zone, local_zone
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
@@ -42,11 +41,6 @@ def ledger_ceiling(max_log_bytes: int | None = None, environ: Mapping[str, str] 
     if not 1 <= value <= MAX_MAX_LOG_BYTES:
         raise UsageError(f"--max-log-bytes must be between 1 and {MAX_MAX_LOG_BYTES}")
     return value
-
-
-def display_zone(tz: str | None):
-    """The zone times are shown in: `tz`, else the machine's local zone (a real zone, DST and all)."""
-    return local_zone() if tz is None else load_zone(tz)
 
 
 def store_or_empty(ws: Workspace) -> dict[str, Any]:

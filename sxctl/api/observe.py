@@ -23,7 +23,8 @@ from ..observe import (
 )
 from ..record import Factory, record
 from ..report import Reporter
-from .jobs import display_zone, ledger_ceiling
+from ..timeparse import display_zone, displayed_in, zone_label
+from .jobs import ledger_ceiling
 from .scope import find_session, find_workspace
 
 if TYPE_CHECKING:
@@ -121,8 +122,8 @@ class Upcoming:
     stranded: list[Stranded] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "rows": self.rows,
-                "stranded": [entry.to_json() for entry in self.stranded]}
+        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "display_tz": zone_label(self.zone),
+                "rows": self.rows, "stranded": [entry.to_json() for entry in self.stranded]}
 
 
 def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=None, workspace=None,
@@ -131,8 +132,9 @@ def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=No
     chosen, ws = _scope(session, project, workspace, clock, report)
     assert chosen is not None  # a session is required here
     zone = display_zone(tz)
-    return Upcoming(chosen, zone, clock.now_ms(), merged_next(chosen, ws, count, zone, clock=clock),
-                    stranded_sessions(chosen.project, clock))
+    with displayed_in(zone):  # the times in a row's note too
+        rows = merged_next(chosen, ws, count, zone, clock=clock)
+    return Upcoming(chosen, zone, clock.now_ms(), rows, stranded_sessions(chosen.project, clock))
 
 
 @record
@@ -162,7 +164,7 @@ class Watch:
         return status(self.session, self.workspace, clock=self.clock)
 
     def upcoming(self, count: int) -> list[Row]:
-        return merged_next(self.session, self.workspace, count, display_zone(None), clock=self.clock)
+        return merged_next(self.session, self.workspace, count, display_zone(), clock=self.clock)
 
 
 def watch(*, session=None, project=None, workspace=None, clock: Clock = SYSTEM_CLOCK,

@@ -86,9 +86,9 @@ class ManualRun:
 
 def tick_log(path: str | os.PathLike, max_bytes: int, *, clock: Clock = SYSTEM_CLOCK,
              fallback: Any = None) -> RawIOBase:
-    """The bounded log file of `cron tick --log`: a raw stream that stamps each line with its UTC
-    time and moves `path` to `path.1` before it would pass `max_bytes` (`fallback`: where a
-    line goes when the file cannot be written)."""
+    """The bounded log file of `cron tick --log`: a raw stream that stamps each line with its
+    time in the display zone (with the offset) and moves `path` to `path.1` before it would pass
+    `max_bytes` (`fallback`: where a line goes when the file cannot be written)."""
     return TickLog(Path(path), max_bytes, clock.now_ms, fallback=fallback)
 
 

@@ -16,8 +16,7 @@ from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
 from ..jsondata import strict_loads
 from ..record import record
-from ..timeparse import parse_local_time_ms
-from .jobs import display_zone
+from ..timeparse import display_zone, displayed_in, parse_local_time_ms, zone_label
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
@@ -36,6 +35,7 @@ class Simulation:
     def to_json(self) -> dict[str, Any]:
         r = self.rehearsal
         return {"ok": True, "workspace": str(self.workspace.root), "from_ms": r.from_ms, "until_ms": r.until_ms,
+                "display_tz": zone_label(self.zone),
                 "pass_every_ms": r.pass_every_ms, "agent_down": [{"from_ms": a, "to_ms": b} for a, b in r.agent_down],
                 "machine_down": [{"from_ms": a, "to_ms": b} for a, b in r.machine_down],
                 "passes": r.passes, "truncated": r.truncated, "stopped_at_ms": r.stopped_at_ms,
@@ -123,7 +123,9 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
     if needed > MAX_PASSES:
         warnings.append(f"the span needs {needed} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
-    result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
-                      pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
-                      max_catchup=max_catchup, usage=steps, machine_down=off)
-    return Simulation(ws, display_zone(tz), result, warnings)
+    zone = display_zone(tz)
+    with displayed_in(zone):  # the times in the passes' words too
+        result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
+                          pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
+                          max_catchup=max_catchup, usage=steps, machine_down=off)
+    return Simulation(ws, zone, result, warnings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..api.times import format_ms
+from ..api.times import shown_time
 from ..errors import UsageError
 from .output import DURATION, Group, completing, emit, in_session, read_text_input, say, table
 
@@ -54,7 +54,7 @@ def _write(expect_rev, verify_s, no_verify) -> dict:
 
 
 def _when(ms: int) -> str:
-    return format_ms(ms, "%H:%M:%S", None)
+    return shown_time(ms, None, "%H:%M:%S")
 
 
 @callbacks.command("set", mutating=True)

@@ -12,7 +12,7 @@ import tty
 
 import click
 
-from ..api.times import format_duration_ms, format_ms, format_relative_ms
+from ..api.times import format_duration_ms, format_relative_ms, shown_time
 from .cron.options import max_log_option
 from .output import DURATION, Command, completing, emit, in_session, markup, say, settings, table
 from .render import json_line
@@ -162,7 +162,7 @@ def next_(count: int, tz: str | None) -> None:
             say("nothing scheduled")
         else:
             table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
-                [format_ms(r["at_ms"], "%Y-%m-%d %H:%M:%S", zone),
+                [shown_time(r["at_ms"], zone),
                  _when(r["at_ms"]) if r["at_ms"] > now else ("now" if r.get("agent_live", True) else "-"),
                  r["source"], what(r), note(r)] for r in rows])
         for entry in result.stranded:  # what will not happen where it is
@@ -255,7 +255,7 @@ def _live(watching, deadline) -> None:
 
 def _event_line(event: dict) -> str:
 
-    when = format_ms(event["ts_ms"], "%H:%M:%S", None)
+    when = shown_time(event["ts_ms"], None, "%H:%M:%S")
     details = " ".join(f"{k}={v}" for k, v in event.items() if k not in ("event", "ts_ms"))
     return f"{when} {event['event']} {details}"
 

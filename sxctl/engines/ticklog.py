@@ -8,17 +8,18 @@ import fcntl
 import io
 import os
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidDataError, SxctlError, SystemRefusedError
+from ..timeparse import display_zone, format_ms
 
 
 class TickLog(io.RawIOBase):
     """`cron tick --log FILE`: what the pass prints, appended to FILE, each line stamped with
-    its UTC time. Before a write would take FILE past `cap` bytes, FILE is renamed to FILE.1
+    its time in the display zone, with the offset (`2026-09-21T08:21:30+02:00`:
+    `timeparse.display_zone`). Before a write would take FILE past `cap` bytes, FILE is renamed to FILE.1
     (replacing it), so the two never hold more than `2 * cap` (a single write larger than `cap`
     fills a file of its own). Each write happens under an flock of the file it goes to, after
     checking that FILE is still that file: two passes at once neither rotate twice nor write
@@ -33,6 +34,7 @@ class TickLog(io.RawIOBase):
         self.now_ms = now_ms
         self.fallback = fallback
         self._line_start = True
+        self.zone = display_zone()  # the zone of the pass's own lines, so the two agree
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as error:
@@ -70,7 +72,7 @@ class TickLog(io.RawIOBase):
         return len(data)
 
     def _stamped(self, data: bytes) -> bytes:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ ", time.gmtime(self.now_ms() / 1000)).encode()
+        stamp = f"{format_ms(self.now_ms(), zone=self.zone)} ".encode()
         out = []
         for piece in data.splitlines(keepends=True):
             out.append(stamp + piece if self._line_start else piece)

@@ -151,7 +151,7 @@ def test_the_guides_crontab_entry_runs_under_crons_environment_and_logs(cron_wor
     _run_entry(entry, cron_world)
     [log] = (Path(env["HOME"]) / ".local" / "state" / "sxctl").glob("tick-*.log")  # its folder did not exist
     [line] = log.read_text().splitlines()
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(scheduled\): dispatched → \S+ \(\w+\)", line)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ran ping \(scheduled\): dispatched → \S+ \(\w+\)", line)
 
 
 def test_the_guides_systemd_service_runs_under_a_bare_environment(cron_world, tmp_path):

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ...api import add_job, init_workspace, job_spec, pause_job, remove_job, update_job, workspace_defaults
-from ...api.times import format_ms, local_zone
+from ...api.times import shown_time
 from ...errors import UsageError
 from ..output import Command, completing, emit, in_workspace, printable, read_text_input, reporter, say, settings
 from .options import job_options, lock_wait_option, policy_options, schedule_options
@@ -94,7 +94,7 @@ def _pause(name: str | None, paused: bool, lock_wait_s: float, **window) -> None
 
     def human() -> None:
         if opened:
-            say(f"maintenance window for {what} until {format_ms(opened['untilMs'], zone=local_zone())}: "
+            say(f"maintenance window for {what} until {shown_time(opened['untilMs'], None, '%Y-%m-%d %H:%M')}: "
                 f"{opened['reason']}")
         elif "maintenance" in result.outcome:
             say(f"maintenance window of {what} ended" if name is not None else "the workspace's maintenance window "

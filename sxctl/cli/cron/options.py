@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ...api.times import format_ms, format_relative_ms, local_zone
+from ...api.times import format_relative_ms, shown_time
 from ..output import DURATION, WHOLE_SECONDS, completing, settings
 
 
@@ -127,8 +127,8 @@ def lock_wait_option(command):
 
 
 def when(ms: int | None, zone=None) -> str:
-    """A time as a cron command shows it: local (or in `zone`) and relative to now."""
+    """A time as a cron command shows it: in the display zone (`zone`, else local), labelled, and
+    relative to now."""
     if ms is None:
         return "-"
-    local = format_ms(ms, "%Y-%m-%d %H:%M:%S %Z", zone or local_zone())
-    return f"{local} ({format_relative_ms(ms, settings().clock.now_ms())})"
+    return f"{shown_time(ms, zone)} ({format_relative_ms(ms, settings().clock.now_ms())})"

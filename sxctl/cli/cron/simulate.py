@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ...api import simulate_schedule
-from ...api.times import format_ms
+from ...api.times import shown_time
 from ..output import DURATION, Command, completing, emit, in_workspace, say, settings, table
 
 FATE_WORDS = {"dispatched": "dispatched", "catch_up": "catch-up", "skipped": "skipped", "held": "held",
@@ -61,7 +61,7 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
         say(f"sxctl: warning: {warning}", err=True)
 
     def at(ms) -> str:
-        return "-" if ms is None else format_ms(ms, "%Y-%m-%d %H:%M", zone)
+        return "-" if ms is None else shown_time(ms, zone, "%Y-%m-%d %H:%M")
 
     def what(event: dict) -> str:
         parts = []

@@ -61,8 +61,8 @@ def _where(kw: dict) -> dict:
 @click.command("tick", cls=Command, mutating=True)
 @_pass_options
 @click.option("--log", "log", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Append what the pass prints (each line with its UTC time) to FILE, made with its folders if "
-              "missing; before FILE would pass --log-max-kib it is moved to FILE.1.")
+              help="Append what the pass prints (each line with its local time and offset) to FILE, made with its "
+              "folders if missing; before FILE would pass --log-max-kib it is moved to FILE.1.")
 @click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
               metavar="KIB",
               help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")

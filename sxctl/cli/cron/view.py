@@ -8,14 +8,14 @@ import click
 
 from ...api import list_jobs, next_fires, show_job
 from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
-from ...api.times import format_duration_ms, format_ms, format_relative_ms, load_zone
+from ...api.times import format_duration_ms, format_relative_ms, shown_time
 from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import when
 
 
 @click.command("list", cls=Command)
 @click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
-              help="Show times in this zone (default: local).")
+              help="Show times in this zone (default: local, whatever the job's own zone).")
 def list_(tz) -> None:
     """List the jobs: kind, schedule, state, next run and target (no payload text).
 
@@ -36,7 +36,7 @@ def list_(tz) -> None:
             [r["job"]["name"], job_kind_label(r["job"]),
              describe_schedule(r["job"]["schedule"], r["tz"]) if schedule_computable(r["job"]["schedule"]) else "?",
              _state(r),
-             _next(r, _shown_in(r, tz, zone)) if r["state"] not in ("done", "failed") else "-",
+             _next(r, zone) if r["state"] not in ("done", "failed") else "-",
              target_label(r["target"])]
             for r in rows
         ])
@@ -60,14 +60,6 @@ def _next(row: dict, zone) -> str:
     return f"{when(row['next_run_ms'], zone)}{f' ({mark})' if mark else ''}{f' after {note}' if note else ''}"
 
 
-def _shown_in(row: dict, tz: str | None, zone):
-    """The zone a job's times are shown in: `--tz` when given, else the zone an every/at job keeps
-    (its own `--tz`), else `zone` (local)."""
-    if tz is None and row["job"]["schedule"]["kind"] != "cron" and (row["policy"] or {}).get("tz"):
-        return load_zone(row["tz"])
-    return zone
-
-
 @click.command("show", cls=Command)
 @click.argument("name", shell_complete=completing("jobs"))
 def show(name) -> None:
@@ -79,20 +71,20 @@ def show(name) -> None:
     """
 
     result = show_job(name, clock=settings().clock, **in_workspace())
-    row = result.row
+    row, zone = result.row, result.zone
 
     def human() -> None:
         target = f", target {target_label(row['target'])}" if row["target"] else ""
-        say(f"{name}: {row['state']}, next {_next(row, _shown_in(row, None, None))}{target}")
+        say(f"{name}: {row['state']}, next {_next(row, zone)}{target}")
         if row.get("failure"):
             say(f"its run failed: {row['failure']['reason']} (see `sxctl cron runs {name}`)")
         if row.get("policy"):
-            say(f"policy: {_policy_text(row['policy'], _shown_in(row, None, None))}")
+            say(f"policy: {_policy_text(row['policy'], zone)}")
         shared = row["workspacePolicy"]
         if shared.get("maxCatchup"):
             say(f"workspace: at most {shared['maxCatchup']} catch-up run(s) per pass")
         if shared.get("maintenance"):
-            say(f"workspace: maintenance until {when(shared['maintenance']['untilMs'])}: "
+            say(f"workspace: maintenance until {when(shared['maintenance']['untilMs'], zone)}: "
                 f"{shared['maintenance']['reason']}")
         say(json.dumps(row["job"], indent=2, ensure_ascii=False), lines=True)
 
@@ -134,13 +126,13 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             if held is not None and held.get("detail"):  # a spend guard: its reason in words
                 return f"{word} ({held['detail']})"
             if held is not None and held.get("giveUpAtMs") is not None and "wait" in word:
-                return f"{word} until {format_ms(held['giveUpAtMs'], '%Y-%m-%d %H:%M', result.zone)}"
+                return f"{word} until {shown_time(held['giveUpAtMs'], result.zone, '%Y-%m-%d %H:%M')}"
             if word == "given up":
                 return "given up at the next pass (no live agent past its --hold-max)"
             return word
 
         table(["WHEN", "IN", "JOB", "NOTE"], [
-            [f["at_local"], format_relative_ms(f["at_ms"], now), f["name"] or "-",
+            [shown_time(f["at_ms"], result.zone), format_relative_ms(f["at_ms"], now), f["name"] or "-",
              ", ".join(n for n, on in ((mark(f), f.get("mark")), (f"after {f.get('note')}", f.get("note")),
                                         (f"on host {f.get('host')}", f.get("host")),
                                         (f"pings {f.get('pingUrl')}", f.get("pingUrl")),
@@ -173,14 +165,14 @@ def _policy_text(policy: dict, zone) -> str:
     if policy.get("maxRuns"):
         parts.append(f"expires after {policy['maxRuns']} run(s) ({policy.get('runs') or 0} so far)")
     if policy.get("untilMs") is not None:
-        parts.append(f"expires at {format_ms(policy['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}")
+        parts.append(f"expires at {shown_time(policy['untilMs'], zone, '%Y-%m-%d %H:%M')}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
     if policy.get("overlap") not in (None, "queue"):
         parts.append(f"overlap {policy['overlap']}")
     if policy.get("maintenance"):
         window = policy["maintenance"]
-        parts.append(f"maintenance until {format_ms(window['untilMs'], '%Y-%m-%d %H:%M %Z', zone)}: {window['reason']}")
+        parts.append(f"maintenance until {shown_time(window['untilMs'], zone, '%Y-%m-%d %H:%M')}: {window['reason']}")
     if policy.get("host") not in (None, "any"):
         parts.append(f"only on host {policy['host']}")
     if policy.get("pingUrl"):

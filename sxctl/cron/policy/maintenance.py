@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from ...errors import UsageError
-from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, parse_duration_ms, parse_local_time_ms
+from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, parse_duration_ms, parse_local_time_ms, shown_time
 from .keys import MAX_REASON, unsafe_text
 
 
@@ -52,8 +52,8 @@ def prune_windows(policy: dict[str, Any], store: dict[str, Any], now: int) -> bo
 
 
 def window_text(window: dict[str, Any]) -> str:
-    """A window in words: `maintenance until 2026-12-01 14:00 UTC: db migration`."""
-    return f"maintenance until {format_ms(window['untilMs'], '%Y-%m-%d %H:%M UTC')}: {window['reason']}"
+    """A window in words: `maintenance until 2026-12-01 14:00 UTC: db migration` (in the display zone)."""
+    return f"maintenance until {shown_time(window['untilMs'], None, '%Y-%m-%d %H:%M')}: {window['reason']}"
 
 
 def new_window(until: str, reason: str | None, now: int) -> dict[str, Any]:

@@ -2,20 +2,22 @@
 
 Every occurrence a pass deals with gets one outcome — ran (alone or folded into a catch-up run),
 failed, given up, held, deferred, skipped (and why) or paused — and the pass's report lists one
-row per job and outcome, with the span of its occurrences in the job's zone. The counts in the
+row per job and outcome, with the span of its occurrences (the JSON rows name the job's zone;
+the human lines show them in the display zone, `timeparse.display_zone`). The counts in the
 JSON document add up: an occurrence is never both "given up" and "ran". The human lines are made
 here, from the same rows, so the two never tell different stories."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...timeparse import duration_text, format_ms
+from ...timeparse import display_zone, duration_text, format_ms
 from ..timeline.admission import AdmissionReport
 from ..timeline.catchup import SKIP_COUNT_CAP, missed_between, skipped_count
-from ..timeline.schedule import job_zone, job_zone_name, local_time
+from ..timeline.schedule import job_zone_name, local_time
 from .failures import FAILED_STATUSES
 
 #: the fates of an occurrence in a pass, in the order the report lists them
@@ -149,12 +151,12 @@ class PassReport:
         if run is not None:
             return self._run_line(row, run)
         if fate == "held" and "detail" in row:  # a spend guard (cron/spend/guards.py)
-            until = (f"gives up at {self.when(row['giveUpAtMs'], row['zone'])}" if row["giveUpAtMs"] is not None
+            until = (f"gives up at {self.when(row['giveUpAtMs'])}" if row["giveUpAtMs"] is not None
                      else "a one-shot waits until the guard lets it go")
             return f"waiting {name}: {self.what(row, single='due since')}, {row['detail']} ({until})"
         if fate == "held":
             return (f"waiting {name}: {self.what(row, single='due since')}, {self._agent(row)} "
-                    f"(gives up at {self.when(row['giveUpAtMs'], row['zone'])})")
+                    f"(gives up at {self.when(row['giveUpAtMs'])})")
         if fate == "deferred":
             why = (f"catch-up budget, --max-catchup {row['maxCatchup']}" if row.get("reason") == "max_catchup"
                    else "more than --max-per-pass due")
@@ -183,42 +185,43 @@ class PassReport:
 
     def what(self, row: dict[str, Any], *, single: str = "1 occurrence at") -> str:
         """`due 09:00 UTC`, `3 occurrences, 07:00–09:00 UTC`, `51 occurrences, 2026-12-01 08:49 –
-        2026-12-02 09:49 UTC`: dates when the span is not today or crosses a day, in the job's zone."""
-        count, first, last, zone_name = row["count"], row["firstMs"], row["lastMs"], row["zone"]
+        2026-12-02 09:49 UTC`: dates when the span is not today or crosses a day, in the display zone."""
+        count, first, last = row["count"], row["firstMs"], row["lastMs"]
         if first is None:
             return f"{count} occurrence(s)"
         if count == 1 or last is None or last == first:
-            return f"{single} {self.when(first, zone_name)}"
+            return f"{single} {self.when(first)}"
         shown = f"more than {SKIP_COUNT_CAP}" if isinstance(count, str) else count
-        return f"{shown} occurrences, {self.span(first, last, zone_name)}"
+        return f"{shown} occurrences, {self.span(first, last)}"
 
-    def when(self, ms: int, zone_name: str) -> str:
-        """One time in the zone: `09:00 UTC` today, `2026-12-01 09:00 UTC` another day."""
-        zone = _zone(zone_name)
-        return f"{format_ms(ms, self._day_fmt(ms, zone) + _clock_fmt(ms), zone)} {zone_name}"
+    @functools.cached_property
+    def shown_in(self):
+        """The zone the human lines show times in: the display zone (a job's own never changes it)."""
+        return display_zone()
 
-    def span(self, first: int, last: int, zone_name: str) -> str:
-        zone = _zone(zone_name)
-        clock = _clock_fmt(first, last)
+    def when(self, ms: int) -> str:
+        """One time, labelled: `09:00 CEST` today, `2026-12-01 09:00 CET` another day."""
+        return format_ms(ms, f"{self._day_fmt(ms)}{_clock_fmt(ms)} %Z", self.shown_in)
+
+    def span(self, first: int, last: int) -> str:
+        """`07:00–09:00 CEST`; each end labelled when a clock change lies between them."""
+        zone, clock = self.shown_in, _clock_fmt(first, last)
+        label = "" if format_ms(first, "%Z", zone) == format_ms(last, "%Z", zone) else " %Z"
         if _date(first, zone) == _date(last, zone):
-            return (f"{format_ms(first, self._day_fmt(first, zone) + clock, zone)}–"
-                    f"{format_ms(last, clock, zone)} {zone_name}")
+            return (f"{format_ms(first, self._day_fmt(first) + clock + label, zone)}–"
+                    f"{format_ms(last, f'{clock} %Z', zone)}")
         day = "%Y-%m-%d " + clock
-        return f"{format_ms(first, day, zone)} – {format_ms(last, day, zone)} {zone_name}"
+        return f"{format_ms(first, day + label, zone)} – {format_ms(last, f'{day} %Z', zone)}"
 
-    def _day_fmt(self, ms: int, zone) -> str:
-        return "" if _date(ms, zone) == _date(self.now_ms, zone) else "%Y-%m-%d "
+    def _day_fmt(self, ms: int) -> str:
+        return "" if _date(ms, self.shown_in) == _date(self.now_ms, self.shown_in) else "%Y-%m-%d "
 
     def _agent(self, row: dict[str, Any]) -> str:
         """`no live agent since T`, T when an agent was last seen there (its stats.json)."""
         seen = row.get("agentLastSeenMs")
         if seen is None:
             return "no agent seen there yet"
-        return f"no live agent since {self.when(seen, row['zone'])}"
-
-
-def _zone(name: str):
-    return job_zone({"schedule": {"kind": "cron", "tz": name}})
+        return f"no live agent since {self.when(seen)}"
 
 
 def _date(ms: int, zone):

@@ -16,7 +16,7 @@ from ...inbox.manage import evidence_for_key
 from ...inbox.message import check_stem
 from ...inbox.places import follow
 from ...project import ProjectLayout, as_session, check_session_id, list_sessions, session_info
-from ...timeparse import format_duration_ms, format_ms
+from ...timeparse import format_duration_ms, shown_time
 from ..store.targets import holds_project, run_target_project
 
 
@@ -80,7 +80,7 @@ def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
         return None
     state = receipt["state"]
     if state == "read":
-        return f"read {format_ms(receipt['readAtMs'], '%Y-%m-%d %H:%M:%S', None)}"
+        return f"read {shown_time(receipt['readAtMs'])}"
     if state == "pending":
         return f"pending {format_duration_ms(receipt['ageMs'])}"
     if receipt.get("replacedBy"):

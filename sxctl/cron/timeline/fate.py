@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
+from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .burst import CATCHUP_AFTER_MS
@@ -45,7 +45,7 @@ class Fate:
 
 
 def clock_text(ms: int) -> str:
-    return format_ms(ms, "%Y-%m-%d %H:%M UTC")
+    return shown_time(ms, None, "%Y-%m-%d %H:%M")  # in the display zone, labelled
 
 
 def expiry(job: Job, occurrence: int, usage: LimitUsage) -> Fate | None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ...clock import Clock
 from ...errors import InvalidDataError, SxctlError, UsageError
 from ...fsio import read_data_file
-from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
+from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
 from ..policy.file import FILE_CAP, describe_job, read_policy
 from ..policy.jitter import check_jitter
 from ..run.heartbeat import newest_pass_ms
@@ -26,7 +26,7 @@ from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
 from .fate import next_text
 from .previews import job_previews
-from .schedule import job_zone_name, load_cron_zone, next_run, schedule_computable
+from .schedule import job_zone_name, next_run, schedule_computable
 
 if TYPE_CHECKING:
     from .fate import Preview
@@ -99,13 +99,6 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     return row
 
 
-def kept_zones(store: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
-    """The zones the policy file keeps for `every`/`at` jobs given `--tz` (id -> zone): their
-    human times are shown in it when a view is given no `--tz`."""
-    return {job["id"]: load_cron_zone(entry["tz"]) for job in store["jobs"]
-            if job["schedule"]["kind"] != "cron" and (entry := policy["jobs"].get(job["id"], {})).get("tz")}
-
-
 # --- next ----------------------------------------------------------------------------------------
 
 def local_iso(ms: int, zone) -> str:
@@ -125,20 +118,17 @@ def series(schedule: dict[str, Any], first_ms: int, count: int, first_dst: bool 
 
 
 def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str | None = None,
-             include_paused: bool = False, zones: dict[str, Any] | None = None,
-             previews: dict[str, Preview] | None = None, policy: dict[str, Any] | None = None,
-             after: int | None = None) -> list[dict[str, Any]]:
-    """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` or,
-    for a job in `zones` (id -> zone), in its own zone. A job in `previews` (id ->
+             include_paused: bool = False, previews: dict[str, Preview] | None = None,
+             policy: dict[str, Any] | None = None, after: int | None = None) -> list[dict[str, Any]]:
+    """Merged, time-ordered fires of the store's jobs (cron-store.md §10), shown in `zone` (the
+    display zone, whatever the job's own). A job in `previews` (id ->
     `fate.preview_runs`) shows only the runs the pass will make, each with the `note` of what it
     skipped before it and whether it is held (`waiting`); a job paused by sxctl says why
     (`note`, from `policy`). `after`: the fires from then on (`--from`; the previews start there too)."""
     fires: list[dict[str, Any]] = []
-    shown_in = zone
     for job in store["jobs"]:
         if name is not None and job["name"] != name:
             continue
-        zone = (zones or {}).get(job["id"], shown_in)
         life = job["lifecycle"]
         status = life["status"]
         if status == "one_shot_terminal" or not schedule_computable(job["schedule"]):
@@ -355,7 +345,7 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
         if store is not None and policy is not None else None
     for name in timeline.overdue(now_ms, newest_pass_ms(ws, now_ms)) if timeline and not store_held else []:
         job = find_job(store, name)  # type: ignore[arg-type]
-        message = f"job {name} is overdue since {format_ms(job['lifecycle']['nextRunAtMs'])}; is a tick running?"
+        message = f"job {name} is overdue since {shown_time(job['lifecycle']['nextRunAtMs'])}; is a tick running?"
         problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})
     due = timeline.next_due() if timeline else None
     return {

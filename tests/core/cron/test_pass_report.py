@@ -43,8 +43,8 @@ def test_a_day_of_downtime_is_one_readable_outcome_per_occurrence(sched):
         "2026-12-01 04:49 UTC (gives up at 2026-12-03 05:49 UTC)",
         "waiting daily: due since 2026-12-01 09:00 UTC, no live agent since 2026-12-01 04:49 UTC "
         "(gives up at 09:00 UTC)",
-        "skipped ny: 23 occurrences, 2026-12-01 00:49–22:49 America/New_York (stale)",
-        "skipped ny: 2 occurrences, 2026-12-01 23:49 – 2026-12-02 00:49 America/New_York (inactive hours)",
+        "skipped ny: 23 occurrences, 2026-12-01 05:49 – 2026-12-02 03:49 UTC (stale)",  # in the display zone
+        "skipped ny: 2 occurrences, 04:49–05:49 UTC (inactive hours)",
     ]
 
 
@@ -96,10 +96,20 @@ def test_spans_show_dates_when_not_today_or_across_a_day(first, last, expected):
     assert report.what({"count": count, "firstMs": first, "lastMs": last, "zone": "UTC"}) == expected
 
 
-def test_spans_are_in_the_jobs_zone():
-    report = PassReport("b", NINE, Path("/"))  # 04:00 in New York
+def test_spans_are_in_the_display_zone_not_the_jobs(monkeypatch):
+    """A job's own zone never changes where the pass's lines show its times: TZ's zone does."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    report = PassReport("b", NINE, Path("/"))  # 18:00 in Tokyo
     row = {"count": 2, "firstMs": NINE - 6 * HOUR, "lastMs": NINE - 5 * HOUR, "zone": "America/New_York"}
-    assert report.what(row) == "2 occurrences, 2026-11-30 22:00–23:00 America/New_York"
+    assert report.what(row) == "2 occurrences, 12:00–13:00 JST"
+
+
+def test_a_span_across_a_clock_change_labels_both_ends(monkeypatch):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    change = 1_792_890_000_000  # 2026-10-25T01:00Z: Berlin goes from CEST back to CET
+    report = PassReport("b", change, Path("/"))
+    row = {"count": 3, "firstMs": change - HOUR, "lastMs": change + HOUR, "zone": "UTC"}
+    assert report.what(row) == "3 occurrences, 02:00 CEST–03:00 CET"
 
 
 # --- a sub-minute --every ---------------------------------------------------------------------------

@@ -288,20 +288,23 @@ def test_tz_on_an_every_job_is_kept_and_its_active_hours_are_that_zones(sched):
     assert sched.job("poll")["policy"]["skips"]["total"] == 28
     shown = sched.job("poll")
     assert shown["tz"] == "America/New_York" and shown["policy"]["tz"] == "America/New_York"
-    listing = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "list")
-    assert "every 30m America/New_York" in listing.out and " EST " in listing.out
-    upcoming = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--json").json()
+    later = NINE + 24 * 3_600_000 + 1000  # the job's zone is its schedule's; its times are shown in the display zone
+    in_ny = sched.env(TZ="America/New_York")
+    listing = sched.run(later, "cron", "list", env=sched.env(TZ="Europe/Berlin"))
+    assert "every 30m America/New_York" in listing.out and " CET (" in listing.out and " EST " not in listing.out
+    assert sched.run(later, "cron", "list", env=in_ny).out.count(" EST (") == 1
+    upcoming = sched.run(later, "cron", "next", "poll", "-n", "1", "--json", env=in_ny).json()
     assert upcoming["fires"][0]["at_local"].endswith("-05:00")
-    in_utc = sched.run(NINE + 24 * 3_600_000 + 1000, "cron", "next", "poll", "-n", "1", "--tz", "UTC", "--json")
+    in_utc = sched.run(later, "cron", "next", "poll", "-n", "1", "--tz", "UTC", "--json", env=in_ny)
     assert in_utc.json()["fires"][0]["at_local"].endswith("+00:00")
 
 
-def test_an_at_job_keeps_its_zone_for_its_human_times(sched):
+def test_an_at_job_keeps_its_zone_in_its_schedule_and_its_times_are_in_the_display_zone(sched):
     sched.add(NINE, "call", "--at", "2026-12-02 09:00", "--tz", "America/New_York", "--payload", "heartbeat-event",
               "--text", "x")
-    listing = sched.run(NINE, "cron", "list").out
-    assert "at 2026-12-02 09:00 America/New_York" in listing and "2026-12-02 09:00:00 EST" in listing
-    assert sched.run(NINE, "cron", "show", "call").out.startswith("call: scheduled, next 2026-12-02 09:00:00 EST")
+    listing = sched.run(NINE, "cron", "list").out  # TZ=UTC
+    assert "at 2026-12-02 09:00 America/New_York" in listing and "2026-12-02 14:00:00 UTC" in listing
+    assert sched.run(NINE, "cron", "show", "call").out.startswith("call: scheduled, next 2026-12-02 14:00:00 UTC")
     in_utc = sched.run(NINE, "cron", "list", "--tz", "UTC").out  # the schedule stays in its zone, as a cron job's
     assert "at 2026-12-02 09:00 America/New_York" in in_utc and "2026-12-02 14:00:00 UTC" in in_utc
 
@@ -810,7 +813,7 @@ def test_a_pass_that_found_the_lock_busy_or_failed_does_not_excuse_an_overdue_jo
         sched.agent_at(at)
         assert sched.run(at, "--session", SID, "status", "--json").json()["cron"]["overdue"] == ["beat"], outcome
     [problem] = [p for p in sched.run(at, "cron", "status", "--json").json()["problems"] if p["code"] == "overdue"]
-    assert problem["message"] == "job beat is overdue since 2026-12-01T09:00:00+00:00; is a tick running?"
+    assert problem["message"] == "job beat is overdue since 2026-12-01 09:00:00 UTC; is a tick running?"
 
 
 def test_status_says_every_pass_stops_while_the_clock_is_behind_the_ledger(sched):

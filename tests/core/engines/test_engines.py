@@ -3,7 +3,6 @@ and `cron handoff`."""
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import re
@@ -11,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -107,7 +107,7 @@ def test_the_crontab_line_run_by_sh_with_crons_environment_dispatches_a_due_job(
     assert (done.stdout, done.stderr) == ("", "")  # the pass writes its own log: cron has nothing to mail
     assert [json.loads(p.read_text())["text"].split("\n")[0] for p in inbox(project)] == ["beat"]
     [log] = (home / ".local" / "state" / "sxctl").glob("tick-*.log")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ ran ping \(catchup, due [^)]*\): dispatched → .*\n", log.read_text())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ran ping \(catchup, due [^)]*\): dispatched → .*\n", log.read_text())
     beat = json.loads(heartbeat_file(project.root).read_text())
     assert beat["outcome"] == "ok" and beat["detail"].startswith("1 run(s)")
 
@@ -412,8 +412,8 @@ def test_the_tick_log_stays_under_its_bound_after_many_passes(project, tmp_path)
         stamp, doc = line.split(" ", 1)
         assert json.loads(doc)["ok"] is True  # no document cut between the two files
         stamps.append(stamp)
-    assert stamps[-1] == "2026-12-30T15:20:00Z"  # the clock of the last pass
-    minutes = [calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) // 60 for stamp in stamps]
+    assert stamps[-1] == "2026-12-30T15:20:00+00:00"  # the clock of the last pass, in the display zone (TZ=UTC)
+    minutes = [int(datetime.fromisoformat(stamp).timestamp()) // 60 for stamp in stamps]
     assert len(minutes) >= 2 and minutes == list(range(minutes[0], minutes[0] + len(minutes)))  # none lost
 
 
@@ -442,8 +442,8 @@ def test_two_writers_rotating_at_once_lose_no_line_and_rotate_once(tmp_path):
         old, new = Path(f"{log}.1").read_text(), log.read_text()
         assert len(old.encode()) <= 400 * 64 and len(new.encode()) <= 400 * 64
         lines = (old + new).splitlines()
-        assert all(len(line) == 63 and line.startswith("1970-01-01T00:00:00Z writer-") for line in lines)
-        assert sorted(lines) == sorted(f"1970-01-01T00:00:00Z writer-{w} {i:04d} ".ljust(63, ".")
+        assert all(len(line) == 68 and line.startswith("1970-01-01T00:00:00+00:00 writer-") for line in lines)
+        assert sorted(lines) == sorted(f"1970-01-01T00:00:00+00:00 writer-{w} {i:04d} ".ljust(68, ".")
                                        for w in "AB" for i in range(300)), log
 
 
