@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import PolicyOptions, apply_options, read_policy
+from ..cron.policy.job import job_of
 from ..cron.run.ledger import DEFAULT_MAX_LOG_BYTES, MAX_MAX_LOG_BYTES
 from ..cron.spend.rules import GuardOptions
 from ..cron.store import authoring as jobs
@@ -135,7 +136,7 @@ def add_job(
                           policy_change=job_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
-    said = [f"{name}: {warning}" for warning in warnings + _hold_warnings(spec)]
+    said = [f"{name}: {warning}" for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, name)]
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
         said.append(f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
                     "(a one-shot for good) unless the environment of the pass sets it")
@@ -169,10 +170,23 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     ).outcome
     for note in notes:
         reporter(report).note(note)
-    said = [f"{result['jobName']}: {warning}" for warning in warnings + _hold_warnings(spec)]
+    said = [f"{result['jobName']}: {warning}"
+            for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, result["jobName"])]
     for warning in said:
         reporter(report).warn(warning)
     return JobChange(ws, result, notes, show_notes=True, warnings=said)
+
+
+def _never_warnings(ws: Workspace, name: str) -> list[str]:
+    """A cron job none of whose times falls in its --active-hours/--active-days: it never runs."""
+    store = store_or_empty(ws)
+    record = next((job for job in store["jobs"] if job["name"] == name), None)
+    if record is None:
+        return []
+    job = job_of(record, read_policy(ws), ws.root)
+    if job.active is None or not job.active.never_meets(job.schedule):
+        return []
+    return [f"none of its times falls in its {job.active.describe(job.zone_name)}: it never runs"]
 
 
 def _hold_warnings(spec: JobSpec) -> list[str]:

@@ -54,7 +54,6 @@ def this_host(environ: Mapping[str, str]) -> str:
     return safe_host_name(socket.gethostname())
 
 
-def pinned_elsewhere(entry: dict, host: str) -> str | None:
-    """The host a job is pinned to when it is not `host` (the pass leaves the job alone)."""
-    pinned = entry.get("host")
+def pinned_elsewhere(pinned: str | None, host: str) -> str | None:
+    """The host a job is pinned to (`Job.host`) when it is not `host` (the pass leaves the job alone)."""
     return pinned if pinned is not None and pinned != host else None

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..spend.rules import effective_guards
 from ..store.targets import endpoint_of, resolve_project
-from ..timeline.schedule import job_zone_name, last_run, load_cron_zone, local_time, next_run
+from ..timeline.schedule import CronPattern, job_zone_name, last_run, load_cron_zone, local_time, next_run
 from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
 from .jitter import jitter_offset_ms, jittered_at
 
@@ -46,6 +46,17 @@ class ActiveHours:
                  for ahead in range(8) for minute in starts
                  if DAYS[(local.weekday() + ahead) % 7] in self.days]
         return min((start for start in found if start > local), default=None)
+
+    def never_meets(self, schedule: Mapping[str, Any]) -> bool:
+        """Whether no time of a cron schedule ever falls in these hours and days (its timeline has
+        no run: a view says so instead of walking it to year 9999)."""
+        if schedule["kind"] != "cron":
+            return False
+        hours, minutes, weekdays = CronPattern.parse(schedule["expr"]).day_times()
+        inside = any(self.start <= minute < self.end if self.start < self.end else (minute >= self.start
+                                                                                    or minute < self.end)
+                     for minute in (hour * 60 + m for hour in hours for m in minutes))
+        return not inside or (weekdays is not None and not {DAYS[day] for day in weekdays} & set(self.days))
 
     def describe(self, zone_name: str) -> str:
         days = f" {','.join(self.days)}" if self.days != DAYS else ""
@@ -108,6 +119,11 @@ class Job:
         """When the pass runs an occurrence: its time plus the job's --jitter offset, cut to a
         second before the next occurrence (policy/jitter.py)."""
         return jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)  # type: ignore[arg-type]
+
+    @property
+    def due_ms(self) -> int | None:
+        """When the pass runs its next unrun occurrence (None: it has none)."""
+        return None if self.next_run_ms is None else self.run_at(self.next_run_ms)
 
     def next_after(self, bound_ms: int) -> tuple[int, bool] | None:
         """(the first occurrence strictly after `bound_ms`, whether DST shaped it)."""

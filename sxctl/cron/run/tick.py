@@ -22,7 +22,6 @@ from ...locks import MkdirLock
 from ...report import Reporter
 from ..policy.file import read_policy, write_policy
 from ..policy.hosts import pinned_elsewhere, this_host
-from ..policy.jitter import run_at
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
@@ -182,12 +181,13 @@ class SchedulerPass:
         for job in self._due():
             if self.stopping():
                 break
+            if not self.admission.admit(job):  # skipped, held, paused: told as such, never "deferred"
+                continue
             if ran >= self.options.max_per_pass:
                 defer(self.result.deferred, self.admission.done, job, "max_per_pass")
-            elif self.admission.admit(job):
-                if not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
-                    defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
-                    continue
+            elif not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
+                defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
+            else:
                 self._run_occurrence(job, manual=False)
                 ran += 1
         self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
@@ -207,27 +207,27 @@ class SchedulerPass:
     def _due(self) -> list[dict[str, Any]]:
         now = self.clock.now_ms()
         due = []
-        for job in self.store["jobs"]:
-            life = job["lifecycle"]
-            if job["source"] == "built_in" or life["status"] != "scheduled" or self._due_at(job) > now:
+        for record in self.store["jobs"]:
+            job = self.admission.job(record)
+            if job.built_in or job.status != "scheduled" or job.due_ms is None or job.due_ms > now:
                 continue
-            pinned = pinned_elsewhere(self.policy["jobs"].get(job["id"], {}), self.host)
+            pinned = pinned_elsewhere(job.host, self.host)
             if pinned is not None:
-                self.result.elsewhere.append({"jobId": job["id"], "name": job["name"], "host": pinned,
-                                              "nextRunAtMs": life["nextRunAtMs"]})
+                self.result.elsewhere.append({"jobId": job.id, "name": job.name, "host": pinned,
+                                              "nextRunAtMs": job.next_run_ms})
                 continue
-            if not schedule_computable(job["schedule"]):
-                self.report.warn(f"{job['name']}: schedule {job['schedule'].get('expr')!r} cannot be computed; skipped")
+            if not schedule_computable(record["schedule"]):
+                self.report.warn(f"{job.name}: schedule {record['schedule'].get('expr')!r} cannot be computed; skipped")
                 continue
-            due.append(job)
+            due.append((job.due_ms, record))
         # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
         # its past due time, so it goes before the jobs that beat it last pass (never starved);
         # runner.md §6 says store order (docs/protocol-amendments.md)
-        return sorted(due, key=self._due_at)
+        return [record for _, record in sorted(due, key=lambda pair: pair[0])]
 
-    def _due_at(self, job: dict[str, Any]) -> int:
+    def _due_at(self, record: dict[str, Any]) -> int:
         """When the pass runs the job's next occurrence: comis's time plus its --jitter."""
-        return run_at(job, self.policy["jobs"].get(job["id"], {}), job["lifecycle"]["nextRunAtMs"])
+        return self.admission.job(record).due_ms  # type: ignore[return-value]
 
     # --- writes ------------------------------------------------------------------------------------
 

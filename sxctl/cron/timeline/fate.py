@@ -265,6 +265,10 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
     preview = Preview()
     if job.status != "scheduled" or job.next_run_ms is None:
         return preview
+    if job.active is not None and job.active.never_meets(job.schedule):
+        preview.end = Fate("never", "inactive_hours", f"none of its times falls in its "
+                                                      f"{job.active.describe(job.zone_name)}")
+        return preview
     first = None
     if start is not None and start > job.run_at(job.next_run_ms) and not (
             job.max_runs or job.max_runs_per_day or usage.token_cap):
@@ -316,5 +320,6 @@ def next_text(preview: Preview) -> str | None:
     if preview.runs:
         return preview.runs[0]["note"]
     if preview.end is not None:
-        return f"{'expires' if preview.end.action == 'expire' else 'pauses'}: {preview.end.detail}"
+        words = {"expire": "expires", "pause": "pauses", "never": "never runs"}
+        return f"{words[preview.end.action]}: {preview.end.detail}"
     return None

@@ -104,6 +104,19 @@ class CronPattern:
             except CroniterBadDateError:
                 return
 
+    def day_times(self) -> tuple[list[int], list[int], set[int] | None]:
+        """The hours and minutes of the day the pattern fires at, and its weekdays (0 = Monday)
+        when the weekday field alone picks its days (None: the day of month or month does too)."""
+        from croniter import croniter  # heavy: only when a cron expression is evaluated
+
+        expanded = croniter(" ".join(self.fields), second_at_beginning=self.seconds_first).expanded
+        every = {0: range(60), 1: range(24)}
+        minutes, hours = ([int(v) for v in expanded[i]] if expanded[i] != ["*"] else list(every[i]) for i in (0, 1))
+        days = None
+        if expanded[2] == ["*"] and expanded[3] == ["*"]:
+            days = set(range(7)) if expanded[4] == ["*"] else {(int(v) - 1) % 7 for v in expanded[4]}
+        return hours, minutes, days
+
     @property
     def hour_follows_elapsed_time(self) -> bool:
         """A wildcard or step in the hour field: the pattern fires in both passes of a fold."""

@@ -170,3 +170,46 @@ def test_every_view_shows_the_next_run_and_its_mark_as_the_pass_will_decide_it(w
         assert re.search(rf"{day}[ T]{clock}", shown[view]), (view, shown[view])
     if case == "held":
         assert " waiting " in shown["cron list"]  # the STATE column: the pass holds it now
+
+
+def test_a_job_none_of_whose_times_is_in_its_active_hours_is_said_to_never_run_without_walking_to_9999(
+        world, monkeypatch):
+    """`0 22 * * *` with --active-hours 09:30-12:00 has no run: every view walked 50,000
+    occurrences (seconds per view) to find none, and `status` now asks every job's timeline."""
+    from sxctl.cron.policy import job as job_module
+
+    world.agent_at(TUESDAY_1710)
+    added = world.run(TUESDAY_1710, "cron", "add", "late", "--cron", "0 22 * * *", "--tz", "UTC",
+                      "--active-hours", "09:30-12:00", "--payload", "agent-turn", "--text", "x")
+    assert added.code == 0
+    assert "late: none of its times falls in its active hours 09:30-12:00 UTC: it never runs" in added.err
+    assert "never runs" not in world.run(TUESDAY_1710, "cron", "add", "fine", "--cron", "0 10 * * *", "--tz", "UTC",
+                                         "--active-hours", "09:30-12:00", "--payload", "agent-turn",
+                                         "--text", "x").err
+    walked = []
+    real = job_module.Job.next_after
+    monkeypatch.setattr(job_module.Job, "next_after", lambda self, bound: walked.append(1) or real(self, bound))
+    [row] = [r for r in world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"] if r["job"]["name"] == "late"]
+    assert (row["next_run_ms"], row["next_note"]) == (
+        None, "never runs: none of its times falls in its active hours 09:30-12:00 UTC")
+    status = world.ok(TUESDAY_1710, "--session", SID, "status", "--json").json()["cron"]
+    assert status["next_due_job"] == "fine" and len(walked) < 50
+
+
+def test_a_due_job_the_pass_skips_is_not_reported_deferred_past_max_per_pass(world):
+    """Found by the differential test: with three jobs run, a fourth whose due occurrence lies
+    outside its active hours was reported `deferred (--max-per-pass)`, though the pass skips it and
+    `cron list` showed its next run in the window."""
+    at = ms(2026, 12, 1, 8, 0)
+    world.agent_at(at)
+    for name in ("a", "b", "c"):
+        world.ok(at - HOUR, "cron", "add", name, "--every", "1h", "--anchor", "2026-12-01 00:00",
+                 "--payload", "agent-turn", "--text", name)
+    world.ok(at - HOUR, "cron", "add", "late", "--every", "1h", "--anchor", "2026-12-01 00:00", "--tz", "UTC",
+             "--active-hours", "09:30-12:00", "--payload", "agent-turn", "--text", "late")
+    [row] = [r for r in world.ok(at, "cron", "list", "--json").json()["jobs"] if r["job"]["name"] == "late"]
+    assert row["next_run_ms"] == ms(2026, 12, 1, 10, 0)
+    report = world.tick(at)
+    assert sorted(run["name"] for run in report["runs"]) == ["a", "b", "c"]
+    assert report["deferred"] == []
+    assert [(s["name"], s["reason"]) for s in report["skippedOccurrences"]] == [("late", "inactive_hours")]
