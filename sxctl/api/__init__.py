@@ -38,6 +38,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "observe": ("project_status", "project_metrics", "upcoming", "watch", "StatusView", "Metrics", "Upcoming",
                 "Watch"),
     "agent": ("run_agent", "AgentRun"),
-    "engines": ("export_scheduler", "doctor", "hand_off", "SchedulerExport", "DoctorReport", "Handoff"),
+    "engines": ("export_scheduler", "hand_off", "SchedulerExport", "Handoff"),
+    "doctor": ("doctor", "DoctorReport"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

@@ -1,9 +1,8 @@
-"""Running the scheduler pass on the engines teams already use (crontab, systemd, Kubernetes),
-proving it is alive (`doctor`), and handing a workspace over to a comis daemon (`cron handoff`)."""
+"""Running the scheduler pass on the engines teams already use (crontab, systemd, Kubernetes:
+`cron export`), and handing a workspace over to a comis daemon (`cron handoff`)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import pwd
 from collections.abc import Iterable, Mapping
@@ -13,13 +12,11 @@ from typing import Any
 from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.store import file as store
-from ..errors import ErrorCode, NotFoundError, SxctlError, SystemRefusedError, UsageError
-from ..health import diagnose
+from ..errors import SystemRefusedError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
 from ..version import __version__
-from .jobs import ledger_ceiling
-from .scope import find_project, find_session, find_workspace, target_project
+from .scope import find_workspace, target_project
 
 
 @record
@@ -165,59 +162,6 @@ def _owner_name(project: Path) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-@record
-class DoctorReport:
-    """`doctor`: one verdict per check (`ok`, `warn`, `fail`), each failing one with its fix."""
-
-    checks: list[dict[str, Any]]
-
-    @property
-    def failed(self) -> list[dict[str, Any]]:
-        return [c for c in self.checks if c["status"] == "fail"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": not self.failed, "checks": self.checks,
-                "counts": {s: sum(1 for c in self.checks if c["status"] == s) for s in ("ok", "warn", "fail")}}
-
-    def raise_if_failed(self) -> None:
-        """DoctorFailed (exit 9) naming the failing checks."""
-        if self.failed:
-            names = list(dict.fromkeys(c["check"] for c in self.failed))  # a check may fail on several lines
-            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code=ErrorCode.DOCTOR_FAILED,
-                             details=self.to_json())
-
-
-def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | None = None,
-           crontab_file: str | os.PathLike | None = None, environ: Mapping[str, str] = os.environ,
-           clock: Clock = SYSTEM_CLOCK) -> DoctorReport:
-    """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
-    installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
-    root = chosen = ws = None
-    try:
-        root = find_project(project, session=session)
-    except NotFoundError:
-        pass
-    if root is not None:
-        try:
-            chosen = find_session(session, project=root, clock=clock, report=Reporter())
-        except (SxctlError, OSError):  # no session, or none readable: the `sessions` check says which
-            chosen = None
-    try:
-        ws = find_workspace(workspace, project=project, session=session)
-    except NotFoundError:
-        ws = None
-
-    @functools.cache  # `crontab -l` once per doctor run, however many checks read it
-    def crontab_text() -> str | None:
-        try:
-            return engines.Crontab(Path(crontab_file) if crontab_file is not None else None).read()
-        except SxctlError:
-            return None
-
-    return DoctorReport(diagnose(root, chosen, ws, environ=environ, clock=clock,
-                                 max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text))
 
 
 @record

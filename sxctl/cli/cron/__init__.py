@@ -1,6 +1,6 @@
 """`sxctl cron …`: edit, validate and preview a comis scheduler store offline.
 
-The group is defined here; its commands live in one module per banner (edit, view, ledger, tick,
+The group is defined here; its commands live in one module per banner (edit, view, checks, wake, tick,
 engines) and, as the root's groups, are imported only when used: `cron tick` (run every minute)
 loads the pass and not the editing code, and `sxctl --help` none of them. No command module
 imports this package, so there is no import circle."""
@@ -17,7 +17,7 @@ from ..output import Group
 COMMANDS = {
     "init": "edit:init", "add": "edit:add", "update": "edit:update", "pause": "edit:pause",
     "resume": "edit:resume", "remove": "edit:remove", "list": "view:list_", "show": "view:show",
-    "next": "view:next_", "status": "ledger:status", "runs": "ledger:runs", "validate": "ledger:validate",
+    "next": "view:next_", "status": "checks:status", "runs": "checks:runs", "validate": "checks:validate",
     "wake": "wake:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
     "handoff": "engines:handoff", "simulate": "simulate:simulate", "defaults": "edit:defaults",
     "budget": "budget:budget",

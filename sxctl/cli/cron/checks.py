@@ -1,4 +1,4 @@
-"""`sxctl cron status/runs/validate`: evidence from the store and the ledger."""
+"""`sxctl cron status/runs/validate`: evidence from the store and the ledger (api/cron_checks.py)."""
 
 from __future__ import annotations
 
