@@ -104,6 +104,8 @@ class Job:
     #: (`{date, runs}`, toward --max-runs-per-day): the half of each count that outlives the ledger
     counted_runs: int
     counted_day: dict[str, Any] | None
+    #: when its limits were last reset (`cron resume` of an expired job): runs before spend nothing
+    limits_from_ms: int
     record: dict[str, Any]
     entry: dict[str, Any]
 
@@ -168,6 +170,7 @@ def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -
         token_cap=effective_guards(entry, policy.get("budget")).get("maxTokensPerDay"),
         windows=tuple(w for w in (workspace_window, entry.get("maintenance")) if w),
         has_policy=bool(entry), counted_runs=entry.get("runs", 0), counted_day=entry.get("day"),
+        limits_from_ms=entry.get("limitsFromMs", 0),
         record=record, entry=entry)
 
 

@@ -185,7 +185,7 @@ class SchedulerPass:
                 continue
             if ran >= self.options.max_per_pass:
                 defer(self.result.deferred, self.admission.done, job, "max_per_pass")
-            elif not budget.admits(job, self.clock.now_ms(), self.options.catchup_after * 1000, self._due_at(job)):
+            elif not budget.admits(self._due_at(job), self.clock.now_ms(), self.options.catchup_after * 1000):
                 defer(self.result.deferred, self.admission.done, job, "max_catchup", budget.limit)
             else:
                 self._run_occurrence(job, manual=False)
@@ -365,7 +365,7 @@ class SchedulerPass:
         start = start_row(claim, started_at=self.clock.now_ms())
         self._append(start)
         faults.hit("after-start")
-        note = missed_note(job, entry, self.policy) if trigger == "catchup" else None
+        note = missed_note(self.admission.job(job), entry) if trigger == "catchup" else None
         ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
         if ping_url:
             self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")

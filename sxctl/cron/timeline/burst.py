@@ -19,10 +19,10 @@ def budget_of(option: int | None, policy: dict[str, Any]) -> int | None:
     return policy.get("defaults", {}).get("maxCatchup")
 
 
-def is_catchup(job: dict[str, Any], now: int, catchup_after_ms: float, due_at: int | None = None) -> bool:
-    """Would the pass run the job's due occurrence as a catch-up (later than --catchup-after)?
-    `due_at`: when it is due, if not at its `nextRunAtMs` (a job's --jitter, cron/policy/jitter.py)."""
-    return now - (job["lifecycle"]["nextRunAtMs"] if due_at is None else due_at) > catchup_after_ms
+def is_catchup(due_at: int, now: int, catchup_after_ms: float) -> bool:
+    """Would the pass run an occurrence due (with its --jitter) at `due_at` as a catch-up (later
+    than --catchup-after)?"""
+    return now - due_at > catchup_after_ms
 
 
 @dataclass
@@ -32,10 +32,10 @@ class CatchupBudget:
     limit: int | None
     spent: int = 0
 
-    def admits(self, job: dict[str, Any], now: int, catchup_after_ms: float, due_at: int | None = None) -> bool:
-        """May the pass run this admitted job now? On-time runs always may; a catch-up spends
-        one of the budget, or — spent — is deferred."""
-        if self.limit is None or not is_catchup(job, now, catchup_after_ms, due_at):
+    def admits(self, due_at: int, now: int, catchup_after_ms: float) -> bool:
+        """May the pass run an admitted job due at `due_at` now? On-time runs always may; a
+        catch-up spends one of the budget, or — spent — is deferred."""
+        if self.limit is None or not is_catchup(due_at, now, catchup_after_ms):
             return True
         if self.spent >= self.limit:
             return False

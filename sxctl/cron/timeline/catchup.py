@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...timeparse import format_ms
-from .schedule import CronPattern, job_zone, job_zone_name, load_cron_zone, next_run
+from ..policy.job import Job
+from .schedule import CronPattern, load_cron_zone, next_run
 
 SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
@@ -43,23 +44,23 @@ def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[in
     return (count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"), first, last
 
 
-def missed_note(job: dict[str, Any], entry: dict[str, Any], policy: dict[str, Any]) -> str | None:
+def missed_note(job: Job, run: dict[str, Any]) -> str | None:
     """The last line of a catch-up run's message: how many occurrences it stands for and
-    their span in the job's zone (off with the job's `--no-missed-note`)."""
-    if policy["jobs"].get(job["id"], {}).get("missedNote") is False:
+    their span in the job's zone (off with the job's `--no-missed-note`); `run`: the pass's
+    report entry of the run (`scheduledForMs`, what `count_skipped` found)."""
+    if not job.missed_note:
         return None
-    job_entry = policy["jobs"].get(job["id"], {})
-    zone, zone_name = job_zone(job, job_entry), job_zone_name(job, job_entry)
-    first = entry["scheduledForMs"]
-    skipped = entry.get("skipped_occurrences", 0)
-    last = entry.get("skipped_last_ms") or first
+    zone = job.zone
+    first = run["scheduledForMs"]
+    skipped = run.get("skipped_occurrences", 0)
+    last = run.get("skipped_last_ms") or first
     if not skipped:
         return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
-                f"({zone_name})]")
+                f"({job.zone_name})]")
     count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
     return (f"[sxctl: a catch-up run for {count} missed occurrences, "
             f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
-            f"({zone_name})]")
+            f"({job.zone_name})]")
 
 
 def skipped_count(run: dict[str, Any]) -> int:

@@ -13,7 +13,6 @@ from ..policy.job import Job
 from ..policy.overlap import unread_previous
 from ..run.ledger import Group, Ledger
 from ..run.receipts import consumption, execution_dispatch
-from ..store.targets import run_target_project
 from .schedule import job_zone, local_time
 
 
@@ -64,21 +63,21 @@ def limited_jobs(policy: dict[str, Any]) -> set[str]:
     return {job_id for job_id, entry in policy["jobs"].items() if any(entry.get(key) for key in LEDGER_LIMITS)}
 
 
-def proven_runs(job: dict[str, Any], entry: dict[str, Any], groups: list[Group], *, project: Path, clock: Clock,
-                workspace: Path, sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
+def proven_runs(job: Job, groups: list[Group], *, project: Path, clock: Clock, workspace: Path,
+                sessions: dict[Path, list] | None = None) -> tuple[int, dict[str, int]]:
     """What the ledger proves a job spent, whatever the policy file says: its scheduled (not
     manual) executions that dispatched (`execution_dispatch`) started since its limits were
-    last reset (`limitsFromMs`: `cron resume`) toward --max-runs, and per date of their
-    occurrence in the job's zone toward --max-runs-per-day (only with that limit)."""
-    since = entry.get("limitsFromMs", 0)
-    zone = job_zone(job, entry) if entry.get("maxRunsPerDay") else None
+    last reset (`cron resume`) toward --max-runs, and per date of their occurrence in the job's
+    zone toward --max-runs-per-day (only with that limit)."""
+    since = job.limits_from_ms
+    zone = job.zone if job.max_runs_per_day else None
     runs, days = 0, dict[str, int]()
     for group in groups:
         start = group.start
         if start is None or start["trigger"] == "manual":
             continue
         outcome = group.terminal["outcome"] if group.terminal is not None else None
-        if execution_dispatch(start, outcome, job, project, clock, sessions, workspace=workspace) is None:
+        if execution_dispatch(start, outcome, job.record, project, clock, sessions, workspace=workspace) is None:
             continue
         if start["startedAtMs"] >= since:
             runs += 1
@@ -150,29 +149,29 @@ def limit_usage(job: Job, *, claims: list[dict[str, Any]], ledger: Ledger | None
         history = job_history(ledger, {job.id})
     groups = history.get(job.id, [])
     if spent:
-        usage.proven, usage.days = proven_runs(record, entry, groups, project=project, clock=clock,
-                                               workspace=workspace, sessions=sessions)
+        usage.proven, usage.days = proven_runs(job, groups, project=project, clock=clock, workspace=workspace,
+                                               sessions=sessions)
         usage.runs = max(usage.runs, usage.proven)
     if limit:
-        usage.unread = _unread_streak(record, entry, limit, groups, project, clock, sessions, workspace=workspace)
+        usage.unread = _unread_streak(job, limit, groups, project, clock, sessions, workspace=workspace)
     if overlap:
         usage.pending = unread_previous(record, groups, project=project, clock=clock, workspace=workspace,
                                         sessions=sessions)
     return usage
 
 
-def _unread_streak(job: dict[str, Any], entry: dict[str, Any], limit: int, history: list[Group], project: Path,
-                   clock: Clock, sessions: dict[Path, list] | None, *, workspace: Path) -> int:
+def _unread_streak(job: Job, limit: int, history: list[Group], project: Path, clock: Clock,
+                   sessions: dict[Path, list] | None, *, workspace: Path) -> int:
     """How many of the job's newest inbox messages (since its limits were last reset), up to
     `limit`, are still unread (`history`: the job's executions in the ledger)."""
-    since = entry.get("limitsFromMs", 0)
+    since = job.limits_from_ms
     groups = [g for g in history if g.start is not None and g.start["startedAtMs"] >= since]
     groups.sort(key=lambda g: g.start["startedAtMs"], reverse=True)  # type: ignore[index]
-    where = run_target_project(job, project, workspace=workspace)
+    where = job.target_project or project
     streak = 0
     for group in groups:
         outcome = group.terminal["outcome"] if group.terminal is not None else None
-        dispatch = execution_dispatch(group.start, outcome, job, project, clock, sessions, workspace=workspace)
+        dispatch = execution_dispatch(group.start, outcome, job.record, project, clock, sessions, workspace=workspace)
         if dispatch is None or dispatch.stem is None or dispatch.session_id is None:
             continue  # sent no message: neither read nor unread
         if consumption(where, dispatch.session_id, dispatch.stem, clock)["state"] != "pending":
