@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -113,8 +114,9 @@ class Job:
     def one_shot(self) -> bool:
         return self.schedule["kind"] == "at"
 
-    @property
+    @cached_property
     def zone(self):
+        """The job's zone, loaded once (its days, hours and daily limits are counted there)."""
         return load_cron_zone(self.zone_name)
 
     def run_at(self, occurrence_ms: int) -> int:

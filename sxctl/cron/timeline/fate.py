@@ -65,6 +65,8 @@ def skip_reason(job: Job, occurrence: int, late: int, usage: LimitUsage, sent_at
     (lateness counted from its jittered time: `late` is `sent_at` less the job's --jitter offset)."""
     if job.catch_up == "skip" and late - occurrence > job.stale_after_ms:
         return "stale"
+    if job.active is None and job.max_runs_per_day is None and usage.token_cap is None:
+        return None  # nothing below applies: its wall time is not needed
     local = job.local(occurrence)
     if job.active is not None:
         if not job.active.allows(local):
@@ -159,8 +161,7 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
     agents as they are now (`agents`; None: never held). Ends at an expiry or a pause, past what
     sxctl can schedule, or after `budget` occurrences; with `due_only` (the pass), at the first
     occurrence not yet due, judged as the pass at `now` judges it (`not_due`, or its expiry)."""
-    spent = replace(usage, day=dict(usage.day) if usage.day else None, days=dict(usage.days),
-                    tokens=dict(usage.tokens))
+    spent = usage.copy()
     at, dst = first if first is not None else (job.next_run_ms, False)
     if at is None or at >= LATEST_SCHEDULABLE_MS:
         return

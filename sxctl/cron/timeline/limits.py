@@ -37,6 +37,11 @@ class LimitUsage:
     #: (overlap.unread_previous; None: read, or not asked)
     pending: dict[str, Any] | None = None
 
+    def copy(self) -> LimitUsage:
+        """A copy whose counts a preview may spend without touching these."""
+        return LimitUsage(self.runs, dict(self.day) if self.day else None, self.unread, dict(self.days), self.proven,
+                          self.token_cap, dict(self.tokens), self.pending)
+
     def runs_on(self, date: str) -> int:
         counted = self.day["runs"] if self.day is not None and self.day["date"] == date else 0
         return max(counted, self.days.get(date, 0))
