@@ -157,3 +157,35 @@ def test_every_error_code_knows_its_exit_status():
     assert {code.value: int(code.status) for code in ErrorCode} == EXIT_BY_CODE
     assert set(EXIT_MEANINGS) <= set(ExitStatus) and ExitStatus.BROKEN_PIPE == 141
     assert SxctlError("x", code=ErrorCode.TOO_LATE).exit_code == ExitStatus.TOO_LATE == 7
+
+
+#: the modules that decide a job's future: they read a job only through the typed `Job`
+#: (sxctl/cron/policy/job.py), never a key of comis's record or of sxctl's policy entry
+TIMELINE_DECIDERS = ("sxctl.cron.timeline.fate", "sxctl.cron.timeline.hold", "sxctl.cron.timeline.previews")
+#: the keys of comis's stored job and of sxctl's policy entry (cron-store.md, cron/policy/file.py)
+JOB_KEYS = {
+    "id", "name", "source", "schedule", "lifecycle", "nextRunAtMs", "payload", "deliveryTarget",
+    "holdMaxMs", "catchUp", "staleAfterMs", "missedNote", "maxUnconsumed", "maxRunsPerDay", "untilMs", "maxRuns",
+    "activeHours", "activeDays", "tz", "overlap", "maintenance", "jitterMs", "host", "pingUrl", "runs",
+    "countedId", "limitsFromMs", "day", "paused", "skips", "rateLimitCeiling", "maxSessionTokens",
+    "maxTokensPerDay", "onMissingUsage",
+}
+
+
+def test_the_timeline_reads_a_job_only_through_the_typed_job():
+    """One model of a job: the rule of each fate reads `Job` fields; a key of either file opened
+    by string in a decider is a second reading of that file (the due-time rule was mended in 3-4
+    modules at once, twice)."""
+    found = []
+    for name in TIMELINE_DECIDERS:
+        for node in ast.walk(ast.parse(MODULES[name].read_text(encoding="utf-8"))):
+            key = None
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                key = node.slice.value
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("get", "setdefault", "pop") and node.args
+                  and isinstance(node.args[0], ast.Constant)):
+                key = node.args[0].value
+            if key in JOB_KEYS:
+                found.append(f"{name}:{node.lineno}: {key!r}")
+    assert found == []
