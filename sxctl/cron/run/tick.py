@@ -31,6 +31,7 @@ from ..store.workspace import Workspace
 from ..timeline.admission import Admission
 from ..timeline.burst import CatchupBudget, budget_of, defer
 from ..timeline.catchup import count_skipped, missed_note
+from ..timeline.hold import stands_for
 from ..timeline.schedule import next_run, schedule_computable
 from ..timeline.views import cross_check
 from .dispatch import Dispatcher, Occurrence
@@ -220,13 +221,11 @@ class SchedulerPass:
                 self.report.warn(f"{job.name}: schedule {record['schedule'].get('expr')!r} cannot be computed; skipped")
                 continue
             due.append((job.due_ms, record))
-        # longest waiting first (store order among equals): a job deferred by --max-per-pass keeps
-        # its past due time, so it goes before the jobs that beat it last pass (never starved);
-        # runner.md §6 says store order (docs/protocol-amendments.md)
+        # longest waiting first (store order among equals; runner.md §6 says store order:
+        # docs/protocol-amendments.md): a job deferred by --max-per-pass is never starved
         return [record for _, record in sorted(due, key=lambda pair: pair[0])]
 
-    def _due_at(self, record: dict[str, Any]) -> int:
-        """When the pass runs the job's next occurrence: comis's time plus its --jitter."""
+    def _due_at(self, record: dict[str, Any]) -> int:  # comis's next run plus the job's --jitter
         return self.admission.job(record).due_ms  # type: ignore[return-value]
 
     # --- writes ------------------------------------------------------------------------------------
@@ -342,9 +341,10 @@ class SchedulerPass:
                  "claimedAtMs": now, "trigger": trigger, "workKind": work_kind}
         entry: dict[str, Any] = {"jobId": job["id"], "name": job["name"], "executionId": execution_id,
                                  "trigger": trigger, "scheduledForMs": scheduled_for}
+        bound = now if manual else stands_for(self.admission.job(job), scheduled_for, now)  # the latest due now
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
-                count_skipped(job, scheduled_for, now, entry)
+                count_skipped(job, scheduled_for, bound, entry)
             self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
             return
         if not manual:
@@ -352,13 +352,13 @@ class SchedulerPass:
                 job["lifecycle"] = {"status": "one_shot_claimed", "executionId": execution_id,
                                     "scheduledForMs": scheduled_for, "claimedAtMs": now}
             else:
-                found = next_run(job["schedule"], now)
+                found = next_run(job["schedule"], bound)  # runner.md §4 claims up to now: docs/protocol-amendments.md
                 if found is None:
                     self.report.warn(f"{job['name']}: Recurring schedule has no safe future occurrence")
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                count_skipped(job, scheduled_for, now, entry)
+                count_skipped(job, scheduled_for, bound, entry)
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")

@@ -16,7 +16,7 @@ from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .burst import CATCHUP_AFTER_MS
-from .hold import Agents, Hold, hold_for
+from .hold import Agents, Hold, hold_for, stands_for
 from .limits import LimitUsage
 
 #: occurrences a preview judges per job before it stops looking (an every-minute cron job outside
@@ -194,6 +194,8 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
             decided = True
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, at)
+            if not job.one_shot and job.run_at(at) <= now:  # a late run stands for every occurrence due now
+                at = stands_for(job, at, now)
         found = job.next_after(at)
         if found is None or found[0] >= LATEST_SCHEDULABLE_MS:  # past what sxctl can schedule
             return
@@ -303,7 +305,8 @@ def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
     docs/timeline.md): `waiting for agent` (due, held for a live agent; `will wait for agent` when
     it is not due yet and no agent is live now), `held: <guard>` (a spend guard holds it; `will be
     held: <guard>`), `maintenance` (a one-shot waits for its window's end), `given up` (past
-    --hold-max: the next pass gives it up), `overdue` (due: the next pass runs it), or None."""
+    --hold-max: the next pass gives it up; `will be given up`: no agent is live now and its
+    --hold-max is 0), `overdue` (due: the next pass runs it), or None."""
     due = run_ms <= now
     if fate.action == "hold" and fate.hold is not None:
         if fate.hold.by_guard:
@@ -312,7 +315,7 @@ def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
     if fate.action == "hold":
         return "maintenance"
     if fate.reason == "given_up":
-        return "given up"
+        return "given up" if due else "will be given up"
     return "overdue" if due else None
 
 

@@ -213,3 +213,51 @@ def test_a_due_job_the_pass_skips_is_not_reported_deferred_past_max_per_pass(wor
     assert sorted(run["name"] for run in report["runs"]) == ["a", "b", "c"]
     assert report["deferred"] == []
     assert [(s["name"], s["reason"]) for s in report["skippedOccurrences"]] == [("late", "inactive_hours")]
+
+
+# --- found by the attacker of this round -------------------------------------------------------------
+
+def test_a_catch_up_never_folds_an_occurrence_whose_jittered_time_has_not_come(world):
+    """`--every 10m --jitter 9m`, first pass an hour late: the catch-up swallowed the 10:00
+    occurrence, not due until 10:00 + its offset, and told the agent it was missed."""
+    at = ms(2026, 12, 6, 9, 0)
+    world.agent_at(at)
+    world.ok(at, "cron", "add", "h", "--every", "10m", "--anchor", "2026-12-06 09:00", "--jitter", "9m",
+             "--payload", "agent-turn", "--text", "x")
+    offset = world.ok(at, "cron", "show", "h", "--json").json()["policy"]["jitterOffsetMs"]
+    assert offset > 2
+    late = ms(2026, 12, 6, 10, 0) + offset // 2  # 10:00 has come, its run time (10:00 + offset) not yet
+    world.agent_at(late)
+    [run] = world.tick(late)["runs"]
+    assert run["trigger"] == "catchup" and run["skipped_last_ms"] == ms(2026, 12, 6, 9, 50)
+    [row] = world.ok(late, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] == ms(2026, 12, 6, 10, 0) + offset  # still to run, on its own
+    world.agent_at(ms(2026, 12, 6, 10, 0) + offset)
+    [own] = world.tick(ms(2026, 12, 6, 10, 0) + offset)["runs"]
+    assert (own["trigger"], own["scheduledForMs"]) == ("scheduled", ms(2026, 12, 6, 10, 0))
+
+
+def test_the_views_fold_the_occurrences_a_catch_up_stands_for_as_the_pass_does(world):
+    """After a weekend off, `cron next` listed Saturday's occurrence as a second, `overdue` run
+    (with `"overdue": false` in `next --json`), though the pass sends one catch-up for both."""
+    world.agent_at(FRIDAY_NOON)
+    world.ok(FRIDAY_NOON, "cron", "add", "w", "--cron", "0 22 * * *", "--tz", "UTC", "--hold-max", "24h",
+             "--payload", "agent-turn", "--text", "x")
+    assert world.tick(ms(2026, 12, 4, 21, 0))["runs"] == []
+    at = ms(2026, 12, 7, 8, 35)
+    fires = world.ok(at, "cron", "next", "w", "-n", "2", "--json").json()["fires"]
+    assert [(f["at_ms"], f["mark"], f["overdue"]) for f in fires] == [
+        (ms(2026, 12, 4, 22, 0), "waiting for agent", True), (ms(2026, 12, 7, 22, 0), None, False)]
+    rows = [r for r in world.ok(at, "--session", SID, "next", "--json").json()["rows"] if r["source"] == "cron"]
+    assert [(r["at_ms"], r["mark"]) for r in rows][:2] == [(f["at_ms"], f["mark"]) for f in fires]
+
+
+def test_a_run_not_yet_due_with_no_hold_is_marked_as_what_will_happen(world):
+    """`--hold-max 0` and no live agent: the next run, 5 minutes ahead, was marked `given up`."""
+    world.agent_at(ms(2026, 12, 6, 8, 0))
+    world.ok(ms(2026, 12, 6, 8, 59), "cron", "add", "r", "--every", "10m", "--anchor", "2026-12-06 09:00",
+             "--hold-max", "0", "--payload", "agent-turn", "--text", "x")
+    assert [r["status"] for r in world.tick(ms(2026, 12, 6, 9, 1))["runs"]] == ["failed"]  # 09:00, given up
+    [fire] = world.ok(ms(2026, 12, 6, 9, 5), "cron", "next", "r", "-n", "1", "--json").json()["fires"]
+    assert (fire["at_ms"], fire["mark"]) == (ms(2026, 12, 6, 9, 10), "will be given up")
+    assert world.tick(ms(2026, 12, 6, 9, 6))["givenUp"] == []
