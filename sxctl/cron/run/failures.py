@@ -16,7 +16,7 @@ from .ledger import Ledger, project_run, scan_ledger
 FAILED_STATUSES = ("failed", "unknown", "timed_out", "cancelled")
 
 _STAGE_REASONS = {
-    "executor_precondition": "no live agent or session to send to",
+    "executor_precondition": "no live agent or session to send to, or a target folder it may not use",
     "executor_invalid_input": "the message is too large",
     "dispatch_rejected": "the inbox refused the message",
     "start_record_recovery": "the pass that claimed it stopped before it started",

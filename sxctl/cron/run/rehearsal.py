@@ -152,9 +152,9 @@ def _copy(ws: Workspace, project: Path, temp: Path, from_ms: int,
             raise InvalidDataError(str(path), "not a regular file")
         if path.is_file():
             shutil.copy2(path, sim_ws.scheduler / path.name)
-    homes = [_home(project, sim_project, from_ms)]
+    homes = [_home(project, sim_project, from_ms, temp, copies)]
     for target, sim_target in _targets(sim_ws, ws.root, temp, {str(real_project)}, copies):
-        homes.append(_home(target, sim_target, from_ms))
+        homes.append(_home(target, sim_target, from_ms, temp, copies))
     return sim_ws, sim_project, homes
 
 
@@ -192,13 +192,13 @@ def _targets(sim_ws: Workspace, workspace: Path, temp: Path, seen: set[str],
     return found
 
 
-def _home(project: Path | None, sim_project: Path, from_ms: int) -> Path:
-    """`project`'s sessions (None: none) copied into `sim_project` (links stay out: nothing
-    outside is read through them), none of them live; the session the simulated agent runs in."""
+def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, copies: dict[str, str]) -> Path:
+    """`project`'s sessions (None: none) copied into `sim_project` (`_copy_sessions`), none of them
+    live; the session the simulated agent runs in."""
     sessions = ProjectLayout(project).sessions if project is not None else None
     target = ProjectLayout(sim_project).sessions
     if sessions is not None and sessions.is_dir() and not sessions.is_symlink():
-        _copy_sessions(sessions, target)
+        _copy_sessions(sessions, target, temp, copies)
     target.mkdir(parents=True, exist_ok=True)
     for folder in target.iterdir():  # only the simulated agent is ever live
         stats = folder / "stats.json"
@@ -210,16 +210,22 @@ def _home(project: Path | None, sim_project: Path, from_ms: int) -> Path:
     return session_dir
 
 
-def _copy_sessions(source: Path, target: Path) -> None:
+def _copy_sessions(source: Path, target: Path, temp: Path, copies: dict[str, str]) -> None:
     """The session folders as the pass reads them: folders and regular files up to
-    `SESSION_FILE_CAP` (messages, keys, stats, timers); never a symbolic link, a FIFO, a socket, a
-    device or a transcript-sized file, so the simulated agent writes nothing outside the copy."""
+    `SESSION_FILE_CAP` (messages, keys, stats, timers); never a FIFO, a socket, a device or a
+    transcript-sized file. A symbolic link is never followed: the copy holds a link at its place to
+    an empty folder of the copy, which the pass refuses as it refuses the real one (an inbox
+    linked elsewhere fails its runs in the rehearsal too), and nothing outside is read or written."""
     target.mkdir(parents=True, exist_ok=True)
     for entry in os.scandir(source):
         if entry.is_symlink():
+            behind = temp / "linked" / f"session-{len(copies)}"
+            behind.mkdir(parents=True)
+            os.symlink(behind, target / entry.name)
+            copies[str(behind)] = entry.path
             continue
         if entry.is_dir(follow_symlinks=False):
-            _copy_sessions(Path(entry.path), target / entry.name)
+            _copy_sessions(Path(entry.path), target / entry.name, temp, copies)
         elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= SESSION_FILE_CAP:
             shutil.copy2(entry.path, target / entry.name, follow_symlinks=False)
 
@@ -241,10 +247,15 @@ def _usage_at(steps: list[tuple[int, Any]] | None, at: int) -> Any:
 
 
 def _write_stats(session_dir: Path, at: int, usage: Any = None) -> None:
+    """The simulated agent's own stats.json, in the copy (a link the copy kept in its place goes:
+    it pointed into the copy, and this agent is not the one that made it)."""
     stats: dict[str, Any] = {"updated_ms": at, "model": SIM_MODEL}
     if usage is not None:
         stats["usage"] = usage
-    (session_dir / "stats.json").write_text(json.dumps(stats), encoding="utf-8")
+    path = session_dir / "stats.json"
+    if path.is_symlink():
+        path.unlink()
+    path.write_text(json.dumps(stats), encoding="utf-8")
 
 
 def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int,

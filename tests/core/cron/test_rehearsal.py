@@ -223,9 +223,10 @@ def test_the_examples_of_its_help_run_and_name_no_throw_away_path(project):
 
 
 def test_a_rehearsal_never_writes_through_links_and_refuses_what_the_pass_refuses(project, tmp_path):
-    """Links, FIFOs in a session folder are not copied (the simulated agent writes nothing where
-    they point); a linked policy file is exit 5 as for `cron tick`; a delivery with no
-    SXCTL_DELIVER_CMD fails as in the pass."""
+    """Links, FIFOs in a session folder are never followed (the simulated agent writes nothing where
+    they point); a linked inbox fails the runs sent to it as `cron tick` does (the rehearsal
+    dispatched them: the copy had left the link out); a linked policy file is exit 5 as for
+    `cron tick`; a delivery with no SXCTL_DELIVER_CMD fails as in the pass."""
     before = FakeClock(int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp() * 1000))
     outside = tmp_path / "outside"
     (outside / "inbox").mkdir(parents=True)
@@ -243,7 +244,10 @@ def test_a_rehearsal_never_writes_through_links_and_refuses_what_the_pass_refuse
     doc = project.run(*span, clock=before)
     assert doc.code == 0, doc.err
     fates = {(event["job"], event["fate"]) for event in doc.json()["events"]}
-    assert ("hb", "dispatched") in fates and ("del", "failed") in fates and ("del", "dispatched") not in fates
+    assert ("hb", "failed") in fates and ("hb", "dispatched") not in fates
+    assert ("del", "failed") in fates and ("del", "dispatched") not in fates
+    [reason] = {event["reason"] for event in doc.json()["events"] if event["job"] == "hb"}
+    assert reason == f"failed precondition: refusing to use {session / 'inbox'}: it is a symbolic link"  # as the pass
     assert (outside / "stats").read_text() == "ORIGINAL" and sorted(os.listdir(outside / "inbox")) == ["v1.json"]
     policy = project.root / ".scheduler" / "sxctl-policy.json"
     policy.write_text('{"formatVersion": 1, "jobs": {}}')
