@@ -55,12 +55,20 @@ def missed_note(job: Job, run: dict[str, Any]) -> str | None:
     skipped = run.get("skipped_occurrences", 0)
     last = run.get("skipped_last_ms") or first
     if not skipped:
-        return (f"[sxctl: a late run — this occurrence was due at {format_ms(first, '%Y-%m-%d %H:%M', zone)} "
-                f"({job.zone_name})]")
+        return f"[sxctl: a late run — this occurrence was due at {_wall(first, zone)} ({job.zone_name})]"
     count = f"{skipped + 1}" if isinstance(skipped, int) else f"more than {skipped.lstrip('≥')}"
-    return (f"[sxctl: a catch-up run for {count} missed occurrences, "
-            f"{format_ms(first, '%Y-%m-%d %H:%M', zone)} to {format_ms(last, '%Y-%m-%d %H:%M', zone)} "
+    return (f"[sxctl: a catch-up run for {count} missed occurrences, {_wall(first, zone)} to {_wall(last, zone)} "
             f"({job.zone_name})]")
+
+
+def _wall(ms: int, zone) -> str:
+    """A time as the job's zone reads it; with its abbreviation when the clock shows it twice (a
+    fall-back hour: `01:00 EDT` or `01:00 EST`)."""
+    from datetime import datetime  # only when a late run is told
+
+    local = datetime.fromtimestamp(ms / 1000, zone)
+    twice = local.replace(fold=1 - local.fold).utcoffset() != local.utcoffset()
+    return format_ms(ms, "%Y-%m-%d %H:%M %Z" if twice else "%Y-%m-%d %H:%M", zone)
 
 
 def skipped_count(run: dict[str, Any]) -> int:

@@ -297,6 +297,8 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
         skipped, notes = 0, {}
         if len(preview.runs) >= count:
             return preview
+    if not preview.runs and skipped:  # every occurrence it judged is skipped: say why, not just "-"
+        preview.end = Fate("none", "skipped", f"{skipped} occurrence(s) ahead all skipped: {'; '.join(notes)}")
     return preview
 
 
@@ -324,6 +326,6 @@ def next_text(preview: Preview) -> str | None:
     if preview.runs:
         return preview.runs[0]["note"]
     if preview.end is not None:
-        words = {"expire": "expires", "pause": "pauses", "never": "never runs"}
+        words = {"expire": "expires", "pause": "pauses", "never": "never runs", "none": "no run ahead"}
         return f"{words[preview.end.action]}: {preview.end.detail}"
     return None

@@ -261,3 +261,30 @@ def test_a_run_not_yet_due_with_no_hold_is_marked_as_what_will_happen(world):
     [fire] = world.ok(ms(2026, 12, 6, 9, 5), "cron", "next", "r", "-n", "1", "--json").json()["fires"]
     assert (fire["at_ms"], fire["mark"]) == (ms(2026, 12, 6, 9, 10), "will be given up")
     assert world.tick(ms(2026, 12, 6, 9, 6))["givenUp"] == []
+
+
+def test_a_catch_up_note_in_a_fall_back_hour_says_which_reading(world):
+    """`*/30 * * * *` America/New_York, agent down over 2026-11-01 01:00-02:00 (shown twice): the
+    agent was told `01:00 to 01:00`."""
+    before = ms(2026, 11, 1, 5, 10)  # 01:10 EDT
+    world.agent_at(before)
+    world.ok(before, "cron", "add", "half", "--cron", "*/30 * * * *", "--tz", "America/New_York",
+             "--payload", "agent-turn", "--text", "x")
+    back = ms(2026, 11, 1, 6, 20)  # 01:20 EST, the second reading
+    world.agent_at(back)
+    [run] = world.tick(back)["runs"]
+    [text] = world.delivered()
+    assert "2026-11-01 01:30 EDT to 2026-11-01 01:00 EST (America/New_York)]" in text, text
+    assert run["trigger"] == "catchup"
+
+
+def test_an_every_job_whose_occurrences_all_miss_its_active_days_says_why_it_has_no_run(world):
+    """`--every 7d` anchored on a Sunday with --active-days mon-fri: `cron list` said `-`."""
+    world.agent_at(TUESDAY_1710)
+    world.ok(TUESDAY_1710, "cron", "add", "wk", "--every", "7d", "--anchor", "2026-12-06 12:00", "--tz", "UTC",
+             "--active-hours", "09:00-17:00", "--active-days", "mon-fri", "--payload", "agent-turn", "--text", "x")
+    [row] = world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] is None
+    assert row["next_note"].startswith("no run ahead: ") and "active hours 09:00-17:00 mon,tue,wed,thu,fri UTC" \
+        in row["next_note"], row["next_note"]
+    assert "no run ahead" in world.ok(TUESDAY_1710, "cron", "list", "--tz", "UTC").out
