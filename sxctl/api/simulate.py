@@ -16,7 +16,7 @@ from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
 from ..jsondata import strict_loads
 from ..record import record
-from ..timeparse import display_zone, displayed_in, parse_local_time_ms, zone_label
+from ..timeparse import display_zone, displayed_in, format_duration_ms, parse_local_time_ms, zone_label
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
@@ -123,6 +123,10 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
     if needed > MAX_PASSES:
         warnings.append(f"the span needs {needed} passes; only the first {MAX_PASSES} run "
                         "(a shorter span or a longer --pass-every covers the rest)")
+    ahead = start - clock.now_ms()
+    if ahead > 2 * every_ms:  # said, not silent: the first pass meets what is due by then (docs: scheduler guide)
+        warnings.append(f"--from is {format_duration_ms(ahead)} after now: the first pass rehearses as if no pass "
+                        "ran until then (the store's overdue runs are caught up or skipped there)")
     zone = display_zone(tz)
     with displayed_in(zone):  # the times in the passes' words too
         result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,

@@ -60,9 +60,10 @@ def policy_options(command):
     """sxctl's own per-job settings (kept in .scheduler/sxctl-policy.json, beside the store)."""
     options = [
         click.option("--hold-max", "hold_max", type=DURATION, metavar="DURATION",
-                     help="A due run waits this long for a live agent, then is given up (default 24h). "
-                     "0 does not wait: with no live agent the occurrence is given up at once (0 is no wait, "
-                     "not no limit)."),
+                     help="A due run waits this long for a live agent, then is given up (default 24h), "
+                     "counted from the latest occurrence it stands for: a job whose hold is longer than its "
+                     "period waits while the agent is away, then sends one catch-up. 0 does not wait: with no "
+                     "live agent the occurrence is given up at once (0 is no wait, not no limit)."),
         click.option("--catch-up", "catch_up", type=click.Choice(["once", "skip"]),
                      help="Missed occurrences: once = one catch-up run (default); skip = skip stale ones."),
         click.option("--stale-after", "stale_after", type=DURATION, metavar="DURATION",
@@ -78,7 +79,9 @@ def policy_options(command):
                      help="Recurring: pause (expired) after N runs (0: no limit)."),
         click.option("--active-hours", metavar="HH:MM-HH:MM|none",
                      help="Run only in these hours of the job's zone; others are skipped."),
-        click.option("--active-days", metavar="DAYS|none", help="With --active-hours: e.g. mon-fri or sat,sun."),
+        click.option("--active-days", metavar="DAYS|none",
+                     help="Days it may run, e.g. mon-fri or sat,sun (in the job's zone; all day without "
+                     "--active-hours)."),
         click.option("--overlap", type=click.Choice(["skip", "queue", "replace"]),
                      help="When a run is due and the job's previous message is still unread: queue = send "
                      "anyway (default); skip = skip the run; replace = retract the unread one, send the new one."),

@@ -148,7 +148,9 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
 def _policy_text(policy: dict, zone) -> str:
     """sxctl's policy of a job in one line (`cron show`; `--json` has every field)."""
     parts = []
-    if policy.get("holdMaxMs") is not None:
+    if policy.get("holdMaxMs") == 0:
+        parts.append("does not wait for a live agent (--hold-max 0)")
+    elif policy.get("holdMaxMs") is not None:
         parts.append(f"hold up to {format_duration_ms(policy['holdMaxMs'])} for a live agent")
     catch_up = policy.get("catchUp") or "once"
     stale = f" (stale after {format_duration_ms(policy['staleAfterMs'])})" if policy.get("staleAfterMs") else ""

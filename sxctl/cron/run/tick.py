@@ -344,7 +344,7 @@ class SchedulerPass:
         bound = now if manual else stands_for(self.admission.job(job), scheduled_for, now)  # the latest due now
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
-                count_skipped(job, scheduled_for, bound, entry)
+                count_skipped(self.admission.job(job), scheduled_for, bound, entry)
             self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
             return
         if not manual:
@@ -358,7 +358,7 @@ class SchedulerPass:
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                count_skipped(job, scheduled_for, bound, entry)
+                count_skipped(self.admission.job(job), scheduled_for, bound, entry)
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")

@@ -13,14 +13,41 @@ SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 
 
-def count_skipped(job: dict[str, Any], scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
-    """Occurrences strictly after the one we run and at or before the claim: never run, folded
-    into this run. Recorded in the run's report `entry` (the pass reports them once, with the run:
-    cron/run/pass_report.py)."""
-    span = missed_between(job["schedule"], scheduled_for, claimed_at)
+def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
+    """Occurrences strictly after the one we run and at or before the claim that the job's policy
+    would have run — inside its active hours and days, within its daily limit: never run, folded
+    into this run. Recorded in the run's report `entry` (the pass reports them once, with the
+    run: cron/run/pass_report.py; a catch-up's note tells the agent)."""
+    if job.active is None and job.max_runs_per_day is None:
+        span = missed_between(job.schedule, scheduled_for, claimed_at)  # type: ignore[arg-type]
+    else:
+        span = _missed_by_policy(job, scheduled_for, claimed_at)
     if span is not None:
         shown, first, last = span
         entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+
+
+def _missed_by_policy(job: Job, after: int, until: int) -> tuple[int | str, int | None, int | None] | None:
+    """`missed_between`, counting only the occurrences the job's active hours and daily limit
+    let run (each day's limit counts the run itself): one by one, within the same cap and budget."""
+    import time  # only when a late run with such a policy is claimed
+
+    deadline = time.monotonic() + SKIP_COUNT_BUDGET_S
+    per_day = {job.date_of(after): 1}
+    count, first, last = 0, None, None
+    found = job.next_after(after)
+    while found is not None and found[0] <= until and count < SKIP_COUNT_CAP and time.monotonic() < deadline:
+        at, local = found[0], job.local(found[0])
+        day = local.date().isoformat()
+        if (job.active is None or job.active.allows(local)) and per_day.get(day, 0) < (job.max_runs_per_day
+                                                                                       or SKIP_COUNT_CAP):
+            count, first, last = count + 1, first or at, at
+            per_day[day] = per_day.get(day, 0) + 1
+        found = job.next_after(at)
+    if count == 0:
+        return None
+    stopped = found is not None and found[0] <= until  # the cap or the budget ended the count
+    return (f"≥{count}" if stopped else count), first, last
 
 
 def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[int | str, int | None, int | None] | None:
@@ -72,6 +99,6 @@ def _wall(ms: int, zone) -> str:
 
 
 def skipped_count(run: dict[str, Any]) -> int:
-    """A run's skipped occurrences as a number (a capped count, `≥10000`, counts as the cap)."""
+    """A run's skipped occurrences as a number (a count cut short, `≥N`, counts as N)."""
     value = run.get("skipped_occurrences", 0)
-    return value if isinstance(value, int) else SKIP_COUNT_CAP
+    return value if isinstance(value, int) else int(str(value).lstrip("≥"))

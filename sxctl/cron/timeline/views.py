@@ -85,7 +85,7 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
     row: dict[str, Any] = {
         "job": job, "state": "failed" if failure else job_state(job, entry), "next_run_ms": life.get("nextRunAtMs"),
         "target": job_target(job, workspace), "policy": describe_job(job["id"], entry) if entry or full else None,
-        "tz": job_zone_name(job, entry), "next_note": None}
+        "tz": job_zone_name(job, entry), "next_note": None, "next_mark": None}
     if preview is not None:
         row["next_run_ms"] = preview.runs[0]["at_ms"] if preview.runs else None
         row["next_note"] = next_text(preview)
@@ -94,6 +94,8 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
         row["next_mark"] = preview.runs[0]["mark"] if preview.runs else None
     elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
         row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
+    if life["status"] == "paused":
+        row["next_mark"] = "paused"  # as `cron next --include-paused` and `next` mark it
     if failure:
         row["failure"] = failure  # a finished one-shot whose run did not succeed: why, and which run
     return row

@@ -288,3 +288,49 @@ def test_an_every_job_whose_occurrences_all_miss_its_active_days_says_why_it_has
     assert row["next_note"].startswith("no run ahead: ") and "active hours 09:00-17:00 mon,tue,wed,thu,fri UTC" \
         in row["next_note"], row["next_note"]
     assert "no run ahead" in world.ok(TUESDAY_1710, "cron", "list", "--tz", "UTC").out
+
+
+def test_a_catch_up_counts_only_the_occurrences_its_policy_would_have_run(world):
+    """An every-15m job active 08:00-20:00 with at most 10 runs a day, machine off overnight: the
+    agent was told "a catch-up run for 99 missed occurrences", night hours and runs past the
+    daily limit included."""
+    at = ms(2026, 12, 6, 19, 0)
+    world.agent_at(at)
+    world.ok(at, "cron", "add", "hb", "--every", "15m", "--anchor", "2026-12-06 19:00", "--tz", "UTC",
+             "--active-hours", "08:00-20:00", "--max-runs-per-day", "10", "--payload", "agent-turn", "--text", "hb")
+    world.agent_at(at + 15 * MIN)
+    assert world.tick(at + 15 * MIN)["runs"][0]["trigger"] == "scheduled"  # 19:15
+    back = ms(2026, 12, 7, 8, 40)  # the first pass after the night: 19:30 ... 08:30 are due
+    world.agent_at(back)
+    [run] = world.tick(back)["runs"]
+    # 19:30 and 19:45 (the rest of the 6th is outside 08:00-20:00 or past 10), then 08:00-08:30 on the 7th
+    assert (run["scheduledForMs"], run["skipped_occurrences"], run["skipped_last_ms"]) == (
+        ms(2026, 12, 6, 19, 30), 4, ms(2026, 12, 7, 8, 30))
+    text = world.delivered()[-1]
+    assert "a catch-up run for 5 missed occurrences, 2026-12-06 19:30 to 2026-12-07 08:30 (UTC)" in text, text
+
+
+# --- found by the newcomer of this round -------------------------------------------------------------
+
+def test_a_paused_job_has_the_same_mark_in_cron_list_as_in_cron_next(world):
+    """`cron list --json` gave `next_mark: null` for a paused job where `next` and `cron next`
+    said `paused`; `cron show` said `hold up to 0.0s` for --hold-max 0."""
+    world.agent_at(TUESDAY_1710)
+    world.ok(TUESDAY_1710, "cron", "add", "p", "--every", "1h", "--hold-max", "0", "--payload", "agent-turn",
+             "--text", "x")
+    world.ok(TUESDAY_1710, "cron", "pause", "p")
+    [row] = world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"]
+    [fire] = world.ok(TUESDAY_1710, "cron", "next", "p", "--include-paused", "-n", "1", "--json").json()["fires"]
+    assert row["next_mark"] == fire["mark"] == "paused"
+    assert "does not wait for a live agent (--hold-max 0)" in world.ok(TUESDAY_1710, "cron", "show", "p").out
+
+
+def test_cron_simulate_from_a_time_ahead_of_now_says_what_the_first_pass_meets(world):
+    world.agent_at(TUESDAY_1710)
+    world.ok(TUESDAY_1710, "cron", "add", "j", "--every", "1h", "--payload", "agent-turn", "--text", "x")
+    ahead = world.run(TUESDAY_1710, "cron", "simulate", "--from", "2026-12-02T17:00Z", "--until", "2026-12-02T18:00Z")
+    assert ahead.code == 0
+    assert "sxctl: warning: --from is 23h50m after now: the first pass rehearses as if no pass ran until then" \
+        in ahead.err, ahead.err
+    now = world.run(TUESDAY_1710, "cron", "simulate", "--from", "2026-12-01T17:10Z", "--until", "2026-12-01T18:00Z")
+    assert now.code == 0 and "after now" not in now.err
