@@ -39,6 +39,6 @@ _PARTS: dict[str, tuple[str, ...]] = {
                 "Watch"),
     "agent": ("run_agent", "AgentRun"),
     "engines": ("export_scheduler", "hand_off", "SchedulerExport", "Handoff"),
-    "doctor": ("doctor", "DoctorReport"),
+    "doctor_report": ("doctor", "DoctorReport"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)
