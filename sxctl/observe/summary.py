@@ -56,7 +56,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     if store is None:
         return {"store_exists": False, "jobs_by_state": {}, "active_claims": 0, "next_due_ms": None,
                 "next_due_job": None, "next_due_mark": None, "last_runs": [], "unknown_runs": [],
-                "tick_running": False, "waiting": [], "paused_by_sxctl": [], "failed": [], "maintenance": []}
+                "tick_running": False, "waiting": [], "never_run": [], "paused_by_sxctl": [], "failed": [],
+                "maintenance": []}
     full_policy = read_policy(ws)
     policy = full_policy["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
@@ -88,6 +89,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
         "overdue": timeline.overdue(now_ms, last_pass),
         "waiting": timeline.held(now_ms),
+        "never_run": timeline.never_run(),  # no time of theirs will ever run (docs/timeline.md)
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
@@ -166,6 +168,9 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     if cron.get("clock_behind"):
         problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}"})
     problems += guard_problems(cron.get("guards", []))
+    for job in cron.get("never_run", []):
+        problems.append({"code": "cron_never_runs",
+                         "message": f"cron job {job['name']} has no run ahead: {job['why']}"})
     for name in cron.get("waiting", []):
         problems.append({"code": "cron_waiting_for_agent",
                          "message": f"cron job {name} is due and waits for a live agent (see its --hold-max)"})

@@ -123,7 +123,7 @@ ENTRY = Obj([
     opt("untilMs", EPOCH_MS),
     opt("maxRuns", Int(1, MAX_SAFE_INT)),
     opt("activeHours", Check(Str(11, 11), _clock_rule)),
-    opt("activeDays", Arr(Enum(DAYS), max_items=7)),
+    opt("activeDays", Check(Arr(Enum(DAYS), max_items=7), lambda days: None if days else "must name a day")),
     opt("tz", Check(Str(1, 128), _zone_rule)),  # format 2: the zone of an every/at job (schedule.job_zone)
     *GUARD_FIELDS,  # format 3: the spend guards (cron/spend/rules.py)
     opt("overlap", Enum(OVERLAP_MODES[1:])),  # format 3: skip or replace (queue, the default, is not stored)

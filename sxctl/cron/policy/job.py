@@ -48,20 +48,41 @@ class ActiveHours:
                  if DAYS[(local.weekday() + ahead) % 7] in self.days]
         return min((start for start in found if start > local), default=None)
 
+    def span_end(self, local: datetime) -> datetime | None:
+        """When the active span holding the wall time `local` (naive) ends (None: it is outside
+        one): a late run is not sent after it."""
+        if not self.allows(local):
+            return None
+        end = local.replace(second=0, microsecond=0)
+        for _ in range(8 * 24 * 4):  # a quarter-hour at a time, then to the minute: at most a week ahead
+            later = end + timedelta(minutes=15)
+            if not self.allows(later):
+                while self.allows(end):
+                    end += timedelta(minutes=1)
+                return end
+            end = later
+        return None  # active every day all day: no end
+
     def never_meets(self, schedule: Mapping[str, Any]) -> bool:
         """Whether no time of a cron schedule ever falls in these hours and days (its timeline has
         no run: a view says so instead of walking it to year 9999)."""
         if schedule["kind"] != "cron":
             return False
         hours, minutes, weekdays = CronPattern.parse(schedule["expr"]).day_times()
+        times = {hour * 60 + m for hour in hours for m in minutes}
+        zone = load_cron_zone(schedule.get("tz") or "UTC")
+        if datetime(2026, 1, 15, tzinfo=zone).utcoffset() != datetime(2026, 7, 15, tzinfo=zone).utcoffset():
+            times |= {t + 60 for t in times if t + 60 < 24 * 60}  # a time in a spring-forward gap runs an hour on
         inside = any(self.start <= minute < self.end if self.start < self.end else (minute >= self.start
                                                                                     or minute < self.end)
-                     for minute in (hour * 60 + m for hour in hours for m in minutes))
+                     for minute in times)
         return not inside or (weekdays is not None and not {DAYS[day] for day in weekdays} & set(self.days))
 
     def describe(self, zone_name: str) -> str:
-        days = f" {','.join(self.days)}" if self.days != DAYS else ""
-        return f"active hours {self.text}{days} {zone_name}"
+        days = ",".join(self.days)
+        if self.text == "00:00-24:00":  # --active-days alone
+            return f"active days {days} {zone_name}"
+        return f"active hours {self.text}{f' {days}' if self.days != DAYS else ''} {zone_name}"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@
 
 Order for each occurrence, each step its own atomic write: claim (store) -> started row (ledger)
 -> dispatch -> terminal row (ledger) -> settle (store). The store lock is held for the whole
-pass, so every claim found at the start belongs to a dead pass and is reconciled, never replayed.
-"""
+pass, so every claim found at the start belongs to a dead pass and is reconciled, never replayed."""
 
 from __future__ import annotations
 
@@ -225,8 +224,8 @@ class SchedulerPass:
         # docs/protocol-amendments.md): a job deferred by --max-per-pass is never starved
         return [record for _, record in sorted(due, key=lambda pair: pair[0])]
 
-    def _due_at(self, record: dict[str, Any]) -> int:  # comis's next run plus the job's --jitter
-        return self.admission.job(record).due_ms  # type: ignore[return-value]
+    def _due_at(self, record: dict[str, Any]) -> int:  # comis's next run plus its --jitter
+        return self.admission.job(record).due_ms or 0
 
     # --- writes ------------------------------------------------------------------------------------
 
@@ -358,7 +357,8 @@ class SchedulerPass:
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                count_skipped(self.admission.job(job), scheduled_for, bound, entry)
+                folded = count_skipped(self.admission.job(job), scheduled_for, bound, entry)
+                self.admission.record_folded(job, folded, now)
         self.store["activeClaims"].append(claim)
         self._write_store()
         faults.hit("after-claim")

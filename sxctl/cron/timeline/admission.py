@@ -186,6 +186,15 @@ class Admission:
                                       "count": len(times), "firstMs": times[0], "lastMs": times[-1]})
         return fate
 
+    def record_folded(self, record: dict[str, Any], left_out: dict[str, list[Any]], now: int) -> None:
+        """The occurrences a catch-up folded in that its policy would not have run (outside its
+        active hours, past its daily limit: `catchup.count_skipped`), recorded as skipped."""
+        for reason, (count, first, last) in left_out.items():
+            record_skip(self.entry(record), first, last, count, reason, now)
+            self.done.skipped.append({"jobId": record["id"], "name": record["name"], "reason": reason,
+                                      "count": count, "firstMs": first, "lastMs": last})
+            self.policy_changed = True
+
     def pause(self, job: dict[str, Any], reason: str, why: str) -> None:
         """comis's own pause (reason `operator`), with sxctl's reason kept in the policy."""
         self.touched.add(job["id"])

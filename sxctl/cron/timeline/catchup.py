@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...timeparse import format_ms
+from ..policy.file import DAYS
 from ..policy.job import Job
 from .schedule import CronPattern, load_cron_zone, next_run
 
@@ -13,41 +14,85 @@ SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 
 
-def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> None:
-    """Occurrences strictly after the one we run and at or before the claim that the job's policy
-    would have run — inside its active hours and days, within its daily limit: never run, folded
-    into this run. Recorded in the run's report `entry` (the pass reports them once, with the
-    run: cron/run/pass_report.py; a catch-up's note tells the agent)."""
-    if job.active is None and job.max_runs_per_day is None:
-        span = missed_between(job.schedule, scheduled_for, claimed_at)  # type: ignore[arg-type]
-    else:
-        span = _missed_by_policy(job, scheduled_for, claimed_at)
+def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> dict[str, list[Any]]:
+    """Occurrences strictly after the one we run and at or before the claim, folded into this run:
+    those the job's policy would have run — inside its active hours and days, within its daily
+    limit — are recorded in the run's report `entry` (the pass reports them once, with the run:
+    cron/run/pass_report.py; a catch-up's note tells the agent). Returned: the others, as
+    `{reason: [count, first, last]}`, for the pass to record as skipped."""
+    span = missed_between(job.schedule, scheduled_for, claimed_at)  # type: ignore[arg-type]
+    if span is None:
+        return {}
+    total = span
+    left_out: dict[str, list[Any]] = {}
+    if job.active is not None or job.max_runs_per_day is not None:
+        span, left_out = _missed_by_policy(job, scheduled_for, claimed_at, total)
     if span is not None:
         shown, first, last = span
         entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
+    return left_out
 
 
-def _missed_by_policy(job: Job, after: int, until: int) -> tuple[int | str, int | None, int | None] | None:
-    """`missed_between`, counting only the occurrences the job's active hours and daily limit
-    let run (each day's limit counts the run itself): one by one, within the same cap and budget."""
-    import time  # only when a late run with such a policy is claimed
+def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, int | None, int | None]
+                      ) -> tuple[tuple[int | str, int | None, int | None] | None, dict[str, list[Any]]]:
+    """Of the occurrences in (after, until], those inside the job's active hours and days and
+    within its daily limit (the run itself counts on its day): counted day by day, each active span
+    by arithmetic (no walk, so a week of every-minute occurrences costs a few steps a day); and the
+    rest by reason, `[count, first, last]` (their first and last as the whole span's)."""
+    from datetime import date, datetime, timedelta  # only when a late run with such a policy is claimed
 
-    deadline = time.monotonic() + SKIP_COUNT_BUDGET_S
-    per_day = {job.date_of(after): 1}
-    count, first, last = 0, None, None
-    found = job.next_after(after)
-    while found is not None and found[0] <= until and count < SKIP_COUNT_CAP and time.monotonic() < deadline:
-        at, local = found[0], job.local(found[0])
-        day = local.date().isoformat()
-        if (job.active is None or job.active.allows(local)) and per_day.get(day, 0) < (job.max_runs_per_day
-                                                                                       or SKIP_COUNT_CAP):
-            count, first, last = count + 1, first or at, at
-            per_day[day] = per_day.get(day, 0) + 1
-        found = job.next_after(at)
+    zone, count, first, last = job.zone, 0, None, None
+    cut = {"inactive_hours": 0, "max_runs_per_day": 0}
+    day, end_day = job.local(after).date(), job.local(until).date()
+    while day <= end_day and count < SKIP_COUNT_CAP:
+        in_day = 0
+        for start, end in _spans(job, day):
+            low = max(after, int(datetime.combine(day, datetime.min.time(), zone).timestamp() * 1000)
+                      + start * 60_000 - 1)
+            high = min(until, int(datetime.combine(day, datetime.min.time(), zone).timestamp() * 1000)
+                       + end * 60_000 - 1)
+            found = _count(job, low, high) if high > low else 0
+            if found:
+                in_day += found
+                first = first or (job.next_after(low) or (None,))[0]
+                last = job.last_at_or_before(high)
+        used = 1 if day == job.local(after).date() else 0
+        room = max(0, (job.max_runs_per_day or SKIP_COUNT_CAP) - used)
+        cut["max_runs_per_day"] += max(0, in_day - room)
+        count += min(in_day, room)
+        day = day + timedelta(days=1) if day < date.max else day
+    total_count = total[0] if isinstance(total[0], int) else SKIP_COUNT_CAP
+    cut["inactive_hours"] = max(0, total_count - count - cut["max_runs_per_day"])
+    left_out = {reason: [n, total[1], total[2]] for reason, n in cut.items() if n > 0}
     if count == 0:
-        return None
-    stopped = found is not None and found[0] <= until  # the cap or the budget ended the count
-    return (f"≥{count}" if stopped else count), first, last
+        return None, left_out
+    shown: int | str = count if count < SKIP_COUNT_CAP else f"≥{SKIP_COUNT_CAP}"
+    return (shown, first, last), left_out
+
+
+def _spans(job: Job, day) -> list[tuple[int, int]]:
+    """The job's active spans on a day, in minutes of the day (all of it without active hours)."""
+    active = job.active
+    if active is None:
+        return [(0, 24 * 60)]
+    if DAYS[day.weekday()] not in active.days:
+        return []
+    if active.start < active.end:
+        return [(active.start, active.end)]
+    return [(0, active.end), (active.start, 24 * 60)]
+
+
+def _count(job: Job, after: int, until: int) -> int:
+    """How many occurrences of the job lie in (after, until]."""
+    schedule = job.schedule
+    if schedule["kind"] == "every":
+        anchor, every = schedule["anchorMs"], schedule["everyMs"]
+        if until < anchor:
+            return 0
+        low = max(after, anchor - 1)
+        return (until - anchor) // every - ((low - anchor) // every if low >= anchor else -1)
+    pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
+    return pattern.count_between(after, until, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
 
 
 def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[int | str, int | None, int | None] | None:

@@ -321,6 +321,13 @@ def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
     return "overdue" if due else None
 
 
+def end_mark(preview: Preview) -> str | None:
+    """The mark of a job with no run ahead: `never runs` (no time of its schedule falls in its
+    active hours), `no run ahead` (every occurrence judged is skipped), None otherwise."""
+    end = preview.end
+    return {"never": "never runs", "none": "no run ahead"}.get(end.action) if end is not None else None
+
+
 def next_text(preview: Preview) -> str | None:
     """What waits before the job's next run, or why it has none, in words (`cron list/show`)."""
     if preview.runs:

@@ -17,7 +17,7 @@ from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..spend.ledger import read_spend, tokens_by_date
 from ..store.workspace import Workspace
 from .burst import CATCHUP_AFTER_MS, budget_notes
-from .fate import Preview, preview_runs
+from .fate import Preview, end_mark, preview_runs
 from .hold import Agents
 from .limits import LimitUsage, job_history, limit_usage
 from .schedule import schedule_computable
@@ -46,6 +46,11 @@ class JobPreviews:
         (`is_overdue`), and not held by them for a live agent or a spend guard."""
         held = set(self.held(now)) | set(self.held(now, by_guard=True))
         return [job.name for job in self.jobs.values() if is_overdue(job, now, last_pass_ms) and job.name not in held]
+
+    def never_run(self) -> list[dict[str, Any]]:
+        """The scheduled jobs whose timeline has no run at all (`fate.end_mark`), and why."""
+        return [{"name": self.jobs[job_id].name, "why": p.end.detail}
+                for job_id, p in self.previews.items() if not p.runs and end_mark(p) is not None and p.end]
 
     def held(self, now: int, *, by_guard: bool = False) -> list[str]:
         """The jobs the pass holds now: their first run is due and waits for a live agent (or,

@@ -24,7 +24,7 @@ from ..run.pings import mask_url
 from ..store.file import STORE_CAP, daemon_locks, find_job, read_store
 from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
-from .fate import next_text
+from .fate import end_mark, next_text
 from .previews import job_previews
 from .schedule import job_zone_name, next_run, schedule_computable
 
@@ -91,7 +91,7 @@ def job_row(job: dict[str, Any], policy: dict[str, Any] | None = None, *, worksp
         row["next_note"] = next_text(preview)
         hold = preview.runs[0]["fate"].hold if preview.runs else None
         row["waiting"] = hold.to_json() if hold is not None else None  # its next run waits (cron next says so too)
-        row["next_mark"] = preview.runs[0]["mark"] if preview.runs else None
+        row["next_mark"] = preview.runs[0]["mark"] if preview.runs else end_mark(preview)
     elif life["status"] == "paused" and entry.get("paused"):  # why, not a run it will not make
         row["next_run_ms"], row["next_note"] = None, entry["paused"]["message"]
     if life["status"] == "paused":

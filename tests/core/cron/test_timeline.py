@@ -334,3 +334,98 @@ def test_cron_simulate_from_a_time_ahead_of_now_says_what_the_first_pass_meets(w
         in ahead.err, ahead.err
     now = world.run(TUESDAY_1710, "cron", "simulate", "--from", "2026-12-01T17:10Z", "--until", "2026-12-01T18:00Z")
     assert now.code == 0 and "after now" not in now.err
+
+
+# --- found by the second attacker of this round ------------------------------------------------------
+
+def test_a_catch_up_records_as_skipped_what_its_daily_limit_leaves_out(world):
+    """`0 * * * *` with --max-runs-per-day 2, first pass at 20:00: 18 occurrences were neither run
+    nor recorded, and the catch-up's note covered 01:00-02:00 only."""
+    world.agent_at(ms(2026, 12, 7, 0, 0))
+    world.ok(ms(2026, 12, 7, 0, 0), "cron", "add", "d", "--cron", "0 * * * *", "--tz", "UTC", "--max-runs-per-day",
+             "2", "--payload", "agent-turn", "--text", "hi")
+    world.agent_at(ms(2026, 12, 7, 20, 0))
+    report = world.tick(ms(2026, 12, 7, 20, 0))
+    [run] = report["runs"]
+    assert (run["scheduledForMs"], run["skipped_occurrences"]) == (ms(2026, 12, 7, 1, 0), 1)
+    assert [(s["reason"], s["count"]) for s in report["skippedOccurrences"]] == [("max_runs_per_day", 18)]
+    assert sum(row["count"] for row in report["outcomes"]) == 20  # 01:00 ... 20:00, each told once
+    runs = world.ok(ms(2026, 12, 7, 20, 1), "cron", "runs", "d", "--json").json()
+    assert [(s["count"], s["reason"]) for s in runs["skipped"]] == [(18, "max_runs_per_day")]
+
+
+def test_a_long_catch_up_is_counted_the_same_by_the_pass_and_cron_simulate(world):
+    """Every minute, active 09:00-17:00, two days down: the count stopped at a time budget, so the
+    pass and `cron simulate` told the agent different spans (and both the wrong end)."""
+    world.agent_at(ms(2026, 12, 7, 0, 0))
+    world.ok(ms(2026, 12, 7, 0, 0), "cron", "add", "m", "--cron", "* * * * *", "--tz", "UTC",
+             "--active-hours", "09:00-17:00", "--payload", "agent-turn", "--text", "hi")
+    back = ms(2026, 12, 9, 10, 0)
+    simulated = world.ok(back, "cron", "simulate", "--from", "2026-12-09T10:00Z", "--until", "2026-12-09T10:00Z",
+                         "--json").json()["events"]
+    world.agent_at(back)
+    report = world.tick(back)
+    [run] = report["runs"]
+    assert (run["scheduledForMs"], run["skipped_occurrences"], run["skipped_last_ms"]) == (
+        ms(2026, 12, 7, 9, 0), 1020, back)
+    # 00:01-08:59 skipped before the catch-up; the nights it folds in, recorded too
+    assert sorted((s["reason"], s["count"]) for s in report["skippedOccurrences"]) == [
+        ("inactive_hours", 539), ("inactive_hours", 1920)]
+    [told] = [e for e in simulated if e["fate"] == "catch_up"]
+    assert (told["occurrence_ms"], told["count"]) == (ms(2026, 12, 7, 9, 0), 1021)
+    assert "a catch-up run for 1021 missed occurrences, 2026-12-07 09:00 to 2026-12-09 10:00 (UTC)" \
+        in world.delivered()[-1]
+
+
+def test_a_time_only_in_the_spring_forward_gap_is_not_said_to_never_run(world):
+    """`30 2 * * *` New York, active 03:00-04:00: it runs at 03:30 EDT on the day clocks spring
+    forward, but `cron add` warned it never runs and `cron list` said so."""
+    world.agent_at(TUESDAY_1710)
+    added = world.run(TUESDAY_1710, "cron", "add", "gap", "--cron", "30 2 * * *", "--tz", "America/New_York",
+                      "--active-hours", "03:00-04:00", "--payload", "agent-turn", "--text", "x")
+    assert added.code == 0 and "never runs" not in added.err
+    [row] = world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] == ms(2027, 3, 14, 7, 30), row["next_note"]  # 03:30 EDT
+
+
+def test_a_hold_ends_when_the_active_hours_it_would_be_sent_in_end(world):
+    """`30 2 * * *` New York, active 02:00-03:00, no agent at 02:31: `cron next` and the pass said
+    it waits until 02:30 the next day; at 03:00 the pass skips it (a late run is not sent outside
+    its active hours)."""
+    world.agent_at(ms(2026, 12, 7, 0, 0))
+    world.ok(ms(2026, 12, 7, 0, 0), "cron", "add", "n5", "--cron", "30 2 * * *", "--tz", "America/New_York",
+             "--active-hours", "02:00-03:00", "--payload", "agent-turn", "--text", "x")
+    at = ms(2026, 12, 7, 7, 31)  # 02:31 New York
+    [held] = world.tick(at)["waiting"]
+    [fire] = world.ok(at, "cron", "next", "n5", "-n", "1", "--json").json()["fires"]
+    assert held["giveUpAtMs"] == fire["waiting"]["giveUpAtMs"] == ms(2026, 12, 7, 8, 0)  # 03:00 New York
+    assert [(s["reason"], s["count"]) for s in world.tick(ms(2026, 12, 7, 8, 10))["skippedOccurrences"]] == [
+        ("inactive_hours", 1)]
+
+
+def test_a_job_with_no_run_ahead_is_marked_and_named_by_status(world):
+    world.agent_at(TUESDAY_1710)
+    world.ok(TUESDAY_1710, "cron", "add", "late", "--cron", "0 12 * * *", "--tz", "UTC", "--active-hours",
+             "09:00-10:00", "--payload", "agent-turn", "--text", "x")
+    world.ok(TUESDAY_1710, "cron", "add", "weekend", "--every", "1h", "--active-days", "sat,sun", "--payload",
+             "agent-turn", "--text", "x")
+    rows = {r["job"]["name"]: r for r in world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"]}
+    assert rows["late"]["next_mark"] == "never runs"
+    assert (rows["weekend"]["next_run_ms"], rows["weekend"]["next_note"]) == (
+        ms(2026, 12, 5, 0, 10), "active days sat,sun UTC")  # said as what it is, not "active hours 00:00-24:00"
+    problems = world.ok(TUESDAY_1710, "--session", SID, "status", "--json").json()["problems"]
+    assert [p["message"] for p in problems if p["code"] == "cron_never_runs"] == [
+        "cron job late has no run ahead: none of its times falls in its active hours 09:00-10:00 UTC"]
+
+
+def test_a_policy_file_naming_no_active_day_is_invalid(world):
+    world.agent_at(TUESDAY_1710)
+    world.ok(TUESDAY_1710, "cron", "add", "j", "--every", "1h", "--active-days", "mon-fri", "--payload", "agent-turn",
+             "--text", "x")
+    path = world.root / ".scheduler" / "sxctl-policy.json"
+    doc = json.loads(path.read_text())
+    [entry] = doc["jobs"].values()
+    entry["activeDays"] = []
+    path.write_text(json.dumps(doc))
+    result = world.run(TUESDAY_1710, "cron", "validate")
+    assert result.code == 5 and "activeDays" in result.out + result.err and "must name a day" in result.out + result.err
