@@ -163,7 +163,8 @@ def next_(count: int, tz: str | None) -> None:
         else:
             table(["WHEN", "IN", "SOURCE", "WHAT", "NOTE"], [
                 [shown_time(r["at_ms"], zone),
-                 _when(r["at_ms"]) if r["at_ms"] > now else ("now" if r.get("agent_live", True) else "-"),
+                 _when(r["at_ms"]) if r["at_ms"] > now or r["source"] == "cron"  # a late run: how late, as cron next
+                 else ("now" if r.get("agent_live", True) else "-"),
                  r["source"], what(r), note(r)] for r in rows])
         for entry in result.stranded:  # what will not happen where it is
             say(f"stranded  {entry.describe()}; fix: {' && '.join(entry.fixes())}")

@@ -429,3 +429,14 @@ def test_a_policy_file_naming_no_active_day_is_invalid(world):
     path.write_text(json.dumps(doc))
     result = world.run(TUESDAY_1710, "cron", "validate")
     assert result.code == 5 and "activeDays" in result.out + result.err and "must name a day" in result.out + result.err
+
+
+def test_next_says_how_late_a_held_run_is_as_cron_next_does(world):
+    """`sxctl next` showed IN `now` for a run due two hours ago that waits for the agent."""
+    world.agent_at(TUESDAY_1710 - 3 * HOUR)
+    world.ok(TUESDAY_1710 - 4 * HOUR, "cron", "add", "late", "--cron", "0 15 * * *", "--tz", "UTC",
+             "--payload", "agent-turn", "--text", "x")
+    shown = world.ok(TUESDAY_1710, "--session", SID, "next", "--tz", "UTC").out
+    line = next(line for line in shown.splitlines() if "cron late" in line)
+    assert "2h10m ago" in line and "waiting for agent" in line, line
+    assert "2h10m ago" in world.ok(TUESDAY_1710, "cron", "next", "late", "-n", "1").out
