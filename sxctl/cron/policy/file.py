@@ -358,18 +358,6 @@ def parse_active_days(value: str) -> list[str]:
     return [DAYS[i] for i in sorted(chosen)]
 
 
-def is_active_time(entry: dict[str, Any], local) -> bool:
-    """Is an occurrence at `local` (a datetime in the job's zone) inside the active hours/days?"""
-    hours = entry.get("activeHours")
-    if hours is None:
-        return True
-    if DAYS[local.weekday()] not in entry.get("activeDays", DAYS):
-        return False
-    start, end = parse_active_hours(hours)
-    minute = local.hour * 60 + local.minute
-    return start <= minute < end if start < end else (minute >= start or minute < end)
-
-
 def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, reason: str, now_ms: int) -> None:
     """`count` occurrences from `first_ms` to `last_ms` were not run, for `reason`."""
     skips = entry.setdefault("skips", {"total": 0, "recent": []})

@@ -7,7 +7,7 @@ yet run inside its jitter window is still the store's next one after any restart
 A run never reaches the job's next occurrence: `--jitter` must be shorter than the shortest time
 between two runs over the coming year, DST changes included (`check_jitter`, timeline/gaps.py),
 and a jitter that is not (a policy file edited by hand, a zone whose rules changed) is cut, per
-occurrence, to fall a second before the next one (`run_at`): each occurrence is due before the
+occurrence, to fall a second before the next one (`jittered_at`): each occurrence is due before the
 one after it."""
 
 from __future__ import annotations
@@ -33,18 +33,6 @@ def jitter_offset_ms(job_id: str, jitter_ms: int | None) -> int:
         return 0
     digest = hashlib.sha256(job_id.encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(digest[:8], "big") % jitter_ms
-
-
-def offset_of(job: dict[str, Any], entry: dict[str, Any]) -> int:
-    """The delay the pass adds to each of this job's due times (0 without --jitter), before
-    `run_at` cuts it short of the next occurrence."""
-    jitter = entry.get("jitterMs")
-    return jitter_offset_ms(job["id"], jitter) if jitter else 0
-
-
-def run_at(job: dict[str, Any], entry: dict[str, Any], due_at: int) -> int:
-    """When the pass runs the occurrence comis has due at `due_at` (`jittered_at`)."""
-    return jittered_at(job["schedule"], offset_of(job, entry), due_at)
 
 
 def jittered_at(schedule: dict[str, Any], offset: int, due_at: int) -> int:

@@ -93,17 +93,13 @@ class Job:
     name: str
     built_in: bool
     #: comis's persisted schedule (kind cron/every/at); next_after/last_at_or_before walk it
-    schedule: Mapping[str, Any]
+    schedule: dict[str, Any]
     status: str
     next_run_ms: int | None
     zone_name: str
-    payload_kind: str
-    #: the project its messages go to when it names one (resolved against the workspace), and
-    #: the conversation (`live` or a session id); None: the pass's project / `--to`
+    #: the project its messages go to when it names one (resolved against the workspace); None:
+    #: the pass's project
     target_project: Path | None
-    conversation: str | None
-    #: a delivery target on another channel than the SCORPIOX inbox (no agent session to judge)
-    other_channel: bool
     hold_max_ms: int
     catch_up: str
     stale_after_ms: int
@@ -143,7 +139,7 @@ class Job:
     def run_at(self, occurrence_ms: int) -> int:
         """When the pass runs an occurrence: its time plus the job's --jitter offset, cut to a
         second before the next occurrence (policy/jitter.py)."""
-        return jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)  # type: ignore[arg-type]
+        return jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)
 
     @property
     def due_ms(self) -> int | None:
@@ -152,10 +148,10 @@ class Job:
 
     def next_after(self, bound_ms: int) -> tuple[int, bool] | None:
         """(the first occurrence strictly after `bound_ms`, whether DST shaped it)."""
-        return next_run(self.schedule, bound_ms)  # type: ignore[arg-type]
+        return next_run(self.schedule, bound_ms)
 
     def last_at_or_before(self, until_ms: int) -> int | None:
-        return last_run(self.schedule, until_ms)  # type: ignore[arg-type]
+        return last_run(self.schedule, until_ms)
 
     def local(self, ms: int) -> datetime:
         """An instant as a wall time in the job's zone (its days and hours are counted there)."""
@@ -176,15 +172,12 @@ def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -
         start, end = parse_active_hours(hours)
         active = ActiveHours(hours, start, end, tuple(entry.get("activeDays", DAYS)))
     endpoint = endpoint_of(record)
-    delivery = record.get("deliveryTarget")
     workspace_window = policy.get("maintenance")
     return Job(
         id=record["id"], name=record["name"], built_in=record["source"] == "built_in", schedule=record["schedule"],
         status=record["lifecycle"]["status"], next_run_ms=record["lifecycle"].get("nextRunAtMs"),
-        zone_name=job_zone_name(record, entry), payload_kind=record["payload"]["kind"],
+        zone_name=job_zone_name(record, entry),
         target_project=resolve_project(endpoint["channelInstanceId"], workspace) if endpoint else None,
-        conversation=endpoint["conversationId"] if endpoint else None,
-        other_channel=delivery is not None and endpoint is None,
         hold_max_ms=entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), catch_up=entry.get("catchUp", "once"),
         stale_after_ms=entry.get("staleAfterMs", 0), missed_note=entry.get("missedNote", True), active=active,
         max_runs_per_day=entry.get("maxRunsPerDay"), max_runs=entry.get("maxRuns"), until_ms=entry.get("untilMs"),

@@ -89,8 +89,7 @@ class Admission:
             self.pause(record, "expired" if fate.action == "expire" else "max_unconsumed", fate.detail)
             return False
         if fate.hold is not None:  # the pass tells it once, with when the agent was last seen (cron/run/pass_report.py)
-            target = Agents(self.project, self.to, self.clock, self.workspace).target(job)
-            seen = last_seen(list_sessions(target[0] if target else job.target_project or self.project, self.clock))
+            seen = last_seen(list_sessions(job.target_project or self.project, self.clock))
             row = {"jobId": job.id, "name": job.name, **fate.hold.to_json(), "agentLastSeenMs": seen}
             if fate.action == "hold":
                 self.done.waiting.append(row)

@@ -20,7 +20,7 @@ def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str
     limit — are recorded in the run's report `entry` (the pass reports them once, with the run:
     cron/run/pass_report.py; a catch-up's note tells the agent). Returned: the others, as
     `{reason: [count, first, last]}`, for the pass to record as skipped."""
-    span = missed_between(job.schedule, scheduled_for, claimed_at)  # type: ignore[arg-type]
+    span = missed_between(job.schedule, scheduled_for, claimed_at)
     if span is None:
         return {}
     total = span
@@ -39,18 +39,18 @@ def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, 
     within its daily limit (the run itself counts on its day): counted day by day, each active span
     by arithmetic (no walk, so a week of every-minute occurrences costs a few steps a day); and the
     rest by reason, `[count, first, last]` (their first and last as the whole span's)."""
-    from datetime import date, datetime, timedelta  # only when a late run with such a policy is claimed
+    from datetime import datetime, time, timedelta  # only when a late run with such a policy is claimed
 
-    zone, count, first, last = job.zone, 0, None, None
+    def instant(day, minute: int) -> int:  # a wall time of the day in the job's zone (24:00: the next midnight)
+        return int((datetime.combine(day, time(), job.zone) + timedelta(minutes=minute)).timestamp() * 1000)
+
+    count, first, last = 0, None, None
     cut = {"inactive_hours": 0, "max_runs_per_day": 0}
     day, end_day = job.local(after).date(), job.local(until).date()
     while day <= end_day and count < SKIP_COUNT_CAP:
         in_day = 0
         for start, end in _spans(job, day):
-            low = max(after, int(datetime.combine(day, datetime.min.time(), zone).timestamp() * 1000)
-                      + start * 60_000 - 1)
-            high = min(until, int(datetime.combine(day, datetime.min.time(), zone).timestamp() * 1000)
-                       + end * 60_000 - 1)
+            low, high = max(after, instant(day, start) - 1), min(until, instant(day, end) - 1)
             found = _count(job, low, high) if high > low else 0
             if found:
                 in_day += found
@@ -60,7 +60,7 @@ def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, 
         room = max(0, (job.max_runs_per_day or SKIP_COUNT_CAP) - used)
         cut["max_runs_per_day"] += max(0, in_day - room)
         count += min(in_day, room)
-        day = day + timedelta(days=1) if day < date.max else day
+        day += timedelta(days=1)
     total_count = total[0] if isinstance(total[0], int) else SKIP_COUNT_CAP
     cut["inactive_hours"] = max(0, total_count - count - cut["max_runs_per_day"])
     left_out = {reason: [n, total[1], total[2]] for reason, n in cut.items() if n > 0}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
@@ -168,33 +169,30 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
     decided = False  # a run or a hold came: the occurrences after it assume a live agent
     judged = 0
     while judged < budget:
-        occurrence = at
-
-        if due_only and job.run_at(at) > now:
-            yield Step(at, job.run_at(at), dst, occurrence_fate(job, at, now, spent))
+        run = job.run_at(at)
+        if due_only and run > now:
+            yield Step(at, run, dst, occurrence_fate(job, at, now, spent))
             return
-
-        def held(occurrence: int = occurrence) -> Hold | None:
-            return hold_for(job, occurrence, now, agents) if agents is not None else None
-
-        fate = occurrence_fate(job, at, max(job.run_at(at), now), spent, held=None if decided else held)
+        held: Callable[[], Hold | None] | None = None
+        if agents is not None and not decided:
+            held = partial(hold_for, job, at, now, agents)
+        fate = occurrence_fate(job, at, max(run, now), spent, held=held)
         spent.unread = spent.pending = None  # the agent reads what the runs before send
+        judged += 1
         if fate.action == "skip" and fate.reason == "inactive_hours" and at >= now and not due_only:
             ahead = _skip_ahead(job, at)
             if ahead is not None:  # the `every` occurrences up to the next window are skipped alike
-                yield Step(at, job.run_at(at), dst, fate, 1 + ahead[1])
-                judged += 1
+                yield Step(at, run, dst, fate, 1 + ahead[1])
                 at, dst = ahead[0], False
                 continue
-        yield Step(at, job.run_at(at), dst, fate)
-        judged += 1
+        yield Step(at, run, dst, fate)
         if fate.action in ("expire", "pause"):
             return
         if fate.action != "skip":
             decided = True
             if fate.action == "run" and fate.reason is None:
                 _spend(spent, job, at)
-            if not job.one_shot and job.run_at(at) <= now:  # a late run stands for every occurrence due now
+            if not job.one_shot and run <= now:  # a late run stands for every occurrence due now
                 at = stands_for(job, at, now)
         found = job.next_after(at)
         if found is None or found[0] >= LATEST_SCHEDULABLE_MS:  # past what sxctl can schedule

@@ -14,7 +14,7 @@ from ...clock import Clock
 from ...project import freshest_live, list_sessions
 from ..policy.job import Job
 from ..spend.guards import GuardVerdict, spend_verdict
-from ..store.targets import holds_project
+from ..store.targets import agent_target, holds_project
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,10 @@ class Agents:
     budget: dict[str, Any] | None = None
     seen: dict[Path, bool] = field(default_factory=dict)
 
-    def target(self, job: Job) -> tuple[Path, str] | None:
-        """The project and conversation (`live` or a session id) the job's message goes to, or
-        None for a job that sends to no agent session."""
-        if job.payload_kind not in ("agent_turn", "heartbeat_event") or job.other_channel:
-            return None
-        return job.target_project or self.project, job.conversation or self.to
-
     def waits(self, job: Job) -> bool:
-        """The one rule for a job that waits: it sends to the `live` session of a project in which
-        no session is live now."""
-        target = self.target(job)
+        """The one rule for a job that waits: it sends to the `live` session of a project
+        (`targets.agent_target`) in which no session is live now."""
+        target = agent_target(job.record, self.project, self.to, workspace=self.workspace)
         if target is None or target[1] != "live":
             return False
         where = target[0]

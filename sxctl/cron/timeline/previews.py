@@ -114,7 +114,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     found = JobPreviews({job.id: job for job in jobs},
                         counted_usages(ws, store, jobs, project, clock, max_log_bytes=max_log_bytes, unread=True))
     for job in jobs:
-        if job.built_in or job.status != "scheduled" or not schedule_computable(job.schedule):  # type: ignore[arg-type]
+        if job.built_in or job.status != "scheduled" or not schedule_computable(job.schedule):
             continue
         usage = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
         if job.token_cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
