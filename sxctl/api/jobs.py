@@ -136,7 +136,8 @@ def add_job(
                           policy_change=job_change(name, spec)).outcome
     for note in notes:
         reporter(report).note(note)
-    said = [f"{name}: {warning}" for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, name)]
+    warnings += _hold_warnings(spec) + _never_warnings(ws, name, clock.now_ms())
+    said = [f"{name}: {warning}" for warning in warnings]
     if spec.payload == "delivery" and not os.environ.get("SXCTL_DELIVER_CMD"):
         said.append(f"{name} is a delivery job and SXCTL_DELIVER_CMD is not set here: `cron tick` fails it "
                     "(a one-shot for good) unless the environment of the pass sets it")
@@ -171,20 +172,20 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     for note in notes:
         reporter(report).note(note)
     said = [f"{result['jobName']}: {warning}"
-            for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, result["jobName"])]
+            for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, result["jobName"], clock.now_ms())]
     for warning in said:
         reporter(report).warn(warning)
     return JobChange(ws, result, notes, show_notes=True, warnings=said)
 
 
-def _never_warnings(ws: Workspace, name: str) -> list[str]:
+def _never_warnings(ws: Workspace, name: str, now_ms: int) -> list[str]:
     """A cron job none of whose times falls in its --active-hours/--active-days: it never runs."""
     store = store_or_empty(ws)
     record = next((job for job in store["jobs"] if job["name"] == name), None)
     if record is None:
         return []
     job = job_of(record, read_policy(ws), ws.root)
-    if job.active is None or not job.active.never_meets(job.schedule):
+    if job.active is None or not job.active.never_meets(job.schedule, now_ms):
         return []
     return [f"none of its times falls in its {job.active.describe(job.zone_name)}: it never runs"]
 

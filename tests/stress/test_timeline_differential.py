@@ -2,7 +2,8 @@
 machine-off and agent-down spans over two days. Real passes, driven by the injectable clock, do
 occurrence by occurrence what `cron simulate` predicted; and before every pass, the next run and
 mark that `cron list` shows for each job is what the pass then does with it. The seed is printed
-on failure (`SXCTL_TEST_SEED=N` replays one world)."""
+on failure and on a timeout (`SXCTL_TEST_SEED=N` replays one world; `SXCTL_TEST_WORLDS=N` hunts
+in N of them)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ HOUR = 60 * MIN
 START = int(datetime(2026, 12, 1, 6, 0, tzinfo=UTC).timestamp() * 1000)  # a Tuesday
 SPAN = 48 * HOUR
 PASS_EVERY = 15 * MIN
-WORLDS = 3
+WORLDS = int(os.environ.get("SXCTL_TEST_WORLDS") or 3)  # more: a longer hunt
 
 
 def _iso(ms: int) -> str:
@@ -131,6 +132,7 @@ def _read_all(folder) -> None:
 def test_real_passes_do_what_cron_simulate_predicted_and_what_the_views_showed(project, world_no):
     seed = int(os.environ.get("SXCTL_TEST_SEED") or random.randrange(2**32))
     where = f"seed {seed} (SXCTL_TEST_SEED={seed} replays it)"
+    print(where)  # shown by a timeout too
     rng = random.Random(seed)
     jobs, machine, agent = _world(rng)
     folder = project.root / ".scorpiox" / "sessions" / SID

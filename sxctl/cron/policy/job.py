@@ -11,15 +11,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
 from ..spend.rules import effective_guards
 from ..store.targets import endpoint_of, resolve_project
+from ..timeline.occurrences import spring_gaps
 from ..timeline.schedule import CronPattern, job_zone_name, last_run, load_cron_zone, local_time, next_run
 from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
 from .jitter import jitter_offset_ms, jittered_at
+
+_GAP_CACHE_MS = 30 * 86_400_000  # the coming year's gaps, computed once a month per zone
+
+
+@lru_cache(maxsize=64)
+def _spring_gaps(zone_name: str, month: int) -> tuple[tuple[int, int], ...]:
+    """A zone's spring-forward gaps over the year from month `month` (of the epoch) on."""
+    start_s = month * _GAP_CACHE_MS // 1000
+    return tuple(sorted(set(spring_gaps(load_cron_zone(zone_name), start_s, start_s + 400 * 86_400))))
 
 
 @dataclass(frozen=True)
@@ -63,16 +73,19 @@ class ActiveHours:
             end = later
         return None  # active every day all day: no end
 
-    def never_meets(self, schedule: Mapping[str, Any]) -> bool:
+    def never_meets(self, schedule: Mapping[str, Any], now_ms: int) -> bool:
         """Whether no time of a cron schedule ever falls in these hours and days (its timeline has
-        no run: a view says so instead of walking it to year 9999)."""
+        no run: a view says so instead of walking it to year 9999). A time in one of the zone's
+        spring-forward gaps of the coming year runs that much later, and counts there too."""
         if schedule["kind"] != "cron":
             return False
         hours, minutes, weekdays = CronPattern.parse(schedule["expr"]).day_times()
         times = {hour * 60 + m for hour in hours for m in minutes}
-        zone = load_cron_zone(schedule.get("tz") or "UTC")
-        if datetime(2026, 1, 15, tzinfo=zone).utcoffset() != datetime(2026, 7, 15, tzinfo=zone).utcoffset():
-            times |= {t + 60 for t in times if t + 60 < 24 * 60}  # a time in a spring-forward gap runs an hour on
+        for start, length in _spring_gaps(schedule.get("tz") or "UTC", now_ms // _GAP_CACHE_MS):
+            shifted = {t + length // 60 for t in times if start // 60 <= t < (start + length) // 60}
+            if any(t >= 24 * 60 for t in shifted):
+                return False  # shifted into the next day: another weekday; not worth proving never
+            times |= shifted
         inside = any(self.start <= minute < self.end if self.start < self.end else (minute >= self.start
                                                                                     or minute < self.end)
                      for minute in times)

@@ -266,7 +266,7 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
     preview = Preview()
     if job.status != "scheduled" or job.next_run_ms is None:
         return preview
-    if job.active is not None and job.active.never_meets(job.schedule):
+    if job.active is not None and job.active.never_meets(job.schedule, now):
         preview.end = Fate("never", "inactive_hours", f"none of its times falls in its "
                                                       f"{job.active.describe(job.zone_name)}")
         return preview

@@ -330,5 +330,18 @@ def _gap_only(walls: _Walls, change: int, before: int, after: int, until: int, c
     return extra
 
 
+def spring_gaps(zone, from_s: int, to_s: int) -> list[tuple[int, int]]:
+    """The spring-forward gaps of a zone between two instants: (the first skipped wall time, in
+    seconds of its day; the gap's length in seconds) — the walls whose matches fire shifted."""
+    gaps = []
+    at, offset = from_s, _offset(zone, from_s)
+    while (change := _next_change(zone, at, offset, to_s)) is not None:
+        later = _offset(zone, change)
+        if later > offset:
+            gaps.append(((change + offset) % 86_400, later - offset))
+        at, offset = change, later
+    return gaps
+
+
 def _is_fold(wall: datetime, zone) -> bool:
     return wall.replace(tzinfo=zone, fold=0).utcoffset() != wall.replace(tzinfo=zone, fold=1).utcoffset()

@@ -388,6 +388,25 @@ def test_a_time_only_in_the_spring_forward_gap_is_not_said_to_never_run(world):
     assert row["next_run_ms"] == ms(2027, 3, 14, 7, 30), row["next_note"]  # 03:30 EDT
 
 
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "UTC"])
+def test_a_job_of_a_dst_zone_whose_times_miss_its_active_hours_and_its_gap_never_runs(world, zone, monkeypatch):
+    """Found by the differential test (seed 4059884830): `0 */3 * * *` New York, active
+    09:30-12:00, has no run (its 09:00 and 12:00 miss the window; no time of it is in the 02:00
+    spring-forward gap), but every zone with DST was taken to move every time an hour on, so
+    each view walked 50,000 occurrences (seconds per `cron list`, a CI timeout)."""
+    from sxctl.cron.policy import job as job_module
+
+    world.agent_at(TUESDAY_1710)
+    added = world.run(TUESDAY_1710, "cron", "add", "late", "--cron", "0 */3 * * *", "--tz", zone,
+                      "--active-hours", "09:30-12:00", "--payload", "agent-turn", "--text", "x")
+    assert added.code == 0 and "late: none of its times falls in its active hours 09:30-12:00" in added.err
+    walked = []
+    real = job_module.Job.next_after
+    monkeypatch.setattr(job_module.Job, "next_after", lambda self, bound: walked.append(1) or real(self, bound))
+    [row] = world.ok(TUESDAY_1710, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] is None and row["next_mark"] == "never runs" and not walked
+
+
 def test_a_hold_ends_when_the_active_hours_it_would_be_sent_in_end(world):
     """`30 2 * * *` New York, active 02:00-03:00, no agent at 02:31: `cron next` and the pass said
     it waits until 02:30 the next day; at 03:00 the pass skips it (a late run is not sent outside
