@@ -89,6 +89,9 @@ def export_scheduler(
     ws = find_workspace(workspace, project=project, session=session)
     tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
     if target == "crontab":
+        log = engines.xdg_dir("XDG_STATE_HOME", ".local/state", environ) / "sxctl" / "tick.log"  # as sh expands it
+        engines.refuse_owned_place(log, "the crontab entry's log", "set HOME or XDG_STATE_HOME to a folder outside "
+                                   "any such folder")
         return _crontab(tick, install=install, uninstall=uninstall, crontab_file=crontab_file)
     if target == "systemd":
         return _export_systemd(tick, install=install, uninstall=uninstall, now=now, system=system, user=user,
@@ -103,6 +106,8 @@ def _crontab(tick, *, install: bool, uninstall: bool, crontab_file: str | os.Pat
     """The crontab half of `export_scheduler`: the block, and `--install`/`--uninstall`."""
     result = SchedulerExport("crontab", {"crontab": engines.crontab_block(tick)})
     crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
+    if crontab_file is not None and (install or uninstall):
+        engines.refuse_owned_place(crontab_file, "the crontab", "name a crontab file of your own")
     if install or uninstall:
         edit = engines.install_crontab if install else engines.uninstall_crontab
         done = edit(tick, crontab)
@@ -120,6 +125,8 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
     owner = user or (_owner_name(tick.project) if system else None)
     units = engines.systemd_units(tick, system=system, user=owner)
     folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system, environ)
+    if install or uninstall:
+        engines.refuse_owned_place(folder / "unit", "the unit files", "name a folder systemd reads (--unit-dir)")
     enable = engines.enable_commands(tick, system, folder, environ)
     result = SchedulerExport("systemd", units, engines.command_line(enable))
     if install:

@@ -167,7 +167,12 @@ def tick(*, workspace=None, project=None, session: str | None = None, clock: Clo
     """One scheduler pass: reconcile dead claims, dispatch at most `max_per_pass` due jobs into the
     agent's inbox, settle; nothing claimed is ever run twice. `options` are `TickOptions` fields.
     Every pass but a dry run leaves its host's heartbeat (`.scheduler/sxctl-tick/<host>.json`), and with
-    `metrics_file` the project's metrics there (`write_metrics`: a failure is a warning)."""
+    `metrics_file` the project's metrics there (`write_metrics`: a failure is a warning; a file
+    inside .scorpiox/ or .scheduler/ is refused before the pass, exit 2)."""
+    if metrics_file is not None:
+        from ..engines.outside import refuse_owned_place  # the engines load only for --metrics-file
+
+        refuse_owned_place(metrics_file, "the metrics", "name a file of node-exporter's textfile folder")
     scheduler = _scheduler(workspace, project, session, clock, report, options)
     # SIGTERM (a service stopping) or Ctrl-C: the pass finishes the runs it started, then says so
     with deferred_interrupts() as held:

@@ -1,5 +1,6 @@
-"""The files sxctl reads or replaces outside its own folders (a crontab file, unit files): a
-regular file or absent, never through a symlink, at most `OUTSIDE_FILE_CAP` bytes, exit 5
+"""The files sxctl reads or replaces outside its own folders (a crontab file, unit files, the
+pass's log and metrics textfile): never inside the agent's or the scheduler's folders (exit 2),
+a regular file or absent, never through a symlink, at most `OUTSIDE_FILE_CAP` bytes, exit 5
 otherwise; and the XDG folders they live in."""
 
 from __future__ import annotations
@@ -13,9 +14,24 @@ from pathlib import Path
 from ..errors import InvalidDataError, SystemRefusedError, UsageError
 from ..fsio import PendingFile, read_data_file, refuse_symlink
 
+#: the folders whose files the agent (.scorpiox/) and the scheduler (.scheduler/) own
+OWNED_FOLDERS = frozenset((".scorpiox", ".scheduler"))
+
 #: a crontab file or unit file bigger than this is not one sxctl wrote next to: refused (exit 5);
 #: the cap of sxctl's own settings file (cron.policy.file.FILE_CAP, not imported: its import is heavy)
 OUTSIDE_FILE_CAP = 8 * 1024 * 1024
+
+
+def refuse_owned_place(path: str | os.PathLike, what: str, instead: str) -> None:
+    """THE rule for every file sxctl writes where a user points it (`cron tick --log` and the
+    exported crontab line's log, `--metrics-file`, `--crontab-file`, `--unit-dir`): never inside
+    a .scorpiox/ or .scheduler/ folder, as the path reads or wherever its symlinks lead — log text
+    appended to the comis store stops the scheduler, a file in an inbox is a message. Exit 2,
+    before anything is written."""
+    given = Path(os.path.abspath(path))
+    if OWNED_FOLDERS & (set(given.parts) | set(Path(os.path.realpath(given)).parts)):
+        raise UsageError(f"refusing to write {what} to {os.fspath(path)}: it is inside a .scorpiox/ or .scheduler/ "
+                         f"folder, whose files the agent and the scheduler own; {instead}")
 
 
 def read_outside_file(path: Path) -> bytes | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidDataError, SxctlError, SystemRefusedError
 from ..timeparse import display_zone, format_ms
+from .outside import refuse_owned_place
 
 
 class TickLog(io.RawIOBase):
@@ -25,10 +26,13 @@ class TickLog(io.RawIOBase):
     checking that FILE is still that file: two passes at once neither rotate twice nor write
     into a file already moved away. FILE is a regular file or absent (never through a
     symbolic link: exit 5); its folders are made (0700) when missing. A write the disk refuses
-    goes to `fallback` (cron's mail) instead of failing the pass."""
+    goes to `fallback` (cron's mail) instead of failing the pass. FILE is never inside a
+    .scorpiox/ or .scheduler/ folder (exit 2, `refuse_owned_place`), nor another name (a hard
+    link) of a file there or anywhere (exit 5): appending writes into every name of the file."""
 
     def __init__(self, path: Path, cap: int, now_ms: Callable[[], int], fallback: Any = None) -> None:
         super().__init__()
+        refuse_owned_place(path, "the log", "name a file outside any such folder")
         self.path = Path(os.path.abspath(path))
         self.cap = cap
         self.now_ms = now_ms
@@ -52,9 +56,14 @@ class TickLog(io.RawIOBase):
             if error.errno in (errno.ENXIO, errno.EISDIR):
                 raise InvalidDataError(self.path, "not a regular file; the log is not written there") from None
             raise SystemRefusedError.from_os_error(error, "cannot open the log") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
             os.close(fd)
             raise InvalidDataError(self.path, "not a regular file; the log is not written there")
+        if found.st_nlink > 1:
+            os.close(fd)
+            raise InvalidDataError(self.path, f"it has {found.st_nlink} names (hard links); the log is not "
+                                   "appended to another file")
         return fd
 
     def writable(self) -> bool:

@@ -17,7 +17,7 @@ from ..cron.run.heartbeat import OUTCOMES, read_heartbeats, written_elsewhere
 from ..cron.run.ledger import project_run, scan_ledger
 from ..cron.run.receipts import run_consumption
 from ..cron.store.file import read_store
-from ..errors import InvalidDataError, SystemRefusedError, UsageError
+from ..errors import InvalidDataError, SystemRefusedError
 from ..record import Factory, record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -205,12 +205,8 @@ def write_metrics_file(path: str | os.PathLike, text: str) -> None:
     symlink, a FIFO, a device or a folder there is refused (exit 5). A new file is 0644, so that
     node-exporter, often another user, can read it; an existing one keeps its mode. A missing
     folder is made, as `--log` makes its own (under the engines' `-q` a warning is never seen)."""
-    from ..engines.outside import replace_outside_file  # the engines load only for --metrics-file
+    from ..engines.outside import refuse_owned_place, replace_outside_file  # loaded only for --metrics-file
 
-    real = Path(os.path.realpath(Path(path).parent)) / Path(path).name
-    if {".scorpiox", ".scheduler"} & set(real.parts):
-        raise UsageError(f"refusing to write the metrics to {path}: it is inside a .scorpiox/ or .scheduler/ "
-                         "folder, whose files the agent and the scheduler own; name a file of node-exporter's "
-                         "textfile folder")
+    refuse_owned_place(path, "the metrics", "name a file of node-exporter's textfile folder")
     Path(path).parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     replace_outside_file(Path(path), text.encode("utf-8"), new_mode=0o644)

@@ -62,13 +62,15 @@ def _where(kw: dict) -> dict:
 @_pass_options
 @click.option("--log", "log", type=click.Path(dir_okay=False), metavar="FILE",
               help="Append what the pass prints (each line with its local time and offset) to FILE, made with its "
-              "folders if missing; before FILE would pass --log-max-kib it is moved to FILE.1.")
+              "folders if missing; before FILE would pass --log-max-kib it is moved to FILE.1. A FILE inside "
+              ".scorpiox/ or .scheduler/ is refused (exit 2).")
 @click.option("--log-max-kib", "log_max", type=click.IntRange(1), default=1024, show_default=True,
               metavar="KIB",
               help="With --log: the size at which FILE is moved to FILE.1 (the two hold at most twice this).")
 @click.option("--metrics-file", "metrics_file", type=click.Path(readable=False), metavar="FILE",
               help="After the pass, replace FILE atomically with `sxctl metrics` (for node-exporter's textfile "
-              "collector: name it *.prom); a failure to write it is a warning, never a failed pass.")
+              "collector: name it *.prom); a failure to write it is a warning, never a failed pass. A FILE inside "
+              ".scorpiox/ or .scheduler/ is refused before the pass (exit 2).")
 @click.option("--ping-url", "ping_url", metavar="URL",
               help="Push monitoring (Healthchecks.io semantics): POST URL/start when the pass starts, URL when it "
               "ends well, URL/fail when it fails; a ping never fails the pass, and one that failed is sent again "

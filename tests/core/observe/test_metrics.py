@@ -219,18 +219,18 @@ def test_a_heartbeat_ahead_of_this_clock_gives_no_pass_age(busy):
 
 def test_the_metrics_file_is_never_one_of_the_agents_or_the_schedulers_files(busy):
     """`--metrics-file .scheduler/cron-jobs.json` (or a timer table, an inbox message) would
-    destroy what the agent and the pass own: refused with a warning, the file untouched, the pass run."""
+    destroy what the agent and the pass own: refused before the pass (exit 2), the file untouched
+    (tests/core/engines/test_owned_places.py: the one rule of every such file)."""
     store = busy.root / ".scheduler" / "cron-jobs.json"
     timers = next(p for p in (busy.root / ".scorpiox" / "sessions").iterdir() if not p.name.startswith(".")) \
         / "callbacks.json"
     timers.write_text('{"rev": 0, "slots": []}')
     for n, target in enumerate((store, timers, timers.parent / "inbox" / "1999999999_000000000.json")):
-        existed = target.exists()
-        result = busy.run(LATER + n * MIN, "cron", "tick", "--json", "--metrics-file", str(target))
-        assert result.code == 0 and result.json()["ok"], result.err
-        assert any(f"metrics file {target} not written: refusing to write the metrics" in w
-                   for w in result.json()["warnings"])
+        existed, before = target.exists(), store.read_bytes()
+        result = busy.run(LATER + n * MIN, "cron", "tick", "--metrics-file", str(target), ok=False)
+        assert result.code == 2 and f"refusing to write the metrics to {target}" in result.err, result.err
         assert target.exists() == existed and (not existed or b"# HELP" not in target.read_bytes())
+        assert store.read_bytes() == before  # the pass did not run
     assert busy.run(LATER + 3 * MIN, "cron", "list").code == 0
 
 
