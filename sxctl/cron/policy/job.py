@@ -151,8 +151,31 @@ class Job:
 
     def run_at(self, occurrence_ms: int) -> int:
         """When the pass runs an occurrence: its time plus the job's --jitter offset, cut to a
-        second before the next occurrence (policy/jitter.py)."""
-        return jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)
+        second before the next occurrence (policy/jitter.py), to a second before the end of the
+        active span the occurrence is in, and to its --until: the limits judge the occurrence, and
+        its run is sent where the occurrence is allowed, never after them."""
+        if not self.jitter_offset_ms:
+            return occurrence_ms
+        known = self._run_times.get(occurrence_ms)
+        if known is None:
+            known = self._run_times[occurrence_ms] = self._cut(occurrence_ms,
+                                                               jittered_at(self.schedule, self.jitter_offset_ms,
+                                                                           occurrence_ms))
+        return known
+
+    @cached_property
+    def _run_times(self) -> dict[int, int]:
+        return {}
+
+    def _cut(self, occurrence_ms: int, run_ms: int) -> int:
+        if self.until_ms is not None and occurrence_ms <= self.until_ms:
+            run_ms = min(run_ms, self.until_ms)
+        if self.active is not None:
+            local = self.local(occurrence_ms).replace(tzinfo=None)
+            end = self.active.span_end(local) if self.active.allows(local) else None
+            if end is not None:
+                run_ms = max(occurrence_ms, min(run_ms, int(end.replace(tzinfo=self.zone).timestamp() * 1000) - 1000))
+        return run_ms
 
     @property
     def due_ms(self) -> int | None:

@@ -459,3 +459,52 @@ def test_next_says_how_late_a_held_run_is_as_cron_next_does(world):
     line = next(line for line in shown.splitlines() if "cron late" in line)
     assert "2h10m ago" in line and "waiting for agent" in line, line
     assert "2h10m ago" in world.ok(TUESDAY_1710, "cron", "next", "late", "-n", "1").out
+
+
+def _jittered_job(world, at: int, *args: str, least_ms: int) -> tuple[str, int]:
+    """A job added with `args` whose --jitter offset (fixed by its id) is at least `least_ms`:
+    the first of a few names tried, so the cut under test is always exercised."""
+    for n in range(20):
+        name = f"j{n}"
+        world.ok(at, "cron", "add", name, *args, "--payload", "heartbeat-event", "--text", name)
+        offset = world.ok(at, "cron", "show", name, "--json").json()["policy"]["jitterOffsetMs"]
+        if offset >= least_ms:
+            return name, offset
+        world.ok(at, "cron", "remove", name)
+    pytest.fail("no id among 20 gave a long enough offset")
+
+
+def test_a_jittered_run_is_sent_before_its_active_span_ends(world):
+    """`50 17 * * *` UTC, --active-hours 08:00-18:00, --jitter 20h: the occurrence at 17:50 is
+    inside its hours, but its run went out at 17:50 + the offset (the next morning at night).
+    The run is cut to a second before the span ends, and every view says so."""
+    at = ms(2026, 12, 7, 9, 0)  # a Monday
+    world.agent_at(at)
+    name, offset = _jittered_job(world, at, "--cron", "50 17 * * *", "--tz", "UTC", "--active-hours", "08:00-18:00",
+                                 "--jitter", "20h", least_ms=20 * MIN)
+    cut = ms(2026, 12, 7, 17, 59, 59)
+    [row] = world.ok(at, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] == cut, offset
+    assert world.ok(at, "cron", "next", name, "--json").json()["fires"][0]["at_ms"] == cut
+    assert world.tick(cut - 1000)["runs"] == []
+    world.agent_at(cut)
+    [run] = world.tick(cut)["runs"]
+    assert run["scheduledForMs"] == ms(2026, 12, 7, 17, 50) and run["status"] == "dispatched"
+
+
+def test_a_jittered_run_is_sent_by_its_until_at_the_latest(world):
+    """`--every 1h --until 10:05 --jitter 55m`: the 10:00 occurrence is before --until, its
+    run was sent up to 10:55, after it."""
+    at = ms(2026, 12, 7, 8, 30)
+    world.agent_at(at)
+    name, offset = _jittered_job(world, at, "--every", "1h", "--anchor", "2026-12-07 09:00Z",
+                                 "--until", "2026-12-07T10:05Z", "--jitter", "55m", least_ms=6 * MIN)
+    runs = world.ok(at, "cron", "next", name, "-n", "3", "--json").json()["fires"]
+    assert [r["at_ms"] for r in runs] == [ms(2026, 12, 7, 9, 0) + offset, ms(2026, 12, 7, 10, 5)]
+    world.agent_at(ms(2026, 12, 7, 9, 0) + offset)
+    world.tick(ms(2026, 12, 7, 9, 0) + offset)
+    world.agent_at(ms(2026, 12, 7, 10, 5) - 1000)
+    assert world.tick(ms(2026, 12, 7, 10, 5) - 1000)["runs"] == []
+    world.agent_at(ms(2026, 12, 7, 10, 5))
+    [run] = world.tick(ms(2026, 12, 7, 10, 5))["runs"]
+    assert run["scheduledForMs"] == ms(2026, 12, 7, 10, 0)
