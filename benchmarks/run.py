@@ -271,6 +271,7 @@ def main() -> int:
         throughput = statistics.median(ratios)
         rows.append(("(f) API send loop throughput / bare loop", throughput, ">= 0.8", throughput >= 0.8))
 
+        rows.append(spend_row(root, 1 if quick else 3))
         rows += scale_rows(root, quick)
         rows += dst_rows(root, max(5, runs // 3), env())
 
@@ -364,6 +365,34 @@ def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
             shutil.rmtree(copy)
     ratio = statistics.median(samples[10_000]) / statistics.median(samples[100])
     return ("(j) cron tick (50 dispatched), 10k jobs + 90% ledger / 100 jobs", ratio, "<= 5", ratio <= 5)
+
+
+def spend_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
+    """A day's rehearsal (`cron simulate`, a real pass every 30 minutes on a copy) of 20 jobs
+    whose spend guards are all set, against the same 20 jobs without guards: the guards' files
+    and figures must not make a pass cost more as the day's history grows."""
+    folders = {}
+    for guarded in (True, False):
+        folder = root / f"spend-{'guarded' if guarded else 'plain'}"
+        make_project(folder)
+        guards = ["--max-tokens-per-day", "1000000000", "--max-session-tokens", "1000000000",
+                  "--rate-limit-ceiling", "0.99"] if guarded else []
+        adds = [["cron", "add", f"job{n}", "--every", "30m", "--payload", "heartbeat-event", "--text", f"job {n}",
+                 "-q", *guards] for n in range(20)]
+        code = ("import sys, json\nfrom click.testing import CliRunner\nfrom sxctl.cli.root import cli\n"
+                "for args in json.loads(sys.argv[1]):\n"
+                "    assert CliRunner().invoke(cli, args).exit_code == 0, args\n")
+        subprocess.run([sys.executable, "-c", code, json.dumps(adds)], cwd=folder, env=env(), check=True)
+        (folder / "usage.json").write_text('{"total_tokens": 1000, "rl_5h": 0.1, "rl_7d": 0.1}')
+        folders[guarded] = folder
+    day = ["cron", "simulate", "--from", "2026-12-07T00:00Z", "--until", "2026-12-08T00:00Z", "--pass-every", "30m",
+           "--usage", "usage.json", "--json"]
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(runs):
+        for guarded, folder in folders.items():
+            samples[guarded].append(timed(sxctl(*day), folder))
+    ratio = statistics.median(samples[True]) / statistics.median(samples[False])
+    return ("(k) a day's cron simulate of 20 jobs, guarded / unguarded", ratio, "<= 2", ratio <= 2)
 
 
 if __name__ == "__main__":

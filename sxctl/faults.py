@@ -10,7 +10,9 @@ import os
 #: the spec's points, plus `after-sidecar` (an inbox image published, its message not yet) and
 #: `after-move` (`inbox forward`: a message renamed into the target, the source not yet tidied;
 #: `callbacks move`: the timers added to the target's table, not yet cancelled at the source) and
-#: `sidecar-linked` (`inbox forward`: an image linked under its temp name, not yet renamed).
+#: `sidecar-linked` (`inbox forward`: an image linked under its temp name, not yet renamed) and
+#: `before-spend-history` (a pass: the spend file replaced, the runs it closed not yet appended to
+#: the spend history).
 POINTS = (
     "before-rename",
     "after-sidecar",
@@ -20,6 +22,7 @@ POINTS = (
     "after-start",
     "after-dispatch",
     "after-terminal",
+    "before-spend-history",
 )
 
 FAULT_EXIT_STATUS = 99

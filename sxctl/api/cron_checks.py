@@ -13,7 +13,7 @@ from ..cron.policy.file import read_policy
 from ..cron.policy.overlap import mark_replaced
 from ..cron.run.ledger import recent_runs, run_evidence
 from ..cron.run.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
-from ..cron.spend.ledger import read_spend, tokens_of
+from ..cron.spend.ledger import run_tokens
 from ..cron.store.file import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
 from ..cron.store.targets import holds_project, run_target_project
 from ..cron.timeline import views
@@ -96,7 +96,7 @@ def job_runs(
                         max_log_bytes=ledger_ceiling(max_log_bytes), exact=exact)
     jobs = {j["id"]: j for j in store["jobs"]}
     default_project = target_project(ws, project, session=session)
-    attributed = tokens_of(read_spend(ws.scheduler))  # the tokens of guarded runs (cron/spend/ledger.py)
+    attributed = run_tokens(ws.scheduler)  # the tokens of guarded runs (cron/spend/ledger.py)
     for run in found:
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..cron.spend.ledger import read_spend, tokens_by_date
+from ..cron.spend.ledger import DayTokens, day_tokens
 from ..cron.timeline.hold import Agents
 from ..cron.timeline.previews import JobPreviews, job_previews
-from ..errors import InvalidDataError
 from ..project.usage import Usage, read_usage, usage_line
 
 
@@ -33,7 +32,7 @@ def guard_states(ws, store: dict[str, Any], policy: dict[str, Any], project: Pat
         timeline = job_previews(ws, store, policy, project, clock, 1)
     held = set(timeline.held(now, by_guard=True))
     hold = Agents(project, "live", clock, ws.root, policy.get("budget"))
-    spend: dict[str, Any] | None = None
+    spend: DayTokens | None = None
     rows = []
     for job in timeline.jobs.values():
         if job.built_in or job.status != "scheduled":
@@ -50,12 +49,8 @@ def guard_states(ws, store: dict[str, Any], policy: dict[str, Any], project: Pat
                                "unreadable": dict(verdict.unreadable) if verdict is not None else {},
                                "maxTokensPerDay": job.token_cap, "tokensToday": None}
         if job.token_cap is not None:
-            if spend is None:
-                try:
-                    spend = read_spend(ws.scheduler)
-                except InvalidDataError:
-                    spend = {"runs": []}
-            row["tokensToday"] = tokens_by_date(spend, job.id).get(job.date_of(now), 0)
+            spend = spend if spend is not None else day_tokens(ws.scheduler, clock)
+            row["tokensToday"] = spend.by_date(job.id).get(job.date_of(now), 0)
         rows.append(row)
     return rows
 

@@ -21,7 +21,7 @@ from ...project import ProjectLayout, list_sessions
 from ...project.layout import SCORPIOX_DIR
 from ...report import Reporter
 from ...timeparse import format_ms
-from ..spend.ledger import spend_path
+from ..spend.file import spend_path
 from ..store.file import read_store
 from ..store.targets import endpoint_of, holds_project, inside, linked_through, resolve_project, run_target_project
 from ..store.workspace import Workspace

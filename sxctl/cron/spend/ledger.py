@@ -1,17 +1,17 @@
 """The tokens attributed to each run — of a job with a spend guard, and of any job while the agent
-publishes its token counters: `.scheduler/sxctl-spend.json`, sxctl's own file beside the comis
-store (comis's strict formats get no extra key). An ATTRIBUTION from the agent's own counters,
-not a bill: a run's tokens are the growth of the session's `usage.total_tokens` from its
-dispatch to the first pass that finds its message read and the agent idle again — whatever else
-the agent did meanwhile is counted in, but never twice: runs of one session open at the same time
-share the growth while they overlap, and no run is charged what an earlier one was (`toTokens`,
-the total it was charged up to). A run whose session rotated, whose message was never read within
-a day, or whose figures did not read has no attribution (`-`).
+publishes its token counters (kept in sxctl's spend files: cron/spend/file.py). An ATTRIBUTION
+from the agent's own counters, not a bill: a run's tokens are the growth of the session's
+`usage.total_tokens` from its dispatch to the first pass that finds its message read and the agent
+idle again — whatever else the agent did meanwhile is counted in, but never twice: runs of one
+session open at the same time share the growth while they overlap, and no run is charged what an
+earlier one was (the session's charged total). A run whose session rotated, whose message was never
+read within a day, or whose figures did not read has no attribution (`-`).
 
-The file is strict and versioned (formatVersion 1; an unknown key is exit 5 and it is never
-written over), replaced atomically under the store lock by the pass, and keeps the newest
-MAX_RUNS runs. `maxTokensPerDay` (cron/spend/rules.py) counts the attributed tokens of a job's
-runs per date of their occurrence in the job's zone (cron/timeline/fate.py skips past it).
+`maxTokensPerDay` (cron/spend/rules.py) counts per date of occurrence in the job's zone the
+tokens of the job's closed runs AND the growth so far of its open ones, shared as closing them now
+would share it (`DayTokens`): an agent busy for hours keeps its runs open, and they count while it
+works, so a day passes its cap by at most the growth of the run that reached it
+(cron/timeline/fate.py skips past it).
 """
 
 from __future__ import annotations
@@ -20,59 +20,24 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import Clock
-from ...fsio import atomic_write
-from ...jsondata import compact_json
+from ...errors import InvalidDataError
 from ...project import session_info
 from ...project.layout import ProjectLayout, is_valid_session_id
 from ...project.usage import read_usage
 from ..run.receipts import consumption
-from ..store.schema import EPOCH_MS
-from ..store.schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Obj, Str, opt, read_checked_file, req
 from ..store.targets import run_target_project
 from ..timeline.schedule import job_zone, local_time
+from .file import SpendBook, read_book, read_history, spend_path, write_book
 from .rules import GUARD_KEYS, effective_guards
 
-MAX_RUNS = 2000
-FILE_CAP = 1024 * 1024
 OPEN_FOR_MS = 24 * 3_600_000  # a run whose message is not read (or agent not idle) within this: no attribution
-RUN = Obj([
-    req("executionId", Str(1, 256)), req("jobId", Str(1, 256)), req("date", Str(10, 10)),
-    req("project", Str(1, 4096)), req("sessionId", Str(1, 128)), req("stem", Str(1, 256)),
-    req("dispatchedAtMs", EPOCH_MS), req("state", Enum(("open", "attributed", "unattributed"))),
-    opt("fromTokens", Int(0, MAX_SAFE_INT)), opt("tokens", Int(0, MAX_SAFE_INT)), opt("toTokens", Int(0, MAX_SAFE_INT)),
-    opt("closedAtMs", EPOCH_MS),
-    opt("why", Str(1, 512)),
-])
-ROOT = Obj([req("formatVersion", Enum((1,))), req("runs", Arr(RUN, max_items=MAX_RUNS))])
 
 
-def spend_path(scheduler: Path) -> Path:
-    return scheduler / "sxctl-spend.json"
-
-
-def read_spend(scheduler: Path) -> dict[str, Any]:
-    """The validated file (an empty one when there is none); invalid: exit 5 naming it."""
-    doc = read_checked_file(spend_path(scheduler), FILE_CAP, "sxctl spend file", ROOT)
-    return doc if doc is not None else {"formatVersion": 1, "runs": []}
-
-
-def write_spend(scheduler: Path, doc: dict[str, Any]) -> None:
-    doc["runs"] = doc["runs"][-MAX_RUNS:]
-    atomic_write(spend_path(scheduler), compact_json(doc))
-
-
-def tokens_by_date(doc: dict[str, Any], job_id: str) -> dict[str, int]:
-    """The tokens attributed to a job's runs per date (in its zone) of their occurrence."""
-    days: dict[str, int] = {}
-    for run in doc["runs"]:
-        if run["jobId"] == job_id and run["state"] == "attributed":
-            days[run["date"]] = days.get(run["date"], 0) + run["tokens"]
-    return days
-
-
-def tokens_of(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each run's record by execution id (`cron runs`)."""
-    return {run["executionId"]: run for run in doc["runs"]}
+def run_tokens(scheduler: Path) -> dict[str, dict[str, Any]]:
+    """Each run's record by execution id (`cron runs`): the closed ones' history and the open ones."""
+    runs = read_history(scheduler)
+    runs.update((run["executionId"], run) for run in read_book(scheduler).open)
+    return runs
 
 
 def _session_stats(project: Path, session_id: str, clock: Clock):
@@ -82,7 +47,7 @@ def _session_stats(project: Path, session_id: str, clock: Clock):
     return session_info(folder, clock) if folder.is_dir() else None
 
 
-def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, project: Path, session_id: str,
+def open_run(book: SpendBook, *, execution_id: str, job_id: str, date: str, project: Path, session_id: str,
              stem: str, clock: Clock, guarded: bool = True) -> bool:
     """A run was dispatched into `session_id`: note the session's tokens now (True when noted).
     A run of a job without a guard is noted only when the agent publishes its counters."""
@@ -93,57 +58,103 @@ def open_run(doc: dict[str, Any], *, execution_id: str, job_id: str, date: str, 
     run: dict[str, Any] = {"executionId": execution_id, "jobId": job_id, "date": date, "project": str(project),
                            "sessionId": session_id, "stem": stem, "dispatchedAtMs": clock.now_ms(), "state": "open"}
     if total is None:
-        run.update(state="unattributed", closedAtMs=clock.now_ms(), why="usage.total_tokens unreadable at dispatch")
+        book.charge({**run, "state": "unattributed", "closedAtMs": clock.now_ms(),
+                     "why": "usage.total_tokens unreadable at dispatch"})
     else:
-        run["fromTokens"] = total
-    doc["runs"].append(run)
+        book.open.append({**run, "fromTokens": total})
     return True
 
 
-def close_runs(doc: dict[str, Any], clock: Clock) -> bool:
+def close_runs(book: SpendBook, clock: Clock) -> bool:
     """Attribute every open run whose message has been read while the agent is idle now (True
     when one changed): the growth of total_tokens since its dispatch, never counted twice — runs
     of one session closing together share the growth while several of them were open, and a run
-    is charged nothing an earlier attributed run of its session was charged (`toTokens`)."""
+    is charged nothing an earlier attributed run of its session was."""
     now = clock.now_ms()
-    charged: dict[tuple[str, str], int] = {}  # per session: the total up to which runs were charged
-    for run in doc["runs"]:
-        if run["state"] == "attributed" and "toTokens" in run:
-            key = (run["project"], run["sessionId"])
-            charged[key] = max(charged.get(key, 0), run["toTokens"])
     closing: dict[tuple[str, str], list[tuple[dict[str, Any], int]]] = {}
-    changed = False
-    for run in doc["runs"]:
-        if run["state"] != "open":
-            continue
+    still_open, changed = [], False
+    for run in book.open:
         total, why = _readiness(run, clock)
         if total is None and why is None and now - run["dispatchedAtMs"] > OPEN_FOR_MS:
             why = "its message was not read with the agent idle within a day"
         if why is not None:
-            run.update(state="unattributed", closedAtMs=now, why=why)
+            book.charge({**run, "state": "unattributed", "closedAtMs": now, "why": why})
             changed = True
         elif total is not None:
             closing.setdefault((run["project"], run["sessionId"]), []).append((run, total))
+        else:
+            still_open.append(run)
     for key, group in closing.items():
-        _share(group, charged.get(key, 0), now)
+        total = max(found for _, found in group)
+        shares = _shares([run for run, _ in group], book.sessions.get(key, (0, 0))[0], total)
+        for (run, _), tokens in zip(group, shares, strict=True):
+            book.charge({**run, "state": "attributed", "tokens": tokens, "toTokens": total, "closedAtMs": now})
         changed = True
+    book.open = still_open
     return changed
 
 
-def _share(group: list[tuple[dict[str, Any], int]], charged_to: int, now: int) -> None:
-    """Attribute the runs of one session that close now: the growth from each one's dispatch (or
-    from what earlier runs were charged) to now, each stretch shared equally by the runs open in it."""
-    total = max(found for _, found in group)
-    starts = [min(max(run["fromTokens"], charged_to), total) for run, _ in group]
-    shares = [0] * len(group)
+def _shares(runs: list[dict[str, Any]], charged_to: int, total: int) -> list[int]:
+    """Each run's share of one session's growth up to `total`: from its dispatch (or from what
+    earlier runs were charged) on, each stretch shared equally by the runs open in it."""
+    starts = [min(max(run["fromTokens"], charged_to), total) for run in runs]
+    shares = [0] * len(runs)
     points = sorted(set(starts)) + [total]
     for low, high in zip(points, points[1:], strict=False):
         sharing = [i for i, start in enumerate(starts) if start <= low]
         each, rest = divmod(high - low, len(sharing))
         for n, i in enumerate(sharing):
             shares[i] += each + (n < rest)
-    for (run, _), tokens in zip(group, shares, strict=True):
-        run.update(state="attributed", tokens=tokens, toTokens=total, closedAtMs=now)
+    return shares
+
+
+class DayTokens:
+    """THE count of `--max-tokens-per-day` (the pass, the previews, `status` and `cron simulate`
+    ask it): per job and date of occurrence, the tokens of its closed runs plus the growth so far
+    of its open ones (each session's open runs sharing its growth since the charged total, as
+    closing them now would), the agent's figures read once."""
+
+    def __init__(self, book: SpendBook, clock: Clock) -> None:
+        self.book = book
+        self.clock = clock
+        self._open: dict[tuple[str, str], int] | None = None
+
+    def _growth(self) -> dict[tuple[str, str], int]:
+        if self._open is None:
+            self._open = {}
+            sessions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for run in self.book.open:
+                sessions.setdefault((run["project"], run["sessionId"]), []).append(run)
+            for key, runs in sessions.items():
+                info = _session_stats(Path(key[0]), key[1], self.clock)
+                total = read_usage(info.stats if info is not None else None).get("total_tokens")
+                if info is None or info.state == "unknown" or total is None:
+                    continue  # no figure to count by: its runs count once they close
+                charged = self.book.sessions.get(key, (0, 0))[0]
+                for run, tokens in zip(runs, _shares(runs, charged, max(total, charged)), strict=True):
+                    day = (run["jobId"], run["date"])
+                    self._open[day] = self._open.get(day, 0) + tokens
+        return self._open
+
+    def by_date(self, job_id: str) -> dict[str, int]:
+        days = self.book.tokens_by_date(job_id)
+        for (job, date), tokens in self._growth().items():
+            if job == job_id:
+                days[date] = days.get(date, 0) + tokens
+        return days
+
+    def reset(self) -> None:
+        """The book changed (a run opened or closed): count again at the next question."""
+        self._open = None
+
+
+def day_tokens(scheduler: Path, clock: Clock) -> DayTokens:
+    """A view's count of `--max-tokens-per-day` (an invalid spend file: none; the pass names it)."""
+    try:
+        book = read_book(scheduler)
+    except InvalidDataError:
+        book = SpendBook()
+    return DayTokens(book, clock)
 
 
 def _readiness(run: dict[str, Any], clock: Clock) -> tuple[int | None, str | None]:
@@ -176,23 +187,31 @@ def _readiness(run: dict[str, Any], clock: Clock) -> tuple[int | None, str | Non
 
 
 class Attribution:
-    """A pass's share of the file: `close()` first (runs read since the last pass), `dispatched`
-    after each run of a guarded job, `save()` before the store lock is released."""
+    """A pass's share of the spend files: `close()` first (runs read since the last pass),
+    `dispatched` after each run that sent a message, `day_tokens` for --max-tokens-per-day,
+    `save()` before the store lock is released."""
 
     def __init__(self, scheduler: Path, clock: Clock) -> None:
         self.scheduler = scheduler
         self.clock = clock
-        self.doc: dict[str, Any] | None = None
+        self.book: SpendBook | None = None
+        self.counted: DayTokens | None = None
         self.changed = False
 
-    def load(self) -> dict[str, Any]:
-        if self.doc is None:
-            self.doc = read_spend(self.scheduler)
-        return self.doc
+    def load(self) -> SpendBook:
+        if self.book is None:
+            self.book = read_book(self.scheduler)
+            self.changed = self.book.upgraded  # a format-1 file is written back as format 2
+        return self.book
+
+    def day_tokens(self, job_id: str) -> dict[str, int]:
+        if self.counted is None:
+            self.counted = DayTokens(self.load(), self.clock)
+        return self.counted.by_date(job_id)
 
     def close(self) -> None:
         if spend_path(self.scheduler).exists() and close_runs(self.load(), self.clock):
-            self.changed = True
+            self._changed()
 
     def dispatched(self, job: dict[str, Any], entry: dict[str, Any], budget: dict[str, Any] | None,
                    start: dict[str, Any], outcome: dict[str, Any], project: Path) -> None:
@@ -205,9 +224,14 @@ class Attribution:
         if open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
                     project=run_target_project(job, project, workspace=self.scheduler.parent),
                     session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock, guarded=guarded):
-            self.changed = True
+            self._changed()
+
+    def _changed(self) -> None:
+        self.changed = True
+        if self.counted is not None:
+            self.counted.reset()
 
     def save(self) -> None:
-        if self.changed and self.doc is not None:
-            write_spend(self.scheduler, self.doc)
+        if self.changed and self.book is not None:
+            write_book(self.scheduler, self.book, self.clock.now_ms())
             self.changed = False

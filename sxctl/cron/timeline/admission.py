@@ -15,7 +15,6 @@ from ...report import Reporter
 from ..policy.file import record_skip
 from ..policy.job import Job, job_of
 from ..run.ledger import Group, Ledger
-from ..spend.ledger import tokens_by_date
 from .fate import Fate, expiry, timeline
 from .hold import Agents
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
@@ -82,7 +81,7 @@ class Admission:
         job = self.job(record)
         usage = self.usage(job) if job.has_policy else LimitUsage(0, None)
         if job.token_cap is not None and self.spend is not None:  # --max-tokens-per-day (cron/spend/ledger.py)
-            usage.token_cap, usage.tokens = job.token_cap, tokens_by_date(self.spend.load(), job.id)
+            usage.token_cap, usage.tokens = job.token_cap, self.spend.day_tokens(job.id)
         self._fold_proven(job, usage)
         fate = self._skip_occurrences(job, self.clock.now_ms(), usage)
         if fate.action in ("expire", "pause"):

@@ -14,7 +14,7 @@ from ...errors import InvalidDataError
 from ..policy.job import Job, jobs_of
 from ..policy.maintenance import window_at
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
-from ..spend.ledger import read_spend, tokens_by_date
+from ..spend.ledger import DayTokens, day_tokens
 from ..store.workspace import Workspace
 from .burst import CATCHUP_AFTER_MS, budget_notes
 from .fate import Preview, end_mark, preview_runs
@@ -108,7 +108,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     limit-paused job ends its series, an overdue one says whether it is held for a live agent.
     `after` (a time in the future; default now): the runs from then on."""
     now = clock.now_ms()
-    spend: dict[str, Any] | None = None
+    spend: DayTokens | None = None
     jobs = jobs_of(store, policy, ws.root)
     agents = Agents(project, to, clock, ws.root, policy.get("budget"))  # each target project asked once
     found = JobPreviews({job.id: job for job in jobs},
@@ -118,16 +118,8 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
             continue
         usage = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
         if job.token_cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
-            spend = spend if spend is not None else _spend_or_none(ws)
-            usage.token_cap, usage.tokens = job.token_cap, tokens_by_date(spend, job.id)
+            spend = spend if spend is not None else day_tokens(ws.scheduler, clock)
+            usage.token_cap, usage.tokens = job.token_cap, spend.by_date(job.id)
         found.previews[job.id] = preview_runs(job, usage, now, count, agents=agents, start=after)
     budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found
-
-
-def _spend_or_none(ws: Workspace) -> dict[str, Any]:
-    """The attributed tokens, or none when the file is invalid (the pass names it; a preview still shows)."""
-    try:
-        return read_spend(ws.scheduler)
-    except InvalidDataError:
-        return {"formatVersion": 1, "runs": []}

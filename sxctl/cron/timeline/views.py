@@ -243,12 +243,13 @@ def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, fu
         read_policy(ws)
     except InvalidDataError as error:
         problems.append(Problem(str(ws.policy), None, "invalid_data", error.message))
-    from ..spend.ledger import read_spend, spend_path  # a damaged spend file stops every pass too
+    from ..spend.file import history_path, read_book, read_history, spend_path  # a damaged spend file stops passes
 
-    try:
-        read_spend(ws.scheduler)
-    except InvalidDataError as error:
-        problems.append(Problem(str(spend_path(ws.scheduler)), None, "invalid_data", error.message))
+    for read, path in ((read_book, spend_path(ws.scheduler)), (read_history, history_path(ws.scheduler))):
+        try:
+            read(ws.scheduler)
+        except InvalidDataError as error:
+            problems.append(Problem(str(path), None, "invalid_data", error.message))
     try:
         ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=full)
     except InvalidDataError as error:

@@ -28,6 +28,12 @@ def usage(total: int = 1000, rl_5h: float = 0.1, rl_7d: float = 0.05) -> dict:
             "reasoning_tokens": 0, "total_tokens": total, "rl_5h": rl_5h, "rl_7d": rl_7d}
 
 
+def history(sched) -> list[dict]:  # noqa: F811
+    """The closed runs' records, oldest first (`.scheduler/sxctl-spend-runs.jsonl`)."""
+    path = sched.root / ".scheduler" / "sxctl-spend-runs.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def add_daily(sched, *flags: str) -> None:  # noqa: F811
     sched.add(NINE - HOUR, "daily", "--cron", "0 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
               "--text", "morning", "--hold-max", "2h", *flags)
@@ -200,7 +206,8 @@ def test_per_day_token_caps_count_the_attributed_tokens_across_runs(sched):  # n
     shown = sched.run(NINE + 2 * HOUR, "cron", "runs", "hourly").out
     assert "TOKENS" in shown and "1,000" in shown and "600" in shown
     spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
-    assert [run["state"] for run in spend["runs"]] == ["attributed", "attributed"]
+    assert spend["open"] == [] and [run["state"] for run in history(sched)] == ["attributed", "attributed"]
+    assert spend["days"] == [{"jobId": spend["days"][0]["jobId"], "date": "2026-12-01", "tokens": 1600}]
     sched.add(NINE + 2 * HOUR, "other", "--every", "1h", "--payload", "heartbeat-event", "--text", "x")
     assert sched.run(NINE + 2 * HOUR, "cron", "runs", "other", "--json").json()["runs"] == []
     agent_with(sched, NINE + 24 * HOUR, usage(total=2600))  # a new day in the job's zone: it runs again
@@ -227,15 +234,19 @@ def test_runs_open_in_one_session_at_once_share_its_tokens_never_count_them_twic
     read_all(sched, 2500, NINE + HOUR + 5 * MIN)  # read and idle: early alone from 2,000
     sched.tick(NINE + HOUR + 5 * MIN)
     assert sched.run(NINE + 2 * HOUR, "cron", "runs", "early", "--json").json()["runs"][0]["tokens"] == 500
+    assert sum(run["tokens"] for run in history(sched)) == 2500 - 1000  # every token once
     spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
-    assert sum(run["tokens"] for run in spend["runs"]) == 2500 - 1000  # every token once
+    assert sum(day["tokens"] for day in spend["days"]) == 2500 - 1000
 
 
 def test_a_damaged_spend_file_is_invalid_data_naming_it_and_never_written_over(sched):  # noqa: F811
     add_daily(sched, "--max-tokens-per-day", "100")
     path = sched.root / ".scheduler" / "sxctl-spend.json"
     for damage in (b'{"formatVersion": 1, "runs": [], "extra": 1}', b'{"formatVersion": 9, "runs": []}', b"[NaN]",
-                   b'{"formatVersion": 1, "runs": [{"executionId": "x"}]}'):
+                   b'{"formatVersion": 1, "runs": [{"executionId": "x"}]}',
+                   b'{"formatVersion": 2, "open": [], "days": [], "sessions": [], "extra": 1}',
+                   b'{"formatVersion": 2, "open": [], "days": [{"jobId": "j", "date": "2026-12-01", "tokens": -1}], '
+                   b'"sessions": []}'):
         path.write_bytes(damage)
         agent_with(sched, NINE + MIN, usage())
         for args in (("cron", "tick"), ("cron", "runs", "daily")):
@@ -362,7 +373,7 @@ def test_a_pass_killed_after_sending_still_counts_the_runs_tokens(sched, monkeyp
     monkeypatch.undo()
     assert len(list((sched.folder / "inbox").glob("*.json"))) == 1
     spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
-    assert [run["state"] for run in spend["runs"]] == ["open"]
+    assert [run["state"] for run in spend["open"]] == ["open"]
     read_all(sched, 2600, NINE + 10 * MIN)  # read, idle again: 1,600 tokens are this run's
     sched.tick(NINE + 10 * MIN, "--terminalize-orphans")
     agent_with(sched, NINE + HOUR, usage(total=2600))

@@ -109,3 +109,40 @@ def test_watch_json_emits_the_guards_state_changes(project):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_busy_agent_whose_turns_outlast_the_period_gets_no_run_once_the_day_is_spent(project, agents):
+    """Each run stayed open while the agent was busy and counted 0: with a cap of 100 and turns
+    longer than the period, runs kept going out after the agent had spent the day's tokens. An
+    open run now counts the growth so far: no run goes out once the published growth reaches the
+    cap, and after the last one the agent spends at most the rest of the turn under way and the
+    turn that reads what is queued."""
+    agent = agents(project, "--turn-seconds", "3", "--tokens-per-turn", "150")
+    assert project.run("cron", "add", "capped", "--every", "1s", "--payload", "agent-turn", "--text", "scheduled",
+                       "--max-tokens-per-day", "100").code == 0
+    skipped = 0
+    for _ in range(9):  # nine occurrences, a second apart: each pass that has one to decide
+        report = until(lambda: tick(project), lambda r: r["runs"] or r["skippedOccurrences"])
+        skipped += sum(s["count"] for s in report["skippedOccurrences"] if s["reason"] == "max_tokens_per_day")
+    assert skipped, "the cap never stopped the job"
+    project.run("cron", "pause", "capped")
+
+    def settled(_=None) -> bool:
+        stats = json.loads((agent.dir / "stats.json").read_text())
+        return not stats["sxctl"]["busy"] and not stats["sxctl"]["queued"] and not list(
+            (agent.dir / "inbox").glob("*.json"))
+
+    until(lambda: settled(), bool)
+    until(lambda: tick(project) and json.loads((project.root / ".scheduler" / "sxctl-spend.json").read_text()),
+          lambda spend: spend["open"] == [])
+    history = [json.loads(line) for line in (project.root / ".scheduler" / "sxctl-spend-runs.jsonl").read_text()
+               .splitlines()]
+    turns = json.loads((agent.dir / "stats.json").read_text())["history"]
+    turn = max(t["input_tokens"] + t["output_tokens"] for t in turns)
+    days: dict[str, int] = {}
+    for run in history:
+        days[run["date"]] = days.get(run["date"], 0) + run.get("tokens", 0)
+    assert days and all(total <= 100 + 2 * turn for total in days.values()), (days, turn, len(history))
+    base = min(run["fromTokens"] for run in history)  # the session's count when the first run went out
+    late = [run["fromTokens"] - base for run in history if run["fromTokens"] - base >= 100]
+    assert not late, f"runs went out with {late} tokens of the day already spent (cap 100)"

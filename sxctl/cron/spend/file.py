@@ -1,0 +1,207 @@
+"""sxctl's two spend files beside the comis store (comis's strict formats get no extra key), in
+the shape that keeps a pass's cost flat whatever the history (cron/spend/ledger.py keeps the rules):
+
+- `.scheduler/sxctl-spend.json` — what a pass decides by, bounded: the runs still `open`, the
+  tokens attributed per job and date of occurrence (`days`, the last `DAYS_KEPT` days) and per
+  session the total up to which runs were charged (`sessions`, the newest `MAX_SESSIONS`). A
+  day's and a session's totals live here, apart from the runs: they outlive the runs' retention.
+  Strict and versioned (formatVersion 2; format 1, which kept the newest 2,000 runs and summed the
+  day from them, is read and written back as 2; an unknown key or version is exit 5 and the file is
+  never written over); replaced atomically under the store lock.
+- `.scheduler/sxctl-spend-runs.jsonl` — each closed run's record, for `cron runs`: appended, never
+  read by a pass; before it would pass `HISTORY_CAP` bytes its older half goes. A line torn by a
+  kill is not yet a line: readers skip an unfinished last line and the next append cuts it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ... import faults
+from ...errors import InvalidDataError, SystemRefusedError
+from ...fsio import atomic_write, read_data_file
+from ...jsondata import compact_json, strict_loads
+from ..store.schema import EPOCH_MS
+from ..store.schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Node, Obj, SchemaError, Str, opt, read_checked_file, req
+
+FILE_CAP = 4 * 1024 * 1024
+HISTORY_CAP = 1024 * 1024
+MAX_OPEN = 5000
+MAX_DAYS = 20_000
+MAX_SESSIONS = 1000
+DAYS_KEPT = 8  # a catch-up runs an occurrence at most a few days old: its date's total is still here
+V1_MAX_RUNS = 2000
+
+_RUN_FIELDS = [
+    req("executionId", Str(1, 256)), req("jobId", Str(1, 256)), req("date", Str(10, 10)),
+    req("project", Str(1, 4096)), req("sessionId", Str(1, 128)), req("stem", Str(1, 256)),
+    req("dispatchedAtMs", EPOCH_MS),
+]
+_TOKENS = Int(0, MAX_SAFE_INT)
+OPEN_RUN = Obj([*_RUN_FIELDS, req("state", Enum(("open",))), req("fromTokens", _TOKENS)])
+_CLOSED_FIELDS = [opt("fromTokens", _TOKENS), opt("tokens", _TOKENS), opt("toTokens", _TOKENS),
+                  opt("why", Str(1, 512))]
+CLOSED_RUN = Obj([*_RUN_FIELDS, req("state", Enum(("attributed", "unattributed"))), req("closedAtMs", EPOCH_MS),
+                  *_CLOSED_FIELDS])
+V1_RUN = Obj([*_RUN_FIELDS, req("state", Enum(("open", "attributed", "unattributed"))), opt("closedAtMs", EPOCH_MS),
+              *_CLOSED_FIELDS])
+DAY = Obj([req("jobId", Str(1, 256)), req("date", Str(10, 10)), req("tokens", _TOKENS)])
+SESSION = Obj([req("project", Str(1, 4096)), req("sessionId", Str(1, 128)), req("toTokens", _TOKENS),
+               req("atMs", EPOCH_MS)])
+V2 = Obj([req("formatVersion", Enum((2,))), req("open", Arr(OPEN_RUN, max_items=MAX_OPEN)),
+          req("days", Arr(DAY, max_items=MAX_DAYS)), req("sessions", Arr(SESSION, max_items=MAX_SESSIONS))])
+V1 = Obj([req("formatVersion", Enum((1,))), req("runs", Arr(V1_RUN, max_items=V1_MAX_RUNS))])
+
+
+class _Versioned(Node):
+    """Format 2, or the format 1 an older sxctl wrote."""
+
+    def check(self, value: Any, path: Any) -> None:
+        version = value.get("formatVersion") if isinstance(value, dict) else None
+        (V1 if version == 1 else V2).check(value, path)
+
+
+def spend_path(scheduler: Path) -> Path:
+    return scheduler / "sxctl-spend.json"
+
+
+def history_path(scheduler: Path) -> Path:
+    return scheduler / "sxctl-spend-runs.jsonl"
+
+
+SessionKey = tuple[str, str]  # (project, session id)
+
+
+@dataclass
+class SpendBook:
+    """The spend file in memory: `open` runs, `days` ((job id, date) -> tokens attributed),
+    `sessions` ((project, session id) -> (charged up to, when)), and the runs `closed` since it
+    was read (appended to the history on save; a format-1 file's closed runs too)."""
+
+    open: list[dict[str, Any]] = field(default_factory=list)
+    days: dict[tuple[str, str], int] = field(default_factory=dict)
+    sessions: dict[SessionKey, tuple[int, int]] = field(default_factory=dict)
+    closed: list[dict[str, Any]] = field(default_factory=list)
+    upgraded: bool = False
+
+    def charge(self, run: dict[str, Any]) -> None:
+        """A run just closed: its record goes to the history, its tokens to its day and session."""
+        self.closed.append(run)
+        if run["state"] == "attributed":
+            day = (run["jobId"], run["date"])
+            self.days[day] = self.days.get(day, 0) + run["tokens"]
+            key = (run["project"], run["sessionId"])
+            charged, _ = self.sessions.get(key, (0, 0))
+            self.sessions[key] = (max(charged, run["toTokens"]), run["closedAtMs"])
+
+    def tokens_by_date(self, job_id: str) -> dict[str, int]:
+        """The tokens attributed to a job's closed runs per date (in its zone) of their occurrence."""
+        return {date: tokens for (job, date), tokens in self.days.items() if job == job_id}
+
+
+def read_book(scheduler: Path) -> SpendBook:
+    """The validated spend file (an empty book when there is none); invalid: exit 5 naming it."""
+    doc = read_checked_file(spend_path(scheduler), FILE_CAP, "sxctl spend file", _Versioned())
+    if doc is None:
+        return SpendBook()
+    if doc["formatVersion"] == 1:
+        book = SpendBook(upgraded=True)
+        for run in doc["runs"]:
+            if run["state"] == "open" and "fromTokens" in run:
+                book.open.append(run)
+            elif run["state"] != "open":
+                book.charge({**run, "closedAtMs": run.get("closedAtMs", run["dispatchedAtMs"])})
+        return book
+    return SpendBook(open=list(doc["open"]),
+                     days={(day["jobId"], day["date"]): day["tokens"] for day in doc["days"]},
+                     sessions={(s["project"], s["sessionId"]): (s["toTokens"], s["atMs"]) for s in doc["sessions"]})
+
+
+def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> None:
+    """The file replaced, bounded (the last `DAYS_KEPT` days, the newest sessions and open runs),
+    then the runs closed since appended to the history: the counts a pass decides by are on disk
+    first, so a kill between the two can leave a run's record out of `cron runs` (`-`), never a
+    run out of its day's count or a sent run out of the open ones."""
+    first_kept = (datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(days=DAYS_KEPT)).date().isoformat()
+    days = sorted(((date, job), tokens) for (job, date), tokens in book.days.items() if date >= first_kept)
+    days = days[-MAX_DAYS:]
+    sessions = sorted(book.sessions.items(), key=lambda item: item[1][1])[-MAX_SESSIONS:]
+    doc = {"formatVersion": 2, "open": book.open[-MAX_OPEN:],
+           "days": [{"jobId": job, "date": date, "tokens": tokens} for (date, job), tokens in days],
+           "sessions": [{"project": project, "sessionId": sid, "toTokens": charged, "atMs": at}
+                        for (project, sid), (charged, at) in sessions]}
+    atomic_write(spend_path(scheduler), compact_json(doc))
+    book.upgraded = False
+    if book.closed:
+        faults.hit("before-spend-history")
+        append_history(scheduler, book.closed)
+        book.closed = []
+
+
+# --- the history of closed runs -------------------------------------------------------------------
+
+def append_history(scheduler: Path, runs: list[dict[str, Any]]) -> None:
+    """Append closed runs' records (never through a link, only to a regular file); an unfinished
+    last line (a kill mid-append) is cut first; before the file would pass `HISTORY_CAP` it is
+    replaced by its newer half and the new lines."""
+    path = history_path(scheduler)
+    data = b"".join(compact_json(run) for run in runs)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise InvalidDataError(path, "not a regular file; the run history is not written there") from None
+        raise SystemRefusedError.from_os_error(error, "cannot open the run history") from None
+    try:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidDataError(path, "not a regular file; the run history is not written there")
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            tail = os.pread(fd, min(size, HISTORY_CAP), max(0, size - HISTORY_CAP))
+            size -= len(tail) - (tail.rfind(b"\n") + 1)
+            os.ftruncate(fd, size)
+        if size + len(data) > HISTORY_CAP:
+            half = HISTORY_CAP // 2
+            kept = os.pread(fd, half, max(0, size - half))
+            kept = kept[kept.find(b"\n") + 1:] if size > half else kept
+            if len(data) > half:  # thousands of runs closed at once: their newest, whole lines
+                data = data[data.find(b"\n", len(data) - half) + 1:]
+                kept = b""
+            atomic_write(path, kept + data, durable=False)
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+def read_history(scheduler: Path) -> dict[str, dict[str, Any]]:
+    """Each closed run's record by execution id (the newest when a kill left one twice); an
+    unfinished last line is skipped; any other line off the format is exit 5 naming the file
+    and the line."""
+    path = history_path(scheduler)
+    raw = read_data_file(path, HISTORY_CAP)
+    if raw is None:
+        return {}
+    if len(raw) > HISTORY_CAP:
+        raise InvalidDataError(path, f"the run history is larger than {HISTORY_CAP} bytes")
+    runs: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(raw.split(b"\n")[:-1], 1):  # the piece after the last newline is unfinished
+        try:
+            run = strict_loads(line)
+            CLOSED_RUN.check(run, "$")
+        except (ValueError, RecursionError):
+            raise InvalidDataError(path, f"line {number} is not JSON; remove the file (it holds only the tokens "
+                                   "`cron runs` shows)") from None
+        except SchemaError as error:
+            raise InvalidDataError(path, f"line {number}: {error}; remove the file (it holds only the tokens "
+                                   "`cron runs` shows)") from None
+        runs[run["executionId"]] = run
+    return runs

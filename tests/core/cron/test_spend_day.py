@@ -1,0 +1,221 @@
+"""Limits that hold all day (cron/spend/ledger.py, cron/spend/file.py): a busy agent's open runs
+count toward --max-tokens-per-day as they grow, and every view counts them as the pass does; a
+day's and a session's totals outlive the runs' retention; the spend file stays bounded; a pass
+killed at any fault point never lets the day pass its cap by more than one run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sxctl.cron.spend import file as spend_file
+from tests.core.cron.test_scheduling import MIN, NINE, SID, sched  # noqa: F401 - the fixture
+from tests.core.cron.test_spend import HOUR, agent_with, history, read_all, usage
+
+SCHEDULER = ".scheduler"
+
+
+def busy_agent(sched, ms: int, total: int) -> None:  # noqa: F811
+    """The agent live and busy at `ms`, its counters at `total`; it has read every message (a busy
+    agent queues what arrives)."""
+    read_all(sched, total, ms, busy=True)
+
+
+def spend_doc(sched) -> dict:  # noqa: F811
+    return json.loads((sched.root / SCHEDULER / "sxctl-spend.json").read_text())
+
+
+def test_a_busy_agents_open_runs_count_toward_the_day_as_they_grow(sched):  # noqa: F811
+    """Every run stayed open while the agent was busy and counted 0: under a cap of 250 an
+    every-10m job went out every pass while the agent worked through the day. An open run now
+    counts its growth so far: the passes stop at the first one that finds 250 reached."""
+    sched.add(NINE - HOUR, "often", "--every", "10m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "x", "--max-tokens-per-day", "250")
+    sent = []
+    for n in range(12):
+        at = NINE + n * 10 * MIN
+        busy_agent(sched, at, 1000 + 40 * n)  # busy all along, 40 tokens more every 10 minutes
+        report = sched.tick(at)
+        sent += [at for _ in report["runs"]]
+        if n == 7:
+            [skip] = report["skippedOccurrences"]
+            assert skip["reason"] == "max_tokens_per_day"
+    assert sent == [NINE + n * 10 * MIN for n in range(7)]  # 6 x 40 = 240 < 250 at the 7th; 280 at the 8th
+    status = sched.run(NINE + 115 * MIN, "--session", SID, "status", "--json").json()
+    [row] = [r for r in status["cron"]["guards"] if r["name"] == "often"]
+    assert row["tokensToday"] == 1000 + 40 * 11 - 1000  # the open runs' growth so far, as the pass counts it
+    read_all(sched, 1500, NINE + 2 * HOUR)  # idle at last: the runs close with every token once
+    sched.tick(NINE + 2 * HOUR)
+    assert spend_doc(sched)["open"] == [] and sum(r["tokens"] for r in history(sched)) == 500
+
+
+def test_cron_list_and_next_count_an_open_runs_growth_as_the_pass_does(sched):  # noqa: F811
+    sched.add(NINE - HOUR, "often", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "x", "--max-tokens-per-day", "300")
+    busy_agent(sched, NINE, 1000)
+    assert len(sched.tick(NINE)["runs"]) == 1
+    busy_agent(sched, NINE + 50 * MIN, 1400)  # still busy with it: 400 so far
+    [row] = sched.run(NINE + 50 * MIN, "cron", "list", "--json").json()["jobs"]
+    assert row["next_run_ms"] != NINE + HOUR, row  # the 10:00 occurrence is skipped: the day is spent
+    fires = sched.run(NINE + 50 * MIN, "cron", "next", "often", "--json").json()["fires"]
+    assert fires[0]["at_ms"] == row["next_run_ms"] and "--max-tokens-per-day" in (fires[0]["note"] or "")
+    busy_agent(sched, NINE + HOUR, 1400)
+    report = sched.tick(NINE + HOUR)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+
+
+def _flood(sched, runs: int, at: int, *, session: str = "2026_12_01_other") -> None:  # noqa: F811
+    """`runs` attributed runs of another job in another session, through the spend book."""
+    scheduler = sched.root / SCHEDULER
+    book = spend_file.read_book(scheduler)
+    for n in range(runs):
+        book.charge({"executionId": f"other-{n}", "jobId": "other-job", "date": "2026-12-01",
+                     "project": str(sched.root), "sessionId": session, "stem": f"1{n:09d}_000000000",
+                     "dispatchedAtMs": at, "state": "attributed", "fromTokens": n, "tokens": 1, "toTokens": n + 1,
+                     "closedAtMs": at})
+    spend_file.write_book(scheduler, book, at)
+
+
+def test_a_capped_job_does_not_run_again_the_day_5000_other_runs_passed_through(sched):  # noqa: F811
+    """The day's total was summed from the newest 2,000 runs kept: other jobs' runs pushed the
+    capped job's out and it ran again the same day."""
+    sched.add(NINE - HOUR, "capped", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload",
+              "heartbeat-event", "--text", "x", "--max-tokens-per-day", "1000")
+    agent_with(sched, NINE, usage(total=0))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    read_all(sched, 1200, NINE + 10 * MIN)
+    sched.tick(NINE + 10 * MIN)  # closed: 1,200 tokens today
+    _flood(sched, 5000, NINE + 20 * MIN)
+    for hour in (1, 2, 3):
+        agent_with(sched, NINE + hour * HOUR, usage(total=1200))
+        report = sched.tick(NINE + hour * HOUR)
+        assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+    assert (sched.root / SCHEDULER / "sxctl-spend.json").stat().st_size < 4096  # bounded: no run rows in it
+    assert (sched.root / SCHEDULER / "sxctl-spend-runs.jsonl").stat().st_size <= spend_file.HISTORY_CAP
+    runs = sched.run(NINE + 3 * HOUR, "cron", "runs", "capped", "--json").json()["runs"]
+    assert runs[0].get("tokens") in (None, 1200)  # its record may have aged out of the history; never wrong
+
+
+def test_a_sessions_charged_total_outlives_its_runs_records(sched):  # noqa: F811
+    """Two runs of one session overlap; the first closes alone and is charged the growth so far;
+    the second is charged only what came after. With the first's record pushed out by 5,000 other
+    runs, the second paid the first's tokens again."""
+    for name, minute in (("early", 0), ("late", 30)):
+        sched.add(NINE - MIN, name, "--cron", f"{minute} 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+                  "--text", name, "--max-tokens-per-day", "100000")
+    agent_with(sched, NINE, usage(total=1000))
+    assert [r["name"] for r in sched.tick(NINE)["runs"]] == ["early"]
+    busy_agent(sched, NINE + 30 * MIN, 1500)  # busy with early
+    assert [r["name"] for r in sched.tick(NINE + 30 * MIN)["runs"]] == ["late"]
+    agent_with(sched, NINE + 40 * MIN, usage(total=2000))  # early done, idle at 2,000; late's message unread
+    sched.tick(NINE + 40 * MIN)
+    assert [r["tokens"] for r in history(sched)] == [1000]
+    _flood(sched, 5000, NINE + 45 * MIN)
+    read_all(sched, 2600, NINE + 50 * MIN)  # late read and done at 2,600
+    sched.tick(NINE + 50 * MIN)
+    late = sched.run(NINE + 51 * MIN, "cron", "runs", "late", "--json").json()["runs"]
+    assert late[0]["tokens"] == 600  # from 2,000 (what early was charged up to), not from 1,500
+
+
+def test_a_format_1_spend_file_is_read_and_written_back_as_format_2(sched):  # noqa: F811
+    """An older sxctl's file (its runs kept whole): the day's total, the session's charged total
+    and each run's record carry over."""
+    sched.add(NINE - HOUR, "capped", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload",
+              "heartbeat-event", "--text", "x", "--max-tokens-per-day", "1000")
+    job_id = sched.job("capped")["job"]["id"]
+    run = {"executionId": "old-1", "jobId": job_id, "date": "2026-12-01", "project": str(sched.root),
+           "sessionId": SID, "stem": "1000000000_000000000", "dispatchedAtMs": NINE - 30 * MIN,
+           "state": "attributed", "fromTokens": 0, "tokens": 1100, "toTokens": 1100, "closedAtMs": NINE - 20 * MIN}
+    (sched.root / SCHEDULER / "sxctl-spend.json").write_text(json.dumps({"formatVersion": 1, "runs": [run]}))
+    agent_with(sched, NINE, usage(total=1100))
+    report = sched.tick(NINE)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+    spend = spend_doc(sched)
+    assert spend["formatVersion"] == 2 and spend["days"] == [{"jobId": job_id, "date": "2026-12-01", "tokens": 1100}]
+    assert spend["sessions"] == [{"project": str(sched.root), "sessionId": SID, "toTokens": 1100,
+                                  "atMs": NINE - 20 * MIN}]
+    assert history(sched) == [run]
+
+
+def test_a_torn_last_line_of_the_run_history_is_skipped_then_cut(sched):  # noqa: F811
+    """A kill mid-append leaves an unfinished line: `cron runs` reads the rest, the next append
+    cuts it; a damaged complete line is exit 5 naming the file and the line."""
+    add = ("--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event", "--text", "x",
+           "--max-tokens-per-day", "100000")
+    sched.add(NINE - HOUR, "job", *add)
+    agent_with(sched, NINE, usage(total=0))
+    sched.tick(NINE)
+    read_all(sched, 100, NINE + 10 * MIN)
+    sched.tick(NINE + 10 * MIN)
+    path = sched.root / SCHEDULER / "sxctl-spend-runs.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"executionId": "zz-unfinished')
+    assert sched.run(NINE + 11 * MIN, "cron", "runs", "job", "--json").json()["runs"][0]["tokens"] == 100
+    agent_with(sched, NINE + HOUR, usage(total=100))
+    sched.tick(NINE + HOUR)
+    read_all(sched, 300, NINE + HOUR + 10 * MIN)
+    sched.tick(NINE + HOUR + 10 * MIN)
+    assert path.read_bytes().startswith(whole) and b"zz-unfinished" not in path.read_bytes()
+    assert [r["tokens"] for r in history(sched)] == [100, 200]
+    path.write_bytes(whole + b"[1]\n")
+    result = sched.run(NINE + 2 * HOUR, "cron", "runs", "job")
+    assert result.code == 5 and "sxctl-spend-runs.jsonl" in result.err and "line 2" in result.err, result.err
+    validated = sched.run(NINE + 2 * HOUR, "cron", "validate", "--json")
+    assert validated.code == 5 and "sxctl-spend-runs.jsonl" in validated.out
+
+
+class Killed(BaseException):
+    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
+
+
+@pytest.mark.parametrize("point", ["after-claim", "after-start", "after-dispatch", "after-terminal",
+                                   "before-spend-history"])
+def test_a_pass_killed_at_any_fault_point_never_passes_the_day_by_more_than_one_run(sched, monkeypatch,  # noqa: F811
+                                                                                     point):
+    """Cap 1,000; each run costs 600. The first run closes in the pass that sends the second,
+    which is killed at `point`; whatever the kill left, the agent reads everything and the later
+    passes of the day send nothing: the day ends at most one run (600) past its cap."""
+    from sxctl import faults
+
+    sched.add(NINE - HOUR, "capped", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload",
+              "heartbeat-event", "--text", "x", "--max-tokens-per-day", "1000")
+    agent_with(sched, NINE, usage(total=0))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    read_all(sched, 600, NINE + 10 * MIN)
+    agent_with(sched, NINE + HOUR, usage(total=600))
+
+    def hit(at: str) -> None:
+        if at == point:
+            raise Killed(at)
+
+    monkeypatch.setattr(faults, "hit", hit)
+    with pytest.raises(Killed):
+        sched.run(NINE + HOUR, "cron", "tick")
+    monkeypatch.undo()
+    total = 600
+    for n in range(2, 8):
+        sent = len(list((sched.folder / "inbox").glob("*.json")))
+        total += 600 * sent
+        read_all(sched, total, NINE + n * HOUR - 30 * MIN)
+        agent_with(sched, NINE + n * HOUR, usage(total=total))
+        sched.tick(NINE + n * HOUR, "--terminalize-orphans")
+    spend = spend_doc(sched)
+    day = sum(d["tokens"] for d in spend["days"] if d["date"] == "2026-12-01")
+    assert spend["open"] == [] and day == total and 1000 <= day <= 1000 + 600, (point, day)
+    recorded = [r["tokens"] for r in history(sched)]
+    ran = sched.run(NINE + 8 * HOUR, "cron", "runs", "capped", "--json", "--limit", "50").json()["runs"]
+    assert sorted(r["tokens"] for r in ran if r.get("tokens") is not None) == recorded == [600] * len(recorded)
+    assert len(recorded) == day // 600 - (point == "before-spend-history")  # that kill leaves one record out
+
+
+def test_the_time_a_view_counts_is_the_injectable_clock(sched):  # noqa: F811
+    """The growth so far is read at the view's clock: a stats.json whose agent is stale by then
+    still counts its last figures (a stopped agent wrote them)."""
+    sched.add(NINE - HOUR, "often", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "x", "--max-tokens-per-day", "300")
+    busy_agent(sched, NINE, 1000)
+    sched.tick(NINE)
+    busy_agent(sched, NINE + 10 * MIN, 1500)
+    later = sched.run(NINE + 3 * HOUR, "--session", SID, "status", "--json").json()
+    assert [r["tokensToday"] for r in later["cron"]["guards"] if r["name"] == "often"] == [500]
