@@ -128,11 +128,15 @@ def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> None:
     then the runs closed since appended to the history: the counts a pass decides by are on disk
     first, so a kill between the two can leave a run's record out of `cron runs` (`-`), never a
     run out of its day's count or a sent run out of the open ones."""
+    for run in book.open[:-MAX_OPEN]:  # more runs open at once than the file keeps: the oldest end unattributed
+        book.charge({**run, "state": "unattributed", "closedAtMs": now_ms,
+                     "why": f"more than {MAX_OPEN} runs were open at once"})
+    book.open = book.open[-MAX_OPEN:]
     first_kept = (datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(days=DAYS_KEPT)).date().isoformat()
     days = sorted(((date, job), tokens) for (job, date), tokens in book.days.items() if date >= first_kept)
     days = days[-MAX_DAYS:]
     sessions = sorted(book.sessions.items(), key=lambda item: item[1][1])[-MAX_SESSIONS:]
-    doc = {"formatVersion": 2, "open": book.open[-MAX_OPEN:],
+    doc = {"formatVersion": 2, "open": book.open,
            "days": [{"jobId": job, "date": date, "tokens": tokens} for (date, job), tokens in days],
            "sessions": [{"project": project, "sessionId": sid, "toTokens": charged, "atMs": at}
                         for (project, sid), (charged, at) in sessions]}

@@ -219,3 +219,17 @@ def test_the_time_a_view_counts_is_the_injectable_clock(sched):  # noqa: F811
     busy_agent(sched, NINE + 10 * MIN, 1500)
     later = sched.run(NINE + 3 * HOUR, "--session", SID, "status", "--json").json()
     assert [r["tokensToday"] for r in later["cron"]["guards"] if r["name"] == "often"] == [500]
+
+
+def test_runs_open_past_what_the_file_keeps_end_unattributed_not_silently(sched):  # noqa: F811
+    scheduler = sched.root / SCHEDULER
+    scheduler.mkdir(exist_ok=True)
+    book = spend_file.SpendBook()
+    for n in range(spend_file.MAX_OPEN + 1):
+        book.open.append({"executionId": f"open-{n}", "jobId": "j", "date": "2026-12-01", "project": str(sched.root),
+                          "sessionId": SID, "stem": f"1{n:09d}_000000000", "dispatchedAtMs": NINE, "state": "open",
+                          "fromTokens": 0})
+    spend_file.write_book(scheduler, book, NINE)
+    assert len(spend_doc(sched)["open"]) == spend_file.MAX_OPEN
+    [dropped] = history(sched)
+    assert (dropped["executionId"], dropped["state"]) == ("open-0", "unattributed") and "open at once" in dropped["why"]
