@@ -235,7 +235,8 @@ def parse_time_ms(
     value = text.strip()
     if re.search(_OFFSET_SUFFIX, value):
         if tz is not None:
-            raise UsageError("An offset-bearing timestamp cannot also specify a timezone")
+            raise UsageError("An offset-bearing timestamp cannot also specify a timezone",
+                             hint=f"{value} carries its own offset: drop the offset to read it in {tz}, or drop --tz")
         if fold is not None:
             raise UsageError("Fold selection is legal only for a naive wall-clock timestamp")
         try:

@@ -14,6 +14,7 @@ from ..cron.policy.overlap import mark_replaced
 from ..cron.run.ledger import recent_runs, run_evidence
 from ..cron.run.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.spend.ledger import run_tokens
+from ..cron.spend.rules import GUARD_KEYS, effective_guards
 from ..cron.store.file import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
 from ..cron.store.targets import holds_project, run_target_project
 from ..cron.timeline import views
@@ -30,6 +31,10 @@ from .scope import find_workspace, reporter, target_project
 if TYPE_CHECKING:
     from ..cron.store.workspace import Workspace
     from ..cron.timeline.views import Problem
+
+#: a sent run of a guarded job without a spend record: its tokens still count toward its day
+NO_RECORD = ("no record of its tokens: the spend history keeps the newest runs, and a pass killed between the "
+             "spend file and its history can lose one (its tokens still count toward the day)")
 
 # --- status / runs / validate / wake ---------------------------------------------------------------
 
@@ -97,6 +102,9 @@ def job_runs(
     jobs = {j["id"]: j for j in store["jobs"]}
     default_project = target_project(ws, project, session=session)
     attributed = run_tokens(ws.scheduler)  # the tokens of guarded runs (cron/spend/ledger.py)
+    policy = read_policy(ws)
+    guarded = {job_id for job_id in jobs if any(effective_guards(policy["jobs"].get(job_id, {}), policy.get("budget"))
+                                                .get(key) is not None for key in GUARD_KEYS[:3])}
     for run in found:
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:
@@ -106,11 +114,13 @@ def job_runs(
             run["tokens"] = record.get("tokens")
         if record is not None and record["state"] != "attributed":
             run["tokensNote"] = record.get("why") or "not attributed yet: its message is not read with the agent idle"
+        if record is None and receipt is not None and run["jobId"] in guarded:
+            run["tokens"], run["tokensNote"] = None, NO_RECORD
     mark_replaced(found)  # a message retracted by --overlap replace: which run replaced it
     if evidence:
         _add_evidence(found, jobs, default_project, ws, clock)
     names = {j["id"]: j["name"] for j in store["jobs"]} if name is None else {}
-    skipped = read_policy(ws)["jobs"].get(job["id"], {}).get("skips", {}).get("recent", []) if job else []
+    skipped = policy["jobs"].get(job["id"], {}).get("skips", {}).get("recent", []) if job else []
     return RunList(name, job["id"] if job else None, limit, exact, found, names, list(reversed(skipped)))
 
 

@@ -89,7 +89,10 @@ def export_scheduler(
     ws = find_workspace(workspace, project=project, session=session)
     tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
     if target == "crontab":
-        log = engines.xdg_dir("XDG_STATE_HOME", ".local/state", environ) / "sxctl" / "tick.log"  # as sh expands it
+        state = environ.get("XDG_STATE_HOME") or ""  # the entry's log as sh expands it here (after `cd PROJECT`)
+        base = tick.project / state if state and not os.path.isabs(state) else engines.xdg_dir(
+            "XDG_STATE_HOME", ".local/state", environ)
+        log = base / "sxctl" / f"tick-{tick.slug}.log"
         engines.refuse_owned_place(log, "the crontab entry's log", "set HOME or XDG_STATE_HOME to a folder outside "
                                    "any such folder")
         return _crontab(tick, install=install, uninstall=uninstall, crontab_file=crontab_file)
@@ -126,7 +129,7 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
     units = engines.systemd_units(tick, system=system, user=owner)
     folder = Path(os.path.abspath(unit_dir)) if unit_dir is not None else engines.systemd_unit_dir(system, environ)
     if install or uninstall:
-        engines.refuse_owned_place(folder / "unit", "the unit files", "name a folder systemd reads (--unit-dir)")
+        engines.refuse_owned_place(folder, "the unit files", "name a folder systemd reads (--unit-dir)")
     enable = engines.enable_commands(tick, system, folder, environ)
     result = SchedulerExport("systemd", units, engines.command_line(enable))
     if install:

@@ -25,11 +25,12 @@ OUTSIDE_FILE_CAP = 8 * 1024 * 1024
 def refuse_owned_place(path: str | os.PathLike, what: str, instead: str) -> None:
     """THE rule for every file sxctl writes where a user points it (`cron tick --log` and the
     exported crontab line's log, `--metrics-file`, `--crontab-file`, `--unit-dir`): never inside
-    a .scorpiox/ or .scheduler/ folder, as the path reads or wherever its symlinks lead — log text
+    a .scorpiox/ or .scheduler/ folder (in any case), as the path reads or wherever its symlinks lead — log text
     appended to the comis store stops the scheduler, a file in an inbox is a message. Exit 2,
     before anything is written."""
     given = Path(os.path.abspath(path))
-    if OWNED_FOLDERS & (set(given.parts) | set(Path(os.path.realpath(given)).parts)):
+    parts = {part.casefold() for part in (*given.parts, *Path(os.path.realpath(given)).parts)}  # macOS: .SCHEDULER
+    if OWNED_FOLDERS & parts:
         raise UsageError(f"refusing to write {what} to {os.fspath(path)}: it is inside a .scorpiox/ or .scheduler/ "
                          f"folder, whose files the agent and the scheduler own; {instead}")
 

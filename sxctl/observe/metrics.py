@@ -19,13 +19,13 @@ from ..cron.run.receipts import run_consumption
 from ..cron.store.file import read_store
 from ..errors import InvalidDataError, SystemRefusedError
 from ..record import Factory, record
+from .summary import CRON_FILES
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: a run's receipt as a label: the message was read, is still unread, was taken back, is lost,
 #: or the run dispatched no inbox message (`none`)
 RECEIPT_LABELS = {"read": "read", "pending": "unread", "retracted": "retracted", "lost": "lost"}
 #: the files whose trouble is a metric of its own (the cron part of `status` names the first three)
-FILES = {"cron-jobs.json": "store", "sxctl-policy.json": "policy", "cron-executions.jsonl": "ledger"}
 
 
 @record
@@ -148,7 +148,8 @@ def _spend_families(gauge, usage: dict[str, Any], guards: list[dict[str, Any]]) 
 def _run_families(gauge, cron: dict[str, Any], ws, project: Path, clock: Clock, max_log_bytes: int) -> None:
     """The runs of the whole ledger by status and receipt (what `cron runs --exact` lists)."""
     runs = _runs(ws, project, clock, max_log_bytes) if cron.get("store_exists") else None
-    invalid = {FILES.get(os.path.basename(cron.get("invalid_file") or ""), "store")} if "invalid" in cron else set()
+    invalid = ({CRON_FILES.get(os.path.basename(cron.get("invalid_file") or ""), "store")} if "invalid" in cron
+               else set())
     if runs is None and cron.get("store_exists"):
         invalid.add("ledger")
     counts: dict[tuple[str, str], int] = {}
@@ -159,7 +160,7 @@ def _run_families(gauge, cron: dict[str, Any], ws, project: Path, clock: Clock, 
     gauge("sxctl_cron_unread_runs", "Runs whose inbox message the agent has not read yet.",
           ({}, sum(n for (_, receipt), n in counts.items() if receipt == "unread")))
     gauge("sxctl_cron_file_invalid", "1 when the cron file cannot be read or is invalid (every pass stops on it).",
-          *[({"file": name}, 1 if name in invalid else 0) for name in ("store", "policy", "ledger")])
+          *[({"file": name}, 1 if name in invalid else 0) for name in ("store", "policy", "ledger", "spend")])
 
 
 def _runs(ws, project: Path, clock: Clock, max_log_bytes: int) -> list[tuple[str, str]] | None:

@@ -14,6 +14,7 @@ from ..cron.run.failures import failed_one_shots_of, last_failures
 from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
+from ..cron.spend.file import read_book
 from ..cron.store.file import read_store
 from ..cron.store.transaction import clock_behind, clock_behind_error
 from ..cron.timeline.previews import job_previews
@@ -59,6 +60,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
                 "tick_running": False, "waiting": [], "never_run": [], "paused_by_sxctl": [], "failed": [],
                 "maintenance": []}
     full_policy = read_policy(ws)
+    read_book(ws.scheduler)  # a damaged spend file stops every pass too: the cron part says so
     policy = full_policy["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
@@ -152,14 +154,15 @@ def _cron_status(ws, now: int, max_log_bytes: int, project, clock: Clock) -> dic
                 "refused": isinstance(error, SystemRefusedError)}
 
 
-#: the name of each cron file in the codes of its problems
-_CRON_FILES = {"cron-jobs.json": "store", "cron-executions.jsonl": "ledger", "sxctl-policy.json": "policy"}
+#: the name of each cron file every pass reads, in the codes of its problems and in `metrics`
+CRON_FILES = {"cron-jobs.json": "store", "cron-executions.jsonl": "ledger", "sxctl-policy.json": "policy",
+              "sxctl-spend.json": "spend"}
 
 
 def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
     problems = []
     if "invalid" in cron:
-        part = _CRON_FILES.get(os.path.basename(cron["invalid_file"] or ""), "store")
+        part = CRON_FILES.get(os.path.basename(cron["invalid_file"] or ""), "store")
         problems.append({"code": f"cron_{part}_{'unreadable' if cron['refused'] else 'invalid'}",
                          "message": cron["invalid"], "file": cron["invalid_file"]})
     for name in cron.get("overdue", []) if not cron.get("tick_running") else []:

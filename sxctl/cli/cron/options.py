@@ -75,13 +75,14 @@ def policy_options(command):
         click.option("--max-runs-per-day", type=click.IntRange(0, 100_000), metavar="N",
                      help="Skip runs beyond N a day, in the job's zone (0: no limit)."),
         click.option("--until", metavar="TIME|none",
-                     help="Recurring: pause (expired) after this time; a run --jitter would send later is sent "
-                     "at this time."),
+                     help="Recurring: pause (expired) after this time; nothing is sent after it, not a "
+                     "catch-up either (a run --jitter would send later goes a minute before)."),
         click.option("--max-runs", type=click.IntRange(0), metavar="N",
                      help="Recurring: pause (expired) after N runs (0: no limit)."),
         click.option("--active-hours", metavar="HH:MM-HH:MM|none",
-                     help="Run only in these hours of the job's zone: an occurrence outside them is skipped, and a "
-                     "run --jitter would send after its span ends is sent a second before it ends."),
+                     help="Run only in these hours of the job's zone: an occurrence outside them, or one a pass "
+                     "would send outside them, is skipped (a run --jitter would send after its span ends "
+                     "goes a minute before the end)."),
         click.option("--active-days", metavar="DAYS|none",
                      help="Days it may run, e.g. mon-fri or sat,sun (in the job's zone; all day without "
                      "--active-hours)."),
@@ -91,8 +92,8 @@ def policy_options(command):
         click.option("--jitter", type=DURATION, metavar="DURATION",
                      help="Delay each run by a fixed offset in [0, DURATION) derived from the job id, so that "
                      "jobs due together do not start together (0: none). It must be shorter than the shortest "
-                     "time between two runs over the coming year, DST changes included. A run is never sent past "
-                     "--until or the end of its occurrence's active span (it is sent then instead)."),
+                     "time between two runs over the coming year, DST changes included. A run it would move past "
+                     "--until or the end of its occurrence's active span goes a minute before instead."),
         click.option("--host", metavar="NAME|any",
                      help="Run the job only from passes on this host (SXCTL_HOST, else the host name); "
                      "any (default): every host's pass may run it."),

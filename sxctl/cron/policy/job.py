@@ -22,6 +22,8 @@ from ..timeline.schedule import CronPattern, job_zone_name, last_run, load_cron_
 from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
 from .jitter import jitter_offset_ms, jittered_at
 
+#: how often the engines run the pass (crontab, systemd, Kubernetes: each minute)
+PASS_PERIOD_MS = 60_000
 _GAP_CACHE_MS = 30 * 86_400_000  # the coming year's gaps, computed once a month per zone
 
 
@@ -151,9 +153,10 @@ class Job:
 
     def run_at(self, occurrence_ms: int) -> int:
         """When the pass runs an occurrence: its time plus the job's --jitter offset, cut to a
-        second before the next occurrence (policy/jitter.py), to a second before the end of the
-        active span the occurrence is in, and to its --until: the limits judge the occurrence, and
-        its run is sent where the occurrence is allowed, never after them."""
+        second before the next occurrence (policy/jitter.py), and to a minute (the engines' pass
+        period) before the end of the active span the occurrence is in and before its --until: the
+        limits judge the occurrence and the sending pass alike, and a jitter alone never moves a
+        run out of them."""
         if not self.jitter_offset_ms:
             return occurrence_ms
         known = self._run_times.get(occurrence_ms)
@@ -169,12 +172,13 @@ class Job:
 
     def _cut(self, occurrence_ms: int, run_ms: int) -> int:
         if self.until_ms is not None and occurrence_ms <= self.until_ms:
-            run_ms = min(run_ms, self.until_ms)
+            run_ms = max(occurrence_ms, min(run_ms, self.until_ms - PASS_PERIOD_MS))
         if self.active is not None:
             local = self.local(occurrence_ms).replace(tzinfo=None)
             end = self.active.span_end(local) if self.active.allows(local) else None
             if end is not None:
-                run_ms = max(occurrence_ms, min(run_ms, int(end.replace(tzinfo=self.zone).timestamp() * 1000) - 1000))
+                run_ms = max(occurrence_ms, min(run_ms, int(end.replace(tzinfo=self.zone).timestamp() * 1000)
+                                                - PASS_PERIOD_MS))
         return run_ms
 
     @property

@@ -100,6 +100,12 @@ class SpendBook:
             charged, _ = self.sessions.get(key, (0, 0))
             self.sessions[key] = (max(charged, run["toTokens"]), run["closedAtMs"])
 
+    def charged_to(self, key: SessionKey, total: int) -> int:
+        """The total up to which the session's runs were charged — 0 when its counters now stand
+        below it: they were reset, and the charges were of the old count."""
+        charged = self.sessions.get(key, (0, 0))[0]
+        return charged if charged <= total else 0
+
     def tokens_by_date(self, job_id: str) -> dict[str, int]:
         """The tokens attributed to a job's closed runs per date (in its zone) of their occurrence."""
         return {date: tokens for (job, date), tokens in self.days.items() if job == job_id}
@@ -109,7 +115,7 @@ def read_book(scheduler: Path) -> SpendBook:
     """The validated spend file (an empty book when there is none); invalid: exit 5 naming it."""
     doc = read_checked_file(spend_path(scheduler), FILE_CAP, "sxctl spend file", _Versioned())
     if doc is None:
-        return SpendBook()
+        return _rebuilt(scheduler)
     if doc["formatVersion"] == 1:
         book = SpendBook(upgraded=True)
         for run in doc["runs"]:
@@ -121,6 +127,21 @@ def read_book(scheduler: Path) -> SpendBook:
     return SpendBook(open=list(doc["open"]),
                      days={(day["jobId"], day["date"]): day["tokens"] for day in doc["days"]},
                      sessions={(s["project"], s["sessionId"]): (s["toTokens"], s["atMs"]) for s in doc["sessions"]})
+
+
+def _rebuilt(scheduler: Path) -> SpendBook:
+    """No spend file (a new workspace, or one deleted): the counts rebuilt from the runs' history,
+    so that deleting the file does not give a capped job its day again (a damaged history counts
+    nothing: it is only a record)."""
+    book = SpendBook(upgraded=history_path(scheduler).exists())
+    try:
+        runs = read_history(scheduler)
+    except InvalidDataError:
+        return book
+    for run in sorted(runs.values(), key=lambda run: run["closedAtMs"]):
+        book.charge(run)
+    book.closed = []  # already in the history
+    return book
 
 
 def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> None:
@@ -163,9 +184,15 @@ def append_history(scheduler: Path, runs: list[dict[str, Any]]) -> None:
             raise InvalidDataError(path, "not a regular file; the run history is not written there") from None
         raise SystemRefusedError.from_os_error(error, "cannot open the run history") from None
     try:
-        size = os.fstat(fd).st_size
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        found = os.fstat(fd)
+        size = found.st_size
+        if not stat.S_ISREG(found.st_mode):
             raise InvalidDataError(path, "not a regular file; the run history is not written there")
+        if found.st_nlink > 1:  # another name of the file (a hard link): replaced, never appended through
+            atomic_write(path, os.pread(fd, size, 0), durable=False)
+            os.close(fd)
+            fd = -1
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         if size and os.pread(fd, 1, size - 1) != b"\n":
             tail = os.pread(fd, min(size, HISTORY_CAP), max(0, size - HISTORY_CAP))
             size -= len(tail) - (tail.rfind(b"\n") + 1)
@@ -183,7 +210,8 @@ def append_history(scheduler: Path, runs: list[dict[str, Any]]) -> None:
         while view:
             view = view[os.write(fd, view):]
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
 
 
 def read_history(scheduler: Path) -> dict[str, dict[str, Any]]:

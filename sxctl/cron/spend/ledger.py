@@ -61,6 +61,8 @@ def open_run(book: SpendBook, *, execution_id: str, job_id: str, date: str, proj
         book.charge({**run, "state": "unattributed", "closedAtMs": clock.now_ms(),
                      "why": "usage.total_tokens unreadable at dispatch"})
     else:
+        if not book.charged_to((str(project), session_id), total):
+            book.sessions.pop((str(project), session_id), None)  # counters reset: the old charges are of the old count
         book.open.append({**run, "fromTokens": total})
     return True
 
@@ -86,7 +88,9 @@ def close_runs(book: SpendBook, clock: Clock) -> bool:
             still_open.append(run)
     for key, group in closing.items():
         total = max(found for _, found in group)
-        shares = _shares([run for run, _ in group], book.sessions.get(key, (0, 0))[0], total)
+        if not book.charged_to(key, total):
+            book.sessions.pop(key, None)  # counters reset since the last charge
+        shares = _shares([run for run, _ in group], book.charged_to(key, total), total)
         for (run, _), tokens in zip(group, shares, strict=True):
             book.charge({**run, "state": "attributed", "tokens": tokens, "toTokens": total, "closedAtMs": now})
         changed = True
@@ -130,8 +134,7 @@ class DayTokens:
                 total = read_usage(info.stats if info is not None else None).get("total_tokens")
                 if info is None or info.state == "unknown" or total is None:
                     continue  # no figure to count by: its runs count once they close
-                charged = self.book.sessions.get(key, (0, 0))[0]
-                for run, tokens in zip(runs, _shares(runs, charged, max(total, charged)), strict=True):
+                for run, tokens in zip(runs, _shares(runs, self.book.charged_to(key, total), total), strict=True):
                     day = (run["jobId"], run["date"])
                     self._open[day] = self._open.get(day, 0) + tokens
         return self._open

@@ -115,7 +115,7 @@ class Admission:
         self.count(record, start, outcome)
         job = self.job(record)
         if job.has_policy and not job.one_shot and job.status == "scheduled" and job.next_run_ms is not None:
-            expired = expiry(job, job.next_run_ms, self.usage(job, unread=False))
+            expired = expiry(job, job.next_run_ms, self.usage(job, unread=False), job.run_at(job.next_run_ms))
             if expired is not None:
                 self.pause(record, "expired", expired.detail)
 

@@ -16,7 +16,6 @@ from typing import Any
 from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
-from .burst import CATCHUP_AFTER_MS
 from .hold import Agents, Hold, hold_for, stands_for
 from .limits import LimitUsage
 
@@ -49,12 +48,13 @@ def clock_text(ms: int) -> str:
     return shown_time(ms, None, "%Y-%m-%d %H:%M")  # in the display zone, labelled
 
 
-def expiry(job: Job, occurrence: int, usage: LimitUsage) -> Fate | None:
-    """A recurring job's lifetime: the `expire` fate when `occurrence` lies past its --until or
-    it has spent its --max-runs; None while it lives."""
+def expiry(job: Job, occurrence: int, usage: LimitUsage, sent_at: int) -> Fate | None:
+    """A recurring job's lifetime: the `expire` fate when `occurrence`, or the time a pass would
+    send it (`sent_at`: nothing is sent after --until, not a catch-up either), lies past its
+    --until, or it has spent its --max-runs; None while it lives."""
     if job.one_shot:
         return None
-    if job.until_ms is not None and occurrence > job.until_ms:
+    if job.until_ms is not None and max(occurrence, sent_at) > job.until_ms:
         return Fate("expire", "until", f"its next run would be after --until {clock_text(job.until_ms)}")
     if job.max_runs is not None and usage.runs >= job.max_runs:
         return Fate("expire", "max_runs", f"it has run {usage.runs} time(s) (--max-runs {job.max_runs})")
@@ -69,11 +69,8 @@ def skip_reason(job: Job, occurrence: int, late: int, usage: LimitUsage, sent_at
     if job.active is None and job.max_runs_per_day is None and usage.token_cap is None:
         return None  # nothing below applies: its wall time is not needed
     local = job.local(occurrence)
-    if job.active is not None:
-        if not job.active.allows(local):
-            return "inactive_hours"
-        if late - occurrence > CATCHUP_AFTER_MS and not job.active.allows(job.local(sent_at)):
-            return "inactive_hours"  # a catch-up is sent now: at night too, it would be waste
+    if job.active is not None and not (job.active.allows(local) and job.active.allows(job.local(sent_at))):
+        return "inactive_hours"  # its occurrence, or the pass that would send it, is outside them
     day = local.date().isoformat()
     if job.max_runs_per_day is not None and usage.runs_on(day) >= job.max_runs_per_day:
         return "max_runs_per_day"
@@ -88,7 +85,7 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     (limits.limit_usage), in the order the pass decides (docs/timeline.md): lifetime, due time
     (with --jitter), maintenance window, the policy's skips, the hold (`held`: hold.hold_for,
     asked only when it matters), --max-unconsumed, --overlap."""
-    expired = expiry(job, occurrence, usage)
+    expired = expiry(job, occurrence, usage, now)
     if expired is not None:
         return expired
     late = now - (job.run_at(occurrence) - occurrence)  # due at its jittered time: as late as now - offset

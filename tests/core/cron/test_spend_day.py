@@ -6,6 +6,7 @@ killed at any fault point never lets the day pass its cap by more than one run."
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -233,3 +234,80 @@ def test_runs_open_past_what_the_file_keeps_end_unattributed_not_silently(sched)
     assert len(spend_doc(sched)["open"]) == spend_file.MAX_OPEN
     [dropped] = history(sched)
     assert (dropped["executionId"], dropped["state"]) == ("open-0", "unattributed") and "open at once" in dropped["why"]
+
+
+def test_after_a_counter_reset_the_day_counts_from_the_new_count(sched):  # noqa: F811
+    """Attacker: the session's charged total (5,000) outlived a reset of the agent's counters to
+    0, and every token spent up to 5,000 again was charged nothing: 13 runs under a cap of 1,000."""
+    sched.add(NINE - HOUR, "k", "--every", "10m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "k", "--max-tokens-per-day", "1000")
+    agent_with(sched, NINE, usage(total=4000))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    read_all(sched, 5000, NINE + 5 * MIN)  # 1,000 today: at the cap
+    sched.tick(NINE + 5 * MIN)
+    assert spend_doc(sched)["sessions"][0]["toTokens"] == 5000
+    sent, total = 0, 0
+    for n in range(1, 12):  # a new day (the counters reset with it), 300 tokens a run
+        at = NINE + 24 * HOUR + n * 10 * MIN
+        read_all(sched, total, at - 5 * MIN)
+        agent_with(sched, at, usage(total=total))
+        sent += len(sched.tick(at)["runs"])
+        total += 300
+    assert sent == 4  # 0, 300, 600, 900 counted before each: the 5th finds 1,200
+
+
+def _capped_at_its_cap(sched) -> None:  # noqa: F811
+    sched.add(NINE - HOUR, "k", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "k", "--max-tokens-per-day", "1000")
+    agent_with(sched, NINE, usage(total=0))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    read_all(sched, 1200, NINE + 10 * MIN)
+    sched.tick(NINE + 10 * MIN)  # 1,200 today: at the cap
+
+
+def test_a_damaged_spend_file_is_a_problem_in_status_and_metrics_not_ok(sched):  # noqa: F811
+    """Attacker: every pass stopped on it (exit 5) while `status --json` said ok with no problem
+    and `metrics` showed the capped job at 0 tokens today."""
+    _capped_at_its_cap(sched)
+    (sched.root / SCHEDULER / "sxctl-spend.json").write_text('{"formatVersion": 2, "open": [')
+    status = sched.run(NINE + HOUR, "--session", SID, "status", "--json").json()
+    assert [p["code"] for p in status["problems"] if p["code"].startswith("cron_")] == ["cron_spend_invalid"]
+    metrics = sched.run(NINE + HOUR, "metrics").out
+    [line] = [x for x in metrics.splitlines() if x.startswith("sxctl_cron_file_invalid{") and 'file="spend"' in x]
+    assert line.endswith(" 1"), line
+
+
+def test_deleting_the_spend_file_does_not_give_a_capped_job_its_day_again(sched):  # noqa: F811
+    """Attacker: `rm .scheduler/sxctl-spend.json` and the capped job ran again that day; the
+    counts are rebuilt from the runs' history."""
+    _capped_at_its_cap(sched)
+    (sched.root / SCHEDULER / "sxctl-spend.json").unlink()
+    agent_with(sched, NINE + HOUR, usage(total=1200))
+    report = sched.tick(NINE + HOUR)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+    assert sum(day["tokens"] for day in spend_doc(sched)["days"]) == 1200  # written back
+
+
+def test_a_hard_linked_run_history_is_replaced_not_appended_through(sched, tmp_path):  # noqa: F811
+    _capped_at_its_cap(sched)
+    history_file = sched.root / SCHEDULER / "sxctl-spend-runs.jsonl"
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    os.link(history_file, elsewhere)
+    before = elsewhere.read_bytes()
+    agent_with(sched, NINE + 24 * HOUR, usage(total=1200))
+    assert len(sched.tick(NINE + 24 * HOUR)["runs"]) == 1  # a new day
+    read_all(sched, 1300, NINE + 24 * HOUR + 10 * MIN)
+    sched.tick(NINE + 24 * HOUR + 10 * MIN)
+    assert elsewhere.read_bytes() == before and len(history(sched)) == 2
+
+
+def test_a_sent_run_of_a_guarded_job_without_a_record_says_why(sched, monkeypatch):  # noqa: F811
+    """Attacker: a pass killed between the spend file and its history left a run with no tokens
+    and no note in `cron runs`, while its tokens counted in `status`."""
+    from sxctl import faults
+
+    _capped_at_its_cap(sched)
+    (sched.root / SCHEDULER / "sxctl-spend-runs.jsonl").unlink()
+    [run] = sched.run(NINE + HOUR, "cron", "runs", "k", "--json").json()["runs"]
+    assert run["tokens"] is None and "no record of its tokens" in run["tokensNote"]
+    assert faults.POINTS[-1] == "before-spend-history"

@@ -477,16 +477,23 @@ def _jittered_job(world, at: int, *args: str, least_ms: int) -> tuple[str, int]:
 def test_a_jittered_run_is_sent_before_its_active_span_ends(world):
     """`50 17 * * *` UTC, --active-hours 08:00-18:00, --jitter 20h: the occurrence at 17:50 is
     inside its hours, but its run went out at 17:50 + the offset (the next morning at night).
-    The run is cut to a second before the span ends, and every view says so."""
+    The run is cut to a minute (the pass's period) before the span ends, and every view says so;
+    a pass after the span's end does not send it (attacker: cut to 17:59:59, the minutely pass
+    sent it at 18:00:07)."""
     at = ms(2026, 12, 7, 9, 0)  # a Monday
     world.agent_at(at)
     name, offset = _jittered_job(world, at, "--cron", "50 17 * * *", "--tz", "UTC", "--active-hours", "08:00-18:00",
                                  "--jitter", "20h", least_ms=20 * MIN)
-    cut = ms(2026, 12, 7, 17, 59, 59)
+    cut = ms(2026, 12, 7, 17, 59)
     [row] = world.ok(at, "cron", "list", "--json").json()["jobs"]
     assert row["next_run_ms"] == cut, offset
     assert world.ok(at, "cron", "next", name, "--json").json()["fires"][0]["at_ms"] == cut
     assert world.tick(cut - 1000)["runs"] == []
+    late = ms(2026, 12, 7, 18, 0, 7)
+    world.agent_at(late)
+    report = world.ok(late, "cron", "simulate", "--from", "2026-12-07T18:00:07Z", "--until", "2026-12-07T18:01Z",
+                      "--json").json()
+    assert [e["fate"] for e in report["events"] if e["job"] == name] == ["skipped"]  # its hours are over
     world.agent_at(cut)
     [run] = world.tick(cut)["runs"]
     assert run["scheduledForMs"] == ms(2026, 12, 7, 17, 50) and run["status"] == "dispatched"
@@ -494,17 +501,32 @@ def test_a_jittered_run_is_sent_before_its_active_span_ends(world):
 
 def test_a_jittered_run_is_sent_by_its_until_at_the_latest(world):
     """`--every 1h --until 10:05 --jitter 55m`: the 10:00 occurrence is before --until, its
-    run was sent up to 10:55, after it."""
+    run was sent up to 10:55, after it. It is cut to a minute before --until."""
     at = ms(2026, 12, 7, 8, 30)
     world.agent_at(at)
     name, offset = _jittered_job(world, at, "--every", "1h", "--anchor", "2026-12-07 09:00Z",
                                  "--until", "2026-12-07T10:05Z", "--jitter", "55m", least_ms=6 * MIN)
     runs = world.ok(at, "cron", "next", name, "-n", "3", "--json").json()["fires"]
-    assert [r["at_ms"] for r in runs] == [ms(2026, 12, 7, 9, 0) + offset, ms(2026, 12, 7, 10, 5)]
+    assert [r["at_ms"] for r in runs] == [ms(2026, 12, 7, 9, 0) + offset, ms(2026, 12, 7, 10, 4)]
     world.agent_at(ms(2026, 12, 7, 9, 0) + offset)
     world.tick(ms(2026, 12, 7, 9, 0) + offset)
-    world.agent_at(ms(2026, 12, 7, 10, 5) - 1000)
-    assert world.tick(ms(2026, 12, 7, 10, 5) - 1000)["runs"] == []
-    world.agent_at(ms(2026, 12, 7, 10, 5))
-    [run] = world.tick(ms(2026, 12, 7, 10, 5))["runs"]
+    world.agent_at(ms(2026, 12, 7, 10, 4) - 1000)
+    assert world.tick(ms(2026, 12, 7, 10, 4) - 1000)["runs"] == []
+    world.agent_at(ms(2026, 12, 7, 10, 4))
+    [run] = world.tick(ms(2026, 12, 7, 10, 4))["runs"]
     assert run["scheduledForMs"] == ms(2026, 12, 7, 10, 0)
+
+
+def test_nothing_is_sent_after_until_not_a_catch_up_either(world):
+    """Attacker: `--every 5m --until 10:12`, no pass until 10:30: the first pass expired the job
+    and still sent a catch-up standing for occurrences after --until."""
+    at = ms(2026, 12, 7, 10, 0)
+    world.agent_at(at)
+    world.ok(at, "cron", "add", "u", "--every", "5m", "--anchor", "2026-12-07T10:00Z", "--until", "2026-12-07T10:12Z",
+             "--payload", "heartbeat-event", "--text", "u")
+    late = ms(2026, 12, 7, 10, 30)
+    world.agent_at(late)
+    report = world.tick(late)
+    assert report["runs"] == [] and [p["name"] for p in report["paused"]] == ["u"]
+    assert "--until" in report["paused"][0]["reason"] or "until" in json.dumps(report["paused"][0])
+    assert world.delivered() == []

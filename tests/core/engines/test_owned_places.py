@@ -33,7 +33,8 @@ def _places(project, tmp_path) -> dict[str, str]:
     linked.symlink_to(project.root / ".scheduler")
     return {"the store": ".scheduler/cron-jobs.json", "a new file of the scheduler": ".scheduler/tick.log",
             "an inbox": str(inbox / "1999999999_000000000.json"), "through a linked folder": str(linked / "tick.log"),
-            "the .scheduler folder's own name": str(project.root / "sub" / ".." / ".scheduler" / "x")}
+            "the .scheduler folder's own name": str(project.root / "sub" / ".." / ".scheduler" / "x"),
+            "in another case (a case-insensitive disk)": ".SCHEDULER/tick.log"}
 
 
 @pytest.mark.parametrize("flag", ["--log", "--metrics-file"])
@@ -83,11 +84,11 @@ def test_an_engine_file_is_never_installed_into_the_agents_or_the_schedulers_fol
 
 
 def test_an_exported_crontab_line_never_carries_a_log_inside_the_folders(scheduled):
-    """The entry's `--log ${XDG_STATE_HOME:-$HOME/.local/state}/sxctl/…` as sh expands it here."""
+    """The entry's `--log ${XDG_STATE_HOME:-$HOME/.local/state}/sxctl/tick-….log` as sh expands it
+    here, after the entry's `cd PROJECT` (a relative XDG_STATE_HOME is the project's)."""
     inside = str(scheduled.root / ".scorpiox" / "state")
-    for variable in ("XDG_STATE_HOME", "HOME"):
-        result = scheduled.run("cron", "export", "--target", "crontab",
-                               env=scheduled.env(**{variable: inside, "XDG_STATE_HOME": inside}
-                                                 if variable == "XDG_STATE_HOME" else {"HOME": inside}))
+    for env in ({"XDG_STATE_HOME": inside}, {"HOME": inside, "XDG_STATE_HOME": ""}, {"XDG_STATE_HOME": ".scheduler"}):
+        result = scheduled.run("cron", "export", "--target", "crontab", env=scheduled.env(**env))
         assert result.code == 2 and "the crontab entry's log" in result.err and result.out == "", result.err
+        assert "/sxctl/tick-" in result.err, result.err  # the file the entry names
     assert scheduled.run("cron", "export", "--target", "crontab").code == 0

@@ -134,7 +134,7 @@ def test_the_metrics_parse_and_agree_with_status_and_cron_runs(busy):
     assert value(families, "sxctl_cron_last_pass_outcome", host=beat["host"], outcome="ok") == 1
     assert value(families, "sxctl_cron_heartbeat_invalid") == 0
     assert {labels["file"]: n for labels, n in families["sxctl_cron_file_invalid"]} == {
-        "store": 0, "policy": 0, "ledger": 0}
+        "store": 0, "policy": 0, "ledger": 0, "spend": 0}
 
 
 def test_a_job_name_with_quotes_backslashes_and_line_breaks_cannot_break_the_exposition(busy):
@@ -182,7 +182,7 @@ def test_an_invalid_store_or_heartbeat_is_a_metric_not_a_failure(busy):
     (busy.root / ".scheduler" / "cron-jobs.json").write_text("{not json")
     families = busy.metrics(LATER)
     assert {labels["file"]: n for labels, n in families["sxctl_cron_file_invalid"]} == {
-        "store": 1, "policy": 0, "ledger": 0}
+        "store": 1, "policy": 0, "ledger": 0, "spend": 0}
     assert families["sxctl_cron_runs"] == [] and families["sxctl_cron_jobs"] == []
 
 
