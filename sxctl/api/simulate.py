@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..cron.policy.file import read_policy
 from ..cron.run.rehearsal import MAX_PASSES, Rehearsal, passes_needed, rehearse
+from ..cron.spend.rules import effective_guards
 from ..cron.store.file import read_store
 from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
@@ -115,7 +117,8 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
     off = [_span("--machine-down", value, tz) for value in machine_down]
     steps = _usage_steps(usage, tz) if usage is not None else None
     ws = find_workspace(workspace, project=project, session=session)
-    if read_store(ws) is None:
+    store = read_store(ws)
+    if store is None:
         raise UsageError(f"no cron store at {ws.store}: nothing to simulate")
     every_ms = round(pass_every * 1000)
     warnings = []
@@ -132,4 +135,13 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
         result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
                           pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
                           max_catchup=max_catchup, usage=steps, machine_down=off)
+    if steps is None:  # a token cap rehearsed by an agent that spends nothing never bites: said, not silent
+        policy = read_policy(ws)
+        capped = sorted(job["name"] for job in store["jobs"]
+                        if effective_guards(policy["jobs"].get(job["id"], {}), policy.get("budget"))
+                        .get("maxTokensPerDay") is not None)
+        if capped:
+            warnings.append(f"{', '.join(capped[:3])}{' …' if len(capped) > 3 else ''}: --max-tokens-per-day is "
+                            "rehearsed with an agent that spends no tokens, so it never stops a run; give --usage "
+                            "with total_tokens growing over the span")
     return Simulation(ws, zone, result, warnings)

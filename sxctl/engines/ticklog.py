@@ -43,7 +43,9 @@ class TickLog(io.RawIOBase):
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as error:
             raise SystemRefusedError.from_os_error(error, "cannot create the folder of the log") from None
-        self._fd: int | None = self._open()
+        # an existing FILE is checked now; a new one is made by the first line (a quiet pass, or a
+        # --dry-run that prints nothing, leaves no empty file behind)
+        self._fd: int | None = self._open() if os.path.lexists(self.path) else None
 
     def _open(self) -> int:
         try:

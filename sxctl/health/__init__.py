@@ -18,7 +18,7 @@ from .cron_checks import (
 )
 from .findings import Findings
 from .host_checks import check_hosts, check_pings
-from .maintenance_check import check_maintenance
+from .maintenance_check import check_maintenance, check_paused_by_sxctl
 from .session_checks import (
     check_agent,
     check_history,
@@ -62,6 +62,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("pings", lambda: check_pings(found, ws, now))
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
             found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
+            found.guard("paused jobs", lambda: check_paused_by_sxctl(found, ws, files[0]))
             found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
     found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))

@@ -18,7 +18,7 @@ from ..cron.spend.file import read_book
 from ..cron.store.file import read_store
 from ..cron.store.transaction import clock_behind, clock_behind_error
 from ..cron.timeline.previews import job_previews
-from ..cron.timeline.views import job_state
+from ..cron.timeline.views import job_state, paused_by_sxctl
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
 from ..project import Session, list_sessions, live_sessions, several_live_warning
@@ -94,8 +94,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "never_run": timeline.never_run(),  # no time of theirs will ever run (docs/timeline.md)
         "guards": guards,
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
-        "paused_by_sxctl": [{"name": job["name"], **policy[job["id"]]["paused"]} for job in store["jobs"]
-                            if job["lifecycle"]["status"] == "paused" and policy.get(job["id"], {}).get("paused")],
+        "paused_by_sxctl": paused_by_sxctl(store, policy),
         "maintenance": open_windows(full_policy, store, now_ms),  # skipping now, or to come
     }
 

@@ -190,6 +190,8 @@ def _policy_text(policy: dict, zone) -> str:
         parts.append(f"at most {policy['maxTokensPerDay']:,} tokens a day")
     if policy.get("onMissingUsage") is not None:
         parts.append(f"missing usage: {policy['onMissingUsage']}")
-    if policy.get("paused"):
-        parts.append(f"paused: {policy['paused']}")
+    paused = policy.get("paused")
+    if isinstance(paused, dict):  # paused by sxctl: why, when, in words
+        when = shown_time(paused.get("atMs") or 0, zone, "%Y-%m-%d %H:%M")
+        parts.append(f"paused by sxctl ({paused.get('reason')}) at {when}: {paused.get('message') or ''}".rstrip(": "))
     return "; ".join(parts)

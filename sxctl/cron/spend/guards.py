@@ -103,6 +103,8 @@ def spend_verdict(job: dict[str, Any], entry: dict[str, Any], budget: dict[str, 
     if target is None:
         return None
     info = target_session(*target, clock)
-    if info is None:  # the figures of a stopped agent's session are not the next session's
-        return judge(guards, read_usage(None, "no live session to read them from"), None)
+    if info is None:  # the figures of a stopped agent's session are not the next session's; it waits
+        return GuardVerdict(None, "no live session to read its figures from: the job waits for a live agent "
+                            "(--hold-max), and its guards judge that agent's figures", None,
+                            read_usage(None, "no live session to read them from"), {}, guards)
     return judge(guards, read_usage(info.stats), info.id)

@@ -44,6 +44,13 @@ def job_state(job: dict[str, Any], policy_entry: dict[str, Any] | None = None) -
     return STATE_BY_STATUS[life["status"]]
 
 
+def paused_by_sxctl(store: dict[str, Any], policy_jobs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs sxctl paused (expired, or at a limit): `{name, reason, atMs, message}` each, for
+    `status` and `doctor` alike."""
+    return [{"name": job["name"], **policy_jobs[job["id"]]["paused"]} for job in store["jobs"]
+            if job["lifecycle"]["status"] == "paused" and policy_jobs.get(job["id"], {}).get("paused")]
+
+
 def job_kind_label(job: dict[str, Any]) -> str:
     if job["source"] == "built_in":
         return "built-in"

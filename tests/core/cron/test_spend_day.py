@@ -311,3 +311,16 @@ def test_a_sent_run_of_a_guarded_job_without_a_record_says_why(sched, monkeypatc
     [run] = sched.run(NINE + HOUR, "cron", "runs", "k", "--json").json()["runs"]
     assert run["tokens"] is None and "no record of its tokens" in run["tokensNote"]
     assert faults.POINTS[-1] == "before-spend-history"
+
+
+def test_cron_simulate_says_a_token_cap_rehearsed_without_usage_never_bites(sched):  # noqa: F811
+    """Newcomer: a plain `cron simulate` showed 200 heartbeats a day where the real agent got 4."""
+    sched.add(NINE - HOUR, "k", "--every", "1h", "--payload", "heartbeat-event", "--text", "k",
+              "--max-tokens-per-day", "1000")
+    plain = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T12:00Z")
+    assert plain.code == 0 and "k: --max-tokens-per-day is rehearsed with an agent that spends no tokens" in plain.err
+    steps = sched.root / "usage.json"
+    steps.write_text(json.dumps({"total_tokens": 5}))
+    given = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T12:00Z",
+                      "--usage", str(steps))
+    assert given.code == 0 and "spends no tokens" not in given.err

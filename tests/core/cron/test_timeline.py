@@ -530,3 +530,7 @@ def test_nothing_is_sent_after_until_not_a_catch_up_either(world):
     assert report["runs"] == [] and [p["name"] for p in report["paused"]] == ["u"]
     assert "--until" in report["paused"][0]["reason"] or "until" in json.dumps(report["paused"][0])
     assert world.delivered() == []
+    shown = world.ok(late, "cron", "show", "u").out  # newcomer: it printed the policy's dict
+    assert "paused by sxctl (expired) at 2026-12-07 10:30" in shown and "{'reason'" not in shown, shown
+    doctor = world.run(late, "doctor", "--json").json()  # newcomer: status named it, doctor did not
+    assert [c["fix"] for c in doctor["checks"] if c["check"] == "paused jobs"] == ["sxctl cron resume -- u"]

@@ -7,9 +7,11 @@ Refused with exit 2 before anything is written, the pass not run."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
+from sxctl.clock import FakeClock
 from tests.conftest import SID
 
 
@@ -64,8 +66,11 @@ def test_a_tick_log_that_is_another_name_of_the_store_is_refused_not_appended_to
 
 def test_a_log_outside_the_folders_is_still_written(scheduled, tmp_path):
     log = tmp_path / "state" / "tick.log"
-    assert scheduled.run("cron", "tick", "--log", str(log)).code == 0
-    assert log.is_file()
+    assert scheduled.run("cron", "tick", "--dry-run", "--log", str(log)).code == 0
+    assert not log.exists()  # newcomer: a --dry-run that printed nothing left an empty file
+    later = FakeClock(int(time.time() * 1000) + 2 * 3_600_000)  # the hourly job is due: the pass says what it did
+    assert scheduled.run("cron", "tick", "--log", str(log), clock=later).code == 0
+    assert log.read_bytes().strip()
 
 
 @pytest.mark.parametrize("target, option, place", [
