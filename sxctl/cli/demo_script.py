@@ -103,7 +103,7 @@ class Demo:
         self.show, self.emit = show, emit  # a transcript line; a JSON Lines event
         # long enough that the interrupt and the queued note of the inbox tour, each a new sxctl
         # process, reach the agent while its turn is still running, even on a loaded machine
-        self.turn_seconds = 2.5 if fast else 3.0
+        self.turn_seconds = 3.5 if fast else 4.0
         self.steps: list[Step] = []
         self.project = Path(tempfile.mkdtemp(prefix="sxctl-demo-"))
         os.chmod(self.project, 0o700)

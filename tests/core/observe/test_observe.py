@@ -115,7 +115,9 @@ def test_watch_json_follows_the_agent(project):
         watcher.wait(timeout=10)
         agent.stop()
     kinds = [(e["event"], e.get("stem") or e.get("slot") or e.get("status")) for e in events]
-    assert kinds.index(("inbox_pending", stem)) < kinds.index(("inbox_consumed", stem))
+    assert ("inbox_consumed", stem) in kinds, kinds
+    if ("inbox_pending", stem) in kinds:  # a polling watch can miss a message the agent reads within a poll
+        assert kinds.index(("inbox_pending", stem)) < kinds.index(("inbox_consumed", stem))
     set_at = next(i for i, e in enumerate(events) if e["event"] == "timer_set" and e["slot"] == 0)
     fired_at = next(i for i, e in enumerate(events) if e["event"] == "timer_fired" and e["slot"] == 0)
     assert set_at < fired_at and events[fired_at]["retired"] is True
