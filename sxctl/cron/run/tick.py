@@ -29,7 +29,7 @@ from ..store.schema import canonical_store, root_run_id_for, work_kind_of
 from ..store.workspace import Workspace
 from ..timeline.admission import Admission
 from ..timeline.burst import CatchupBudget, budget_of, defer
-from ..timeline.catchup import count_skipped, missed_note
+from ..timeline.catchup import missed_note
 from ..timeline.hold import stands_for
 from ..timeline.schedule import next_run, schedule_computable
 from ..timeline.views import cross_check
@@ -343,7 +343,7 @@ class SchedulerPass:
         bound = now if manual else stands_for(self.admission.job(job), scheduled_for, now)  # the latest due now
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
-                count_skipped(self.admission.job(job), scheduled_for, bound, entry)
+                self.admission.count_skipped(job, scheduled_for, bound, entry)
             self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
             return
         if not manual:
@@ -357,7 +357,7 @@ class SchedulerPass:
                     self.result.no_future.append(job["name"])
                     return
                 job["lifecycle"]["nextRunAtMs"] = found[0]
-                folded = count_skipped(self.admission.job(job), scheduled_for, bound, entry)
+                folded = self.admission.count_skipped(job, scheduled_for, bound, entry)
                 self.admission.record_folded(job, folded, now)
         self.store["activeClaims"].append(claim)
         self._write_store()

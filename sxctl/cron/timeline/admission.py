@@ -15,6 +15,7 @@ from ...report import Reporter
 from ..policy.file import record_skip
 from ..policy.job import Job, job_of
 from ..run.ledger import Group, Ledger
+from .catchup import count_skipped
 from .fate import Fate, expiry, timeline
 from .hold import Agents
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
@@ -74,14 +75,25 @@ class Admission:
                            clock=self.clock, workspace=self.workspace, unread=unread, sessions=self.sessions,
                            history=self._history)
 
+    def limits_of(self, job: Job) -> LimitUsage:
+        """What the job has used of its limits, its tokens of the day included."""
+        usage = self.usage(job) if job.has_policy else LimitUsage(0, None)
+        if job.token_cap is not None and self.spend is not None:  # --max-tokens-per-day (cron/spend/ledger.py)
+            usage.token_cap, usage.tokens = job.token_cap, self.spend.day_tokens(job.id)
+        return usage
+
+    def count_skipped(self, record: dict[str, Any], scheduled_for: int, bound: int,
+                      entry: dict[str, Any]) -> dict[str, list[Any]]:
+        """What a late run folds (`catchup.count_skipped`), counted with the job's limits as used."""
+        job = self.job(record)
+        return count_skipped(job, scheduled_for, bound, entry, self.limits_of(job))
+
     def admit(self, record: dict[str, Any]) -> bool:
         """True: claim and run the job's due occurrence now. False: admission dealt with it (the
         job and the policy in memory say how; the pass writes them). Each occurrence's fate is
         the job's timeline, which the previews show too (`fate.timeline`)."""
         job = self.job(record)
-        usage = self.usage(job) if job.has_policy else LimitUsage(0, None)
-        if job.token_cap is not None and self.spend is not None:  # --max-tokens-per-day (cron/spend/ledger.py)
-            usage.token_cap, usage.tokens = job.token_cap, self.spend.day_tokens(job.id)
+        usage = self.limits_of(job)
         self._fold_proven(job, usage)
         fate = self._skip_occurrences(job, self.clock.now_ms(), usage)
         if fate.action in ("expire", "pause"):

@@ -8,16 +8,19 @@ from typing import Any
 from ...timeparse import format_ms
 from ..policy.file import DAYS
 from ..policy.job import Job
+from .limits import LimitUsage
 from .schedule import CronPattern, load_cron_zone, next_run
 
 SKIP_COUNT_CAP = 10_000
 SKIP_COUNT_BUDGET_S = 0.5  # counting runs under the store lock
 
 
-def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str, Any]) -> dict[str, list[Any]]:
+def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str, Any],
+                  usage: LimitUsage | None = None) -> dict[str, list[Any]]:
     """Occurrences strictly after the one we run and at or before the claim, folded into this run:
     those the job's policy would have run — inside its active hours and days, within its daily
-    limit — are recorded in the run's report `entry` (the pass reports them once, with the run:
+    limits as `usage` has them used (runs already made that day, a day whose tokens are spent) —
+    are recorded in the run's report `entry` (the pass reports them once, with the run:
     cron/run/pass_report.py; a catch-up's note tells the agent). Returned: the others, as
     `{reason: [count, first, last]}`, for the pass to record as skipped."""
     span = missed_between(job.schedule, scheduled_for, claimed_at)
@@ -25,18 +28,22 @@ def count_skipped(job: Job, scheduled_for: int, claimed_at: int, entry: dict[str
         return {}
     total = span
     left_out: dict[str, list[Any]] = {}
-    if job.active is not None or job.max_runs_per_day is not None:
-        span, left_out = _missed_by_policy(job, scheduled_for, claimed_at, total)
+    if job.active is not None or job.max_runs_per_day is not None or (usage is not None and usage.token_cap):
+        span, left_out = _missed_by_policy(job, scheduled_for, claimed_at, total, usage or LimitUsage(0, None))
     if span is not None:
         shown, first, last = span
         entry.update(skipped_occurrences=shown, skipped_first_ms=first, skipped_last_ms=last)
     return left_out
 
 
-def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, int | None, int | None]
-                      ) -> tuple[tuple[int | str, int | None, int | None] | None, dict[str, list[Any]]]:
+Span = tuple[int | str, int | None, int | None]  # (count, first, last) of folded occurrences
+
+
+def _missed_by_policy(job: Job, after: int, until: int, total: Span, usage: LimitUsage
+                      ) -> tuple[Span | None, dict[str, list[Any]]]:
     """Of the occurrences in (after, until], those inside the job's active hours and days and
-    within its daily limit (the run itself counts on its day): counted day by day, each active span
+    within its daily limits (the runs already made that day and the run itself count on theirs; a
+    day whose tokens are spent runs none): counted day by day, each active span
     by arithmetic (no walk, so a week of every-minute occurrences costs a few steps a day); and the
     rest by reason, `[count, first, last]` (their first and last as the whole span's)."""
     from datetime import datetime, time, timedelta  # only when a late run with such a policy is claimed
@@ -45,7 +52,7 @@ def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, 
         return int((datetime.combine(day, time(), job.zone) + timedelta(minutes=minute)).timestamp() * 1000)
 
     count, first, last = 0, None, None
-    cut = {"inactive_hours": 0, "max_runs_per_day": 0}
+    cut = {"inactive_hours": 0, "max_runs_per_day": 0, "max_tokens_per_day": 0}
     day, end_day = job.local(after).date(), job.local(until).date()
     while day <= end_day and count < SKIP_COUNT_CAP:
         in_day = 0
@@ -56,13 +63,18 @@ def _missed_by_policy(job: Job, after: int, until: int, total: tuple[int | str, 
                 in_day += found
                 first = first or (job.next_after(low) or (None,))[0]
                 last = job.last_at_or_before(high)
-        used = 1 if day == job.local(after).date() else 0
+        date = day.isoformat()
+        if usage.token_cap is not None and usage.tokens.get(date, 0) >= usage.token_cap:
+            cut["max_tokens_per_day"] += in_day
+            day += timedelta(days=1)
+            continue
+        used = usage.runs_on(date) + (1 if day == job.local(after).date() else 0)
         room = max(0, (job.max_runs_per_day or SKIP_COUNT_CAP) - used)
         cut["max_runs_per_day"] += max(0, in_day - room)
         count += min(in_day, room)
         day += timedelta(days=1)
     total_count = total[0] if isinstance(total[0], int) else SKIP_COUNT_CAP
-    cut["inactive_hours"] = max(0, total_count - count - cut["max_runs_per_day"])
+    cut["inactive_hours"] = max(0, total_count - count - cut["max_runs_per_day"] - cut["max_tokens_per_day"])
     left_out = {reason: [n, total[1], total[2]] for reason, n in cut.items() if n > 0}
     if count == 0:
         return None, left_out

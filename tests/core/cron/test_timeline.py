@@ -534,3 +534,24 @@ def test_nothing_is_sent_after_until_not_a_catch_up_either(world):
     assert "paused by sxctl (expired) at 2026-12-07 10:30" in shown and "{'reason'" not in shown, shown
     doctor = world.run(late, "doctor", "--json").json()  # newcomer: status named it, doctor did not
     assert [c["fix"] for c in doctor["checks"] if c["check"] == "paused jobs"] == ["sxctl cron resume -- u"]
+
+
+def test_a_catch_up_counts_what_the_day_had_left_not_a_fresh_daily_limit(world):
+    """Newcomer: a catch-up's note and counts ignored the runs already made that day: with
+    --max-runs-per-day 5 and 3 runs made by 09:30, an outage to 13:00 was told as 4 missed
+    occurrences that day (room for 1 more, besides the catch-up itself)."""
+    at = ms(2026, 12, 7, 9, 0)
+    world.agent_at(at)
+    world.ok(at, "cron", "add", "d", "--every", "10m", "--anchor", "2026-12-07T09:00Z",
+             "--max-runs-per-day", "5", "--payload", "heartbeat-event", "--text", "d")
+    for minute in (10, 20, 30):
+        world.agent_at(at + minute * MIN)
+        report = world.tick(at + minute * MIN)
+        assert len(report["runs"]) == 1, (minute, report)
+    late = ms(2026, 12, 7, 13, 0)
+    world.agent_at(late)
+    report = world.tick(late)
+    [run] = report["runs"]
+    assert run["scheduledForMs"] == ms(2026, 12, 7, 9, 40) and run["skipped_occurrences"] == 1, run
+    skipped = {s["reason"]: s["count"] for s in report["skippedOccurrences"]}
+    assert skipped == {"max_runs_per_day": 20 - 1}, skipped  # 09:50 … 13:00 folded: room for 1
