@@ -470,7 +470,7 @@ def _jittered_job(world, at: int, *args: str, least_ms: int) -> tuple[str, int]:
         offset = world.ok(at, "cron", "show", name, "--json").json()["policy"]["jitterOffsetMs"]
         if offset >= least_ms:
             return name, offset
-        world.ok(at, "cron", "remove", name)
+        world.ok(at, "cron", "remove", name, "--yes")
     pytest.fail("no id among 20 gave a long enough offset")
 
 
