@@ -634,8 +634,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 if option in POLICY_KEY:
                     entry[POLICY_KEY[option]] = chosen
         code = 4 if self.model.by_name(name) else 0  # name_taken
-        if kind == "at" and ({"maxRuns", "untilMs"} & set(entry)):
-            code = 2  # a one-shot runs once: --max-runs and --until are refused (before the name is looked at)
+        if kind == "at" and ({"maxRuns", "untilMs", "activeHours"} & set(entry)):
+            code = 2  # a one-shot runs once, at its time: --max-runs, --until, --active-hours are refused (first)
         result = self.expect(tuple(args), code)
         if result.code == 0:
             job_id = result.json()["jobId"]
@@ -680,7 +680,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 chosen, until_ms = until_text(self.now + chosen * 1000,
                                               job.zone if job is not None and job.kind == "cron" else None)
             args += [f"--{option.replace('_', '-')}", str(chosen)]
-            if job is not None and job.kind == "at" and option in ("max_runs", "until") and chosen not in (0, "none"):
+            if job is not None and job.kind == "at" and option in ("max_runs", "until", "active_hours") \
+                    and chosen not in (0, "none"):
                 code = code or 2
         code = self.expect(tuple(args), code).code
         if code != 0 or job is None:

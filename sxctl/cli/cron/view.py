@@ -167,7 +167,8 @@ def _policy_text(policy: dict, zone) -> str:
     if policy.get("maxRuns"):
         parts.append(f"expires after {policy['maxRuns']} run(s) ({policy.get('runs') or 0} so far)")
     if policy.get("untilMs") is not None:
-        parts.append(f"expires at {shown_time(policy['untilMs'], zone, '%Y-%m-%d %H:%M')}")
+        fmt = "%Y-%m-%d %H:%M:%S" if policy["untilMs"] % 60_000 else "%Y-%m-%d %H:%M"  # never shown earlier than it is
+        parts.append(f"expires at {shown_time(policy['untilMs'], zone, fmt)}")
     if policy.get("tz"):
         parts.append(f"zone {policy['tz']}")
     if policy.get("overlap") not in (None, "queue"):

@@ -283,7 +283,9 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         try:
             put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))
         except UsageError as error:
-            raise UsageError(f"invalid --until {options.until!r}: {error.message}") from None
+            hint = ("--fold is for --at: give --until with its offset (e.g. 2027-11-07T01:30-05:00) to pick one "
+                    "of the two readings" if "fold" in error.message else error.extra.get("hint"))
+            raise UsageError(f"invalid --until {options.until!r}: {error.message}", hint=hint) from None
         if entry.get("untilMs") is not None and entry["untilMs"] <= now_ms:
             raise UsageError(f"--until {options.until} is not in the future")
     if options.active_hours is not None:
@@ -317,7 +319,10 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
             raise UsageError("--until and --max-runs are for recurring jobs (a one-shot runs once)")
         if options.overlap in ("skip", "replace"):
             raise UsageError(f"--overlap {options.overlap} is for recurring jobs (a one-shot sends one message)")
-        for key in (*LIFETIME_KEYS, "overlap"):  # kept from when the job was recurring
+        if {options.active_hours, options.active_days} - {None, "none"}:
+            raise UsageError("--active-hours and --active-days are for recurring jobs (a one-shot runs at its time: "
+                             "give it a time inside the hours)")
+        for key in (*LIFETIME_KEYS, "overlap", "activeHours", "activeDays"):  # kept from when the job was recurring
             entry.pop(key, None)
     if "paused" in entry and (options.max_unconsumed is not None or options.until is not None
                               or options.max_runs is not None):

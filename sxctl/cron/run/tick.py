@@ -105,7 +105,7 @@ class SchedulerPass:
                                    report=self.report, workspace=ws.root)
         self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
                                      options.no_gates, environ, clock, self.report)
-        self.attribution = Attribution(ws.scheduler, clock)  # the tokens of guarded runs (cron/spend/ledger.py)
+        self.attribution = Attribution(ws.scheduler, clock, self.report.warn)  # tokens of runs (cron/spend/ledger.py)
 
     # --- the pass ----------------------------------------------------------------------------------
 

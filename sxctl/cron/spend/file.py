@@ -144,11 +144,13 @@ def _rebuilt(scheduler: Path) -> SpendBook:
     return book
 
 
-def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> None:
+def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> str | None:
     """The file replaced, bounded (the last `DAYS_KEPT` days, the newest sessions and open runs),
     then the runs closed since appended to the history: the counts a pass decides by are on disk
     first, so a kill between the two can leave a run's record out of `cron runs` (`-`), never a
-    run out of its day's count or a sent run out of the open ones."""
+    run out of its day's count or a sent run out of the open ones. A history that cannot be
+    written (a link, a FIFO, a folder, a full disk) fails no pass — the runs are sent and counted:
+    returned is why their records were not kept."""
     for run in book.open[:-MAX_OPEN]:  # more runs open at once than the file keeps: the oldest end unattributed
         book.charge({**run, "state": "unattributed", "closedAtMs": now_ms,
                      "why": f"more than {MAX_OPEN} runs were open at once"})
@@ -163,10 +165,15 @@ def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> None:
                         for (project, sid), (charged, at) in sessions]}
     atomic_write(spend_path(scheduler), compact_json(doc))
     book.upgraded = False
-    if book.closed:
-        faults.hit("before-spend-history")
-        append_history(scheduler, book.closed)
-        book.closed = []
+    if not book.closed:
+        return None
+    faults.hit("before-spend-history")
+    closed, book.closed = book.closed, []
+    try:
+        append_history(scheduler, closed)
+    except (InvalidDataError, SystemRefusedError) as error:
+        return error.message
+    return None
 
 
 # --- the history of closed runs -------------------------------------------------------------------

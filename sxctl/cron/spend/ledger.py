@@ -16,6 +16,7 @@ works, so a day passes its cap by at most the growth of the run that reached it
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +195,10 @@ class Attribution:
     `dispatched` after each run that sent a message, `day_tokens` for --max-tokens-per-day,
     `save()` before the store lock is released."""
 
-    def __init__(self, scheduler: Path, clock: Clock) -> None:
+    def __init__(self, scheduler: Path, clock: Clock, warn: Callable[[str], None] | None = None) -> None:
         self.scheduler = scheduler
         self.clock = clock
+        self.warn = warn
         self.book: SpendBook | None = None
         self.counted: DayTokens | None = None
         self.changed = False
@@ -236,5 +238,8 @@ class Attribution:
 
     def save(self) -> None:
         if self.changed and self.book is not None:
-            write_book(self.scheduler, self.book, self.clock.now_ms())
+            lost = write_book(self.scheduler, self.book, self.clock.now_ms())
             self.changed = False
+            if lost is not None and self.warn is not None:
+                self.warn(f"the runs' token records were not kept ({lost}); their tokens still count toward "
+                          "the day, and `cron runs` shows none for them")

@@ -324,3 +324,28 @@ def test_cron_simulate_says_a_token_cap_rehearsed_without_usage_never_bites(sche
     given = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T12:00Z",
                       "--usage", str(steps))
     assert given.code == 0 and "spends no tokens" not in given.err
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_run_history_that_cannot_be_written_fails_no_pass_that_sent(sched, tmp_path, kind):  # noqa: F811
+    """Attacker: with the history a link, a FIFO or a folder, the pass sent its message, then
+    exited 5 without listing the run, and the next pass recorded that run as unknown."""
+    sched.add(NINE - HOUR, "j", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "j", "--max-tokens-per-day", "100000")
+    agent_with(sched, NINE, usage(total=0))
+    sched.tick(NINE)
+    read_all(sched, 100, NINE + 10 * MIN)
+    path = sched.root / SCHEDULER / "sxctl-spend-runs.jsonl"
+    outside = tmp_path / "outside"
+    {"symlink": lambda: path.symlink_to(outside), "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[kind]()
+    agent_with(sched, NINE + HOUR, usage(total=100))
+    result = sched.run(NINE + HOUR, "cron", "tick", "--json")
+    assert result.code == 0, result.err  # the run closed (its record lost) and the next one sent
+    doc = result.json()
+    assert [run["status"] for run in doc["runs"]] == ["dispatched"]
+    assert any("token records were not kept" in w for w in doc["warnings"]), doc["warnings"]
+    assert not outside.exists()
+    agent_with(sched, NINE + 2 * HOUR, usage(total=100))
+    assert [run["status"] for run in sched.tick(NINE + 2 * HOUR)["runs"]] == ["dispatched"]
+    ledger = [json.loads(line) for line in (sched.root / SCHEDULER / "cron-executions.jsonl").read_text().splitlines()]
+    assert "unsettled" not in json.dumps(ledger) and sum(d["tokens"] for d in spend_doc(sched)["days"]) == 100

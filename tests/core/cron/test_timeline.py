@@ -555,3 +555,14 @@ def test_a_catch_up_counts_what_the_day_had_left_not_a_fresh_daily_limit(world):
     assert run["scheduledForMs"] == ms(2026, 12, 7, 9, 40) and run["skipped_occurrences"] == 1, run
     skipped = {s["reason"]: s["count"] for s in report["skippedOccurrences"]}
     assert skipped == {"max_runs_per_day": 20 - 1}, skipped  # 09:50 … 13:00 folded: room for 1
+
+
+@pytest.mark.parametrize("flags", [["--active-hours", "08:00-18:00"], ["--active-days", "sun"]])
+def test_a_one_shot_refuses_active_hours_it_would_ignore(world, flags):
+    """Attacker: `--at … --active-hours 08:00-18:00` was taken, shown by `cron show`, and the
+    message went out at 20:00."""
+    at = ms(2026, 12, 7, 9, 0)
+    added = world.run(at, "cron", "add", "o", "--at", "2026-12-07T20:00Z", *flags, "--payload", "heartbeat-event",
+                      "--text", "o")
+    assert added.code == 2 and "are for recurring jobs" in added.err, added.err
+    assert "o" not in [row["job"]["name"] for row in world.ok(at, "cron", "list", "--json").json()["jobs"]]
