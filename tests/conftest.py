@@ -233,6 +233,24 @@ def ws(project: Project) -> Path:
     return scheduler
 
 
+class Killed(BaseException):
+    """A command "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
+
+
+def killed_at(monkeypatch: pytest.MonkeyPatch, point: str, command) -> None:
+    """Run `command()` with the fault point `point` raising `Killed`, and check that it did."""
+    from sxctl import faults
+
+    def hit(at: str) -> None:
+        if at == point:
+            raise Killed(at)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(faults, "hit", hit)
+        with pytest.raises(Killed):
+            command()
+
+
 def inbox_messages(folder: Path) -> list[dict]:
     """Every message of a session's inbox, pending then read, each with its `stem`."""
     found = []

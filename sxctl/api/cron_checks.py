@@ -14,7 +14,7 @@ from ..cron.policy.overlap import mark_replaced
 from ..cron.run.ledger import recent_runs, run_evidence
 from ..cron.run.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.spend.ledger import run_tokens
-from ..cron.spend.rules import GUARD_KEYS, effective_guards
+from ..cron.spend.rules import is_guarded
 from ..cron.store.file import find_job, refuse_if_daemon_owns, refuse_if_reset_pending
 from ..cron.store.targets import holds_project, run_target_project
 from ..cron.timeline import views
@@ -103,8 +103,7 @@ def job_runs(
     default_project = target_project(ws, project, session=session)
     attributed = run_tokens(ws.scheduler)  # the tokens of guarded runs (cron/spend/ledger.py)
     policy = read_policy(ws)
-    guarded = {job_id for job_id in jobs if any(effective_guards(policy["jobs"].get(job_id, {}), policy.get("budget"))
-                                                .get(key) is not None for key in GUARD_KEYS[:3])}
+    guarded = {job_id for job_id in jobs if is_guarded(policy["jobs"].get(job_id, {}), policy.get("budget"))}
     for run in found:
         receipt = run_consumption(run, jobs.get(run["jobId"]), default_project, clock, workspace=ws.root)
         if receipt is not None:

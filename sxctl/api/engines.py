@@ -89,10 +89,7 @@ def export_scheduler(
     ws = find_workspace(workspace, project=project, session=session)
     tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
     if target == "crontab":
-        state = environ.get("XDG_STATE_HOME") or ""  # the entry's log as sh expands it here (after `cd PROJECT`)
-        base = tick.project / state if state and not os.path.isabs(state) else engines.xdg_dir(
-            "XDG_STATE_HOME", ".local/state", environ)
-        log = base / "sxctl" / f"tick-{tick.slug}.log"
+        log = engines.crontab_log_path(tick, environ)  # the entry's log, as sh expands it here
         engines.refuse_owned_place(log, "the crontab entry's log", "set HOME or XDG_STATE_HOME to a folder outside "
                                    "any such folder")
         return _crontab(tick, install=install, uninstall=uninstall, crontab_file=crontab_file)

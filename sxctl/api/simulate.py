@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
+from ..cron.policy.job import jobs_of
 from ..cron.run.rehearsal import MAX_PASSES, Rehearsal, passes_needed, rehearse
-from ..cron.spend.rules import effective_guards
 from ..cron.store.file import read_store
 from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
@@ -136,10 +136,7 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
                           pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
                           max_catchup=max_catchup, usage=steps, machine_down=off)
     if steps is None:  # a token cap rehearsed by an agent that spends nothing never bites: said, not silent
-        policy = read_policy(ws)
-        capped = sorted(job["name"] for job in store["jobs"]
-                        if effective_guards(policy["jobs"].get(job["id"], {}), policy.get("budget"))
-                        .get("maxTokensPerDay") is not None)
+        capped = sorted(job.name for job in jobs_of(store, read_policy(ws), ws.root) if job.token_cap is not None)
         if capped:
             warnings.append(f"{', '.join(capped[:3])}{' …' if len(capped) > 3 else ''}: --max-tokens-per-day is "
                             "rehearsed with an agent that spends no tokens, so it never stops a run; give --usage "

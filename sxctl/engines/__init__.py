@@ -22,9 +22,17 @@ offered from here.
 
 from __future__ import annotations
 
-from .crontab import Crontab, block_projects, crontab_block, has_block, install_crontab, uninstall_crontab
+from .crontab import (
+    Crontab,
+    block_projects,
+    crontab_block,
+    crontab_log_path,
+    has_block,
+    install_crontab,
+    uninstall_crontab,
+)
 from .kubernetes import cronjob_manifest, project_owner
-from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_owned_place, replace_outside_file, xdg_dir
+from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_owned_place, replace_outside_file
 from .systemd import (
     command_line,
     disable_commands,
@@ -43,8 +51,8 @@ from .values import MARKER, TARGETS, TickCommand, check_env
 
 __all__ = [
     "MARKER", "OUTSIDE_FILE_CAP", "TARGETS", "Crontab", "TickCommand", "TickLog", "block_projects", "check_env",
-    "command_line", "cronjob_manifest", "crontab_block", "disable_commands", "enable_commands", "has_block",
-    "install_crontab", "install_systemd", "project_owner", "read_outside_file", "read_unit", "refuse_owned_place",
-    "replace_outside_file", "run_systemctl", "stop_commands", "systemd_links", "systemd_unit_dir", "systemd_units",
-    "uninstall_crontab", "uninstall_systemd", "xdg_dir",
+    "command_line", "cronjob_manifest", "crontab_block", "crontab_log_path", "disable_commands", "enable_commands",
+    "has_block", "install_crontab", "install_systemd", "project_owner", "read_outside_file", "read_unit",
+    "refuse_owned_place", "replace_outside_file", "run_systemctl", "stop_commands", "systemd_links",
+    "systemd_unit_dir", "systemd_units", "uninstall_crontab", "uninstall_systemd",
 ]

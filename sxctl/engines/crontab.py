@@ -9,7 +9,7 @@ import shlex
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ..errors import (
@@ -23,7 +23,7 @@ from ..errors import (
 )
 from ..fsio import refuse_symlink
 from ..locks import writer_lock
-from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_non_regular, replace_outside_file
+from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_non_regular, replace_outside_file, xdg_dir
 from .values import MARKER, ReadBackError, TickCommand, refuse_value
 
 #: the longest command cron keeps (Debian's cron cuts a longer one silently: MAX_COMMAND 1000)
@@ -49,6 +49,15 @@ def crontab_log(tick: TickCommand) -> str:
     """The crontab entry's `--log` file, as sh sees it before expanding it: under
     `$XDG_STATE_HOME/sxctl` (default `~/.local/state/sxctl`), one per project."""
     return f"{_LOG_DIR}/tick-{tick.slug}.log"
+
+
+def crontab_log_path(tick: TickCommand, environ: Mapping[str, str]) -> Path:
+    """The file `crontab_log` names, as sh expands it in `environ` after the entry's `cd PROJECT`
+    (a relative XDG_STATE_HOME is the project's)."""
+    state = environ.get("XDG_STATE_HOME") or ""
+    base = tick.project / state if state and not os.path.isabs(state) else xdg_dir("XDG_STATE_HOME", ".local/state",
+                                                                                  environ)
+    return base / "sxctl" / f"tick-{tick.slug}.log"
 
 
 def _crontab_words(tick: TickCommand) -> list[str]:

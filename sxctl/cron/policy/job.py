@@ -159,27 +159,26 @@ class Job:
         run out of them."""
         if not self.jitter_offset_ms:
             return occurrence_ms
-        known = self._run_times.get(occurrence_ms)
-        if known is None:
-            known = self._run_times[occurrence_ms] = self._cut(occurrence_ms,
-                                                               jittered_at(self.schedule, self.jitter_offset_ms,
-                                                                           occurrence_ms))
-        return known
+        if occurrence_ms not in self._run_times:  # asked several times per occurrence
+            run_ms = jittered_at(self.schedule, self.jitter_offset_ms, occurrence_ms)
+            for limit in (self.until_ms if self.until_ms is not None and occurrence_ms <= self.until_ms else None,
+                          self.span_end_ms(occurrence_ms)):
+                if limit is not None:
+                    run_ms = max(occurrence_ms, min(run_ms, limit - PASS_PERIOD_MS))
+            self._run_times[occurrence_ms] = run_ms
+        return self._run_times[occurrence_ms]
 
     @cached_property
     def _run_times(self) -> dict[int, int]:
         return {}
 
-    def _cut(self, occurrence_ms: int, run_ms: int) -> int:
-        if self.until_ms is not None and occurrence_ms <= self.until_ms:
-            run_ms = max(occurrence_ms, min(run_ms, self.until_ms - PASS_PERIOD_MS))
-        if self.active is not None:
-            local = self.local(occurrence_ms).replace(tzinfo=None)
-            end = self.active.span_end(local) if self.active.allows(local) else None
-            if end is not None:
-                run_ms = max(occurrence_ms, min(run_ms, int(end.replace(tzinfo=self.zone).timestamp() * 1000)
-                                                - PASS_PERIOD_MS))
-        return run_ms
+    def span_end_ms(self, at_ms: int) -> int | None:
+        """When the active span holding the instant ends (None: no active hours, outside them, or
+        active all week): a run is not sent after it."""
+        if self.active is None:
+            return None
+        end = self.active.span_end(self.local(at_ms).replace(tzinfo=None))
+        return None if end is None else int(end.replace(tzinfo=self.zone).timestamp() * 1000)
 
     @property
     def due_ms(self) -> int | None:

@@ -80,12 +80,12 @@ SessionKey = tuple[str, str]  # (project, session id)
 
 @dataclass
 class SpendBook:
-    """The spend file in memory: `open` runs, `days` ((job id, date) -> tokens attributed),
+    """The spend file in memory: `open` runs, `days` (job id -> date -> tokens attributed),
     `sessions` ((project, session id) -> (charged up to, when)), and the runs `closed` since it
     was read (appended to the history on save; a format-1 file's closed runs too)."""
 
     open: list[dict[str, Any]] = field(default_factory=list)
-    days: dict[tuple[str, str], int] = field(default_factory=dict)
+    days: dict[str, dict[str, int]] = field(default_factory=dict)
     sessions: dict[SessionKey, tuple[int, int]] = field(default_factory=dict)
     closed: list[dict[str, Any]] = field(default_factory=list)
     upgraded: bool = False
@@ -94,21 +94,26 @@ class SpendBook:
         """A run just closed: its record goes to the history, its tokens to its day and session."""
         self.closed.append(run)
         if run["state"] == "attributed":
-            day = (run["jobId"], run["date"])
-            self.days[day] = self.days.get(day, 0) + run["tokens"]
+            dates = self.days.setdefault(run["jobId"], {})
+            dates[run["date"]] = dates.get(run["date"], 0) + run["tokens"]
             key = (run["project"], run["sessionId"])
             charged, _ = self.sessions.get(key, (0, 0))
             self.sessions[key] = (max(charged, run["toTokens"]), run["closedAtMs"])
 
-    def charged_to(self, key: SessionKey, total: int) -> int:
+    def charged_to(self, key: SessionKey, total: int, *, forget_reset: bool = False) -> int:
         """The total up to which the session's runs were charged — 0 when its counters now stand
-        below it: they were reset, and the charges were of the old count."""
+        below it: they were reset, and the charges were of the old count (`forget_reset`, the
+        pass: the book forgets it for good)."""
         charged = self.sessions.get(key, (0, 0))[0]
-        return charged if charged <= total else 0
+        if charged <= total:
+            return charged
+        if forget_reset:
+            del self.sessions[key]
+        return 0
 
     def tokens_by_date(self, job_id: str) -> dict[str, int]:
         """The tokens attributed to a job's closed runs per date (in its zone) of their occurrence."""
-        return {date: tokens for (job, date), tokens in self.days.items() if job == job_id}
+        return dict(self.days.get(job_id, {}))
 
 
 def read_book(scheduler: Path) -> SpendBook:
@@ -125,8 +130,15 @@ def read_book(scheduler: Path) -> SpendBook:
                 book.charge({**run, "closedAtMs": run.get("closedAtMs", run["dispatchedAtMs"])})
         return book
     return SpendBook(open=list(doc["open"]),
-                     days={(day["jobId"], day["date"]): day["tokens"] for day in doc["days"]},
+                     days=_by_job(doc["days"]),
                      sessions={(s["project"], s["sessionId"]): (s["toTokens"], s["atMs"]) for s in doc["sessions"]})
+
+
+def _by_job(days: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    found: dict[str, dict[str, int]] = {}
+    for day in days:
+        found.setdefault(day["jobId"], {})[day["date"]] = day["tokens"]
+    return found
 
 
 def _rebuilt(scheduler: Path) -> SpendBook:
@@ -156,11 +168,11 @@ def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> str | None:
                      "why": f"more than {MAX_OPEN} runs were open at once"})
     book.open = book.open[-MAX_OPEN:]
     first_kept = (datetime.fromtimestamp(now_ms / 1000, UTC) - timedelta(days=DAYS_KEPT)).date().isoformat()
-    days = sorted(((date, job), tokens) for (job, date), tokens in book.days.items() if date >= first_kept)
-    days = days[-MAX_DAYS:]
+    days = sorted((date, job, tokens) for job, dates in book.days.items() for date, tokens in dates.items()
+                  if date >= first_kept)[-MAX_DAYS:]
     sessions = sorted(book.sessions.items(), key=lambda item: item[1][1])[-MAX_SESSIONS:]
     doc = {"formatVersion": 2, "open": book.open,
-           "days": [{"jobId": job, "date": date, "tokens": tokens} for (date, job), tokens in days],
+           "days": [{"jobId": job, "date": date, "tokens": tokens} for date, job, tokens in days],
            "sessions": [{"project": project, "sessionId": sid, "toTokens": charged, "atMs": at}
                         for (project, sid), (charged, at) in sessions]}
     atomic_write(spend_path(scheduler), compact_json(doc))
@@ -179,9 +191,10 @@ def write_book(scheduler: Path, book: SpendBook, now_ms: int) -> str | None:
 # --- the history of closed runs -------------------------------------------------------------------
 
 def append_history(scheduler: Path, runs: list[dict[str, Any]]) -> None:
-    """Append closed runs' records (never through a link, only to a regular file); an unfinished
-    last line (a kill mid-append) is cut first; before the file would pass `HISTORY_CAP` it is
-    replaced by its newer half and the new lines."""
+    """Append closed runs' records (never through a link, only to a regular file): in place while
+    the file is whole, of one name and under `HISTORY_CAP`; else it is replaced by its whole lines
+    (an unfinished last one — a kill mid-append — cut), its newer half past the cap, and the new
+    lines."""
     path = history_path(scheduler)
     data = b"".join(compact_json(run) for run in runs)
     try:
@@ -192,33 +205,26 @@ def append_history(scheduler: Path, runs: list[dict[str, Any]]) -> None:
         raise SystemRefusedError.from_os_error(error, "cannot open the run history") from None
     try:
         found = os.fstat(fd)
-        size = found.st_size
         if not stat.S_ISREG(found.st_mode):
             raise InvalidDataError(path, "not a regular file; the run history is not written there")
-        if found.st_nlink > 1:  # another name of the file (a hard link): replaced, never appended through
-            atomic_write(path, os.pread(fd, size, 0), durable=False)
-            os.close(fd)
-            fd = -1
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            tail = os.pread(fd, min(size, HISTORY_CAP), max(0, size - HISTORY_CAP))
-            size -= len(tail) - (tail.rfind(b"\n") + 1)
-            os.ftruncate(fd, size)
-        if size + len(data) > HISTORY_CAP:
-            half = HISTORY_CAP // 2
-            kept = os.pread(fd, half, max(0, size - half))
-            kept = kept[kept.find(b"\n") + 1:] if size > half else kept
-            if len(data) > half:  # thousands of runs closed at once: their newest, whole lines
-                data = data[data.find(b"\n", len(data) - half) + 1:]
-                kept = b""
-            atomic_write(path, kept + data, durable=False)
+        size = found.st_size
+        if found.st_nlink == 1 and size + len(data) <= HISTORY_CAP and (not size or os.pread(fd, 1, size - 1) == b"\n"):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
             return
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        # else replaced, never written in place: another name of the file (a hard link) keeps its
+        # bytes, an unfinished last line goes, and past the cap only the newer half is kept
+        half = HISTORY_CAP // 2
+        kept = os.pread(fd, min(size, HISTORY_CAP), max(0, size - HISTORY_CAP))
+        kept = kept[kept.find(b"\n") + 1 if size > HISTORY_CAP else 0:kept.rfind(b"\n") + 1]
+        if len(kept) + len(data) > HISTORY_CAP:
+            kept = kept[kept.find(b"\n", len(kept) - half) + 1:] if len(kept) > half else kept
+        if len(data) > half:  # thousands of runs closed at once: their newest, whole lines
+            data, kept = data[data.find(b"\n", len(data) - half) + 1:], b""
+        atomic_write(path, kept + data, durable=False)
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
 
 
 def read_history(scheduler: Path) -> dict[str, dict[str, Any]]:

@@ -29,7 +29,7 @@ from ..run.receipts import consumption
 from ..store.targets import run_target_project
 from ..timeline.schedule import job_zone, local_time
 from .file import SpendBook, read_book, read_history, spend_path, write_book
-from .rules import GUARD_KEYS, effective_guards
+from .rules import is_guarded
 
 OPEN_FOR_MS = 24 * 3_600_000  # a run whose message is not read (or agent not idle) within this: no attribution
 
@@ -62,8 +62,7 @@ def open_run(book: SpendBook, *, execution_id: str, job_id: str, date: str, proj
         book.charge({**run, "state": "unattributed", "closedAtMs": clock.now_ms(),
                      "why": "usage.total_tokens unreadable at dispatch"})
     else:
-        if not book.charged_to((str(project), session_id), total):
-            book.sessions.pop((str(project), session_id), None)  # counters reset: the old charges are of the old count
+        book.charged_to((str(project), session_id), total, forget_reset=True)
         book.open.append({**run, "fromTokens": total})
     return True
 
@@ -89,9 +88,7 @@ def close_runs(book: SpendBook, clock: Clock) -> bool:
             still_open.append(run)
     for key, group in closing.items():
         total = max(found for _, found in group)
-        if not book.charged_to(key, total):
-            book.sessions.pop(key, None)  # counters reset since the last charge
-        shares = _shares([run for run, _ in group], book.charged_to(key, total), total)
+        shares = _shares([run for run, _ in group], book.charged_to(key, total, forget_reset=True), total)
         for (run, _), tokens in zip(group, shares, strict=True):
             book.charge({**run, "state": "attributed", "tokens": tokens, "toTokens": total, "closedAtMs": now})
         changed = True
@@ -122,9 +119,9 @@ class DayTokens:
     def __init__(self, book: SpendBook, clock: Clock) -> None:
         self.book = book
         self.clock = clock
-        self._open: dict[tuple[str, str], int] | None = None
+        self._open: dict[str, dict[str, int]] | None = None  # job id -> date -> the open runs' growth
 
-    def _growth(self) -> dict[tuple[str, str], int]:
+    def _growth(self) -> dict[str, dict[str, int]]:
         if self._open is None:
             self._open = {}
             sessions: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -136,15 +133,14 @@ class DayTokens:
                 if info is None or info.state == "unknown" or total is None:
                     continue  # no figure to count by: its runs count once they close
                 for run, tokens in zip(runs, _shares(runs, self.book.charged_to(key, total), total), strict=True):
-                    day = (run["jobId"], run["date"])
-                    self._open[day] = self._open.get(day, 0) + tokens
+                    dates = self._open.setdefault(run["jobId"], {})
+                    dates[run["date"]] = dates.get(run["date"], 0) + tokens
         return self._open
 
     def by_date(self, job_id: str) -> dict[str, int]:
         days = self.book.tokens_by_date(job_id)
-        for (job, date), tokens in self._growth().items():
-            if job == job_id:
-                days[date] = days.get(date, 0) + tokens
+        for date, tokens in self._growth().get(job_id, {}).items():
+            days[date] = days.get(date, 0) + tokens
         return days
 
     def reset(self) -> None:
@@ -224,11 +220,11 @@ class Attribution:
         spend guard, and the others when the agent publishes its token counters."""
         if outcome.get("kind") != "inbox_dispatch":
             return
-        guarded = any(effective_guards(entry, budget).get(key) is not None for key in GUARD_KEYS[:3])
         date = local_time(start["scheduledForMs"], job_zone(job, entry)).date().isoformat()
         if open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
                     project=run_target_project(job, project, workspace=self.scheduler.parent),
-                    session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock, guarded=guarded):
+                    session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock,
+                    guarded=is_guarded(entry, budget)):
             self._changed()
 
     def _changed(self) -> None:

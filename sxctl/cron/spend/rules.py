@@ -94,6 +94,12 @@ def effective_guards(entry: dict[str, Any], budget: dict[str, Any] | None) -> di
     return found
 
 
+def is_guarded(entry: dict[str, Any], budget: dict[str, Any] | None) -> bool:
+    """Whether a job follows a spend guard that needs its runs' tokens or figures (every run of
+    it is attributed; `cron runs` says why one has no record)."""
+    return any(effective_guards(entry, budget).get(key) is not None for key in GUARD_KEYS[:3])
+
+
 def describe_guards(entry: dict[str, Any]) -> dict[str, Any]:
     """A job's own guard settings for `cron list/show --json` (None: not set; the budget's apply)."""
     return {"rateLimitCeiling": entry.get("rateLimitCeiling"), "maxSessionTokens": entry.get("maxSessionTokens"),

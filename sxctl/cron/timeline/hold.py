@@ -95,10 +95,9 @@ def hold_for(job: Job, occurrence: int, now: int, agents: Agents) -> Hold | None
     at once)."""
     due_at = job.run_at(occurrence)
     give_up_at = job.run_at(stands_for(job, occurrence, now)) + job.hold_max_ms
-    if job.active is not None and not job.one_shot:  # a late run is skipped once its active hours end
-        end = job.active.span_end(job.local(max(now, due_at)).replace(tzinfo=None))
-        if end is not None:
-            give_up_at = min(give_up_at, int(end.replace(tzinfo=job.zone).timestamp() * 1000))
+    end = None if job.one_shot else job.span_end_ms(max(now, due_at))  # a late run is skipped once its hours end
+    if end is not None:
+        give_up_at = min(give_up_at, end)
     status = "waiting" if max(now, due_at) < give_up_at else "given_up"
     if agents.waits(job):
         return Hold(status, "no_live_session", due_at, give_up_at, job.hold_max_ms)

@@ -11,7 +11,7 @@ import pytest
 
 from sxctl.clock import FakeClock
 from tests.conftest import SID as AGENT_SID
-from tests.conftest import now_ms
+from tests.conftest import killed_at, now_ms
 from tests.core.cron.test_scheduling import MIN, NINE, SID
 
 from . import test_scheduling
@@ -196,27 +196,15 @@ def test_replace_never_retracts_a_message_a_ledger_row_names_outside_the_session
     assert bait.read_text() == "{}" and not (bait.parent / "retracted").exists()
 
 
-class Killed(BaseException):
-    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
-
-
 @pytest.mark.parametrize("point", ["before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal"])
 def test_a_replacing_pass_killed_at_any_point_never_loses_the_jobs_message(sched, monkeypatch, point):
-    from sxctl import faults
     from tests.comis_strict import check_store_bytes
 
     sched.folder.mkdir(parents=True)
     _add(sched, "replace")
     sched.tick(NINE)
 
-    def hit(at: str) -> None:
-        if at == point:
-            raise Killed(at)
-
-    monkeypatch.setattr(faults, "hit", hit)
-    with pytest.raises(Killed):
-        sched.run(NINE + HOUR, "cron", "tick")
-    monkeypatch.undo()
+    killed_at(monkeypatch, point, lambda: sched.run(NINE + HOUR, "cron", "tick"))
     assert check_store_bytes((sched.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
     # sent first, retracted after: killed in between, one message too many, never none
     assert len(sched.pending()) == (2 if point == "after-dispatch" else 1)

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import heartbeat_file
+from tests.conftest import heartbeat_file, killed_at
 from tests.core.cron.test_scheduling import MIN, NINE
 
 from . import test_scheduling
@@ -98,26 +98,13 @@ def test_a_job_pings_start_and_success_or_fail_with_its_run_id(sched, endpoint):
     assert beat["pings"] == {"sent": 4, "failed": 0, "dropped": 0, "lastError": None, "pending": []}
 
 
-class Killed(BaseException):
-    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
-
-
 def test_a_run_whose_pass_was_killed_after_its_start_ping_gets_its_fail_from_the_next_pass(sched, endpoint,
                                                                                           monkeypatch):
     """Its monitor got /start and never an end: the next pass records the run unknown and sends
     /fail (it sent nothing, and the monitor waited out its grace time)."""
-    from sxctl import faults
-
     _delivery(sched, NINE - MIN, "job", "--ping-url", f"{endpoint.url}/{SECRET}")
 
-    def hit(at: str) -> None:
-        if at == "after-dispatch":
-            raise Killed(at)
-
-    monkeypatch.setattr(faults, "hit", hit)
-    with pytest.raises(Killed):
-        sched.run(NINE, "cron", "tick", "--json", env=sched.env(SXCTL_DELIVER_CMD="cat"))
-    monkeypatch.undo()
+    killed_at(monkeypatch, "after-dispatch", lambda: sched.run(NINE, "cron", "tick", "--json", env=sched.env(SXCTL_DELIVER_CMD="cat")))
     assert [path for path, _ in endpoint.received] == [f"/{SECRET}/start"]
     report = sched.tick(NINE + 5 * MIN)
     [lost] = report["reconciled"]["executionIds"]

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests.conftest import killed_at
 from tests.core.cron.test_scheduling import MIN, NINE, SID, sched  # noqa: F401 - the fixture
 
 HOUR = 60 * MIN
@@ -349,28 +350,15 @@ def test_runs_of_jobs_without_a_guard_get_tokens_only_while_the_agent_publishes_
     assert runs[0]["tokens"] == 700 and "tokens" not in runs[1]
 
 
-class Killed(BaseException):
-    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
-
-
 @pytest.mark.parametrize("point", ["after-dispatch", "after-terminal"])
 def test_a_pass_killed_after_sending_still_counts_the_runs_tokens(sched, monkeypatch, point):  # noqa: F811
     """The attribution was saved at the end of the pass: a pass killed after its send left the
     run out of --max-tokens-per-day, and every such pass ran past the cap."""
-    from sxctl import faults
-
     sched.add(NINE - HOUR, "hourly", "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event",
               "--text", "check", "--max-tokens-per-day", "1500")
     agent_with(sched, NINE, usage(total=1000))
 
-    def hit(at: str) -> None:
-        if at == point:
-            raise Killed(at)
-
-    monkeypatch.setattr(faults, "hit", hit)
-    with pytest.raises(Killed):
-        sched.run(NINE, "cron", "tick")
-    monkeypatch.undo()
+    killed_at(monkeypatch, point, lambda: sched.run(NINE, "cron", "tick"))
     assert len(list((sched.folder / "inbox").glob("*.json"))) == 1
     spend = json.loads((sched.root / ".scheduler" / "sxctl-spend.json").read_text())
     assert [run["state"] for run in spend["open"]] == ["open"]

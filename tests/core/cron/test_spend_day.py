@@ -11,6 +11,7 @@ import os
 import pytest
 
 from sxctl.cron.spend import file as spend_file
+from tests.conftest import killed_at
 from tests.core.cron.test_scheduling import MIN, NINE, SID, sched  # noqa: F401 - the fixture
 from tests.core.cron.test_spend import HOUR, agent_with, history, read_all, usage
 
@@ -166,10 +167,6 @@ def test_a_torn_last_line_of_the_run_history_is_skipped_then_cut(sched):  # noqa
     assert validated.code == 5 and "sxctl-spend-runs.jsonl" in validated.out
 
 
-class Killed(BaseException):
-    """A pass "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
-
-
 @pytest.mark.parametrize("point", ["after-claim", "after-start", "after-dispatch", "after-terminal",
                                    "before-spend-history"])
 def test_a_pass_killed_at_any_fault_point_never_passes_the_day_by_more_than_one_run(sched, monkeypatch,  # noqa: F811
@@ -177,7 +174,6 @@ def test_a_pass_killed_at_any_fault_point_never_passes_the_day_by_more_than_one_
     """Cap 1,000; each run costs 600. The first run closes in the pass that sends the second,
     which is killed at `point`; whatever the kill left, the agent reads everything and the later
     passes of the day send nothing: the day ends at most one run (600) past its cap."""
-    from sxctl import faults
 
     sched.add(NINE - HOUR, "capped", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload",
               "heartbeat-event", "--text", "x", "--max-tokens-per-day", "1000")
@@ -186,14 +182,7 @@ def test_a_pass_killed_at_any_fault_point_never_passes_the_day_by_more_than_one_
     read_all(sched, 600, NINE + 10 * MIN)
     agent_with(sched, NINE + HOUR, usage(total=600))
 
-    def hit(at: str) -> None:
-        if at == point:
-            raise Killed(at)
-
-    monkeypatch.setattr(faults, "hit", hit)
-    with pytest.raises(Killed):
-        sched.run(NINE + HOUR, "cron", "tick")
-    monkeypatch.undo()
+    killed_at(monkeypatch, point, lambda: sched.run(NINE + HOUR, "cron", "tick"))
     total = 600
     for n in range(2, 8):
         sent = len(list((sched.folder / "inbox").glob("*.json")))
