@@ -56,6 +56,21 @@ exit 1
 }
 
 
+
+def written_after_reads(folder: Path) -> None:
+    """An agent reports after it reads: the session's stats.json is dated (on the file system's
+    clock, which the spend attribution compares) after every message in its inbox/done/, even
+    when the test wrote both within one tick of a coarse file clock."""
+    try:
+        newest = max((entry.stat(follow_symlinks=False).st_ctime_ns for entry in os.scandir(folder / "inbox" / "done")),
+                     default=0)
+    except OSError:
+        return
+    stats = folder / "stats.json"
+    if stats.stat().st_mtime_ns // 1_000_000 <= newest // 1_000_000:
+        later = (newest // 1_000_000 + 1) * 1_000_000
+        os.utime(stats, ns=(later, later))
+
 def heartbeat_file(root: Path) -> Path:
     """The heartbeat a pass on this host writes in the workspace at `root` (cron/run/heartbeat.py)."""
     from sxctl.cron.policy.hosts import this_host
@@ -137,6 +152,7 @@ class Project:
             updated = now_ms() - (age_ms if live else max(age_ms, 60_000))
             body = {"updated_ms": updated, "model": "test-model", "cwd": str(self.root), **(stats or {})}
             (folder / "stats.json").write_text(json.dumps(body))
+            written_after_reads(folder)
         return folder
 
     def env(self, **extra: str) -> dict[str, str]:

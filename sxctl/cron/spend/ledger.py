@@ -2,10 +2,11 @@
 publishes its token counters (kept in sxctl's spend files: cron/spend/file.py). An ATTRIBUTION
 from the agent's own counters, not a bill: a run's tokens are the growth of the session's
 `usage.total_tokens` from its dispatch to the first pass that finds its message read and the agent
-idle again — whatever else the agent did meanwhile is counted in, but never twice: runs of one
-session open at the same time share the growth while they overlap, and no run is charged what an
-earlier one was (the session's charged total). A run whose session rotated, whose message was never
-read within a day, or whose figures did not read has no attribution (`-`).
+idle again in a stats.json written after the read — whatever else the agent did meanwhile is
+counted in, but never twice: runs of one session open at the same time share the growth while
+they overlap, and no run is charged what an earlier one was (the session's charged total). A run
+whose session rotated, whose message was never read within a day, or whose figures did not read
+has no attribution (`-`).
 
 `maxTokensPerDay` (cron/spend/rules.py) counts per date of occurrence in the job's zone the
 tokens of the job's closed runs AND the growth so far of its open ones, shared as closing them now
@@ -16,13 +17,14 @@ works, so a day passes its cap by at most the growth of the run that reached it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...clock import Clock
 from ...errors import InvalidDataError
-from ...project import session_info
+from ...project import SessionInfo, session_info
 from ...project.layout import ProjectLayout, is_valid_session_id
 from ...project.usage import read_usage
 from ..run.receipts import consumption
@@ -41,18 +43,44 @@ def run_tokens(scheduler: Path) -> dict[str, dict[str, Any]]:
     return runs
 
 
-def _session_stats(project: Path, session_id: str, clock: Clock):
-    if not is_valid_session_id(session_id):
-        return None
-    folder = ProjectLayout(project).sessions / session_id
-    return session_info(folder, clock) if folder.is_dir() else None
+class Figures:
+    """The agents' stats.json as one pass reads them: each session once, so that the count a
+    pass decides by, the runs it closes and the `fromTokens` of the runs it opens are one reading
+    (a turn ending between the decision and the dispatch is not a run sent past the cap)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._read: dict[tuple[str, str], tuple[SessionInfo | None, int]] = {}
+
+    def _reading(self, project: Path, session_id: str) -> tuple[SessionInfo | None, int]:
+        key = (str(project), session_id)
+        if key not in self._read:
+            folder = ProjectLayout(project).sessions / session_id
+            if not (is_valid_session_id(session_id) and folder.is_dir()):
+                self._read[key] = (None, 0)
+            else:
+                try:  # the file's time first: a stats.json replaced after it only looks older
+                    written = os.stat(folder / "stats.json").st_mtime_ns
+                except OSError:
+                    written = 0
+                self._read[key] = (session_info(folder, self.clock), written)
+        return self._read[key]
+
+    def session(self, project: Path, session_id: str) -> SessionInfo | None:
+        return self._reading(project, session_id)[0]
+
+    def written_ms(self, project: Path, session_id: str) -> int:
+        """When the stats.json read was written, on the file system's clock (that of a receipt)."""
+        return self._reading(project, session_id)[1] // 1_000_000
 
 
-def open_run(book: SpendBook, *, execution_id: str, job_id: str, date: str, project: Path, session_id: str,
-             stem: str, clock: Clock, guarded: bool = True) -> bool:
-    """A run was dispatched into `session_id`: note the session's tokens now (True when noted).
-    A run of a job without a guard is noted only when the agent publishes its counters."""
-    info = _session_stats(project, session_id, clock)
+def open_run(book: SpendBook, figures: Figures, *, execution_id: str, job_id: str, date: str, project: Path,
+             session_id: str, stem: str, guarded: bool = True) -> bool:
+    """A run was dispatched into `session_id`: note the session's tokens as `figures` read them
+    (True when noted). A run of a job without a guard is noted only when the agent publishes its
+    counters."""
+    clock = figures.clock
+    info = figures.session(project, session_id)
     total = read_usage(info.stats if info is not None else None).get("total_tokens")
     if total is None and not guarded:
         return False
@@ -67,16 +95,16 @@ def open_run(book: SpendBook, *, execution_id: str, job_id: str, date: str, proj
     return True
 
 
-def close_runs(book: SpendBook, clock: Clock) -> bool:
+def close_runs(book: SpendBook, figures: Figures) -> bool:
     """Attribute every open run whose message has been read while the agent is idle now (True
     when one changed): the growth of total_tokens since its dispatch, never counted twice — runs
     of one session closing together share the growth while several of them were open, and a run
     is charged nothing an earlier attributed run of its session was."""
-    now = clock.now_ms()
+    now = figures.clock.now_ms()
     closing: dict[tuple[str, str], list[tuple[dict[str, Any], int]]] = {}
     still_open, changed = [], False
     for run in book.open:
-        total, why = _readiness(run, clock)
+        total, why = _readiness(run, figures)
         if total is None and why is None and now - run["dispatchedAtMs"] > OPEN_FOR_MS:
             why = "its message was not read with the agent idle within a day"
         if why is not None:
@@ -116,9 +144,9 @@ class DayTokens:
     of its open ones (each session's open runs sharing its growth since the charged total, as
     closing them now would), the agent's figures read once."""
 
-    def __init__(self, book: SpendBook, clock: Clock) -> None:
+    def __init__(self, book: SpendBook, figures: Figures) -> None:
         self.book = book
-        self.clock = clock
+        self.figures = figures
         self._open: dict[str, dict[str, int]] | None = None  # job id -> date -> the open runs' growth
 
     def _growth(self) -> dict[str, dict[str, int]]:
@@ -128,7 +156,7 @@ class DayTokens:
             for run in self.book.open:
                 sessions.setdefault((run["project"], run["sessionId"]), []).append(run)
             for key, runs in sessions.items():
-                info = _session_stats(Path(key[0]), key[1], self.clock)
+                info = self.figures.session(Path(key[0]), key[1])
                 total = read_usage(info.stats if info is not None else None).get("total_tokens")
                 if info is None or info.state == "unknown" or total is None:
                     continue  # no figure to count by: its runs count once they close
@@ -154,23 +182,26 @@ def day_tokens(scheduler: Path, clock: Clock) -> DayTokens:
         book = read_book(scheduler)
     except InvalidDataError:
         book = SpendBook()
-    return DayTokens(book, clock)
+    return DayTokens(book, Figures(clock))
 
 
-def _readiness(run: dict[str, Any], clock: Clock) -> tuple[int | None, str | None]:
+def _readiness(run: dict[str, Any], figures: Figures) -> tuple[int | None, str | None]:
     """(the session's total_tokens, None) when `run` can be attributed now; (None, why) when it
-    never can; (None, None) while it stays open."""
+    never can; (None, None) while it stays open. The agent says it is idle in a stats.json
+    written after the message was read: one written before it (an agent claims a message, then
+    reports the turn it starts) cannot tell that the turn for it is over. Both times are the file
+    system's, so an agent's clock that lies cannot close a run early."""
     project = Path(run["project"])
-    receipt = consumption(project, run["sessionId"], run["stem"], clock)
+    receipt = consumption(project, run["sessionId"], run["stem"], figures.clock)
     if receipt["state"] in ("retracted", "lost"):
         return None, f"its message is {receipt['state']}"
     if receipt["state"] != "read" or "forwardedTo" in receipt:
         return None, "its message went to another session" if "forwardedTo" in receipt else None
-    info = _session_stats(project, run["sessionId"], clock)
+    info = figures.session(project, run["sessionId"])
     if info is None or info.state == "unknown":
         return None, "the session is gone"
-    if info.state == "stale":
-        return None, None  # its agent may come back: a stopped one wrote its last figures
+    if info.state == "stale" or figures.written_ms(project, run["sessionId"]) <= receipt["readAtMs"]:
+        return None, None  # its agent may come back (a stopped one wrote its last figures), or report again
     stats = info.stats or {}
     block = stats.get("sxctl")
     bash = stats.get("bash")
@@ -196,6 +227,7 @@ class Attribution:
         self.clock = clock
         self.warn = warn
         self.book: SpendBook | None = None
+        self.figures = Figures(clock)
         self.counted: DayTokens | None = None
         self.changed = False
 
@@ -207,11 +239,11 @@ class Attribution:
 
     def day_tokens(self, job_id: str) -> dict[str, int]:
         if self.counted is None:
-            self.counted = DayTokens(self.load(), self.clock)
+            self.counted = DayTokens(self.load(), self.figures)
         return self.counted.by_date(job_id)
 
     def close(self) -> None:
-        if spend_path(self.scheduler).exists() and close_runs(self.load(), self.clock):
+        if spend_path(self.scheduler).exists() and close_runs(self.load(), self.figures):
             self._changed()
 
     def dispatched(self, job: dict[str, Any], entry: dict[str, Any], budget: dict[str, Any] | None,
@@ -221,10 +253,9 @@ class Attribution:
         if outcome.get("kind") != "inbox_dispatch":
             return
         date = local_time(start["scheduledForMs"], job_zone(job, entry)).date().isoformat()
-        if open_run(self.load(), execution_id=start["executionId"], job_id=job["id"], date=date,
+        if open_run(self.load(), self.figures, execution_id=start["executionId"], job_id=job["id"], date=date,
                     project=run_target_project(job, project, workspace=self.scheduler.parent),
-                    session_id=outcome["sessionId"], stem=outcome["stem"], clock=self.clock,
-                    guarded=is_guarded(entry, budget)):
+                    session_id=outcome["sessionId"], stem=outcome["stem"], guarded=is_guarded(entry, budget)):
             self._changed()
 
     def _changed(self) -> None:

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import killed_at
+from tests.conftest import killed_at, written_after_reads
 from tests.core.cron.test_scheduling import MIN, NINE, SID, sched  # noqa: F401 - the fixture
 
 HOUR = 60 * MIN
@@ -22,6 +22,7 @@ def agent_with(sched, ms: int, usage) -> None:  # noqa: F811
     if usage is not None:
         body["usage"] = usage
     (sched.folder / "stats.json").write_text(json.dumps(body))
+    written_after_reads(sched.folder)
 
 
 def usage(total: int = 1000, rl_5h: float = 0.1, rl_7d: float = 0.05) -> dict:
@@ -181,6 +182,7 @@ def read_all(sched, total: int, ms: int, *, busy: bool = False) -> None:  # noqa
     stats = json.loads((sched.folder / "stats.json").read_text())
     stats["sxctl"] = {"busy": busy}
     (sched.folder / "stats.json").write_text(json.dumps(stats))
+    written_after_reads(sched.folder)
 
 
 def test_per_day_token_caps_count_the_attributed_tokens_across_runs(sched):  # noqa: F811

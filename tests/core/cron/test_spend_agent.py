@@ -145,6 +145,6 @@ def test_a_busy_agent_whose_turns_outlast_the_period_gets_no_run_once_the_day_is
     assert days and all(total <= 100 + 2 * turn for total in days.values()), (days, turn, len(history))
     base = min(run["fromTokens"] for run in history)  # the session's count when the first run went out
     late = [run["fromTokens"] - base for run in history if run["fromTokens"] - base >= 100]
-    assert not late, f"runs went out with {late} tokens of the day already spent (cap 100)"
+    assert not late, f"runs went out with {late} tokens of the day already spent (cap 100): {history}"
     last = max(history, key=lambda run: run["dispatchedAtMs"])
     assert sum(days.values()) <= 100 + (last["toTokens"] - last["fromTokens"])  # N + the last run's growth

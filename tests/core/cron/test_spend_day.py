@@ -67,6 +67,27 @@ def test_cron_list_and_next_count_an_open_runs_growth_as_the_pass_does(sched):  
     assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
 
 
+def test_an_idle_report_written_before_the_message_was_read_does_not_close_its_run(sched):  # noqa: F811
+    """An agent claims a message (a rename into done/), then reports the turn it starts: a pass
+    between the two found the message read and the agent idle, and closed the run at 0 tokens;
+    its turn was then charged to the runs after it. The idle report must postdate the read (both
+    times the file system's), so the run stays open and its turn is its own."""
+    sched.add(NINE - HOUR, "often", "--every", "10m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "x", "--max-tokens-per-day", "100")
+    agent_with(sched, NINE, usage(total=1000))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    stats = sched.folder / "stats.json"
+    reported = stats.stat().st_mtime_ns
+    read_all(sched, 1000, NINE + MIN)  # claimed; the idle report is the one from before the claim
+    os.utime(stats, ns=(reported, reported))
+    assert sched.tick(NINE + MIN)["runs"] == [] and len(spend_doc(sched)["open"]) == 1
+    busy_agent(sched, NINE + 5 * MIN, 1150)  # the turn for it reports, then ends
+    read_all(sched, 1150, NINE + 10 * MIN)
+    report = sched.tick(NINE + 10 * MIN)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day"
+    assert [(run["state"], run["tokens"]) for run in history(sched)] == [("attributed", 150)]
+
+
 def _flood(sched, runs: int, at: int, *, session: str = "2026_12_01_other") -> None:  # noqa: F811
     """`runs` attributed runs of another job in another session, through the spend book."""
     scheduler = sched.root / SCHEDULER
