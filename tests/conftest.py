@@ -27,7 +27,7 @@ SID = "2026_09_21_quiet_euler"  # the session of the examples, and of every test
 SCRUBBED_PREFIXES = ("SXCTL_", "SX_", "SCORPIOX_", "COMIS_")
 # ... except the suite's own knobs, which sxctl never reads (a test checks that).
 TEST_KNOBS = frozenset({"SXCTL_TEST_SEED", "SXCTL_MODEL_EXAMPLES", "SXCTL_MODEL_STEPS", "SXCTL_MODEL_SHRINK",
-                        "SXCTL_STRESS_FIGURES"})
+                        "SXCTL_STRESS_FIGURES", "SXCTL_TEST_INSTANT", "SXCTL_TEST_WORLDS"})
 # What a terminal, a locale or a user's shell would change in the output: removed ...
 SCRUBBED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE",
             "ACTIVE_PROFILE", "PYTHONIOENCODING", "LANGUAGE", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME",
@@ -56,7 +56,6 @@ exit 1
 }
 
 
-
 def written_after_reads(folder: Path) -> None:
     """An agent reports after it reads: the session's stats.json is dated (on the file system's
     clock, which the spend attribution compares) after every message in its inbox/done/, even
@@ -70,6 +69,7 @@ def written_after_reads(folder: Path) -> None:
     if stats.stat().st_mtime_ns // 1_000_000 <= newest // 1_000_000:
         later = (newest // 1_000_000 + 1) * 1_000_000
         os.utime(stats, ns=(later, later))
+
 
 def heartbeat_file(root: Path) -> Path:
     """The heartbeat a pass on this host writes in the workspace at `root` (cron/run/heartbeat.py)."""
@@ -439,6 +439,22 @@ def pytest_xdist_auto_num_workers(config):
     agents taking turns, kills, timers, the demo's tour — so workers beyond the cores overlap
     those waits with the tests that compute (on 2 cores: 85 s instead of 170 s)."""
     return min(12, 3 * (os.cpu_count() or 1))
+
+
+#: set by tools/at_instant.py: the wall clock was moved to this instant for the whole run
+INSTANT_ENV = "SXCTL_TEST_INSTANT"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under a moved wall clock (tools/at_instant.py), skip the tests that need the machine's own
+    time: the file system stamps files with it, and a bare environment drops the moved clock."""
+    instant = os.environ.get(INSTANT_ENV)
+    if not instant:
+        return
+    skip = pytest.mark.skip(reason=f"needs the machine's own clock; the run is at {instant} (tools/at_instant.py)")
+    for item in items:
+        if item.get_closest_marker("real_time"):
+            item.add_marker(skip)
 
 
 def pytest_configure(config):

@@ -41,6 +41,7 @@ def test_the_generated_examples_are_up_to_date_and_the_readme_is_a_front_door():
     assert not re.search(r"\d+ tests|about \d+ seconds", readme)  # counts and timings go stale
 
 
+@pytest.mark.real_time
 def test_every_group_has_a_man_page_that_renders_cleanly():
     import click
 

@@ -145,6 +145,7 @@ def _run_exec_start(line: str, world, workdir: str) -> None:
 
 # --- the scheduler guide's lines ---------------------------------------------------------------------------
 
+@pytest.mark.real_time
 def test_the_guides_crontab_entry_runs_under_crons_environment_and_logs(cron_world):
     project, folder, clone, env = cron_world
     [entry] = [line for line in _blocks("crontab")[0].splitlines() if ENTRY.match(line)]
@@ -154,6 +155,7 @@ def test_the_guides_crontab_entry_runs_under_crons_environment_and_logs(cron_wor
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d ran ping \(scheduled\): dispatched → \S+ \(\w+\)", line)
 
 
+@pytest.mark.real_time
 def test_the_guides_systemd_service_runs_under_a_bare_environment(cron_world, tmp_path):
     project, folder, clone, env = cron_world
     [service] = [b for b in _blocks("ini") if "[Service]" in b]
@@ -190,6 +192,7 @@ def test_the_guide_shows_what_cron_export_writes_under_the_names_it_writes():
 
 # --- every scheduler line anywhere ----------------------------------------------------------------
 
+@pytest.mark.real_time
 def test_every_scheduler_line_in_the_docs_man_pages_and_help_runs_under_crons_environment(cron_world):
     """A line that says `python3 -m sxctl` (or a bare `sxctl`) finds no sxctl under cron: the
     README's first command installs into .venv/, which cron's PATH does not have."""

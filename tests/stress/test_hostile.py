@@ -230,6 +230,7 @@ def _die_holding_the_store_lock(root) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.real_time
 def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(project, figures):
     """50 trials on a real file system: an sxctl holder is killed holding the store lock; comis
     later removes the stale directory and makes its own (ext4 and tmpfs hand it the same inode
@@ -483,6 +484,7 @@ def test_a_missing_or_unwanted_option_value_names_the_command(project, args, whe
                                     "\"$PY\" -m sxctl inbox send --no-wait <&-",
                                     "\"$PY\" -m sxctl cb set - --every 5 <&-",
                                     "\"$PY\" -m sxctl cron remove j <&-"])
+@pytest.mark.real_time
 def test_a_closed_stdin_is_a_usage_error(project, script):
     folder = project.session(SID, live=False)
     proc = _sh(project, script)
@@ -522,6 +524,7 @@ def _sh(project, script, **env):
                           env=project.env(PY=sys.executable, **env))
 
 
+@pytest.mark.real_time
 def test_a_closed_stdout_is_one_line_and_nothing_is_done(project):
     folder = project.session(SID, live=False)
     proc = _sh(project, '"$PY" -m sxctl inbox send "never sent" --no-wait >&-')
@@ -532,6 +535,7 @@ def test_a_closed_stdout_is_one_line_and_nothing_is_done(project):
 
 
 @pytest.mark.parametrize("args", [["session", "list"], ["cron", "list"], ["inbox", "list"], ["status"]])
+@pytest.mark.real_time
 def test_a_reader_that_goes_away_is_the_broken_pipe_status_and_silence(project, args):
     project.session(SID, live=False)
     scheduler = _store_and_ledger(project)
@@ -570,6 +574,7 @@ def test_a_full_stdout_is_exit_8_and_one_line(project, args):
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [["inbox", "send", "x", "--no-wait"], ["--json", "inbox", "send", "x", "--no-wait"],
                                   ["inbox", "send", "-", "--no-wait"]])  # (the last: the click command)
+@pytest.mark.real_time
 def test_a_send_whose_output_cannot_be_written_says_the_message_was_sent(project, args):
     """Exit 8 and only "cannot write standard output": an unkeyed script sent the message again."""
     folder = project.session(SID, live=False)
@@ -585,6 +590,7 @@ def test_a_send_whose_output_cannot_be_written_says_the_message_was_sent(project
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [["inbox", "send", "x", "--no-wait"], ["--", "inbox", "send", "x", "--no-wait"],
                                   ["inbox", "list"]])
+@pytest.mark.real_time
 def test_a_full_stderr_loses_a_note_never_the_command(project, args):
     """A note ("using session …", "no readable stats.json") that cannot be written to stderr is
     lost; the command still does its work and exits as it would (it exited 1, nothing sent)."""
@@ -618,6 +624,7 @@ def test_arguments_that_are_not_utf8_are_a_usage_error(project):
 
 
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+@pytest.mark.real_time
 def test_narrow_output_encodings_still_print_and_json_stays_json(project, encoding):
     folder = project.session(SID, live=False)
     sent = project.process("inbox", "send", "naïve café ☕", "--no-wait", "--json",
@@ -631,6 +638,7 @@ def test_narrow_output_encodings_still_print_and_json_stays_json(project, encodi
     assert len(list((folder / "inbox").glob("*.json"))) == 1
 
 
+@pytest.mark.real_time
 def test_strange_environments_get_answers_not_tracebacks(project, tmp_path):
     project.session(SID, live=False)
     _store_and_ledger(project)

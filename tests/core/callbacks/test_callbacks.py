@@ -391,6 +391,7 @@ def test_create_by_link_never_clobbers_a_file_the_agent_created_meanwhile(projec
     assert after["slots"][0]["message"] == "agent's own" and after["slots"][1]["message"] == "mine"
 
 
+@pytest.mark.real_time
 def test_killed_writer_leaves_the_old_file_and_a_temp_that_a_later_write_removes(project, example_session):
     before = (example_session / "callbacks.json").read_bytes()
     result = project.run("--session", SID, "cb", "set", "never lands", "--every", "5",

@@ -293,6 +293,7 @@ def test_init_creates_what_is_missing_and_never_overwrites(project):
     assert again.json()["created"] == [] and (scheduler / "cron-jobs.json").read_bytes() == raw
 
 
+@pytest.mark.real_time
 def test_held_lock_makes_a_mutation_wait_then_exit_4(project, ws):
     (ws / "cron-jobs.lock").touch()
     lockdir = ws / "cron-jobs.lock.lock"
@@ -441,6 +442,7 @@ def test_wake_drops_an_auto_message_into_the_live_session(project, ws):
     assert project.run("cron", "wake", "--target", "monitoring", "--json").json()["error"]["code"] == "unsupported"
 
 
+@pytest.mark.real_time
 def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
     from sxctl import locks
     from sxctl.cron.store.file import store_lock

@@ -193,6 +193,7 @@ def test_missing_store_is_nothing_to_do(project):
     assert project.run("cron", "tick", "-q").out == ""
 
 
+@pytest.mark.real_time
 def test_busy_lock(project):
     project.run("cron", "init")
     lockdir = project.root / ".scheduler" / "cron-jobs.lock.lock"

@@ -37,11 +37,20 @@ def _store_path(project):
 
 
 def _due_times():
-    """Distinct due times, all on one UTC day that has begun (the daily limit counts one day)."""
+    """Distinct due times in the two minutes before now (the daily limit counts one day: the
+    per-day job's zone is one where it is about noon, `_flags`)."""
     now = now_ms()
-    day_start = now - now % 86_400_000
-    base = day_start if now - day_start > 120_000 else day_start - 3_600_000
-    return iter(range(base + 1000, base + 120_000, 1000))
+    return iter(range(now - 130_000, now - 10_000, 1000))
+
+
+def _flags(limit: str) -> tuple[str, ...]:
+    """The limit's flags; the per-day one in a fixed-offset zone where it is about noon now, so
+    that no pass of the test crosses the job's midnight (a run after it counts toward a new day)."""
+    if limit != "max-runs-per-day":
+        return LIMITS[limit]
+    offset = 12 - time.gmtime().tm_hour  # -11 .. 12 hours east of UTC
+    zone = "Etc/GMT" + (f"{-offset:+d}" if offset else "")  # (Etc/GMT-5 is five hours EAST)
+    return (*LIMITS[limit], "--tz", zone)
 
 
 def _make_due(project, names, at_ms):
@@ -87,7 +96,7 @@ def test_a_pass_killed_at_any_step_never_lets_a_job_exceed_its_limit(project, li
     inbox (nobody reads it, so `--max-unconsumed 1` is at its limit too)."""
     folder = project.session()
     assert project.run("cron", "add", "capped", "--every", "1h", "--payload", "heartbeat-event", "--text", "capped",
-                       *LIMITS[limit]).code == 0
+                       *_flags(limit)).code == 0
     times = _due_times()
     _make_due(project, {"capped"}, next(times))
     killed = project.process("cron", "tick", "-q", "--fault-inject", point)
@@ -113,7 +122,7 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
     times = _due_times()
 
     def add_round(n):
-        names = {f"r{n}-{limit}": LIMITS[limit] for limit in LIMITS}
+        names = {f"r{n}-{limit}": _flags(limit) for limit in LIMITS}
         for name, flags in names.items():
             assert project.run("cron", "add", name, "--every", "1h", "--payload", "heartbeat-event", "--text", name,
                                *flags).code == 0

@@ -92,6 +92,7 @@ def test_the_exported_cronjob_validates_against_the_kubernetes_schemas(project, 
         assert needed in exported.out, needed
 
 
+@pytest.mark.real_time
 def test_the_crontab_line_run_by_sh_with_crons_environment_dispatches_a_due_job(project, tmp_path):
     project.session()
     due_job(project)
@@ -320,6 +321,7 @@ def due_delivery(project) -> None:
     assert added.code == 0, added.err
 
 
+@pytest.mark.real_time
 def test_env_reaches_the_pass_from_the_crontab_entry(project, tmp_path):
     project.session()
     due_delivery(project)
@@ -338,6 +340,7 @@ def test_env_reaches_the_pass_from_the_crontab_entry(project, tmp_path):
     assert (home / "got 100%").read_text() == "hello"
 
 
+@pytest.mark.real_time
 def test_env_reaches_the_pass_from_the_systemd_unit(project, tmp_path):
     project.session()
     due_delivery(project)
@@ -472,6 +475,7 @@ def test_two_passes_started_at_the_same_instant_dispatch_once(project):
 
 # --- heartbeat -------------------------------------------------------------------------------------------
 
+@pytest.mark.real_time
 def test_every_pass_leaves_a_heartbeat(project):
     beat_file = heartbeat_file(project.root)
     project.session()

@@ -528,6 +528,7 @@ def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
     assert check["fix"].startswith("timedatectl status")
 
 
+@pytest.mark.real_time
 def test_doctor_names_stray_temps_of_the_scheduler_and_its_heartbeats_once_they_are_old(project):
     """A writer killed mid-write leaves `NAME.<uuid>.tmp`; after an hour no writer owns it and
     doctor names it — beside the store and in the per-host heartbeat folder alike."""

@@ -45,6 +45,7 @@ def test_listing_the_newest_consumed_opens_only_those(project, history, opened):
     assert len(in_done) == 20
 
 
+@pytest.mark.real_time
 def test_status_reads_no_consumed_message(project, history, opened):
     doc = project.run("status", "--json").json()
     assert doc["inbox"]["consumed_last_hour"] == 200  # counted from the directory entries
@@ -134,6 +135,7 @@ def test_watch_keeps_a_mark_of_the_history_not_its_names(project, history, monke
         "1789900300_000000000"]
 
 
+@pytest.mark.real_time
 def test_status_and_doctor_say_when_the_history_is_large(project, history, monkeypatch):
     import sxctl.observe.summary
 

@@ -60,6 +60,7 @@ def test_the_newest_twenty_cost_a_bounded_selection(project, history, counted):
     assert counted["whole"] == [] and len(counted["checked"]) <= inbox_folder._HEAD
 
 
+@pytest.mark.real_time
 def test_status_counts_the_last_hour_with_a_bounded_selection(project, history, counted):
     doc = project.run("status", "--json").json()
     assert doc["inbox"]["consumed_last_hour"] == 2000 and doc["inbox"]["consumed_kept"] == 2000

@@ -7,6 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import EXAMPLES, tree
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -115,6 +117,7 @@ def test_retract_refuses_to_overwrite_a_retracted_twin(project):
     assert result.code == 4 and tree(folder) == before
 
 
+@pytest.mark.real_time
 def test_clean_removes_only_sxctl_leftovers_older_than_the_age(project):
     folder = project.session(live=False)
     inbox = folder / "inbox"
@@ -151,6 +154,7 @@ def test_clean_removes_only_sxctl_leftovers_older_than_the_age(project):
     assert project.run("inbox", "clean", "--older-than", "0", "--json").json()["removed"] == [str(fresh)]
 
 
+@pytest.mark.real_time
 def test_prune_consumed_messages_and_keys(project):
     folder = project.session(live=False)
     done_stem = project.run("inbox", "send", "old", "--key", "k-done", "--json").json()["stem"]
