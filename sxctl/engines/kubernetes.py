@@ -87,6 +87,7 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     check_value("--mount", mount, "kubernetes")
     check_value("--pvc", pvc, "kubernetes")
     check_env(tick.env, "kubernetes")
+    tick.check_options("kubernetes")
     variables = cronjob_env(tick)
     host = dict(variables)[HOST_ENV]
     if not mount.startswith("/"):
@@ -104,7 +105,8 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     container: dict[str, Any] = {
         "name": "sxctl-tick",
         "image": image,
-        "command": [_k8s_literal(word) for word in ("sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q")],
+        "command": [_k8s_literal(word) for word in ("sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q",
+                                                    *tick.pass_options())],
     }
     container["env"] = [{"name": name, "value": _k8s_literal(value)} for name, value in variables]
     container["volumeMounts"] = [{"name": "project", "mountPath": project}]
