@@ -12,7 +12,7 @@ from typing import Any
 from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.run.pings import check_ping_url
-from ..cron.store import file as store
+from ..cron.store.handoff import hand_off_workspace
 from ..errors import SystemRefusedError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
@@ -201,20 +201,32 @@ def _owner_name(project: Path) -> str:
 
 @record
 class Handoff:
-    """`cron handoff`: the ledger moved aside for a comis daemon (never deleted)."""
+    """`cron handoff`: the ledger moved aside for a comis daemon (never deleted), each job the
+    daemon runs differently from sxctl (`policy_loss`: `{name, job_id, settings: [{setting,
+    comis}]}`), the jobs paused in the store for it, and notes on the workspace's settings."""
 
     workspace: Path
     ledger: Path
     moved_to: Path | None
+    policy_loss: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+    paused: list[str] = Factory(list)  # type: ignore[assignment]
+    notes: list[str] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "workspace": str(self.workspace), "ledger": str(self.ledger),
-                "moved_to": str(self.moved_to) if self.moved_to else None}
+                "moved_to": str(self.moved_to) if self.moved_to else None, "policy_loss": self.policy_loss,
+                "paused": self.paused, "notes": self.notes}
 
 
-def hand_off(*, workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
-             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Handoff:
-    """Hand the workspace to a comis daemon: refused while a claim is active; the ledger (whose
-    `inbox_dispatch` rows comis rejects) moves aside under a dated name, so the daemon starts clean."""
+def hand_off(*, accept_policy_loss: bool = False, pause_affected: bool = False, workspace=None, project=None,
+             session: str | None = None, lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK,
+             report: Reporter | None = None, environ: Mapping[str, str] = os.environ) -> Handoff:
+    """Hand the workspace to a comis daemon: refused while a claim is active, and while a job
+    would run differently under comis (sxctl's policy file holds it back: exit 4 `policy_loss`,
+    each named) unless `accept_policy_loss`, or `pause_affected` pauses those jobs in the store
+    first; the ledger (whose `inbox_dispatch` rows comis rejects) moves aside under a dated name,
+    so the daemon starts clean."""
     ws = find_workspace(workspace, project=project, session=session)
-    return Handoff(ws.root, ws.ledger, store.hand_off(ws, clock=clock, lock_wait_s=lock_wait))
+    done = hand_off_workspace(ws, accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, clock=clock,
+                              lock_wait_s=lock_wait, environ=environ, report=report)
+    return Handoff(ws.root, ws.ledger, done.moved_to, done.losses, done.paused, done.notes)

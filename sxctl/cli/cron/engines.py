@@ -100,18 +100,42 @@ def export(target, install, uninstall, now, env, ping_url, metrics_file, log, sy
 
 
 @click.command("handoff", cls=Command, mutating=True)
+@click.option("--accept-policy-loss", is_flag=True,
+              help="Hand off although comis will run some jobs differently (it ignores sxctl's policy file: "
+              "maintenance windows, host pins, spend guards, --max-runs, …); each is listed.")
+@click.option("--pause-affected", is_flag=True,
+              help="Pause those jobs in the store first (comis's own pause: its daemon does not run them); "
+              "refused while a daemon owns the workspace.")
 @lock_wait_option
-def handoff(lock_wait_s) -> None:
+def handoff(accept_policy_loss, pause_affected, lock_wait_s) -> None:
     """Hand the workspace to a comis daemon: move sxctl's ledger aside (never deleted).
 
     A comis daemon rejects a ledger with sxctl's `inbox_dispatch` rows; after this it starts
-    with an empty one. Refused (exit 4) while a claim is active. Stop your `cron tick` entry
-    first (`sxctl cron export --target crontab --uninstall`).
+    with an empty one. Refused (exit 4) while a claim is active, and while a job would run
+    differently under comis — it ignores sxctl's policy file (a maintenance window, a host pin,
+    a spend guard, --max-runs, active hours, …): each such job is listed with what comis does
+    instead, and nothing changes without --accept-policy-loss or --pause-affected. Stop your
+    `cron tick` entry first (`sxctl cron export --target crontab --uninstall`).
 
     \b
-    Example:
+    Examples:
       sxctl cron handoff && comis daemon start
+      sxctl cron handoff --pause-affected
     """
-    result = hand_off(lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
-    emit(result.to_json(), lambda: say(f"moved {result.to_json()['ledger']} to {result.moved_to}"
-                                       if result.moved_to else "no ledger to move; the daemon can start"))
+    result = hand_off(accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, lock_wait=lock_wait_s,
+                      clock=settings().clock, report=reporter(), **in_workspace())
+    for note in result.notes:
+        reporter().warn(note)
+    if result.policy_loss and not result.paused:
+        for row in result.policy_loss:
+            reporter().warn(f"comis runs job {row['name']} differently: " + ", ".join(
+                f"{s['setting']} (comis {s['comis']})" for s in row["settings"]))
+
+    def human() -> None:
+        if result.paused:
+            say(f"paused in the store, which comis's daemon does not run: {', '.join(result.paused)} (resume each "
+                "with comis's cron tool once its sxctl settings no longer matter)")
+        say(f"moved {result.to_json()['ledger']} to {result.moved_to}" if result.moved_to
+            else "no ledger to move; the daemon can start")
+
+    emit(result.to_json(), human)
