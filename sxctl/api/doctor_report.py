@@ -70,4 +70,5 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
             return None
 
     return DoctorReport(diagnose(root, chosen, ws, environ=environ, clock=clock,
-                                 max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text))
+                                 max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text,
+                                 crontab_file=os.fspath(crontab_file) if crontab_file is not None else None))

@@ -11,7 +11,8 @@ from typing import Any
 
 from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.store import file as store
+from ..cron.run.pings import check_ping_url
+from ..cron.store.handoff import hand_off_workspace
 from ..errors import SystemRefusedError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
@@ -58,16 +59,22 @@ def export_scheduler(
     crontab_file: str | os.PathLike | None = None,
     unit_dir: str | os.PathLike | None = None,
     env: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    ping_url: str | None = None,
+    metrics_file: str | os.PathLike | None = None,
+    log: str | os.PathLike | None = None,
     workspace=None,
     project=None,
     session: str | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> SchedulerExport:
     """The configuration that runs `sxctl cron tick` every minute for this project on `target`
-    (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter and the `env`
-    variables (NAME -> VALUE); with `install` (crontab, systemd) put in place idempotently, with
-    `uninstall` removed exactly (systemd: with the links `systemctl enable` made); with `now`
-    (systemd) also enabled, or disabled first, by systemctl when there is one."""
+    (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter, the `env`
+    variables (NAME -> VALUE) and the pass's `ping_url`, `metrics_file` and `log` (`cron tick`'s
+    options; the files for crontab and systemd); with `install` (crontab, systemd) put in place
+    idempotently — a crontab entry that has variables or options this one lacks is kept, exit 2
+    (`engines.refuse_dropping`) —, with `uninstall` removed exactly (systemd: with the links
+    `systemctl enable` made); with `now` (systemd) also enabled, or disabled first, by systemctl
+    when there is one."""
     if target not in engines.TARGETS:
         raise UsageError(f"unknown --target {target!r}: one of {', '.join(engines.TARGETS)}")
     if install and uninstall:
@@ -78,20 +85,25 @@ def export_scheduler(
         raise UsageError("--now is for --target systemd (a crontab entry runs from the minute it is installed)")
     if now and not (install or uninstall):
         raise UsageError("--now goes with --install or --uninstall")
-    for option, given in (("--crontab-file", crontab_file), ("--unit-dir", unit_dir)):
+    for option, given in (("--crontab-file", crontab_file), ("--unit-dir", unit_dir), ("--metrics-file", metrics_file),
+                          ("--log", log)):
         if given is not None and not os.fspath(given):
             raise UsageError(f"{option} is empty: name a path (sxctl never guesses the working folder)")
     variables = engines.check_env(env.items() if isinstance(env, Mapping) else env, target)
+    metrics_path, log_path = _pass_files(target, metrics_file, log)
+    if ping_url is not None:
+        check_ping_url(ping_url)
     if uninstall and target == "crontab" and project is not None and workspace is None:
         gone = Path(os.path.realpath(project))
         if not os.path.isdir(os.path.join(gone, ".scorpiox")):  # moved or deleted: its block can still go
             return _crontab(engines.TickCommand(gone, gone), install=False, uninstall=True, crontab_file=crontab_file)
     ws = find_workspace(workspace, project=project, session=session)
-    tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables)
+    tick = engines.TickCommand(target_project(ws, project, session=session), ws.root, env=variables,
+                               ping_url=ping_url, metrics_file=metrics_path, log=log_path)
     if target == "crontab":
-        log = engines.crontab_log_path(tick, environ)  # the entry's log, as sh expands it here
-        engines.refuse_owned_place(log, "the crontab entry's log", "set HOME or XDG_STATE_HOME to a folder outside "
-                                   "any such folder")
+        if tick.log is None:  # the entry's default log, as sh expands it here (--log: checked above)
+            engines.refuse_owned_place(engines.crontab_log_path(tick, environ), "the crontab entry's log",
+                                       "set HOME or XDG_STATE_HOME to a folder outside any such folder")
         return _crontab(tick, install=install, uninstall=uninstall, crontab_file=crontab_file)
     if target == "systemd":
         return _export_systemd(tick, install=install, uninstall=uninstall, now=now, system=system, user=user,
@@ -102,15 +114,31 @@ def export_scheduler(
     return SchedulerExport(target, {"cronjob.yaml": manifest})
 
 
+def _pass_files(target: str, metrics_file: str | os.PathLike | None, log: str | os.PathLike | None
+                ) -> tuple[str | None, str | None]:
+    """`--metrics-file` and `--log` of the exported pass, absolute (the pass runs elsewhere),
+    never inside a .scorpiox/ or .scheduler/ folder (exit 2); not for a pod, whose files go with it."""
+    found: list[str | None] = []
+    for option, given, what in (("--metrics-file", metrics_file, "the metrics"), ("--log", log, "the log")):
+        if given is not None and target == "kubernetes":
+            raise UsageError(f"{option} is for --target crontab and systemd: a pod's files go with it (its output "
+                             "is in `kubectl logs`)")
+        if given is not None:
+            engines.refuse_owned_place(given, what, "name a file outside any such folder")
+        found.append(os.path.abspath(given) if given is not None else None)
+    return found[0], found[1]
+
+
 def _crontab(tick, *, install: bool, uninstall: bool, crontab_file: str | os.PathLike | None) -> SchedulerExport:
-    """The crontab half of `export_scheduler`: the block, and `--install`/`--uninstall`."""
+    """The crontab half of `export_scheduler`: the block, and `--install` (refused when it would
+    drop what the installed entry has: `engines.refuse_dropping`) / `--uninstall`."""
     result = SchedulerExport("crontab", {"crontab": engines.crontab_block(tick)})
     crontab = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None)
     if crontab_file is not None and (install or uninstall):
         engines.refuse_owned_place(crontab_file, "the crontab", "name a crontab file of your own")
     if install or uninstall:
-        edit = engines.install_crontab if install else engines.uninstall_crontab
-        done = edit(tick, crontab)
+        done = engines.install_crontab(tick, crontab, lambda text: engines.refuse_dropping(text, tick)) if install \
+            else engines.uninstall_crontab(tick, crontab)
         result.action = ("installed" if install else "uninstalled") if done else "unchanged"
         result.changed = [str(crontab.file or "crontab")] if done else []
     return result
@@ -173,20 +201,32 @@ def _owner_name(project: Path) -> str:
 
 @record
 class Handoff:
-    """`cron handoff`: the ledger moved aside for a comis daemon (never deleted)."""
+    """`cron handoff`: the ledger moved aside for a comis daemon (never deleted), each job the
+    daemon runs differently from sxctl (`policy_loss`: `{name, job_id, settings: [{setting,
+    comis}]}`), the jobs paused in the store for it, and notes on the workspace's settings."""
 
     workspace: Path
     ledger: Path
     moved_to: Path | None
+    policy_loss: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+    paused: list[str] = Factory(list)  # type: ignore[assignment]
+    notes: list[str] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "workspace": str(self.workspace), "ledger": str(self.ledger),
-                "moved_to": str(self.moved_to) if self.moved_to else None}
+                "moved_to": str(self.moved_to) if self.moved_to else None, "policy_loss": self.policy_loss,
+                "paused": self.paused, "notes": self.notes}
 
 
-def hand_off(*, workspace=None, project=None, session: str | None = None, lock_wait: float = 10.0,
-             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Handoff:
-    """Hand the workspace to a comis daemon: refused while a claim is active; the ledger (whose
-    `inbox_dispatch` rows comis rejects) moves aside under a dated name, so the daemon starts clean."""
+def hand_off(*, accept_policy_loss: bool = False, pause_affected: bool = False, workspace=None, project=None,
+             session: str | None = None, lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK,
+             report: Reporter | None = None, environ: Mapping[str, str] = os.environ) -> Handoff:
+    """Hand the workspace to a comis daemon: refused while a claim is active, and while a job
+    would run differently under comis (sxctl's policy file holds it back: exit 4 `policy_loss`,
+    each named) unless `accept_policy_loss`, or `pause_affected` pauses those jobs in the store
+    first; the ledger (whose `inbox_dispatch` rows comis rejects) moves aside under a dated name,
+    so the daemon starts clean."""
     ws = find_workspace(workspace, project=project, session=session)
-    return Handoff(ws.root, ws.ledger, store.hand_off(ws, clock=clock, lock_wait_s=lock_wait))
+    done = hand_off_workspace(ws, accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, clock=clock,
+                              lock_wait_s=lock_wait, environ=environ, report=report)
+    return Handoff(ws.root, ws.ledger, done.moved_to, done.losses, done.paused, done.notes)

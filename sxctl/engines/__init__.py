@@ -15,8 +15,9 @@ outside its own folders (a crontab file, unit files) go through `read_outside_fi
 file or absent, never through a symlink, at most `OUTSIDE_FILE_CAP` bytes, exit 5 otherwise.
 
 In parts: `values` (checked values, `TickCommand`), `outside` (files outside sxctl's folders),
-`crontab`, `systemd`, `kubernetes`, and `ticklog` (the pass's own log); every name below is
-offered from here.
+`crontab`, `entry` (an installed crontab entry read back: what a re-install must keep),
+`systemd`, `kubernetes`, and `ticklog` (the pass's own log); every name below is offered from
+here.
 """
 
 
@@ -31,6 +32,7 @@ from .crontab import (
     install_crontab,
     uninstall_crontab,
 )
+from .entry import InstalledEntry, installed_entry, refuse_dropping
 from .kubernetes import cronjob_manifest, project_owner
 from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_owned_place, replace_outside_file
 from .systemd import (
@@ -50,9 +52,10 @@ from .ticklog import TickLog
 from .values import MARKER, TARGETS, TickCommand, check_env
 
 __all__ = [
-    "MARKER", "OUTSIDE_FILE_CAP", "TARGETS", "Crontab", "TickCommand", "TickLog", "block_projects", "check_env",
-    "command_line", "cronjob_manifest", "crontab_block", "crontab_log_path", "disable_commands", "enable_commands",
-    "has_block", "install_crontab", "install_systemd", "project_owner", "read_outside_file", "read_unit",
-    "refuse_owned_place", "replace_outside_file", "run_systemctl", "stop_commands", "systemd_links",
-    "systemd_unit_dir", "systemd_units", "uninstall_crontab", "uninstall_systemd",
+    "MARKER", "OUTSIDE_FILE_CAP", "TARGETS", "Crontab", "InstalledEntry", "TickCommand", "TickLog", "block_projects",
+    "check_env", "command_line", "cronjob_manifest", "crontab_block", "crontab_log_path",
+    "disable_commands", "enable_commands", "has_block", "install_crontab", "install_systemd",
+    "installed_entry", "project_owner", "read_outside_file", "read_unit", "refuse_dropping", "refuse_owned_place",
+    "replace_outside_file", "run_systemctl", "stop_commands", "systemd_links", "systemd_unit_dir", "systemd_units",
+    "uninstall_crontab", "uninstall_systemd",
 ]

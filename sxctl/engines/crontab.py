@@ -33,7 +33,7 @@ _LOG_DIR = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
 #: the command that sets `--env` variables in a crontab entry: a word of its own for each, which
 #: env(1) reads as NAME=VALUE whatever sh's quoting (sh's own `NAME=value` prefix is an
 #: assignment only while NAME stays unquoted, which a read-back by words cannot see)
-_ENV_COMMAND = "/usr/bin/env"
+ENV_COMMAND = "/usr/bin/env"
 
 
 def _cron_word(word: str) -> str:
@@ -46,14 +46,17 @@ def _cron_word(word: str) -> str:
 
 
 def crontab_log(tick: TickCommand) -> str:
-    """The crontab entry's `--log` file, as sh sees it before expanding it: under
+    """The crontab entry's default `--log` file, as sh sees it before expanding it: under
     `$XDG_STATE_HOME/sxctl` (default `~/.local/state/sxctl`), one per project."""
     return f"{_LOG_DIR}/tick-{tick.slug}.log"
 
 
 def crontab_log_path(tick: TickCommand, environ: Mapping[str, str]) -> Path:
-    """The file `crontab_log` names, as sh expands it in `environ` after the entry's `cd PROJECT`
-    (a relative XDG_STATE_HOME is the project's)."""
+    """The entry's log file: `cron export --log FILE`, else the file `crontab_log` names, as sh
+    expands it in `environ` after the entry's `cd PROJECT` (a relative XDG_STATE_HOME is the
+    project's)."""
+    if tick.log is not None:
+        return Path(tick.log)
     state = environ.get("XDG_STATE_HOME") or ""
     base = tick.project / state if state and not os.path.isabs(state) else xdg_dir("XDG_STATE_HOME", ".local/state",
                                                                                   environ)
@@ -61,9 +64,11 @@ def crontab_log_path(tick: TickCommand, environ: Mapping[str, str]) -> Path:
 
 
 def _crontab_words(tick: TickCommand) -> list[str]:
-    """The words sh must see in the crontab's command (what `check_crontab_block` compares)."""
-    env = [_ENV_COMMAND, *(f"{name}={value}" for name, value in tick.env)] if tick.env else []
-    return ["cd", str(tick.project), "&&", *env, *tick.argv(), "--log", crontab_log(tick)]
+    """The words sh must see in the crontab's command (what `check_crontab_block` compares): the
+    default log last when `--log` was not given."""
+    env = [ENV_COMMAND, *(f"{name}={value}" for name, value in tick.env)] if tick.env else []
+    log = ["--log", crontab_log(tick)] if tick.log is None else []
+    return ["cd", str(tick.project), "&&", *env, *tick.argv(), *log]
 
 
 _BEGIN_HEAD, _BEGIN_TAIL = "# BEGIN sxctl cron tick for ", f" ({MARKER}; remove with --uninstall)"
@@ -83,8 +88,9 @@ def _end_line(tick: TickCommand) -> str:
     return f"# END sxctl cron tick for {tick.project}"
 
 
-_CRONTAB_NOTE = ("# every minute: one scheduler pass, logged under $XDG_STATE_HOME/sxctl "
-                 "(default ~/.local/state), moved to .1 at 1 MiB")
+def _crontab_note(tick: TickCommand) -> str:
+    where = "under $XDG_STATE_HOME/sxctl (default ~/.local/state)" if tick.log is None else "to its --log file"
+    return f"# every minute: one scheduler pass, logged {where}, moved to .1 at 1 MiB"
 
 
 def crontab_block(tick: TickCommand) -> str:
@@ -93,9 +99,11 @@ def crontab_block(tick: TickCommand) -> str:
     (`cron tick --log`, bounded by `TickLog`): the entry redirects nothing, so it never appends
     without end."""
     tick.check("crontab")
-    words = _crontab_words(tick)[3:-2]  # the command after `cd PROJECT &&`, before `--log FILE`
-    command = (f"cd {_cron_word(str(tick.project))} && {' '.join(_cron_word(word) for word in words)} "
-               f'--log "{crontab_log(tick)}"')
+    words = _crontab_words(tick)[3:]  # the command after `cd PROJECT &&`
+    # the default log is double-quoted for sh to expand it; every other word is quoted as it is
+    default_log = f' --log "{crontab_log(tick)}"' if tick.log is None else ""
+    quoted = " ".join(_cron_word(word) for word in (words[:-2] if default_log else words))
+    command = f"cd {_cron_word(str(tick.project))} && {quoted}{default_log}"
     size = len(command.encode())
     if size > CRON_COMMAND_MAX:
         why = f"the command would be {size} bytes long, and cron keeps at most {CRON_COMMAND_MAX}"
@@ -104,7 +112,7 @@ def crontab_block(tick: TickCommand) -> str:
                              f"keeps at most {CRON_COMMAND_MAX} (it drops the rest without a word); shorten them, "
                              "or use --target systemd; nothing was written", target="crontab")
         raise refuse_value("the project path", str(tick.project), "crontab", why)
-    block = f"{_begin_line(tick)}\n{_CRONTAB_NOTE}\n* * * * * {command}\n{_end_line(tick)}\n"
+    block = f"{_begin_line(tick)}\n{_crontab_note(tick)}\n* * * * * {command}\n{_end_line(tick)}\n"
     check_crontab_block(block, tick)
     return block
 
@@ -134,7 +142,7 @@ def check_crontab_block(block: str, tick: TickCommand) -> None:
     """The block must be its four lines, one of them an entry whose command cron runs whole and
     sh splits into exactly the intended words."""
     lines = block.split("\n")
-    if lines[-1] != "" or lines[:-1][0:2] != [_begin_line(tick), _CRONTAB_NOTE] or len(lines) != 5 \
+    if lines[-1] != "" or lines[:-1][0:2] != [_begin_line(tick), _crontab_note(tick)] or len(lines) != 5 \
             or lines[3] != _end_line(tick):
         raise ReadBackError("crontab", "the block is not its four lines")
     if not lines[2].startswith("* * * * * "):
@@ -297,12 +305,14 @@ def _edit_crontab(tick: TickCommand, crontab: Crontab, edit: Callable[[str], str
     return True
 
 
-def install_crontab(tick: TickCommand, crontab: Crontab) -> bool:
+def install_crontab(tick: TickCommand, crontab: Crontab, check: Callable[[str], None] | None = None) -> bool:
     """Put sxctl's block in the crontab (replacing an older one, and any copy of it); False when
-    it was there as is."""
+    it was there as is. `check(text)` sees the crontab first, under the lock, and may refuse."""
     block = crontab_block(tick)
 
     def edit(text: str) -> str:
+        if check is not None:
+            check(text)
         spans = _block_spans(text, tick)
         if not spans:
             return text + ("\n" if text and not text.endswith("\n") else "") + block

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..cron.policy.hosts import HOST_ENV, check_host_name
 from ..errors import UsageError
 from ..project import ProjectLayout
 from ..version import __version__
@@ -60,6 +61,23 @@ def _k8s_literal(text: str) -> str:
     return text.replace("$", "$$")
 
 
+def cronjob_env(tick: TickCommand) -> tuple[tuple[str, str], ...]:
+    """The CronJob's variables: `SXCTL_HOST` set to the CronJob's name first — each pass runs in
+    a new pod, whose host name is the pod's, so without it every minute is a new host (its own
+    heartbeat file and metrics series, and no `--host` pin could name it) — unless `--env` gives
+    one (checked as a host name: exit 2), then the `--env` pairs."""
+    given = dict(tick.env)
+    if HOST_ENV in given:
+        check_host_name(given[HOST_ENV], f"--env {HOST_ENV}")
+        return tick.env
+    return ((HOST_ENV, cronjob_name(tick)), *tick.env)
+
+
+def cronjob_name(tick: TickCommand) -> str:
+    """The CronJob's name (metadata.name), which is also the host its passes run as."""
+    return tick.unit_name[:52]
+
+
 def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid: int, gid: int) -> str:
     """A batch/v1 CronJob that runs one pass a minute in a pod that mounts the project (exit 2
     when a value cannot be written into it), parsed back by a YAML parser before it is returned:
@@ -69,6 +87,9 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     check_value("--mount", mount, "kubernetes")
     check_value("--pvc", pvc, "kubernetes")
     check_env(tick.env, "kubernetes")
+    tick.check_options("kubernetes")
+    variables = cronjob_env(tick)
+    host = dict(variables)[HOST_ENV]
     if not mount.startswith("/"):
         raise UsageError(f"--mount {shown(mount)} must be an absolute path in the container")
     if mount.rstrip("/") == "" or any(part in (".", "..") for part in mount.split("/")):
@@ -84,10 +105,10 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     container: dict[str, Any] = {
         "name": "sxctl-tick",
         "image": image,
-        "command": [_k8s_literal(word) for word in ("sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q")],
+        "command": [_k8s_literal(word) for word in ("sxctl", "--project", project, "cron", "tick", "--busy-ok", "-q",
+                                                    *tick.pass_options())],
     }
-    if tick.env:
-        container["env"] = [{"name": name, "value": _k8s_literal(value)} for name, value in tick.env]
+    container["env"] = [{"name": name, "value": _k8s_literal(value)} for name, value in variables]
     container["volumeMounts"] = [{"name": "project", "mountPath": project}]
     security: dict[str, Any] = {"runAsUser": uid, "runAsGroup": gid, "fsGroup": gid}
     if uid != 0:
@@ -95,7 +116,7 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
-        "metadata": {"name": tick.unit_name[:52],
+        "metadata": {"name": cronjob_name(tick),
                      "labels": {"app.kubernetes.io/name": "sxctl-tick", "app.kubernetes.io/version": __version__}},
         "spec": {
             "schedule": "* * * * *",
@@ -125,7 +146,9 @@ def cronjob_manifest(tick: TickCommand, *, image: str, pvc: str, mount: str, uid
     text = (f"# sxctl scheduler pass for {tick.project}, every minute (sxctl cron export --target kubernetes).\n"
             f"# The project folder is on the volume {pvc}, mounted at {project}. Kubernetes may start a Job\n"
             "# twice or not at all; sxctl's store lock and claims keep every run at most once, and a missed\n"
-            "# minute shows in `sxctl doctor` (the heartbeat) and in the ledger.\n"
+            "# minute shows in `sxctl doctor` (the heartbeat) and in the ledger. Every pod is one host for sxctl,\n"
+            f"# {HOST_ENV}={host}: one heartbeat, one metrics series, and the name a job is pinned to\n"
+            f"# (sxctl cron update NAME --host {host}); a second cluster on this volume takes --env {HOST_ENV}=OTHER.\n"
             + to_yaml(manifest, notes))
     check_manifest(text, manifest)
     return text

@@ -79,6 +79,11 @@ class TickCommand:
     python: str = field(default_factory=lambda: os.path.abspath(sys.executable))
     #: `--env NAME=VALUE`: variables the engine sets for the pass (checked by `check_env`)
     env: tuple[tuple[str, str], ...] = ()
+    #: the pass's own options the line carries (`cron export --ping-url/--metrics-file/--log`;
+    #: the paths absolute): a re-install keeps them only when given again
+    ping_url: str | None = None
+    metrics_file: str | None = None
+    log: str | None = None
 
     @property
     def slug(self) -> str:
@@ -97,14 +102,36 @@ class TickCommand:
         args = [python or self.python, "-m", "sxctl", "--project", str(self.project)]
         if self.workspace != self.project:
             args += ["--workspace", str(self.workspace)]
-        return [*args, "cron", "tick", "--busy-ok", "-q"]
+        return [*args, "cron", "tick", "--busy-ok", "-q", *self.pass_options()]
+
+    def pass_options(self) -> list[str]:
+        """`--ping-url URL`, `--metrics-file FILE`, `--log FILE`: those given, in this order."""
+        words = []
+        for flag, value in (("--ping-url", self.ping_url), ("--metrics-file", self.metrics_file), ("--log", self.log)):
+            if value is not None:
+                words += [flag, value]
+        return words
 
     def check(self, target: str) -> None:
-        """Exit 2 when a path or a variable of this command cannot go into a `target` file."""
+        """Exit 2 when a path, a variable or an option of this command cannot go into a `target`
+        file."""
         check_value("the project path", str(self.project), target)
         check_value("the workspace path", str(self.workspace), target)
         check_value("the interpreter path", self.python, target)
         check_env(self.env, target)
+        self.check_options(target)
+
+    def check_options(self, target: str) -> None:
+        """Exit 2 when a pass option (`pass_options`) cannot go into a `target` file (the ping URL
+        named masked: its path is often the secret)."""
+        if self.ping_url is not None and unsafe_reason(self.ping_url) is not None:
+            from ..cron.run.pings import mask_url  # urllib loads only for pings
+
+            raise UsageError(f"--ping-url {mask_url(self.ping_url)} cannot be written into a {target} configuration: "
+                             f"{unsafe_reason(self.ping_url)}; nothing was written", target=target)
+        for what, path in (("--metrics-file", self.metrics_file), ("--log", self.log)):
+            if path is not None:
+                check_value(what, path, target)
 
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

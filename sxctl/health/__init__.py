@@ -16,6 +16,7 @@ from .cron_checks import (
     check_ledger,
     check_scheduler,
 )
+from .engine_checks import check_crontab_entry
 from .findings import Findings
 from .host_checks import check_hosts, check_pings
 from .maintenance_check import check_maintenance, check_paused_by_sxctl
@@ -35,9 +36,11 @@ __all__ = ["diagnose"]
 
 def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = os.environ,
              clock: Clock = SYSTEM_CLOCK, max_log_bytes: int = 2_000_000,
-             crontab_text: Callable[[], str | None] = lambda: None) -> list[dict[str, Any]]:
+             crontab_text: Callable[[], str | None] = lambda: None,
+             crontab_file: str | None = None) -> list[dict[str, Any]]:
     """Every check, in the order a person would look. `project`/`session`/`ws` may be None
-    (not found); `crontab_text` returns the user's crontab, or None when it cannot be read."""
+    (not found); `crontab_text` returns the user's crontab (`crontab_file` when doctor was given
+    one), or None when it cannot be read."""
     found = Findings()
     now = clock.now_ms()
     if project is None:
@@ -65,5 +68,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("paused jobs", lambda: check_paused_by_sxctl(found, ws, files[0]))
             found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
-    found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text))
+    if ws is not None:
+        found.guard("crontab entry", lambda: check_crontab_entry(found, ws, project, crontab_text, crontab_file))
+    found.guard("crontab blocks", lambda: check_crontab_blocks(found, crontab_text, crontab_file))
     return found.checks

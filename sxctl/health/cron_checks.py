@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from ..clock import CLOCK_SKEW_MS, Clock
@@ -16,9 +17,10 @@ from ..cron.store.file import daemon_locks
 from ..cron.store.targets import target_problems
 from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import check_files, cross_check
-from ..engines import TickCommand, block_projects, has_block, systemd_unit_dir
+from ..engines import TickCommand, block_projects, has_block, installed_entry, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
+from .engine_checks import export_flags
 from .findings import Findings
 
 #: a workspace with jobs and no pass for this long has no working scheduler
@@ -194,19 +196,25 @@ def check_job_targets(found: Findings, ws, store: dict[str, Any]) -> None:
                       + update(first.job["name"], "DIR"))
 
 
-def check_crontab_blocks(found: Findings, crontab_text) -> None:
+def check_crontab_blocks(found: Findings, crontab_text, crontab_file: str | None = None) -> None:
     """sxctl blocks in the user's crontab for a folder that holds no project any more (moved or
     deleted): cron runs a pass there every minute that fails, and mails it. Reported only when
-    there is one (the scheduler check says whether this project's block is installed)."""
+    there is one (the scheduler check says whether this project's block is installed); the fix
+    installs the entry in the new folder with the old one's variables and options first."""
     text = crontab_text()
     if text is None:
         return
+    where = f" --crontab-file {shlex.quote(crontab_file)}" if crontab_file is not None else ""
     for folder in dict.fromkeys(block_projects(text)):
         if not os.path.isdir(os.path.join(folder, SCORPIOX_DIR)):
+            entry = installed_entry(text, TickCommand(Path(folder), Path(folder)))
+            flags = export_flags(entry) if entry is not None else ""
+            keep = "   # with the values of the old line" if flags else ""
             found.add("crontab blocks", "warn", f"your crontab runs a pass every minute in {folder}, which holds no "
                       "project any more (moved or deleted?); each one fails",
-                      f"sxctl cron export --target crontab --uninstall --project {shlex.quote(folder)}   # then, in "
-                      "the project's new folder: sxctl cron export --target crontab --install")
+                      f"in the project's new folder: sxctl cron export --target crontab --install{where}{flags}; "
+                      f"then: sxctl cron export --target crontab --uninstall{where} --project "
+                      f"{shlex.quote(folder)}{keep}")
 
 
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:

@@ -33,6 +33,14 @@ def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
 @click.option("--env", "env", multiple=True, metavar="NAME=VALUE", callback=_env_pair,
               help="A variable for the pass, e.g. SXCTL_DELIVER_CMD (repeatable): crontab via /usr/bin/env, "
               "systemd Environment=, kubernetes env:. A value the target cannot hold is refused (exit 2).")
+@click.option("--ping-url", "ping_url", metavar="URL",
+              help="The pass's `cron tick --ping-url` (push monitoring), in the configuration of every target.")
+@click.option("--metrics-file", "metrics_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="crontab/systemd: the pass's `cron tick --metrics-file` (node-exporter's textfile collector).")
+@click.option("--log", "log", type=click.Path(dir_okay=False), metavar="FILE",
+              help="crontab/systemd: the pass's `cron tick --log` (crontab default: "
+              "$XDG_STATE_HOME/sxctl/tick-<project>.log). --install refuses to drop an option or --env variable the "
+              "installed crontab entry has (exit 2): give it again, or --uninstall first.")
 @click.option("--system", is_flag=True, help="systemd: a system unit (with User=) instead of a user unit.")
 @click.option("--user", metavar="NAME", help="systemd --system: the User= (default: the owner of the project).")
 @click.option("--image", metavar="IMAGE", help="kubernetes: an image with sxctl (default sxctl:VERSION; "
@@ -46,7 +54,8 @@ def _env_pair(ctx, param, values) -> list[tuple[str, str]]:
 @click.option("--unit-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="systemd: install into DIR (default ~/.config/systemd/user, /etc/systemd/system with --system); "
               "a folder systemd does not read is enabled with `systemctl link` first.")
-def export(target, install, uninstall, now, env, system, user, image, pvc, mount, crontab_file, unit_dir) -> None:
+def export(target, install, uninstall, now, env, ping_url, metrics_file, log, system, user, image, pvc, mount,
+           crontab_file, unit_dir) -> None:
     """Print a ready configuration that runs `sxctl cron tick` every minute for this project.
 
     Cron and systemd start the pass with a bare environment (PATH=/usr/bin:/bin, no virtual
@@ -62,11 +71,12 @@ def export(target, install, uninstall, now, env, system, user, image, pvc, mount
       sxctl cron export --target systemd --install --now
       sxctl cron export --target systemd --uninstall --now
       sxctl cron export --target crontab --install --env SXCTL_DELIVER_CMD='notify-send sxctl "$(cat)"'
+      sxctl cron export --target crontab --install --ping-url https://hc-ping.com/YOUR-UUID
       sxctl cron export --target kubernetes --pvc agent-work --image registry.example/sxctl:0.1.0 | kubectl apply -f -
     """
-    result = export_scheduler(target, install=install, uninstall=uninstall, now=now, env=env, system=system,
-                              user=user, image=image, pvc=pvc, mount=mount, crontab_file=crontab_file,
-                              unit_dir=unit_dir, **in_workspace())
+    result = export_scheduler(target, install=install, uninstall=uninstall, now=now, env=env, ping_url=ping_url,
+                              metrics_file=metrics_file, log=log, system=system, user=user, image=image, pvc=pvc,
+                              mount=mount, crontab_file=crontab_file, unit_dir=unit_dir, **in_workspace())
 
     def human() -> None:
         if result.action is None:
@@ -90,18 +100,42 @@ def export(target, install, uninstall, now, env, system, user, image, pvc, mount
 
 
 @click.command("handoff", cls=Command, mutating=True)
+@click.option("--accept-policy-loss", is_flag=True,
+              help="Hand off although comis will run some jobs differently (it ignores sxctl's policy file: "
+              "maintenance windows, host pins, spend guards, --max-runs, …); each is listed.")
+@click.option("--pause-affected", is_flag=True,
+              help="Pause those jobs in the store first (comis's own pause: its daemon does not run them); "
+              "refused while a daemon owns the workspace.")
 @lock_wait_option
-def handoff(lock_wait_s) -> None:
+def handoff(accept_policy_loss, pause_affected, lock_wait_s) -> None:
     """Hand the workspace to a comis daemon: move sxctl's ledger aside (never deleted).
 
     A comis daemon rejects a ledger with sxctl's `inbox_dispatch` rows; after this it starts
-    with an empty one. Refused (exit 4) while a claim is active. Stop your `cron tick` entry
-    first (`sxctl cron export --target crontab --uninstall`).
+    with an empty one. Refused (exit 4) while a claim is active, and while a job would run
+    differently under comis — it ignores sxctl's policy file (a maintenance window, a host pin,
+    a spend guard, --max-runs, active hours, …): each such job is listed with what comis does
+    instead, and nothing changes without --accept-policy-loss or --pause-affected. Stop your
+    `cron tick` entry first (`sxctl cron export --target crontab --uninstall`).
 
     \b
-    Example:
+    Examples:
       sxctl cron handoff && comis daemon start
+      sxctl cron handoff --pause-affected
     """
-    result = hand_off(lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())
-    emit(result.to_json(), lambda: say(f"moved {result.to_json()['ledger']} to {result.moved_to}"
-                                       if result.moved_to else "no ledger to move; the daemon can start"))
+    result = hand_off(accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, lock_wait=lock_wait_s,
+                      clock=settings().clock, report=reporter(), **in_workspace())
+    for note in result.notes:
+        reporter().warn(note)
+    if result.policy_loss and not result.paused:
+        for row in result.policy_loss:
+            reporter().warn(f"comis runs job {row['name']} differently: " + ", ".join(
+                f"{s['setting']} (comis {s['comis']})" for s in row["settings"]))
+
+    def human() -> None:
+        if result.paused:
+            say(f"paused in the store, which comis's daemon does not run: {', '.join(result.paused)} (resume each "
+                "with comis's cron tool once its sxctl settings no longer matter)")
+        say(f"moved {result.to_json()['ledger']} to {result.moved_to}" if result.moved_to
+            else "no ledger to move; the daemon can start")
+
+    emit(result.to_json(), human)

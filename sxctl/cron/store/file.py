@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,17 +274,21 @@ def prune_terminal_one_shots(store: dict[str, Any], now_ms: int) -> list[str]:
     return dropped
 
 
-def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float = LOCK_WAIT_S) -> Path | None:
+def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float = LOCK_WAIT_S,
+             before: Callable[[dict[str, Any], MkdirLock], None] | None = None) -> Path | None:
     """Move the ledger aside (`cron-executions.jsonl.sxctl-<UTC time>`, never deleted) under the
     store and ledger locks, refused while a claim is active; the moved path, or None when there
-    was no ledger."""
+    was no ledger. `before(store, lock)` sees a store there is first, under the lock, and may
+    refuse or change it (cron/store/handoff.py)."""
     ws.refuse_symlinks()
-    with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s):
+    with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s) as lock:
         store = read_store(ws)
         if store is not None and store["activeClaims"]:
             raise ConflictError(f"{len(store['activeClaims'])} claim(s) are active in {ws.store}; let the pass "
                                 "that holds them finish (or `sxctl cron tick` settle them), then hand off",
                                 code=ErrorCode.ACTIVE_CLAIM, file=ws.store)
+        if store is not None and before is not None:
+            before(store, lock)
         with MkdirLock(ws.ledger_sentinel, boot_id=f"sxctl-{uuid.uuid4()}", wait_s=lock_wait_s,
                        what="the cron ledger"):
             if not os.path.lexists(ws.ledger):

@@ -157,6 +157,8 @@ def test_a_dead_endpoint_changes_no_outcome_and_its_pings_are_sent_at_the_next_p
     [warned] = [c for c in sched.run(NINE, "doctor", "--json").json()["checks"] if c["check"] == "pings"]
     assert warned["status"] == "warn" and "4 ping(s) wait to be sent again" in warned["message"]
     assert f"{endpoint.url}/…" in warned["message"] and SECRET not in json.dumps(warned)
+    # the fix tries the monitor's own host (the path, the secret, left out)
+    assert warned["fix"].startswith(f"curl -fsS -m 10 {endpoint.url}/   # on ") and "YOUR-PING-HOST" not in warned["fix"]
     endpoint.down = False  # back: the next pass sends what was kept, then its own
     assert sched.run(NINE + MIN, "cron", "tick", "--ping-url", f"{endpoint.url}/pass", env=env).code == 0
     assert [path for path, _ in endpoint.received][:4] == ["/pass/start", f"/{SECRET}/start", f"/{SECRET}", "/pass"]

@@ -385,8 +385,9 @@ def test_env_reaches_the_container_of_the_cronjob(project, tmp_path):
     [container] = yaml.safe_load(exported.out)["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     env = {"HOME": "/root"}  # what the container already has: `$(HOME)` in a value would take it
     seen = [{"name": item["name"], "value": kubernetes_expands(item["value"], env)} for item in container["env"]]
-    assert seen == [{"name": "SXCTL_DELIVER_CMD", "value": DELIVER}, {"name": "TZ", "value": "Europe/Berlin"},
-                    {"name": "PIDS", "value": "$(HOME) $$"}]  # as given: Kubernetes expands neither
+    assert seen[1:] == [{"name": "SXCTL_DELIVER_CMD", "value": DELIVER}, {"name": "TZ", "value": "Europe/Berlin"},
+                        {"name": "PIDS", "value": "$(HOME) $$"}]  # as given: Kubernetes expands neither
+    assert seen[0]["name"] == "SXCTL_HOST"  # the CronJob's own, first
     assert "$" in DELIVER and kubernetes_expands(container["command"][2], env) == "/project"
     manifest = tmp_path / "cronjob.yaml"
     manifest.write_text(exported.out)

@@ -474,9 +474,10 @@ def test_doctor_names_a_crontab_block_left_for_a_moved_project(project):
     assert check["status"] == "warn" and check["message"] == (
         f"your crontab runs a pass every minute in {old}, which holds no project any more (moved or deleted?); "
         "each one fails")
-    assert check["fix"].startswith(f"sxctl cron export --target crontab --uninstall --project {old}   #")
+    assert check["fix"] == ("in the project's new folder: sxctl cron export --target crontab --install; then: "
+                            f"sxctl cron export --target crontab --uninstall --project {old}")
     # the fix it names works from anywhere, though the old folder holds no project any more
-    removed = project.run(*check["fix"].split("   #")[0].split()[1:], "--json", cwd=moved)
+    removed = project.run(*check["fix"].split("then: ")[1].split()[1:], "--json", cwd=moved)
     assert removed.code == 0 and removed.json()["action"] == "uninstalled", removed.err
     assert checks(project.run("doctor", "--json", cwd=moved), "crontab blocks") == []
     again = project.run("cron", "export", "--target", "crontab", "--uninstall", "--project", old, "--json", cwd=moved)
