@@ -71,6 +71,17 @@ def written_after_reads(folder: Path) -> None:
         later = (newest // 1_000_000 + 1) * 1_000_000
         os.utime(stats, ns=(later, later))
 
+def example_table(dest: Path) -> Path:
+    """The examples' callbacks.json copied to `dest`, dated at its own `updated_ms`, as the agent
+    that wrote it left it: a copy dated now is a table changed after its recorded write, which a
+    live agent ignores (callbacks.table.unpublished_edit)."""
+    data = (EXAMPLES / "callbacks.json").read_bytes()
+    dest.write_bytes(data)
+    written = json.loads(data)["updated_ms"] * 1_000_000
+    os.utime(dest, ns=(written, written))
+    return dest
+
+
 def heartbeat_file(root: Path) -> Path:
     """The heartbeat a pass on this host writes in the workspace at `root` (cron/run/heartbeat.py)."""
     from sxctl.cron.policy.hosts import this_host

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
+from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, unpublished_edit, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
 from ..cron.policy.maintenance import maintenance_message, open_windows
@@ -37,8 +37,10 @@ def read_timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str
                 "invalid": error.reason}, None
     doc = view.winner.doc if view.winner else {}
     active = [s for s in doc_slots(doc).values() if is_active(s)]
+    edit = unpublished_edit(session, view)  # a change the live agent ignores
     return {"file_exists": view.exists, "rev": doc_rev(doc), "active": len(active), "capacity": CAPACITY,
-            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None),
+            "unpublished_edit": {**edit.to_json(), "message": edit.message, "fix": edit.fix} if edit else None,
             }, doc
 
 
@@ -133,6 +135,9 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         problems.append({"code": "timer_table_unreadable",
                          "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
                                     "good table and stops firing"})
+    if timers.get("unpublished_edit"):
+        edit = timers["unpublished_edit"]
+        problems.append({"code": "timer_edit_not_adopted", "message": f"{edit['message']}; fix: {edit['fix']}"})
     problems += _cron_problems(cron)
     return {
         "ok": True, **session.to_json(), "now_ms": now,
