@@ -264,12 +264,17 @@ class Killed(BaseException):
     """A command "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
 
 
-def killed_at(monkeypatch: pytest.MonkeyPatch, point: str, command) -> None:
-    """Run `command()` with the fault point `point` raising `Killed`, and check that it did."""
+def killed_at(monkeypatch: pytest.MonkeyPatch, point: str, command, nth: int = 1) -> None:
+    """Run `command()` with the `nth` hit of the fault point `point` raising `Killed`, and check
+    that it did."""
     from sxctl import faults
 
+    hits = 0
+
     def hit(at: str) -> None:
-        if at == point:
+        nonlocal hits
+        hits += at == point
+        if at == point and hits == nth:
             raise Killed(at)
 
     with monkeypatch.context() as patched:

@@ -40,5 +40,6 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "agent": ("run_agent", "AgentRun"),
     "engines": ("export_scheduler", "hand_off", "SchedulerExport", "Handoff"),
     "doctor_report": ("doctor", "DoctorReport"),
+    "repair": ("repair_scheduler", "Repair"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

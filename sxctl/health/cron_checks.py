@@ -39,8 +39,8 @@ def check_cron_files(found: Findings, ws, max_log_bytes: int, now: int) -> tuple
             where = os.path.basename(behind[0].file)
             found.add("cron files", "fail", f"{behind[0].message}: this clock is behind what {where} records, "
                       "and every scheduler pass and cron edit stops on it (clock_behind)",
-                      "timedatectl status   # fix this clock (NTP), or wait until then; sxctl cron validate names "
-                      "each record")
+                      "sxctl cron repair --clock   # when this clock is right and a clock that ran ahead made "
+                      "those records; else fix this clock (timedatectl status) or wait until then")
             return None
     if problems:
         names = ", ".join(dict.fromkeys(os.path.basename(p.file) for p in problems))

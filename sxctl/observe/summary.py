@@ -15,6 +15,7 @@ from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
 from ..cron.spend.file import read_book
+from ..cron.store.clock_repair import REPAIR_HINT, acknowledged
 from ..cron.store.file import read_store
 from ..cron.store.transaction import clock_behind, clock_behind_error
 from ..cron.timeline.previews import job_previews
@@ -81,7 +82,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     timeline = job_previews(ws, store, full_policy, project, clock, 1, max_log_bytes=max_log_bytes)
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
-    latest = clock_behind(store, runs, now_ms)  # the rule every pass and edit applies: while it holds, each stops
+    # the rule every pass and edit applies: while it holds, each stops
+    latest = clock_behind(store, runs, now_ms, acknowledged(full_policy))
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
     due = timeline.next_due()
     guards = guard_states(ws, store, full_policy, project, clock, timeline)  # the spend guards (observe/spend_view.py)
@@ -173,7 +175,8 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})
     if cron.get("clock_behind"):
-        problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}"})
+        problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}; "
+                                                                 f"{REPAIR_HINT}"})
     problems += guard_problems(cron.get("guards", []))
     for job in cron.get("never_run", []):
         problems.append({"code": "cron_never_runs",
