@@ -118,13 +118,16 @@ class PendingFile:
             self.discard()
             raise
 
-    def write_all(self, data: bytes, *, durable: bool = True) -> None:
-        """Write every byte (and fsync unless `durable` is off); the temp file is complete then."""
+    def write_all(self, data: bytes, *, durable: bool = True, mtime_ms: int | None = None) -> None:
+        """Write every byte (and fsync unless `durable` is off); the temp file is complete then.
+        `mtime_ms`: the file's modification time (the time its content says it was written)."""
         assert self._fd is not None, "write after close"
         view = memoryview(data)
         offset = 0
         while offset < len(view):
             offset += os.pwrite(self._fd, view[offset:], offset)
+        if mtime_ms is not None:
+            os.utime(self._fd, ns=(os.fstat(self._fd).st_atime_ns, mtime_ms * 1_000_000))
         if durable:
             os.fsync(self._fd)
         self.durable = durable
@@ -242,11 +245,13 @@ def atomic_write(
     precommit: Callable[[], None] | None = None,
     no_clobber: bool = False,
     durable: bool = True,
+    mtime_ms: int | None = None,
 ) -> None:
     """Replace (or create) `target` with `data` atomically and (unless `durable` is off, for
     advisory files whose loss in a power cut is harmless) durably.
 
-    `keep_mode` keeps the mode bits of an existing target that another program owns.
+    `keep_mode` keeps the mode bits of an existing target that another program owns; `mtime_ms`
+    sets the file's modification time.
     """
     target = Path(target)
     refuse_symlink(target)
@@ -257,13 +262,13 @@ def atomic_write(
         except FileNotFoundError:
             pass
     with PendingFile(target, temp, mode) as pending:
-        pending.write_all(data, durable=durable)
+        pending.write_all(data, durable=durable, mtime_ms=mtime_ms)
         pending.commit(precommit, no_clobber=no_clobber)
 
 
-def link_create(target: Path, data: bytes, *, temp: Path | None = None) -> None:
+def link_create(target: Path, data: bytes, *, temp: Path | None = None, mtime_ms: int | None = None) -> None:
     """Publish a complete file only if `target` does not exist yet (FileExistsError if it does)."""
-    atomic_write(target, data, temp=temp, no_clobber=True)
+    atomic_write(target, data, temp=temp, no_clobber=True, mtime_ms=mtime_ms)
 
 
 def ensure_private_dir(folder: Path) -> Path:

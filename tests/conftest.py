@@ -71,6 +71,17 @@ def written_after_reads(folder: Path) -> None:
         os.utime(stats, ns=(later, later))
 
 
+def example_table(dest: Path) -> Path:
+    """The examples' callbacks.json copied to `dest`, dated at its own `updated_ms`, as the agent
+    that wrote it left it: a copy dated now is a table changed after its recorded write, which a
+    live agent ignores (callbacks.table.unpublished_edit)."""
+    data = (EXAMPLES / "callbacks.json").read_bytes()
+    dest.write_bytes(data)
+    written = json.loads(data)["updated_ms"] * 1_000_000
+    os.utime(dest, ns=(written, written))
+    return dest
+
+
 def heartbeat_file(root: Path) -> Path:
     """The heartbeat a pass on this host writes in the workspace at `root` (cron/run/heartbeat.py)."""
     from sxctl.cron.policy.hosts import this_host
@@ -253,12 +264,17 @@ class Killed(BaseException):
     """A command "killed" at a fault point, in this process (the files are left as a kill leaves them)."""
 
 
-def killed_at(monkeypatch: pytest.MonkeyPatch, point: str, command) -> None:
-    """Run `command()` with the fault point `point` raising `Killed`, and check that it did."""
+def killed_at(monkeypatch: pytest.MonkeyPatch, point: str, command, nth: int = 1) -> None:
+    """Run `command()` with the `nth` hit of the fault point `point` raising `Killed`, and check
+    that it did."""
     from sxctl import faults
 
+    hits = 0
+
     def hit(at: str) -> None:
-        if at == point:
+        nonlocal hits
+        hits += at == point
+        if at == point and hits == nth:
             raise Killed(at)
 
     with monkeypatch.context() as patched:

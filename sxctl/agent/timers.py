@@ -49,9 +49,10 @@ class Timers:
         survive a restart)."""
         path = self.dir / FILE_NAME
         if not path.exists():
-            doc = {"rev": 1, "updated_ms": self.clock.now_ms(), "paused": False, "slots": []}
+            now = self.clock.now_ms()
+            doc = {"rev": 1, "updated_ms": now, "paused": False, "slots": []}
             try:
-                link_create(path, encode_table(doc))
+                link_create(path, encode_table(doc), mtime_ms=now)
             except FileExistsError:
                 pass
         table = read_table(self.dir)  # an unparseable table is exit 5 and never overwritten

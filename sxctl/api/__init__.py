@@ -22,8 +22,8 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "inbox": ("send_message", "list_messages", "show_message", "wait_for_message", "retract_message",
               "clean_inbox", "prune_inbox", "forward_messages", "MessageList", "MessageView", "Retraction", "Removal",
               "Forwarding"),
-    "callbacks": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "preview_timers",
-               "move_timers", "TimerTable", "TimerMove"),
+    "callbacks": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "publish_timers",
+                  "preview_timers", "move_timers", "TimerTable", "TimerMove"),
     "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",
                  "SessionChoice"),
     "jobs": ("init_workspace", "add_job", "update_job", "pause_job", "remove_job", "job_spec", "WorkspaceInit",
@@ -40,5 +40,6 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "agent": ("run_agent", "AgentRun"),
     "engines": ("export_scheduler", "hand_off", "SchedulerExport", "Handoff"),
     "doctor_report": ("doctor", "DoctorReport"),
+    "repair": ("repair_scheduler", "Repair"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

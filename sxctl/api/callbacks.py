@@ -18,6 +18,7 @@ from ..callbacks.table import (
     doc_paused,
     doc_rev,
     doc_slots,
+    unpublished_edit,
     view_table,
 )
 
@@ -95,6 +96,16 @@ def _read(session, project, clock: Clock, report: Reporter | None) -> tuple[Sess
     return chosen, view, view.winner.doc if view.winner else {}
 
 
+def _unpublished(chosen: Session, view: TableView, report: Reporter | None) -> dict[str, Any] | None:
+    """A change to the live agent's table that it ignores (`table.unpublished_edit`): warned, with
+    its fix, and given in the JSON document (`unpublished_edit`, null when there is none)."""
+    edit = unpublished_edit(chosen, view)
+    if edit is None:
+        return None
+    reporter(report).warn(f"{edit.message}; fix: {edit.fix.split('   #')[0]}")
+    return edit.to_json()
+
+
 def _options(expect_rev: int | None, verify: float | None, clock: Clock, report: Reporter | None) -> WriteOptions:
     return WriteOptions(expect_rev, verify, clock, reporter(report))
 
@@ -118,7 +129,8 @@ def list_timers(
     slots = doc_slots(doc)
     shown = [slots[i] for i in sorted(slots) if include_inactive or i in active_ids(doc)]
     return TimerTable(chosen, doc, view.primary_path, view.exists, list_text(doc, now, include_inactive), now,
-                      {"slots": [_slot_json(s, now) for s in shown]})
+                      {"slots": [_slot_json(s, now) for s in shown],
+                       "unpublished_edit": _unpublished(chosen, view, report)})
 
 
 def set_timer(
@@ -225,6 +237,24 @@ def pause_timers(
                     "pause" if paused else "resume", rebased=result.outcome)
 
 
+def publish_timers(
+    *,
+    session: str | Session | None = None,
+    project: str | os.PathLike | None = None,
+    expect_rev: int | None = None,
+    verify: float | None = 1.0,
+    clock: Clock = SYSTEM_CLOCK,
+    report: Reporter | None = None,
+) -> TimerTable:
+    """Write the table back as it is now, with the next rev, so that the running agent adopts a
+    change made to the file without one (a hand edit: `list_timers` warns of it,
+    `extra["unpublished_edit"]`). Exit 2, nothing written, when an active slot holds a value the
+    agent's tool would refuse."""
+    chosen = find_session(session, project=project, clock=clock, report=report)
+    result = verbs.publish_table(chosen, options=_options(expect_rev, verify, clock, report))
+    return _written(chosen, result, f"Published callbacks.json as rev {result.rev}.", "publish")
+
+
 def preview_timers(
     *,
     limit: int = 10,
@@ -242,7 +272,8 @@ def preview_timers(
     now = clock.now_ms()
     fires = preview_fires(doc, now, limit, slot)
     text = NO_ACTIVE_CALLBACKS if not fires else f"Next {len(fires)} fire(s), if the agent is idle:"
-    return TimerTable(chosen, doc, view.primary_path, view.exists, text, now, {"fires": fires})
+    return TimerTable(chosen, doc, view.primary_path, view.exists, text, now,
+                      {"fires": fires, "unpublished_edit": _unpublished(chosen, view, report)})
 
 
 @record

@@ -154,11 +154,14 @@ def _heartbeat(scheduler: SchedulerPass, run: Callable[[], PassOutcome]) -> Pass
 
 
 def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
-    """Why nothing happened is a note (so `-q` prints nothing at all then)."""
+    """Why nothing happened — the lock was busy, there is no store, nothing was due — is a note
+    (so `-q` prints nothing at all then)."""
     if report.skipped:
         scheduler.report.note(f"skipped this pass: {report.skipped} (another pass holds the store lock)")
     if not report.store_exists:
         scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
+    elif not report.skipped and not report.lines():
+        scheduler.report.note(report.idle_text())
     return PassOutcome(scheduler.ws, report, scheduler.report.warnings)
 
 

@@ -108,7 +108,8 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
                     raise _Moved
 
             try:
-                atomic_write(primary, data, keep_mode=True, precommit=unchanged, no_clobber=raw_pair[0] is None)
+                atomic_write(primary, data, keep_mode=True, precommit=unchanged, no_clobber=raw_pair[0] is None,
+                             mtime_ms=now)  # the file's time is its updated_ms: a later one is an edit (table.py)
             except (_Moved, FileExistsError):
                 clock.sleep(random.uniform(0.02, 0.2))
                 continue
@@ -118,7 +119,7 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
                 f"callbacks.json kept changing; gave up after {ATTEMPTS} attempts",
                     code=ErrorCode.REV_MOVED, file=primary
             )
-        mirror_skipped = _write_mirror(mirror, data, new_rev, report)
+        mirror_skipped = _write_mirror(mirror, data, new_rev, now, report)
     if held.signal is not None:  # Ctrl-C or SIGTERM came while it wrote: the change is made, and said so
         raise _interrupted(new_rev, primary)
     if not view.exists:
@@ -140,7 +141,7 @@ def _interrupted(rev: int, primary: Path) -> SxctlError:
                       "shows it", code=ErrorCode.INTERRUPTED, details={"rev": rev, "file": str(primary)})
 
 
-def _write_mirror(mirror: Path | None, data: bytes, new_rev: int, report: Reporter) -> bool:
+def _write_mirror(mirror: Path | None, data: bytes, new_rev: int, now: int, report: Reporter) -> bool:
     """Write the same bytes to the main-checkout mirror unless it already moved past us."""
     if mirror is None:
         return False
@@ -151,7 +152,7 @@ def _write_mirror(mirror: Path | None, data: bytes, new_rev: int, report: Report
             raise _Moved
 
     try:
-        atomic_write(mirror, data, keep_mode=True, precommit=not_ahead)
+        atomic_write(mirror, data, keep_mode=True, precommit=not_ahead, mtime_ms=now)
     except _Moved:
         report.warn(f"the mirror {mirror} has a newer rev than {new_rev}; left it alone")
         return True

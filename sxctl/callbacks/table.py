@@ -5,6 +5,7 @@ validation strings and the slots of a document."""
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from .. import jsondata
 from ..errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ..fsio import read_data_file
 from ..project import Session
+from ..timeparse import shown_time
 
 CAPACITY = 8
 _FILE_CAP = 4 * 1024 * 1024
@@ -179,6 +181,60 @@ def view_table(session: Session) -> TableView:
         parse_table(primary, raw_primary) if raw_primary is not None else None,
         parse_table(mirror, raw_mirror) if raw_mirror is not None and mirror is not None else None,
     )
+
+
+# --- an edit the running agent ignores ---------------------------------------------------------------
+
+#: a table written by the revision protocol has the file time of its `updated_ms` (sxctl sets it;
+#: an agent's write lands within milliseconds of the time it records): a file changed later than
+#: this after it was an edit that recorded no write (callbacks.md §5)
+EDIT_SLACK_MS = 2_000
+
+
+@dataclass(frozen=True)
+class UnpublishedEdit:
+    """`callbacks.json` changed at `changed_ms`, after its recorded write (`rev`, `updated_ms`),
+    by a writer that did not bump `rev` (a hand edit, a restored copy): the live agent adopts a
+    table only when `rev` changes, so it ignores the change, and its next write puts its own
+    copy back."""
+
+    path: Path
+    rev: int
+    updated_ms: int
+    changed_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": str(self.path), "rev": self.rev, "updated_ms": self.updated_ms,
+                "changed_ms": self.changed_ms}
+
+    @property
+    def message(self) -> str:
+        return (f"{self.path} changed at {shown_time(self.changed_ms)}, after its last recorded write (rev "
+                f"{self.rev} at {shown_time(self.updated_ms)}), without a new rev: the running agent adopts the "
+                "table only when its "
+                "rev changes, so it ignores this change (unless it started after it) and its next write of the "
+                "table puts its own copy back")
+
+    @property
+    def fix(self) -> str:
+        return (f"sxctl callbacks publish   # writes the table as it is now as rev {self.rev + 1}, which the agent "
+                "adopts")
+
+
+def unpublished_edit(session: Session, view: TableView) -> UnpublishedEdit | None:
+    """The change to a live session's table that its agent ignores (`UnpublishedEdit`), or None:
+    the file's modification time is later than the `updated_ms` it records by more than
+    EDIT_SLACK_MS. Judged only when the file still holds the bytes that were read."""
+    table = view.winner
+    if table is None or session.state != "live" or not _is_int(table.doc.get("updated_ms")):
+        return None
+    try:
+        changed = os.stat(table.path).st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+    if changed <= table.doc["updated_ms"] + EDIT_SLACK_MS or _read_raw(table.path) != table.raw:
+        return None  # written by the protocol, or replaced since it was read (a writer's mtime then)
+    return UnpublishedEdit(table.path, table.rev, table.doc["updated_ms"], changed)
 
 
 # --- validation with the SetCallback tool's strings (callbacks.md §3) ---------------------------

@@ -176,6 +176,36 @@ def set_paused(
     return write_table(session, apply, survives, options)
 
 
+def publish_table(session: Session, *, options: WriteOptions | None = None) -> WriteResult:
+    """Write the table back as it is, with the next rev and `updated_ms`, so that the running
+    agent adopts a change made without them (`table.unpublished_edit`); outcome = each slot's
+    message and period, as published. An active slot the agent's tool would refuse is exit 2,
+    naming the slot: a hand edit is never published with values the tool never writes."""
+
+    def apply(doc: dict[str, Any], now: int, attempt: int) -> dict[int, tuple[Any, Any]]:
+        for i in active_ids(doc):
+            slot = doc_slots(doc)[i]
+            repeat = slot["repeat_count"]
+            try:
+                check_message(slot["message"])
+                check_delay_ms(slot["delay_ms"])
+                if repeat != -1 and not 1 <= repeat <= 1000:  # an active slot has a fire left
+                    raise UsageError(f"repeat_count must be -1 or between 1 and 1000 (got {repeat})")
+            except UsageError as error:
+                raise UsageError(f"nothing published: slot {i} of {session.dir / 'callbacks.json'}: "
+                                 f"{error.message.removeprefix('Error: ')}") from None
+        return {i: (slot.get("message"), slot.get("delay_ms")) for i, slot in doc_slots(doc).items()}
+
+    def survives(doc: dict[str, Any], published: dict[int, tuple[Any, Any]]) -> bool:
+        """The agent's writes after it adopted the table keep what a person edits (its fires
+        re-arm and count down); a copy it wrote from the table before does not."""
+        slots = doc_slots(doc)
+        return all((slots.get(i) or {}).get("message") == message and (slots.get(i) or {}).get("delay_ms") == delay
+                   for i, (message, delay) in published.items())
+
+    return write_table(session, apply, survives, options)
+
+
 # --- the preview (callbacks.md §7) ---------------------------------------------------------------
 
 def preview_fires(doc: dict[str, Any], now_ms: int, limit: int, slot_id: int | None = None) -> list[dict[str, Any]]:

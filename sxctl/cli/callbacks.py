@@ -190,6 +190,24 @@ def resume(expect_rev, verify_s, no_verify) -> None:
     _pause(False, expect_rev, verify_s, no_verify)
 
 
+@callbacks.command("publish", mutating=True)
+@_verify_option
+def publish(expect_rev, verify_s, no_verify) -> None:
+    """Write the table back as it is, with the next rev, so the running agent adopts a hand edit.
+
+    The agent re-reads callbacks.json only when its rev changes: an edit that left rev alone is
+    ignored (`callbacks list`, `status` and `doctor` say so) until this publishes it.
+
+    \b
+    Example:
+      sxctl callbacks publish
+    """
+    from ..api import publish_timers
+
+    result = publish_timers(**_write(expect_rev, verify_s, no_verify))
+    emit(result.to_json(), lambda: say(result.text, lines=True))
+
+
 @callbacks.command("move", mutating=True)
 @click.option("--from", "sources", multiple=True, metavar="SESSION", shell_complete=completing("sessions"),
               help="Move only out of this session (repeatable). Default: every session of the project that is "

@@ -15,9 +15,9 @@ def doctor_command(max_log_bytes, crontab_file) -> None:
     """Check that everything around the agent is alive: project, agent, messages and timers
     stranded in a session no agent reads, permissions, temps and locks, the cron files as a pass
     reads them, the scheduler's heartbeat and installed entry, job targets that no longer resolve
-    (a moved or copied project), overdue and unknown runs, the ledger, a comis daemon. Exit 9 when a check
-    fails (a monitor runs `sxctl doctor -q`: silent while nothing fails, else
-    the failing checks, each with its fix).
+    (a moved or copied project), overdue and unknown runs, jobs whose last run failed, the ledger,
+    a comis daemon. Exit 9 when a check fails (a monitor runs `sxctl doctor -q`: silent while
+    nothing fails, else the failing checks, each with its fix).
 
     \b
     Examples:

@@ -41,8 +41,8 @@ def check_cron_files(found: Findings, ws, max_log_bytes: int, now: int) -> tuple
             where = os.path.basename(behind[0].file)
             found.add("cron files", "fail", f"{behind[0].message}: this clock is behind what {where} records, "
                       "and every scheduler pass and cron edit stops on it (clock_behind)",
-                      "timedatectl status   # fix this clock (NTP), or wait until then; sxctl cron validate names "
-                      "each record")
+                      "sxctl cron repair --clock   # when this clock is right and a clock that ran ahead made "
+                      "those records; else fix this clock (timedatectl status) or wait until then")
             return None
     if problems:
         names = ", ".join(dict.fromkeys(os.path.basename(p.file) for p in problems))
@@ -254,17 +254,12 @@ def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, 
         found.add("ledger", "ok", f"{size} of {max_log_bytes} bytes")
     store, ledger = files if files is not None else ({"jobs": []}, None)
     names = {job["id"]: job["name"] for job in store["jobs"]}
-    groups = sorted((g for g in ledger.groups.values() if g.start is not None), key=lambda g: g.sort_key,
-                    reverse=True) if ledger is not None else []
-    runs = [project_run(group) for group in groups]
+    runs = _newest_first(ledger)
     unknown = [run for run in runs if run["status"] == "unknown"]
     if unknown:
         name = names.get(unknown[0]["jobId"])
         found.add("unknown runs", "warn", f"{len(unknown)} run(s) ended unknown (never replayed); decide each",
                   f"sxctl cron runs {name} --evidence" if name else "sxctl cron runs --all-jobs --evidence")
-    for failed in last_failures(store, runs):
-        found.add("failed runs", "warn", f"job {failed['name']}: its last run failed: {failed['reason']}",
-                  failed["command"])
     daemons = [d for d in daemon_locks(ws, environ) if d.owns_workspace]
     if daemons:
         dispatched = [run for run in runs if (run.get("outcome") or {}).get("kind") == "inbox_dispatch"]
@@ -275,3 +270,23 @@ def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, 
         else:
             found.add("comis daemon", "warn", f"a comis daemon (pid {daemons[0].pid}) owns this workspace; "
                       "`sxctl cron tick` stays out of its way", None)
+
+
+def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any]) -> None:
+    """Jobs whose last run failed (`failures.last_failures`: the job, why, and `cron runs NAME`).
+    A failure of the check, so that `doctor -q`, the monitor probe, is not silent while a job
+    fails every run; a warning while the job is paused, as nothing runs it until it is resumed."""
+    store, ledger = files
+    jobs = {job["id"]: job for job in store["jobs"]}
+    for failed in last_failures(store, _newest_first(ledger)):
+        paused = jobs[failed["jobId"]]["lifecycle"]["status"] == "paused"
+        found.add("failed runs", "warn" if paused else "fail",
+                  f"job {failed['name']}: its last run failed: {failed['reason']}"
+                  + ("; the job is paused" if paused else ""), failed["command"])
+
+
+def _newest_first(ledger) -> list[dict[str, Any]]:
+    """The ledger's runs (`project_run` rows), newest first (cron-ledger.md §4)."""
+    groups = sorted((g for g in ledger.groups.values() if g.start is not None), key=lambda g: g.sort_key,
+                    reverse=True) if ledger is not None else []
+    return [project_run(group) for group in groups]

@@ -9,7 +9,7 @@ import socket
 import stat
 from pathlib import Path
 
-from ..callbacks.table import view_table
+from ..callbacks.table import unpublished_edit, view_table
 from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.run.heartbeat import FOLDER as HEARTBEATS
 from ..errors import SxctlError
@@ -124,6 +124,10 @@ def check_timers(found: Findings, session) -> None:
             return
         found.add("timers", "fail", f"{error.message}; the agent keeps its last good table and stops firing",
                   f"sxctl callbacks cancel-all (rewrites a valid table), or fix {session.dir / 'callbacks.json'}")
+        return
+    edit = unpublished_edit(session, view)
+    if edit is not None:  # valid, but not the table the live agent runs
+        found.add("timers", "fail", edit.message, edit.fix)
         return
     found.add("timers", "ok", "callbacks.json is valid" if view.exists else "no callbacks.json (no timers)")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, view_table
+from ..callbacks.table import CAPACITY, doc_paused, doc_rev, doc_slots, is_active, unpublished_edit, view_table
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
 from ..cron.policy.maintenance import maintenance_message, open_windows
@@ -15,6 +15,7 @@ from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
 from ..cron.spend.file import read_book
+from ..cron.store.clock_repair import REPAIR_HINT, acknowledged
 from ..cron.store.file import read_store
 from ..cron.store.transaction import clock_behind, clock_behind_error
 from ..cron.timeline.previews import job_previews
@@ -37,8 +38,10 @@ def read_timers(session: Session, now_ms: int) -> tuple[dict[str, Any], dict[str
                 "invalid": error.reason}, None
     doc = view.winner.doc if view.winner else {}
     active = [s for s in doc_slots(doc).values() if is_active(s)]
+    edit = unpublished_edit(session, view)  # a change the live agent ignores
     return {"file_exists": view.exists, "rev": doc_rev(doc), "active": len(active), "capacity": CAPACITY,
-            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None)
+            "paused": doc_paused(doc), "next_fire_ms": min((s["fire_at_ms"] for s in active), default=None),
+            "unpublished_edit": {**edit.to_json(), "message": edit.message, "fix": edit.fix} if edit else None,
             }, doc
 
 
@@ -79,7 +82,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     timeline = job_previews(ws, store, full_policy, project, clock, 1, max_log_bytes=max_log_bytes)
     last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
-    latest = clock_behind(store, runs, now_ms)  # the rule every pass and edit applies: while it holds, each stops
+    # the rule every pass and edit applies: while it holds, each stops
+    latest = clock_behind(store, runs, now_ms, acknowledged(full_policy))
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
     due = timeline.next_due()
     guards = guard_states(ws, store, full_policy, project, clock, timeline)  # the spend guards (observe/spend_view.py)
@@ -133,6 +137,9 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         problems.append({"code": "timer_table_unreadable",
                          "message": f"callbacks.json cannot be read ({timers['invalid']}); the agent keeps its last "
                                     "good table and stops firing"})
+    if timers.get("unpublished_edit"):
+        edit = timers["unpublished_edit"]
+        problems.append({"code": "timer_edit_not_adopted", "message": f"{edit['message']}; fix: {edit['fix']}"})
     problems += _cron_problems(cron)
     return {
         "ok": True, **session.to_json(), "now_ms": now,
@@ -168,7 +175,8 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
         problems.append({"code": "cron_overdue", "message": f"cron job {name} is overdue and no tick is running; "
                                                             "is `sxctl cron tick` in your crontab?"})
     if cron.get("clock_behind"):
-        problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}"})
+        problems.append({"code": "cron_clock_behind", "message": f"every pass stops: {cron['clock_behind']}; "
+                                                                 f"{REPAIR_HINT}"})
     problems += guard_problems(cron.get("guards", []))
     for job in cron.get("never_run", []):
         problems.append({"code": "cron_never_runs",

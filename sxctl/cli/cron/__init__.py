@@ -20,7 +20,7 @@ COMMANDS = {
     "next": "view:next_", "status": "checks:status", "runs": "checks:runs", "validate": "checks:validate",
     "wake": "wake:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
     "handoff": "engines:handoff", "simulate": "simulate:simulate", "defaults": "edit:defaults",
-    "budget": "budget:budget",
+    "budget": "budget:budget", "repair": "repair:repair",
 }
 
 

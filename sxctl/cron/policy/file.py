@@ -42,7 +42,7 @@ from ..store.workspace import Workspace
 from ..timeline.schedule import load_cron_zone
 from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
 from .jitter import MAX_JITTER_MS, jitter_offset_ms
-from .keys import DEFAULTS, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
+from .keys import CLOCK_REPAIR, DEFAULTS, MAX_RAN_AHEAD, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
 READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
@@ -50,7 +50,8 @@ DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live age
 RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond), fewer when the
 #                   file would outgrow FILE_CAP (fit_to_cap)
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", "overlap", "maintenance", *SPEND_SKIP_REASONS)
+SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", "overlap", "maintenance", "ran_ahead",
+                *SPEND_SKIP_REASONS)
 PAUSE_REASONS = ("max_unconsumed", "expired")
 LIFETIME_KEYS = ("maxRuns", "untilMs")  # recurring jobs only
 
@@ -131,6 +132,7 @@ ENTRY = Obj([
     opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/policy/jitter.py
     opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only this host's passes run it (policy/hosts.py)
     opt("pingUrl", Check(Str(1, MAX_URL_LEN), url_rule)),  # format 3: push monitoring (cron/run/pings.py)
+    opt("ranAheadMs", Arr(EPOCH_MS, max_items=MAX_RAN_AHEAD)),  # format 3: cron/store/clock_repair.py
     # state kept by the scheduler pass
     opt("runs", Int(0, MAX_SAFE_INT)),
     opt("countedId", Str(1, 256)),  # the execution last counted in runs/day (limits.count_dispatch)
@@ -146,7 +148,8 @@ ENTRY = Obj([
 ])
 ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000)),
                   opt("defaults", DEFAULTS), opt("maintenance", WINDOW),  # format 3: the workspace's
-                  opt("budget", BUDGET)]),  # format 3: the workspace's spend guards (cron/spend/rules.py)
+                  opt("budget", BUDGET),  # format 3: the workspace's spend guards (cron/spend/rules.py)
+                  opt("clockRepair", CLOCK_REPAIR)]),  # format 3: cron/store/clock_repair.py
              _version_rule)
 
 

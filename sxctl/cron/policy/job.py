@@ -139,6 +139,8 @@ class Job:
     counted_day: dict[str, Any] | None
     #: when its limits were last reset (`cron resume` of an expired job): runs before spend nothing
     limits_from_ms: int
+    #: occurrences it ran while the clock was ahead, kept by `cron repair --clock`: never run again
+    ran_ahead: frozenset[int]
     record: dict[str, Any]
     entry: dict[str, Any]
 
@@ -225,7 +227,7 @@ def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -
         token_cap=effective_guards(entry, policy.get("budget")).get("maxTokensPerDay"),
         windows=tuple(w for w in (workspace_window, entry.get("maintenance")) if w),
         has_policy=bool(entry), counted_runs=entry.get("runs", 0), counted_day=entry.get("day"),
-        limits_from_ms=entry.get("limitsFromMs", 0),
+        limits_from_ms=entry.get("limitsFromMs", 0), ran_ahead=frozenset(entry.get("ranAheadMs", ())),
         record=record, entry=entry)
 
 

@@ -11,16 +11,23 @@ from typing import Any
 
 from ..spend.rules import GUARD_KEYS, SPEND_SKIP_REASONS
 from ..store.schema import EPOCH_MS
-from ..store.schema_kit import Check, Int, Obj, Str, opt, req
+from ..store.schema_kit import Arr, Check, Int, Obj, Str, opt, req
 
 #: what a due occurrence does while the job's previous message is still unread (`--overlap`)
 OVERLAP_MODES = ("queue", "skip", "replace")
 #: skip reasons an older sxctl does not know
-FORMAT_3_SKIPS = ("overlap", "maintenance", *SPEND_SKIP_REASONS)
+FORMAT_3_SKIPS = ("overlap", "maintenance", "ran_ahead", *SPEND_SKIP_REASONS)
 #: entry keys an older sxctl does not know
-FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", "jitterMs", "host", "pingUrl", *GUARD_KEYS)
-#: the workspace's own settings, beside `jobs` (format 3; `budget`: the spend guards, cron/spend/rules.py)
-WORKSPACE_KEYS = ("defaults", "maintenance", "budget")
+FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", "jitterMs", "host", "pingUrl", "ranAheadMs", *GUARD_KEYS)
+#: the workspace's own settings, beside `jobs` (format 3; `budget`: the spend guards, cron/spend/rules.py;
+#: `clockRepair`: cron/store/clock_repair.py)
+WORKSPACE_KEYS = ("defaults", "maintenance", "budget", "clockRepair")
+#: the records a clock repair acknowledges, and the occurrences it keeps per job, at most (a ledger at
+#: comis's largest ceiling, 32 MiB, holds fewer runs)
+MAX_RAN_AHEAD = 200_000
+#: `cron repair --clock` (cron/store/clock_repair.py): the records made by a clock that ran ahead
+CLOCK_REPAIR = Obj([req("atMs", EPOCH_MS), req("throughMs", EPOCH_MS),
+                    req("executionIds", Arr(Str(1, 256), max_items=MAX_RAN_AHEAD))])
 MAX_CATCHUP = 100_000
 #: `cron defaults`: what every pass of the workspace uses unless its own flag says otherwise
 DEFAULTS = Obj([opt("maxCatchup", Int(1, MAX_CATCHUP))])

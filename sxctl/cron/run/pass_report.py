@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...timeparse import display_zone, duration_text, format_ms
+from ..policy.job import job_of
 from ..timeline.admission import AdmissionReport
 from ..timeline.catchup import SKIP_COUNT_CAP, missed_between, skipped_count
 from ..timeline.schedule import job_zone_name, local_time
@@ -141,6 +142,21 @@ class PassReport:
         for row in self.outcomes():
             lines.append(self._line(row, next(runs) if "trigger" in row else None))
         return lines
+
+    def idle_text(self) -> str:
+        """What a pass that had nothing to tell says (`cron tick` notes it, `-q` drops it): nothing
+        was due, and the job due next (comis's next run plus its --jitter, as the pass looks at
+        it), or the due jobs it left to the hosts they are pinned to."""
+        if self.elsewhere:
+            pinned = ", ".join(f"{row['name']} ({row['host']})" for row in self.elsewhere[:5])
+            return f"nothing run on {self.host}: {len(self.elsewhere)} due job(s) pinned to other hosts: {pinned}"
+        jobs = [job_of(record, self.policy, self.workspace) for record in self.jobs.values()]
+        due = [(job.due_ms, job.name) for job in jobs if job.status == "scheduled" and not job.built_in
+               and job.due_ms is not None]
+        if not due:
+            return "nothing due: no job is scheduled"
+        at, name = min(due)
+        return f"nothing due; next due: {name} at {self.when(at)}"
 
     def _line(self, row: dict[str, Any], run: dict[str, Any] | None) -> str:
         name, fate = row["name"], row["fate"]

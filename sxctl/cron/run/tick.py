@@ -24,6 +24,7 @@ from ..policy.hosts import pinned_elsewhere, this_host
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
+from ..store.clock_repair import acknowledged, forget_passed
 from ..store.file import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
 from ..store.schema import canonical_store, root_run_id_for, work_kind_of
 from ..store.workspace import Workspace
@@ -32,7 +33,7 @@ from ..timeline.burst import CatchupBudget, budget_of, defer
 from ..timeline.catchup import missed_note
 from ..timeline.hold import stands_for
 from ..timeline.schedule import next_run, schedule_computable
-from ..timeline.views import cross_check
+from ..timeline.views import cross_check, stop_on_cross_checks
 from .dispatch import Dispatcher, Occurrence
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
@@ -150,11 +151,9 @@ class SchedulerPass:
         self.ledger = scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes) or Ledger(self.ws.ledger,
                                                                                                       b"")
         now = self.clock.now_ms()
-        problems = cross_check(store, self.ledger, self.ws, now)
-        for code in ("identity_mismatch", "clock_behind"):
-            found = [p for p in problems if p.code == code]
-            if found:
-                raise SxctlError("; ".join(p.message for p in found), code=ErrorCode(code), file=found[0].file)
+        self.policy = read_policy(self.ws)
+        problems = cross_check(store, self.ledger, self.ws, now, acknowledged(self.policy))
+        stop_on_cross_checks(problems)
         orphans = [p for p in problems if p.code == "orphan_start"]
         if orphans and not self.options.terminalize_orphans:
             raise SxctlError(
@@ -164,9 +163,9 @@ class SchedulerPass:
                 code=ErrorCode.ORPHAN_START, file=str(self.ws.ledger))
         self.orphans = [g for eid, g in self.ledger.groups.items()
                         if g.terminal is None and eid not in {c["executionId"] for c in store["activeClaims"]}]
-        self.policy = read_policy(self.ws)
         self.admission = Admission(self.policy, self.ledger, project=self.options.project, to=self.options.to,
                                    clock=self.clock, report=self.report, workspace=self.ws.root, store=store)
+        self.admission.policy_changed = forget_passed(self.policy, now)  # a clock repair now behind the clock
         self.admission.spend = self.attribution
         self.result.admission = self.admission.done
         self.result.see(store, self.policy)

@@ -22,6 +22,7 @@ from ..policy.jitter import check_jitter
 from ..run.ledger import recent_runs
 from ..timeline.schedule import honoured_zone_name
 from .authoring import JobSpec
+from .clock_repair import REPAIR_HINT, acknowledged_in
 from .file import (
     LOCK_WAIT_S,
     find_job,
@@ -89,19 +90,23 @@ def mutate_store(
     return Mutation(working, outcome)
 
 
-def clock_behind(store: dict[str, Any], runs: list[dict[str, Any]], now_ms: int) -> int | None:
+def clock_behind(store: dict[str, Any], runs: list[dict[str, Any]], now_ms: int,
+                 acknowledged: frozenset[str] = frozenset()) -> int | None:
     """THE rule for a clock set back: the newest claim, or run start among `runs` (the ledger's
     tail), when it is after `now_ms` — a schedule recomputed from such a "now" re-arms an occurrence
-    that already ran, and the next pass would run it twice. None when the clock is not behind."""
-    latest = max([claim["claimedAtMs"] for claim in store["activeClaims"]]
-                 + [run["startedAtMs"] for run in runs if run.get("startedAtMs") is not None], default=0)
+    that already ran, and the next pass would run it twice. None when the clock is not behind.
+    The records a clock repair `acknowledged` (store/clock_repair.py) do not count."""
+    latest = max([claim["claimedAtMs"] for claim in store["activeClaims"] if claim["executionId"] not in acknowledged]
+                 + [run["startedAtMs"] for run in runs
+                    if run.get("startedAtMs") is not None and run["executionId"] not in acknowledged], default=0)
     return latest if latest > now_ms else None
 
 
 def clock_behind_error(ws: Workspace, now_ms: int, latest: int) -> SxctlError:
     return SxctlError(f"this clock ({format_ms(now_ms)}) is behind the last run recorded in {ws.ledger} "
                       f"({format_ms(latest)}): an edit now could schedule an occurrence that already ran; "
-                      "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger)
+                      "fix the clock, or wait until then", code=ErrorCode.CLOCK_BEHIND, file=ws.ledger,
+                      hint=REPAIR_HINT)
 
 
 def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> None:
@@ -112,7 +117,7 @@ def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> No
         runs = recent_runs(ws.ledger, 20)
     except SxctlError:
         runs = []
-    latest = clock_behind(store, runs, now_ms)
+    latest = clock_behind(store, runs, now_ms, acknowledged_in(ws))
     if latest is not None:
         raise clock_behind_error(ws, now_ms, latest)
 

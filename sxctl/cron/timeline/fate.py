@@ -28,8 +28,8 @@ PREVIEW_BUDGET = 50_000
 class Fate:
     """What the pass does with one occurrence. `action`: `run` (claim and dispatch it; `reason`
     `given_up` when no live agent came within --hold-max: its dispatch fails), `skip` (`reason`
-    stale, inactive_hours, max_runs_per_day, overlap, maintenance, max_tokens_per_day, or a spend
-    guard's reason past --hold-max), `expire` (the job is paused; `reason` until or max_runs),
+    stale, inactive_hours, max_runs_per_day, overlap, maintenance, max_tokens_per_day, ran_ahead, or a
+    spend guard's reason past --hold-max), `expire` (the job is paused; `reason` until or max_runs),
     `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session, or a spend guard's —
     rate_limit, token_budget, usage_unreadable: waits, unclaimed, until `hold.give_up_at_ms`;
     maintenance: a one-shot waits for the window's end) or `not_due` (its time has not come).
@@ -83,14 +83,17 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
                     held: Callable[[], Hold | None] | None = None) -> Fate:
     """THE fate of the job's `occurrence` in a pass at `now`, with its limits' `usage`
     (limits.limit_usage), in the order the pass decides (docs/timeline.md): lifetime, due time
-    (with --jitter), maintenance window, the policy's skips, the hold (`held`: hold.hold_for,
-    asked only when it matters), --max-unconsumed, --overlap."""
+    (with --jitter), an occurrence that ran while the clock was ahead, maintenance window, the
+    policy's skips, the hold (`held`: hold.hold_for, asked only when it matters),
+    --max-unconsumed, --overlap."""
     expired = expiry(job, occurrence, usage, now)
     if expired is not None:
         return expired
     late = now - (job.run_at(occurrence) - occurrence)  # due at its jittered time: as late as now - offset
     if occurrence > late:
         return Fate("not_due")
+    if occurrence in job.ran_ahead and not job.one_shot:  # cron/store/clock_repair.py
+        return Fate("skip", "ran_ahead", "it ran already, while the clock was ahead (`cron repair --clock`)")
     window = window_at(job.windows, now if job.one_shot else occurrence, now)  # a one-shot waits; recurring skips
     if window is not None:
         return Fate("hold" if job.one_shot else "skip", "maintenance", window_text(window))

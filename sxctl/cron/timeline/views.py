@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...clock import Clock
-from ...errors import InvalidDataError, SxctlError, UsageError
+from ...errors import ErrorCode, InvalidDataError, SxctlError, UsageError
 from ...fsio import read_data_file
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
 from ..policy.file import FILE_CAP, describe_job, read_policy
@@ -21,6 +21,7 @@ from ..policy.jitter import check_jitter
 from ..run.heartbeat import newest_pass_ms
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..run.pings import mask_url
+from ..store.clock_repair import REPAIR_HINT, acknowledged_in
 from ..store.file import STORE_CAP, daemon_locks, find_job, read_store
 from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
@@ -208,8 +209,12 @@ class Problem:
         return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
 
 
-def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: int) -> list[Problem]:
-    """Orphan starts, claims whose start differs in identity, and times recorded in the future."""
+def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: int,
+                acknowledged: frozenset[str] | None = None) -> list[Problem]:
+    """Orphan starts, claims whose start differs in identity, and times recorded in the future
+    (but those a clock repair `acknowledged`: None reads them from the policy file)."""
+    if acknowledged is None:
+        acknowledged = acknowledged_in(ws)
     problems: list[Problem] = []
     claims = {claim["executionId"]: claim for claim in store["activeClaims"]}
     for execution_id, group in ledger.groups.items():
@@ -224,14 +229,27 @@ def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: in
                                                   "workKind")):
                 problems.append(Problem(str(ws.store), None, "identity_mismatch",
                                         f"claim {claim['executionId']} differs from its ledger start"))
-        if claim["claimedAtMs"] > now_ms:
+        if claim["claimedAtMs"] > now_ms and claim["executionId"] not in acknowledged:
             problems.append(Problem(str(ws.store), None, "clock_behind",
                                     f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, after now"))
     for group in ledger.groups.values():
-        if group.start is not None and group.start["startedAtMs"] > now_ms:
+        if group.start is not None and group.start["startedAtMs"] > now_ms and \
+                group.start["executionId"] not in acknowledged:
             problems.append(Problem(str(ws.ledger), group.first_line, "clock_behind",
                                     f"execution {group.start['executionId']} started after now"))
     return problems
+
+
+def stop_on_cross_checks(problems: list[Problem]) -> None:
+    """What stops a scheduler pass (runner.md §2): a claim whose start differs in identity, a
+    claim or a run recorded after this clock's now (with the way out when this clock is right)."""
+    for code in ("identity_mismatch", "clock_behind"):
+        found = [p for p in problems if p.code == code]
+        if found:
+            error = SxctlError("; ".join(p.message for p in found), code=ErrorCode(code), file=found[0].file)
+            if code == "clock_behind":
+                error.extra["hint"] = REPAIR_HINT
+            raise error
 
 
 def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, full: bool = False

@@ -13,7 +13,7 @@ from sxctl.callbacks.protocol import WriteOptions
 from sxctl.callbacks.verbs import list_preview, preview_fires, set_timer
 from sxctl.clock import FakeClock
 from sxctl.project import select_session
-from tests.conftest import EXAMPLES, tree
+from tests.conftest import EXAMPLES, example_table, now_ms, tree
 
 
 def data_files(folder):
@@ -30,7 +30,7 @@ def example_session(project):
     """The examples' session: the documented table, and stats.json written at NOW."""
     folder = project.root / ".scorpiox" / "sessions" / SID
     folder.mkdir(parents=True)
-    shutil.copy(EXAMPLES / "callbacks.json", folder / "callbacks.json")
+    example_table(folder / "callbacks.json")
     shutil.copy(EXAMPLES / "stats.json", folder / "stats.json")
     return folder
 
@@ -348,11 +348,11 @@ def test_mirror_ahead_of_the_new_write_is_skipped_with_a_warning(project, worktr
     shutil.copy(EXAMPLES / "callbacks.json", worktree / "callbacks.json")
     real_write = protocol._write_mirror
 
-    def agent_jumps_ahead(path, data, new_rev, report):
+    def agent_jumps_ahead(path, data, new_rev, now, report):
         doc = json.loads(data)
         doc["rev"] = new_rev + 5
         path.write_text(json.dumps(doc))
-        return real_write(path, data, new_rev, report)
+        return real_write(path, data, new_rev, now, report)
 
     monkeypatch.setattr(protocol, "_write_mirror", agent_jumps_ahead)
     clock = FakeClock(NOW)
@@ -429,3 +429,60 @@ def test_a_signal_while_a_timer_is_written_says_it_was_written(project, monkeypa
     monkeypatch.undo()
     [armed] = project.run("cb", "list", "--json").json()["slots"]
     assert armed["message"] == "check the build"
+
+
+# --- an edit the running agent ignores ------------------------------------------------------------
+
+def test_a_hand_edit_without_a_new_rev_is_named_everywhere_until_published(project, agents):
+    """The agent adopts callbacks.json only when its rev changes: a hand edit that kept rev was
+    ignored while `callbacks list` and `status` showed it and `doctor` called the file valid. Each
+    now says so with the fix, `callbacks publish`, after which the agent runs the edited timer."""
+    agent = agents(project)
+    table = agent.dir / "callbacks.json"
+    minute_ago = now_ms() - 60_000  # the table was written a minute ago ...
+    written = project.run("cb", "set", "old text", "--every", "1h", "--json", clock=FakeClock(minute_ago))
+    assert written.code == 0 and written.json()["rev"] == 2, written.err
+    agent.wait_for(lambda e: e["event"] == "callbacks_adopted" and e["rev"] == 2)
+    doc = json.loads(table.read_text())
+    doc["slots"][0].update(message="new text", fire_at_ms=minute_ago)  # ... and is edited now: due, same rev
+    table.write_text(json.dumps(doc, indent=2))
+
+    listed = project.run("cb", "list", "--json")
+    assert listed.code == 0 and listed.json()["unpublished_edit"]["rev"] == 2, listed.out
+    assert f"warning: {table} changed at " in listed.err and "without a new rev" in listed.err
+    assert listed.err.rstrip().endswith("fix: sxctl callbacks publish"), listed.err
+    [problem] = [p for p in project.run("status", "--json").json()["problems"] if p["code"] == "timer_edit_not_adopted"]
+    assert "the running agent adopts the table only when its rev changes" in problem["message"]
+    doctor = project.run("doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "timers"]
+    assert doctor.code == 9 and check["status"] == "fail" and "without a new rev" in check["message"], check
+    assert check["fix"].startswith("sxctl callbacks publish   #")
+    assert not agent.named("turn_start")  # the due timer of the edit never fired: the agent ignores it
+
+    published = project.run("cb", "publish", "--json")
+    assert published.code == 0 and published.json()["rev"] == 3 and published.json()["verified"] is True
+    assert published.json()["text"] == "Published callbacks.json as rev 3."
+    agent.wait_for(lambda e: e["event"] == "turn_start" and e["text"] == "new text")
+    after = project.run("cb", "list", "--json")
+    assert after.json()["unpublished_edit"] is None and "without a new rev" not in after.err
+    [check] = [c for c in project.run("doctor", "--json").json()["checks"] if c["check"] == "timers"]
+    assert check["status"] == "ok", check
+
+
+def test_only_a_live_agent_ignores_an_edit_and_publish_refuses_what_the_tool_would(project):
+    """No live agent: the next one reads the table as it is, so nothing is said. `publish`
+    refuses an active slot the agent's tool never writes (exit 2, naming it), writing nothing."""
+    folder = project.session(live=False)
+    assert project.run("cb", "set", "x", "--every", "1m", clock=FakeClock(now_ms() - 3_600_000)).code == 0
+    table = folder / "callbacks.json"
+    doc = json.loads(table.read_text())
+    doc["slots"][0]["delay_ms"] = 500
+    table.write_text(json.dumps(doc, indent=2))
+    listed = project.run("cb", "list", "--json")
+    assert listed.json()["unpublished_edit"] is None and "without a new rev" not in listed.err
+    before = table.read_bytes()
+    refused = project.run("-q", "cb", "publish")
+    assert refused.code == 2 and refused.err == (
+        f"sxctl: nothing published: slot 0 of {folder / 'callbacks.json'}: delay_seconds must be between 1 and 3600 "
+        "(got 0.5)\n"), refused.err
+    assert table.read_bytes() == before

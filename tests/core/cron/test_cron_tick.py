@@ -193,6 +193,29 @@ def test_missing_store_is_nothing_to_do(project):
     assert project.run("cron", "tick", "-q").out == ""
 
 
+def test_a_pass_with_nothing_due_says_so_unless_quiet(project):
+    """It printed nothing at all, as a pass that never ran does. It says nothing was due and
+    which job is due next (a note: `-q`, the exported entry's flag, keeps a quiet log quiet)."""
+    start = (now_ms() // 60_000) * 60_000
+    project.session()
+    assert project.run("cron", "init").code == 0
+    idle = project.run("cron", "tick", clock=FakeClock(start))
+    assert idle.code == 0 and idle.out == "" and idle.err == "sxctl: nothing due: no job is scheduled\n", idle.err
+    assert project.run("cron", "add", "later", "--every", "1h", "--anchor", "2020-01-01T00:30Z", "--payload",
+                       "heartbeat-event", "--text", "x", clock=FakeClock(start)).code == 0
+    idle = project.run("cron", "tick", clock=FakeClock(start))
+    anchor = 1_577_838_600_000  # 2020-01-01T00:30Z
+    due = anchor + ((start - anchor) // 3_600_000 + 1) * 3_600_000
+    shown = time.strftime("%H:%M", time.gmtime(due / 1000))
+    day = "" if due // 86_400_000 == start // 86_400_000 else time.strftime("%Y-%m-%d ", time.gmtime(due / 1000))
+    assert idle.code == 0 and idle.out == ""
+    assert idle.err == f"sxctl: nothing due; next due: later at {day}{shown} UTC\n", idle.err
+    quiet = project.run("-q", "cron", "tick", clock=FakeClock(start))
+    assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
+    document = project.run("cron", "tick", "--json", clock=FakeClock(start))
+    assert document.json()["runs"] == [] and document.json()["occurrences"] == {"total": 0}
+
+
 @pytest.mark.real_time
 def test_busy_lock(project):
     project.run("cron", "init")

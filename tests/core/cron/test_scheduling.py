@@ -424,13 +424,38 @@ def test_a_failed_one_shot_is_failed_in_cron_list_and_a_problem_in_status_and_do
     assert f"cron job stretch: its last run failed: {REASON}" in sched.run(later, "status").out
     doctor = sched.run(later, "doctor", "--json")
     [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
-    assert check["status"] == "warn" and check["message"] == f"job stretch: its last run failed: {REASON}"
-    assert check["fix"] == "sxctl cron runs stretch"
+    assert check["status"] == "fail" and check["message"] == f"job stretch: its last run failed: {REASON}"
+    assert check["fix"] == "sxctl cron runs stretch" and doctor.code == 9
     again = sched.run(later, "cron", "run", "stretch", env=sched.env(SXCTL_DELIVER_CMD="cat >/dev/null"))
     assert again.code == 0  # a manual run by hand later: the one-shot's own run still failed
     states = {row["job"]["name"]: row["state"] for row in sched.run(later, "cron", "list", "--json").json()["jobs"]}
     assert states == {"stretch": "failed", "fine": "done"}
     assert sched.run(later, "status", "--json").json()["cron"]["jobs_by_state"] == {"failed": 1, "done": 1}
+
+
+def test_doctor_q_the_monitor_probe_fails_while_a_job_fails_every_run(sched):
+    """`doctor -q` exited 0 (a warning) while a delivery job failed every hour: the monitor heard
+    nothing. A job whose last run failed fails the check, naming the job, why and `cron runs`;
+    once the job is paused nothing runs it, and it is a warning again."""
+    sched.agent_at(NINE)
+    sched.add(NINE - MIN, "stretch", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--payload", "delivery",
+              "--text", "stretch")
+    for hour in range(3):
+        at = NINE + hour * HOUR
+        sched.agent_at(at)
+        [run] = sched.tick(at)["runs"]
+        assert run["status"] == "failed", run
+    probe = sched.run(NINE + 2 * HOUR, "-q", "doctor")
+    assert probe.code == 9, probe.out + probe.err
+    assert probe.out.splitlines() == [
+        f"FAIL  failed runs  job stretch: its last run failed: {REASON}",
+        "                   fix: sxctl cron runs stretch"], probe.out
+    assert probe.err == "sxctl: 1 check(s) failed: failed runs\n"
+    assert sched.run(NINE + 2 * HOUR, "cron", "pause", "stretch").code == 0
+    paused = sched.run(NINE + 2 * HOUR, "-q", "doctor", "--json")
+    assert paused.code == 0, paused.out
+    [check] = [c for c in paused.json()["checks"] if c["check"] == "failed runs"]
+    assert check["status"] == "warn" and check["message"].endswith("; the job is paused"), check
 
 
 # --- receipts ----------------------------------------------------------------------------------------

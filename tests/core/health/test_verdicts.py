@@ -526,7 +526,7 @@ def test_doctor_fails_files_that_record_a_run_after_this_clocks_now(project):
     [check] = checks(result, "cron files")
     assert result.code == 9 and check["status"] == "fail", check
     assert "started after now: this clock is behind what cron-executions.jsonl records" in check["message"]
-    assert check["fix"].startswith("timedatectl status")
+    assert check["fix"].startswith("sxctl cron repair --clock   #") and "timedatectl status" in check["fix"]
 
 
 @pytest.mark.real_time

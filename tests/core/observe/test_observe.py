@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sxctl.clock import FakeClock
-from tests.conftest import EXAMPLES, follow_json
+from tests.conftest import EXAMPLES, example_table, follow_json
 
 NOW = 1_789_974_090_000
 SID = "2026_09_21_quiet_euler"
@@ -23,7 +23,7 @@ def prepared(project):
     and the workspace's cron store and ledger."""
     folder = project.root / ".scorpiox" / "sessions" / SID
     (folder / "inbox").mkdir(parents=True)
-    shutil.copy(EXAMPLES / "callbacks.json", folder / "callbacks.json")
+    example_table(folder / "callbacks.json")
     shutil.copy(EXAMPLES / "stats.json", folder / "stats.json")
     for message in (EXAMPLES / "inbox").iterdir():
         shutil.copy(message, folder / "inbox" / message.name)
@@ -43,7 +43,7 @@ def test_status_counts_every_surface(project, prepared):
     doc = invoke(project, "status", "--json")
     assert doc["session"] == SID and doc["liveness"] == {"state": "live", "updated_ms": NOW, "stats_age_ms": 0}
     assert doc["timers"] == {"file_exists": True, "rev": 12, "active": 2, "capacity": 8, "paused": False,
-                             "next_fire_ms": 1789974102000}
+                             "next_fire_ms": 1789974102000, "unpublished_edit": None}
     assert doc["inbox"]["pending"] == 2 and doc["inbox"]["consumed_last_hour"] == 0
     cron = doc["cron"]
     assert cron["jobs_by_state"] == {"scheduled": 2, "done": 1, "paused:operator": 1}

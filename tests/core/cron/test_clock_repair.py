@@ -1,0 +1,160 @@
+"""`cron repair --clock`: passes ran under a clock ten days ahead, then the clock is right again.
+Every pass and edit stopped (`clock_behind`) until real time caught up; the repair lets them go on
+now, and no occurrence that ran runs again — proved on the ledger and in the inbox."""
+
+from __future__ import annotations
+
+import collections
+import json
+
+import pytest
+
+from tests.comis_strict import check_store_bytes
+from tests.conftest import killed_at
+from tests.core.cron.test_scheduling import HOUR, MIN, NINE
+
+from . import test_scheduling
+
+sched = test_scheduling.sched  # the fixture of tests/core/cron/test_scheduling.py: a project at a fake time
+
+DAY = 24 * HOUR
+AHEAD = NINE + 10 * DAY  # the clock that ran ten days fast
+RIGHT = NINE + 2 * MIN  # the right time, when the clock is fixed
+FILES = ("cron-jobs.json", "cron-executions.jsonl", "sxctl-policy.json")
+
+
+def _passes_ahead(sched, monkeypatch) -> None:
+    """Three jobs, then passes under the clock ten days ahead: each job's catch-up, two more runs
+    of the 5-minute job, and a pass killed after its claim (a claim recorded ahead)."""
+    sched.add(NINE - MIN, "five", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "five")
+    sched.add(NINE - MIN, "daily", "--cron", "0 10 * * *", "--payload", "heartbeat-event", "--text", "daily")
+    sched.add(NINE - MIN, "once", "--at", "2026-12-01T10:00Z", "--payload", "heartbeat-event", "--text", "once")
+    for minutes in (0, 5, 10):
+        sched.agent_at(AHEAD + minutes * MIN)
+        assert sched.tick(AHEAD + minutes * MIN)["runs"], minutes
+    sched.agent_at(AHEAD + 15 * MIN)
+    killed_at(monkeypatch, "after-claim", lambda: sched.run(AHEAD + 15 * MIN, "cron", "tick"))
+
+
+def _files(sched) -> dict[str, bytes | None]:
+    paths = {name: sched.root / ".scheduler" / name for name in FILES}
+    return {name: path.read_bytes() if path.exists() else None for name, path in paths.items()}
+
+
+def _occurrences(sched) -> tuple[collections.Counter, collections.Counter]:
+    """How many times each occurrence (job name, scheduledForMs) was started (the ledger) and
+    sent (the inbox: each message's key record names its execution)."""
+    names = {job["id"]: job["name"] for job in json.loads((sched.root / ".scheduler" / "cron-jobs.json")
+                                                          .read_text())["jobs"]}
+    starts = {row["executionId"]: (names[row["jobId"]], row["scheduledForMs"]) for row in sched.ledger()
+              if row["recordType"] == "started" and row["trigger"] != "manual"}
+    keys = {}
+    for path in (sched.folder / "inbox" / ".keys").glob("*.json"):
+        record = json.loads(path.read_text())
+        keys[record["stem"]] = record["key"]
+    messages = [*sched.folder.joinpath("inbox").glob("*.json"), *sched.folder.joinpath("inbox", "done").glob("*.json")]
+    assert len(messages) == len(keys), (messages, keys)  # every message written by a run, none by hand
+    return collections.Counter(starts.values()), collections.Counter(starts[keys[m.stem]] for m in messages)
+
+
+def test_after_a_clock_ten_days_ahead_the_repair_lets_passes_and_edits_go_on_and_nothing_runs_twice(
+        sched, monkeypatch):
+    _passes_ahead(sched, monkeypatch)
+    sched.agent_at(RIGHT)
+    behind = sched.run(RIGHT, "cron", "tick", "--json")  # the right time, earlier than everything recorded
+    assert behind.code == 5 and behind.json()["error"]["code"] == "clock_behind"
+    assert behind.json()["error"]["hint"].endswith("sxctl cron repair --clock")
+    assert sched.run(RIGHT, "cron", "update", "five", "--text", "five!").code == 5
+    doctor = sched.run(RIGHT, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "cron files"]
+    assert check["status"] == "fail" and check["fix"].startswith("sxctl cron repair --clock   #"), check
+    before = _files(sched)
+
+    repaired = sched.run(RIGHT, "cron", "repair", "--clock", "--json")
+    assert repaired.code == 0, repaired.out + repaired.err
+    doc = repaired.json()
+    assert (doc["repaired"], doc["ahead"], doc["throughMs"]) == (True, 6, AHEAD + 15 * MIN), doc
+    jobs = {job["name"]: job for job in doc["jobs"]}
+    assert jobs["five"]["nextRunAtMs"] == {"before": AHEAD + 20 * MIN, "after": NINE + 5 * MIN}
+    assert jobs["five"]["ranAhead"] == 3  # AHEAD +5m and +10m ran, +15m was claimed
+    tomorrow = NINE + DAY + HOUR  # its 10:00 today ran (the catch-up ahead): never again
+    assert jobs["daily"] == {"jobId": jobs["daily"]["jobId"], "name": "daily", "ranAhead": 1,
+                             "nextRunAtMs": {"before": AHEAD + HOUR, "after": tomorrow}}
+    assert "once" not in jobs  # it ran: a finished one-shot stays finished
+    store = (sched.root / ".scheduler" / "cron-jobs.json").read_bytes()
+    assert check_store_bytes(store) == []
+    assert _files(sched)["cron-executions.jsonl"] == before["cron-executions.jsonl"]  # never rewritten
+    human = sched.run(RIGHT, "cron", "repair", "--clock")
+    assert human.code == 0 and human.out.startswith("repaired already: the 6 record(s) ahead"), human.out
+    assert _files(sched)["cron-jobs.json"] == store  # a second repair changes nothing
+
+    # passes and edits go on now: the dead claim settles (at its own time: durationMs is never
+    # negative), and the 5-minute job runs again at 09:05
+    first = sched.tick(RIGHT)
+    assert first["reconciled"]["recoveredBeforeStart"] == 1 and first["runs"] == [], first
+    assert sched.run(RIGHT, "cron", "update", "five", "--text", "five").code == 0
+    sched.agent_at(NINE + 5 * MIN)
+    assert [r["name"] for r in sched.tick(NINE + 5 * MIN)["runs"]] == ["five"]
+    assert sched.run(NINE + 6 * MIN, "cron", "validate").code == 0
+    # today's 10:00 of `daily` ran ahead: the pass at 10:00 runs `five` alone
+    sched.agent_at(NINE + HOUR)
+    assert [(r["name"], r["trigger"]) for r in sched.tick(NINE + HOUR)["runs"]] == [("five", "catchup")]
+    # ten days on, real time reaches the runs made ahead: each is skipped, none runs twice
+    sched.agent_at(AHEAD + 4 * MIN)
+    assert sorted(r["name"] for r in sched.tick(AHEAD + 4 * MIN)["runs"]) == ["daily", "five"]
+    for minutes in (5, 10, 15):
+        sched.agent_at(AHEAD + minutes * MIN)
+        report = sched.tick(AHEAD + minutes * MIN)
+        assert report["runs"] == [] and [(s["name"], s["reason"], s["firstMs"]) for s in report[
+            "skippedOccurrences"]] == [("five", "ran_ahead", AHEAD + minutes * MIN)], report
+    sched.agent_at(AHEAD + 20 * MIN)
+    assert [r["name"] for r in sched.tick(AHEAD + 20 * MIN)["runs"]] == ["five"]
+    started, sent = _occurrences(sched)
+    assert [occurrence for occurrence, n in started.items() if n > 1] == []
+    assert [occurrence for occurrence, n in sent.items() if n > 1] == []
+    assert started[("five", AHEAD + 20 * MIN)] == 1  # and the job runs on
+    assert sched.run(AHEAD + 21 * MIN, "cron", "validate").code == 0
+    # once the clock passed every record, the repair's marks are gone from the policy file
+    assert "clockRepair" not in json.loads((sched.root / ".scheduler" / "sxctl-policy.json").read_text())
+
+
+@pytest.mark.parametrize("write", [1, 2], ids=["policy-file", "store"])
+def test_a_repair_killed_at_either_write_is_safe_and_the_next_one_finishes_it(sched, monkeypatch, write):
+    """The policy file is written first: killed before it, nothing changed (passes still stop);
+    killed between the two writes, passes go on while the jobs wait where the clock ahead left
+    them (nothing runs twice); either way the next repair finishes, as one uninterrupted would."""
+    _passes_ahead(sched, monkeypatch)
+    before = _files(sched)
+    killed_at(monkeypatch, "before-rename", lambda: sched.run(RIGHT, "cron", "repair", "--clock"), nth=write)
+    after = _files(sched)
+    assert check_store_bytes(after["cron-jobs.json"]) == []
+    assert after["cron-jobs.json"] == before["cron-jobs.json"]
+    assert (after["sxctl-policy.json"] == before["sxctl-policy.json"]) is (write == 1)
+    sched.agent_at(RIGHT)
+    tick = sched.run(RIGHT, "cron", "tick", "--json")
+    if write == 1:
+        assert tick.code == 5 and tick.json()["error"]["code"] == "clock_behind"
+    else:
+        assert tick.code == 0 and tick.json()["runs"] == [], tick.out  # the jobs still wait ten days
+    again = sched.run(RIGHT, "cron", "repair", "--clock", "--json").json()
+    assert again["repaired"] is True
+    assert {job["name"]: job["nextRunAtMs"]["after"] for job in again["jobs"]} == {
+        "five": NINE + 5 * MIN, "daily": NINE + DAY + HOUR}
+    assert check_store_bytes(_files(sched)["cron-jobs.json"]) == []
+    sched.agent_at(NINE + 5 * MIN)
+    assert [r["name"] for r in sched.tick(NINE + 5 * MIN)["runs"]] == ["five"]
+    started, _ = _occurrences(sched)
+    assert [occurrence for occurrence, n in started.items() if n > 1] == []
+
+
+def test_nothing_to_repair_writes_nothing_and_repair_needs_to_be_told_what(sched):
+    sched.add(NINE - MIN, "five", "--every", "5m", "--payload", "heartbeat-event", "--text", "five")
+    sched.agent_at(NINE)
+    sched.tick(NINE)
+    before = _files(sched)
+    nothing = sched.run(NINE + MIN, "cron", "repair", "--clock")
+    assert nothing.code == 0 and nothing.out.startswith("nothing to repair: no claim or run is recorded after")
+    assert _files(sched) == before
+    untold = sched.run(NINE + MIN, "cron", "repair")
+    assert untold.code == 2 and untold.err.startswith("sxctl: say what to repair: --clock"), untold.err
