@@ -50,6 +50,8 @@ class Liveness:
     state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: docs/guides/observe.md)
     updated_ms: int | None
     age_ms: int | None
+    #: why a recent heartbeat is not a live agent here (its process is gone, another project's)
+    not_here: str | None = None
 
     @property
     def skewed(self) -> bool:
@@ -61,6 +63,8 @@ class Liveness:
             return "no readable stats.json"
         if self.skewed:
             return f"stats {format_duration_ms(self.age_ms)} in the future; clock skew?"
+        if self.not_here is not None:
+            return f"stats {format_duration_ms(self.age_ms)} old, but {self.not_here}"
         return f"stats {format_duration_ms(self.age_ms)} old"
 
 
@@ -71,16 +75,23 @@ def stopped_cleanly(stats: dict[str, Any]) -> bool:
     return isinstance(block, dict) and block.get("stopped") is True
 
 
-def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
+def liveness_of(stats: dict[str, Any] | None, now_ms: int, project: Path | None = None) -> Liveness:
     """`live` (stats at most 10 s old either way), `stopped` (the agent's last write says it
-    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated) or `unknown`."""
+    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated; or recent, but
+    its agent's process is gone or it works in another folder than `project`: whose.py) or
+    `unknown`."""
     if stats is None:
         return Liveness("unknown", None, None)
     updated = stats["updated_ms"]
     age = now_ms - updated
     if stopped_cleanly(stats):
         return Liveness("stopped", updated, age)
-    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS else "stale", updated, age)
+    if abs(age) > LIVE_WINDOW_MS:
+        return Liveness("stale", updated, age)
+    from .whose import not_an_agent_here  # a recent heartbeat only
+
+    why = not_an_agent_here(stats, project)
+    return Liveness("live" if why is None else "stale", updated, age, why)
 
 
 # --- sessions ----------------------------------------------------------------------------------
@@ -159,7 +170,9 @@ def as_session(info: SessionInfo, project: Path, source: str) -> Session:
 
 def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
     stats = read_stats(session_dir)
-    return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms()))
+    layout = ProjectLayout.of_session_dir(session_dir)
+    return SessionInfo(session_dir.name, session_dir, stats,
+                       liveness_of(stats, clock.now_ms(), layout.root if layout is not None else None))
 
 
 def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK, limit: int | None = None) -> list[SessionInfo]:
@@ -315,7 +328,9 @@ def _session_from_env_dir(
 
 def warn_if_not_live(session: Session, report: Reporter) -> None:
     """Writes to a session nobody seems to read still happen, with a warning (sessions.md §3)."""
-    if session.state == "stale":
+    if session.liveness.not_here is not None:  # a recent heartbeat, but its agent is gone or elsewhere
+        report.warn(f"session {session.id} is stale ({session.liveness.describe()}): no agent reads it")
+    elif session.state == "stale":
         report.warn(
             f"session {session.id} is stale ({session.liveness.describe()}); "
             "the agent may have rotated to a new folder"
