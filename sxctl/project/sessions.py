@@ -119,6 +119,8 @@ class Session(SessionInfo):
     copies: WorktreeCopies | None = None
     #: what the choice left to say (two live agents: which one is used and why)
     warnings: list[str] = Factory(list)  # type: ignore[assignment]
+    #: the pinned session `--follow` left for this one (the agent went on here)
+    followed_from: str | None = None
 
     def worktree_copies(self) -> WorktreeCopies:
         if self.copies is None:
@@ -127,13 +129,25 @@ class Session(SessionInfo):
 
     def to_json(self) -> dict[str, Any]:
         """The keys every session-scoped JSON document carries (sessions.md §3)."""
-        return {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
+        doc = {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
+        if self.followed_from is not None:
+            doc["followed_from"] = self.followed_from
+        return doc
 
 
 def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
     live = live_sessions(infos)
     return live[0] if live else None
+
+
+def newer_live(session_id: str, infos: list[SessionInfo]) -> list[SessionInfo]:
+    """The live sessions an agent went on in after `session_id` (a restart, a rotation), the
+    freshest first: another date-prefixed id whose date is not older. A rotation happens within
+    a day and the id words are random, so the same date counts as newer."""
+    own_date = date_prefix(session_id) or ""
+    return [info for info in live_sessions(infos)
+            if info.id != session_id and (date_prefix(info.id) or "") >= own_date and date_prefix(info.id)]
 
 
 def last_seen(infos: list[SessionInfo]) -> int | None:
