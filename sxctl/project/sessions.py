@@ -75,11 +75,11 @@ def stopped_cleanly(stats: dict[str, Any]) -> bool:
     return isinstance(block, dict) and block.get("stopped") is True
 
 
-def liveness_of(stats: dict[str, Any] | None, now_ms: int, project: Path | None = None) -> Liveness:
+def liveness_of(stats: dict[str, Any] | None, now_ms: int, session_dir: Path | None = None) -> Liveness:
     """`live` (stats at most 10 s old either way), `stopped` (the agent's last write says it
     stopped cleanly, however recent), `stale` (older: exited, frozen or rotated; or recent, but
-    its agent's process is gone or it works in another folder than `project`: whose.py) or
-    `unknown`."""
+    its agent's process is gone or it works in another project than `session_dir`'s: whose.py)
+    or `unknown`."""
     if stats is None:
         return Liveness("unknown", None, None)
     updated = stats["updated_ms"]
@@ -90,7 +90,7 @@ def liveness_of(stats: dict[str, Any] | None, now_ms: int, project: Path | None 
         return Liveness("stale", updated, age)
     from .whose import not_an_agent_here  # a recent heartbeat only
 
-    why = not_an_agent_here(stats, project)
+    why = not_an_agent_here(stats, session_dir)
     return Liveness("live" if why is None else "stale", updated, age, why)
 
 
@@ -184,9 +184,7 @@ def as_session(info: SessionInfo, project: Path, source: str) -> Session:
 
 def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
     stats = read_stats(session_dir)
-    layout = ProjectLayout.of_session_dir(session_dir)
-    return SessionInfo(session_dir.name, session_dir, stats,
-                       liveness_of(stats, clock.now_ms(), layout.root if layout is not None else None))
+    return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms(), session_dir))
 
 
 def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK, limit: int | None = None) -> list[SessionInfo]:

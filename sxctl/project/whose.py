@@ -4,15 +4,17 @@ so an agent reads this session" (sessions.md §5).
 Two facts are sound, and nothing else is taken: the reference agent's `sxctl.pid` names a
 process that no longer exists in the process table this sxctl sees (`sxctl.pid_space` says
 which table the pid belongs to: a pid of another host or container is never looked up), and
-`cwd` names a folder that exists here and is another project (the session folder was copied,
-with the agent still writing the original). A `cwd` that does not exist here (another host's
-path, a mount at another place) is no evidence."""
+`cwd` names a folder that exists here and is another project whose session folder is not this
+one (the session folder was copied, with the agent still writing the original). A `cwd` that
+does not exist here (another host's path, a mount at another place) is no evidence."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import Any
+
+from .layout import ProjectLayout
 
 _PID_SPACE: list[str] = []  # computed once per process
 
@@ -33,10 +35,10 @@ def pid_space() -> str:
     return _PID_SPACE[0]
 
 
-def not_an_agent_here(stats: dict[str, Any], project: Path | None) -> str | None:
-    """Why the agent that wrote this recent `stats.json` does not read this session (its
-    process is gone, or it works in another project), or None when nothing says so."""
-    return _process_gone(stats) or (_other_project(stats, project) if project is not None else None)
+def not_an_agent_here(stats: dict[str, Any], session_dir: Path | None) -> str | None:
+    """Why the agent that wrote this recent `stats.json` (of `session_dir`) does not read this
+    session (its process is gone, or it works in another project), or None when nothing says so."""
+    return _process_gone(stats) or (_other_project(stats, session_dir) if session_dir is not None else None)
 
 
 def _process_gone(stats: dict[str, Any]) -> str | None:
@@ -55,16 +57,20 @@ def _process_gone(stats: dict[str, Any]) -> str | None:
     return None
 
 
-def _other_project(stats: dict[str, Any], project: Path) -> str | None:
+def _other_project(stats: dict[str, Any], session_dir: Path) -> str | None:
+    layout = ProjectLayout.of_session_dir(session_dir)
     cwd = stats.get("cwd")
-    if not isinstance(cwd, str) or not os.path.isabs(cwd) or cwd == str(project):
+    if layout is None or not isinstance(cwd, str) or not os.path.isabs(cwd) or cwd == str(layout.root):
         return None
     real = Path(os.path.realpath(cwd))
-    own = Path(os.path.realpath(project))
+    own = Path(os.path.realpath(layout.root))
     if not real.is_dir() or real == own or own in real.parents:
         return None
     try:
         if os.path.samefile(real, own):  # another way to the same folder (a bind mount)
+            return None
+        theirs = ProjectLayout(real).session(session_dir.name)
+        if theirs.is_dir() and os.path.samefile(theirs, session_dir):  # its own folder, reached through a link
             return None
     except OSError:
         return None

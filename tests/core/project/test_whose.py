@@ -69,12 +69,16 @@ def test_only_sound_evidence_overrules_a_recent_heartbeat(project, tmp_path, wor
     gone = _gone_pid()
     other = tmp_path / "another-project"
     (other / ".scorpiox").mkdir(parents=True)
+    linked = tmp_path / "linked-project"  # its .scorpiox is a link to this project's: the same session folders
+    linked.mkdir()
+    (linked / ".scorpiox").symlink_to(project.root / ".scorpiox")
     cases = {
         "2026_09_22_dead_here": ({"sxctl": {"pid": gone, "pid_space": pid_space()}}, "stale"),
         "2026_09_22_dead_elsewhere": ({"sxctl": {"pid": gone, "pid_space": "linux:another-host"}}, "live"),
         "2026_09_22_no_space": ({"sxctl": {"pid": gone}}, "live"),
         "2026_09_22_alive_here": ({"sxctl": {"pid": os.getpid(), "pid_space": pid_space()}}, "live"),
         "2026_09_22_other_project": ({"cwd": str(other)}, "stale"),
+        "2026_09_22_linked_project": ({"cwd": str(linked)}, "live"),
         "2026_09_22_other_host_path": ({"cwd": "/nonexistent/home/dev/myapp"}, "live"),
         "2026_09_22_below_the_project": ({"cwd": str(project.root / "src")}, "live"),
         "2026_09_22_relative_cwd": ({"cwd": "."}, "live"),
