@@ -49,6 +49,7 @@ class ErrorCode(StrEnum):
     DAEMON_OWNS_WORKSPACE = "daemon_owns_workspace"
     BUILT_IN_PRESENT = "built_in_present"
     AGENT_OWNS_SESSION = "agent_owns_session"
+    SESSION_SUPERSEDED = "session_superseded"
     SLOTS_FULL = "slots_full"
     SLOT_ACTIVE = "slot_active"
     KEY_CONFLICT = "key_conflict"
@@ -84,7 +85,8 @@ _STATUS_BY_CODE: dict[ErrorCode, ExitStatus] = {
                      ErrorCode.JOB_NOT_FOUND, ErrorCode.STEM_NOT_FOUND, ErrorCode.FILE_NOT_FOUND,
                      ErrorCode.KEY_NOT_SET), ExitStatus.NOT_FOUND),
     **dict.fromkeys((ErrorCode.REV_MOVED, ErrorCode.LOCK_BUSY, ErrorCode.LOCK_LOST, ErrorCode.DAEMON_OWNS_WORKSPACE,
-                     ErrorCode.BUILT_IN_PRESENT, ErrorCode.AGENT_OWNS_SESSION, ErrorCode.SLOTS_FULL,
+                     ErrorCode.BUILT_IN_PRESENT, ErrorCode.AGENT_OWNS_SESSION, ErrorCode.SESSION_SUPERSEDED,
+                     ErrorCode.SLOTS_FULL,
                      ErrorCode.SLOT_ACTIVE, ErrorCode.KEY_CONFLICT, ErrorCode.ACTIVE_CLAIM, ErrorCode.CONFIG_OWNED,
                      ErrorCode.NAME_TAKEN, ErrorCode.CAPACITY, ErrorCode.RESET_INTENT, ErrorCode.ONE_SHOT_FINAL,
                      ErrorCode.RETRACTED, ErrorCode.LOST_UPDATE, ErrorCode.POLICY_LOSS), ExitStatus.CONFLICT),
@@ -113,7 +115,7 @@ EXIT_MEANINGS: dict[int, str] = {
     3: "not found (project, session, stem, inactive timer slot, cron job, input file, unset configuration key)",
     4: "conflict (stem taken, key reused with other content, retracted while waiting, busy, slots full, rev moved, "
        "lost update, cron lock busy or lost, daemon owns the workspace, name taken, capacity, a hand-off to comis "
-       "that would lose sxctl's policy)",
+       "that would lose sxctl's policy, a pinned session the agent left for a newer live one)",
     5: "invalid data on disk (never rewritten), or a symbolic link where sxctl would delete, move or create",
     6: "timed out waiting (`--wait`, `inbox wait`)",
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",

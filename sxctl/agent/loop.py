@@ -90,7 +90,7 @@ class ReferenceAgent:
             raise ConflictError(f"another sxctl agent runs in session {sid}", code=ErrorCode.AGENT_OWNS_SESSION,
                                 file=self.dir / ".sxctl-agent.lock") from None
         stats = read_stats(self.dir)
-        if not self.options.force and stats is not None and liveness_of(stats, self.clock.now_ms()).state == "live":
+        if not self.options.force and liveness_of(stats, self.clock.now_ms(), self.dir).state == "live":
             self.lock.release()
             raise ConflictError(f"session {sid} is live (stats.json {LIVE_WINDOW_MS // 1000}s fresh): another agent "
                                 "owns it; pass --force to take it anyway", code=ErrorCode.AGENT_OWNS_SESSION)

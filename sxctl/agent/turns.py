@@ -17,6 +17,7 @@ from typing import Any
 from ..clock import Clock
 from ..fsio import atomic_write
 from ..project import Session
+from ..project.whose import pid_space
 from .parts import AgentOptions, Announce, Buffers, Turn, git_branch, signal_group
 from .usage_model import UsageModel
 
@@ -220,8 +221,9 @@ class TurnRunner:
                      "command": (self.options.exec_cmd or "") if self.proc is not None else ""},
             "bgtasks": {"running": 0, "total": 0},
             "usage": self.usage.block(), "history": self.usage.history,
-            "sxctl": {"agent": "reference", "pid": os.getpid(), "busy": busy, "turns": self.turns,
-                      "queued": queued, "interrupts": interrupts, **({"stopped": True} if stopped else {})},
+            "sxctl": {"agent": "reference", "pid": os.getpid(), "pid_space": pid_space(), "busy": busy,
+                      "turns": self.turns, "queued": queued, "interrupts": interrupts,
+                      **({"stopped": True} if stopped else {})},
         }
         atomic_write(self.dir / "stats.json", (json.dumps(stats) + "\n").encode(),
                      temp=self.dir / f"stats.json.sxctl-{os.urandom(16).hex()}.tmp")

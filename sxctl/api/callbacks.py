@@ -37,7 +37,7 @@ from ..callbacks.verbs import (  # noqa: F401
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import UsageError
 from ..inbox.forward import forward_target, pick_sources
-from ..project import check_session_id
+from ..project import check_session_id, follow_or_refuse
 from ..record import record
 from ..report import Reporter
 from .scope import find_project, find_session, milliseconds, reporter
@@ -145,15 +145,19 @@ def set_timer(
     project: str | os.PathLike | None = None,
     expect_rev: int | None = None,
     verify: float | None = 1.0,
+    follow: bool = False,
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
 ) -> TimerTable:
     """Arm one of the agent's 8 timers: `message` every `every` seconds, `repeat` times (-1 =
     forever); `extra["slot"]` is the slot written. `verify` seconds of watching a live agent's
-    file for a lost update (None: no watch); `expect_rev` refuses (exit 4) any other revision."""
+    file for a lost update (None: no watch); `expect_rev` refuses (exit 4) any other revision.
+    A pinned session the agent left for a newer live one is refused (exit 4
+    `session_superseded`); with `follow`, the timer is set in that one instead."""
     if replace and slot is None:
         raise UsageError("--replace needs --slot N")
-    chosen = find_session(session, project=project, clock=clock, report=report)
+    chosen = follow_or_refuse(find_session(session, project=project, clock=clock, report=report), "a timer",
+                              follow=follow, clock=clock, report=reporter(report))
     _note_repeat_zero(repeat, report)
     result = verbs.set_timer(chosen, message, milliseconds(every), repeat=repeat, slot_id=slot, replace=replace,
                  first_in_ms=None if first_in is None else milliseconds(first_in),
@@ -161,6 +165,13 @@ def set_timer(
     written = result.outcome
     return _written(chosen, result, scheduled_text(written), "set",
                     slot=_slot_json(written, result.doc["updated_ms"]))
+
+
+def _armed_where_it_fires(chosen: Session, clock: Clock, report: Reporter | None) -> Session:
+    """An edit or a resume makes timers fire: in a pinned session the agent left, they never
+    would (the slots there are not the live table's: `callbacks move` carries them over)."""
+    return follow_or_refuse(chosen, "a timer", follow=False, clock=clock, report=reporter(report),
+                            fix=f"`sxctl callbacks move --from {chosen.id}` carries its timers to the live session")
 
 
 def _note_repeat_zero(repeat: int | None, report: Reporter | None) -> None:
@@ -185,8 +196,9 @@ def edit_timer(
     report: Reporter | None = None,
 ) -> TimerTable:
     """Change an active timer; a message- or repeat-only edit keeps its next fire time.
-    TooLateError (exit 7) if it fired its last time or was cancelled while this wrote."""
-    chosen = find_session(session, project=project, clock=clock, report=report)
+    TooLateError (exit 7) if it fired its last time or was cancelled while this wrote; exit 4
+    `session_superseded` in a pinned session the agent left for a newer live one."""
+    chosen = _armed_where_it_fires(find_session(session, project=project, clock=clock, report=report), clock, report)
     _note_repeat_zero(repeat, report)
     result = verbs.edit_timer(chosen, slot, message=message, delay_ms=None if every is None else milliseconds(every),
                   repeat=repeat, first_in_ms=None if first_in is None else milliseconds(first_in),
@@ -230,8 +242,11 @@ def pause_timers(
     report: Reporter | None = None,
 ) -> TimerTable:
     """Pause every timer (the agent forgets this when it restarts), or with `paused=False`
-    resume them, re-basing overdue ones to now + their period (`extra["rebased"]`)."""
+    resume them, re-basing overdue ones to now + their period (`extra["rebased"]`; exit 4
+    `session_superseded` in a pinned session the agent left for a newer live one)."""
     chosen = find_session(session, project=project, clock=clock, report=report)
+    if not paused:
+        chosen = _armed_where_it_fires(chosen, clock, report)
     result = set_paused(chosen, paused, options=_options(expect_rev, verify, clock, report))
     return _written(chosen, result, "Callbacks paused." if paused else "Callbacks resumed.",
                     "pause" if paused else "resume", rebased=result.outcome)

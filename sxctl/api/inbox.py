@@ -17,9 +17,10 @@ from ..inbox.message import MODES as MODES  # the modes a message may name (the 
 from ..inbox.message import apply_tilde, check_key, check_stem, load_image, stem_argument
 from ..inbox.request import SendRequest
 from ..inbox.sending import SendResult, send
+from ..project import follow_or_refuse
 from ..record import record
 from ..report import Reporter
-from .scope import find_project, find_session, milliseconds
+from .scope import find_project, find_session, milliseconds, reporter
 
 if TYPE_CHECKING:
     from ..inbox.folder import InboxDir, MessageRow
@@ -46,13 +47,14 @@ def send_message(
     """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
     it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then). `mode` is
     `auto`, `interrupt` or `queue`; without one, a text that starts with `~` is queued (the `~`
-    and the spaces after it removed), any other is `auto` — as `sxctl inbox send TEXT` does."""
+    and the spaces after it removed), any other is `auto` — as `sxctl inbox send TEXT` does.
+    A pinned session (`session`, SXCTL_SESSION, SX_SESSION_DIR) the agent left for a newer live
+    one is refused (exit 4 `session_superseded`); with `follow`, the message goes to that one
+    instead, and a wait moves it on if the agent restarts meanwhile."""
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
     if wait is not None and not soft_wait:
         raise UsageError("--wait and --no-wait cannot be combined")
-    if follow and wait is None:
-        raise UsageError("--follow needs --wait SECONDS")
     if mode is None:
         queued = False
         if text is not None:
@@ -63,8 +65,17 @@ def send_message(
         stem=check_stem(stem) if stem is not None else None, priority=priority,
         key=check_key(key) if key is not None else None, wait_s=wait, no_wait=not soft_wait, follow=follow,
     )
+    report = reporter(report)
     chosen = find_session(session, project=project, clock=clock, report=report)
-    return send(chosen, request, clock=clock, report=report)
+
+    def where_the_agent_is() -> Session:
+        return follow_or_refuse(chosen, "a message", follow=follow, clock=clock, report=report)
+
+    if key is None or follow:
+        return send(where_the_agent_is(), request, clock=clock, report=report)
+    # a key that names a message already is a duplicate wherever the send is pinned: only a new
+    # message is refused, decided under the key lock
+    return send(chosen, request, clock=clock, report=report, before_new=where_the_agent_is)
 
 
 @record

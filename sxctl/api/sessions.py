@@ -44,6 +44,8 @@ def session_row(session: Session) -> dict[str, Any]:
     }
     if invalid:
         row["callbacks_invalid"] = invalid
+    if session.liveness.not_here is not None:  # a recent heartbeat that is not a live agent here
+        row["stale_reason"] = session.liveness.not_here
     return row
 
 
@@ -95,6 +97,7 @@ class SessionDetail:
         return {
             "ok": True, **chosen.to_json(), "project": str(chosen.project), "state": chosen.state,
             "updated_ms": chosen.liveness.updated_ms, "age_ms": chosen.liveness.age_ms,
+            **({"stale_reason": self.row["stale_reason"]} if "stale_reason" in self.row else {}),
             "worktree": chosen.worktree_copies().to_json(), "callbacks_active": self.row["callbacks_active"],
             "callbacks_file": self.row["callbacks_file"], "inbox_pending": self.row["inbox_pending"],
             "inbox_dir": str(self.inbox_dir), "inbox_gate": self.inbox_gate, "busy_hint": self.busy,

@@ -68,8 +68,10 @@ def _when(ms: int) -> str:
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
 @click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION",
               help="First fire after this long (0-3600 s) instead of one period.")
+@click.option("--follow", is_flag=True, help="A pinned session the agent left after a restart: "
+              "set the timer in the newer live session instead (exit 4 without).")
 @_verify_option
-def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, verify_s, no_verify) -> None:
+def set_(message, every_s, repeat, slot_id, replace, first_in_s, follow, expect_rev, verify_s, no_verify) -> None:
     """Arm a new timer: MESSAGE (or '-' for stdin) every DURATION, REPEAT times.
 
     \b
@@ -82,7 +84,7 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, expect_rev, ver
     if message == "-":
         message = read_text_input(None, 4 * 2048, "the message")  # 2,048 characters at most
     result = set_timer(message, every_s, repeat=repeat, slot=slot_id, replace=replace, first_in=first_in_s,
-                       **_write(expect_rev, verify_s, no_verify))
+                       follow=follow, **_write(expect_rev, verify_s, no_verify))
     slot = result.extra["slot"]
 
     def human() -> None:

@@ -71,7 +71,9 @@ TEXT_INPUT_LIMIT = 64_000
               help="Wait until consumed; exit 6 if still pending then (0 = forever). Ctrl-C or SIGTERM: exit 130, "
                    "the message stays pending (`sxctl inbox retract STEM` withdraws it).")
 @click.option("--no-wait", is_flag=True, help="Skip the soft 2 s wait for consumption.")
-@click.option("--follow", is_flag=True, help="While waiting, move the message to the new session after a rotation.")
+@click.option("--follow", is_flag=True, help="Follow the agent into a new session: a pinned session it left is "
+              "replaced by the newer live one (exit 4 without), and with --wait the message is moved there if the "
+              "agent restarts meanwhile.")
 def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> int:
     """Drop one message (TEXT, '-' for stdin) into the session's inbox.
 

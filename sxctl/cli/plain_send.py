@@ -4,7 +4,7 @@ click command line takes about 1.5; issue #27, docs/performance.md).
 
 A plain form is the global options (`--project`, `--session`, `--workspace`, `--agent`, `--json`,
 `--no-color`, `-q`, `-v` and their long names), `inbox`, `send`, one TEXT that does not start
-with `-`, and `--mode`, `--priority`, `--stem`, `--key`, `--no-wait`, each value written as click
+with `-`, and `--mode`, `--priority`, `--stem`, `--key`, `--no-wait`, `--follow`, each value written as click
 would take it unchanged. Anything else — help, another option, a value click would convert or
 refuse, stdin, shell completion — returns None from `parse`, and the click command runs it
 instead, so every error and every other form keeps its one definition there. The options named
@@ -25,7 +25,7 @@ GLOBAL_FLAGS = {"--json": "json", "--no-color": "no_color", "-q": "quiet", "--qu
                 "--verbose": "verbose"}
 #: the options of `inbox send` a plain form may carry
 SEND_VALUES = ("--mode", "--priority", "--stem", "--key")
-SEND_FLAGS = ("--no-wait",)
+SEND_FLAGS = ("--no-wait", "--follow")
 
 
 class PlainSend:
@@ -35,7 +35,7 @@ class PlainSend:
         self.settings: dict[str, str | bool] = {}  # the global options given: `Settings` attributes
         self.text = ""
         self.options: dict[str, str] = {}
-        self.no_wait = False
+        self.flags: set[str] = set()  # the SEND_FLAGS given
 
 
 def parse(args: list[str]) -> PlainSend | None:
@@ -64,7 +64,7 @@ def parse(args: list[str]) -> PlainSend | None:
         elif arg in GLOBAL_FLAGS:
             plain.settings[GLOBAL_FLAGS[arg]] = True
         elif not words and arg in SEND_FLAGS:
-            plain.no_wait = True
+            plain.flags.add(arg)
         elif arg.startswith("-"):
             return None
         elif words:
@@ -100,8 +100,9 @@ def run(plain: PlainSend) -> int:
     given = plain.options
     priority = int(given["--priority"]) if "--priority" in given else None
     result = send_message(plain.text, mode=given.get("--mode"), priority=priority, stem=given.get("--stem"),
-                          key=given.get("--key"), soft_wait=not plain.no_wait, session=s.session, project=s.project,
-                          clock=s.clock, report=StderrReporter(s))
+                          key=given.get("--key"), soft_wait="--no-wait" not in plain.flags,
+                          follow="--follow" in plain.flags, session=s.session, project=s.project, clock=s.clock,
+                          report=StderrReporter(s))
     return print_sent(result, s.json)
 
 

@@ -9,7 +9,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..clock import Clock
@@ -56,8 +56,8 @@ def project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
         os.close(fd)
 
 
-def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock
-                ) -> tuple[str, str, bool, bool, Any]:
+def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock,
+               before_new: Callable[[], object] | None = None) -> tuple[str, str, bool, bool, Any]:
     """The key step (inbox.md §6): (stem, state, duplicate, completed_abandoned, where the
     message is when that is not this inbox as recorded: a `places.KeyPlace`, else None).
 
@@ -67,7 +67,8 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
 
     A key identifies one message across the project's sessions: a key this session has no record
     of, whose message still exists in another session (left behind by a restart, or forwarded),
-    is a duplicate of that message."""
+    is a duplicate of that message. `before_new` is called before a new message is written
+    (it may refuse by raising: nothing is written then)."""
     assert request.key is not None
     ensure_private_dir(inbox.keys)
     record_path = key_record_path(inbox, request.key)
@@ -79,7 +80,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
                 raise ConflictError(
                     "key reused with different content", code=ErrorCode.KEY_CONFLICT, file=record_path
                 )
-            return _settle_recorded(session, inbox, request, record, clock)
+            return _settle_recorded(session, inbox, request, record, clock, before_new)
         if not looked_elsewhere:
             looked_elsewhere = True
             elsewhere = find_key_elsewhere(session, request.key)
@@ -90,6 +91,8 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
                         code=ErrorCode.KEY_CONFLICT, file=key_record_path(elsewhere.inbox, request.key),
                     )
                 return elsewhere.stem, elsewhere.state, True, False, elsewhere
+            if before_new is not None:
+                before_new()
         reservation: PendingFile | None = None
 
         def take(stem: str) -> bool:
@@ -123,7 +126,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
 
 
 def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, record: dict[str, Any],
-                     clock: Clock) -> tuple[str, str, bool, bool, Any]:
+                     clock: Clock, before_new: Callable[[], object] | None) -> tuple[str, str, bool, bool, Any]:
     """A record exists: its message is written (a duplicate, wherever `inbox forward` moved it),
     being written (wait for its writer), or was never written because its writer crashed (write
     it now)."""
@@ -148,6 +151,8 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
         elsewhere = find_key_elsewhere(session, request.key)  # written meanwhile in a newer session (a restart)
         if elsewhere is not None and elsewhere.record["content_sha256"] == request.content_sha256:
             return elsewhere.stem, elsewhere.state, True, False, elsewhere
+        if before_new is not None:
+            before_new()
         reservation = reserve(inbox, stem)
         if reservation is None:  # another sender of the key is completing it: see what it did
             continue

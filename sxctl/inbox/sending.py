@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,8 @@ class SendResult:
             doc["stranded"] = True
         if self.forwarded_from is not None:
             doc["forwarded_from"] = self.forwarded_from
+        if self.session.followed_from is not None:
+            doc["followed_from"] = self.session.followed_from
         return doc
 
 
@@ -107,8 +110,11 @@ def send(
     *,
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
+    before_new: Callable[[], object] | None = None,
 ) -> SendResult:
-    """Drop one message into the session's inbox atomically, then (optionally) wait for it."""
+    """Drop one message into the session's inbox atomically, then (optionally) wait for it.
+    A keyed send calls `before_new` (under the project's key lock) only when it is about to
+    write a new message, not for a duplicate: it may refuse by raising."""
     report = report or Reporter()
     inbox = primary_inbox(session)
     inbox.refuse_symlinks()
@@ -119,7 +125,7 @@ def send(
     switch = inbox_switch(session, report)
     warn_if_not_live(session, report)
     with deferred_interrupts() as held:  # Ctrl-C or SIGTERM now: the message is written, then named
-        result = _write(session, inbox, request, switch, clock, report)
+        result = _write(session, inbox, request, switch, clock, report, before_new)
     if held.signal is not None:
         raise SxctlError(f"interrupted: {result.stem} was written and is {result.state} in {result.inbox.path}",
                          code=ErrorCode.INTERRUPTED, details={**result.to_json(), "ok": False})
@@ -151,14 +157,14 @@ def send(
 
 
 def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str, clock: Clock,
-           report: Reporter) -> SendResult:
+           report: Reporter, before_new: Callable[[], object] | None) -> SendResult:
     """The write of a send (keyed or fresh) and what it wrote."""
     place: Any = None  # where a keyed duplicate's message is, when a move took it or left it elsewhere
     if request.key is not None:
         from .keyed import project_key_lock, send_keyed  # an unkeyed send in a loop never loads the key step
 
         with project_key_lock(session):
-            stem, state, duplicate, abandoned, place = send_keyed(session, inbox, request, clock)
+            stem, state, duplicate, abandoned, place = send_keyed(session, inbox, request, clock, before_new)
     else:
         stem = _send_fresh(inbox, request, clock)
         state, duplicate, abandoned = "pending", False, False

@@ -9,7 +9,7 @@ from typing import Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, WaitTimeoutError
 from ..interrupts import sigterm_interrupts
-from ..project import LIVE_WINDOW_MS, Session, as_session, date_prefix, freshest_live, list_sessions, session_info
+from ..project import LIVE_WINDOW_MS, Session, as_session, freshest_live, list_sessions, newer_live, session_info
 from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, primary_inbox
@@ -194,20 +194,10 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
 
 
 def rotation_target(session: Session, clock: Clock) -> Session | None:
-    """Exactly one other live session whose date-prefixed id is not older, or None.
-
-    Rotation usually happens within a day and the id words are random, so the same date
-    counts as newer."""
-    own_date = date_prefix(session.id) or ""
-    candidates = [
-        info for info in list_sessions(session.project, clock)
-        if info.state == "live" and info.id != session.id
-        and (date_prefix(info.id) or "") >= own_date and date_prefix(info.id)
-    ]
-    if len(candidates) != 1:
-        return None
-    info = candidates[0]
-    return as_session(info, session.project, "live")
+    """The one live session the agent went on in after `session` (`newer_live`), or None when
+    there is none or there are several."""
+    newer = newer_live(session.id, list_sessions(session.project, clock))
+    return as_session(newer[0], session.project, "live") if len(newer) == 1 else None
 
 
 def rehome(session: Session, inbox: InboxDir, stem: str, target: Session,

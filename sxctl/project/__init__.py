@@ -20,6 +20,7 @@ from .sessions import (
     list_sessions,
     live_sessions,
     liveness_of,
+    newer_live,
     read_stats,
     resolve_target_session,
     select_session,
@@ -28,13 +29,14 @@ from .sessions import (
     stopped_cleanly,
     warn_if_not_live,
 )
+from .superseded import follow_or_refuse
 from .worktrees import WorktreeCopies, main_checkout_of, worktree_copies
 
 __all__ = [
     "BUILT_IN_CONFIG", "LIVE_WINDOW_MS", "SCORPIOX_DIR", "ConfigValue", "Liveness", "ProjectLayout", "Session",
     "SessionInfo", "WorktreeCopies", "as_session", "check_rotation_after_write", "check_session_id", "date_prefix",
-    "find_project", "freshest_live", "is_valid_session_id", "last_seen", "list_sessions", "live_sessions",
-    "liveness_of", "main_checkout_of", "parse_env_file", "read_stats", "resolve_config", "resolve_target_session",
-    "select_session", "session_info", "several_live_warning", "stopped_cleanly", "warn_if_not_live",
-    "worktree_copies",
+    "find_project", "follow_or_refuse", "freshest_live", "is_valid_session_id", "last_seen", "list_sessions",
+    "live_sessions", "liveness_of", "main_checkout_of", "newer_live", "parse_env_file", "read_stats",
+    "resolve_config", "resolve_target_session", "select_session", "session_info", "several_live_warning",
+    "stopped_cleanly", "warn_if_not_live", "worktree_copies",
 ]

@@ -50,6 +50,8 @@ class Liveness:
     state: str  # live | stale | stopped | unknown (sessions.md §5; `stopped`: docs/guides/observe.md)
     updated_ms: int | None
     age_ms: int | None
+    #: why a recent heartbeat is not a live agent here (its process is gone, another project's)
+    not_here: str | None = None
 
     @property
     def skewed(self) -> bool:
@@ -61,6 +63,8 @@ class Liveness:
             return "no readable stats.json"
         if self.skewed:
             return f"stats {format_duration_ms(self.age_ms)} in the future; clock skew?"
+        if self.not_here is not None:
+            return f"stats {format_duration_ms(self.age_ms)} old, but {self.not_here}"
         return f"stats {format_duration_ms(self.age_ms)} old"
 
 
@@ -71,16 +75,23 @@ def stopped_cleanly(stats: dict[str, Any]) -> bool:
     return isinstance(block, dict) and block.get("stopped") is True
 
 
-def liveness_of(stats: dict[str, Any] | None, now_ms: int) -> Liveness:
+def liveness_of(stats: dict[str, Any] | None, now_ms: int, session_dir: Path | None = None) -> Liveness:
     """`live` (stats at most 10 s old either way), `stopped` (the agent's last write says it
-    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated) or `unknown`."""
+    stopped cleanly, however recent), `stale` (older: exited, frozen or rotated; or recent, but
+    its agent's process is gone or it works in another project than `session_dir`'s: whose.py)
+    or `unknown`."""
     if stats is None:
         return Liveness("unknown", None, None)
     updated = stats["updated_ms"]
     age = now_ms - updated
     if stopped_cleanly(stats):
         return Liveness("stopped", updated, age)
-    return Liveness("live" if abs(age) <= LIVE_WINDOW_MS else "stale", updated, age)
+    if abs(age) > LIVE_WINDOW_MS:
+        return Liveness("stale", updated, age)
+    from .whose import not_an_agent_here  # a recent heartbeat only
+
+    why = not_an_agent_here(stats, session_dir)
+    return Liveness("live" if why is None else "stale", updated, age, why)
 
 
 # --- sessions ----------------------------------------------------------------------------------
@@ -108,6 +119,8 @@ class Session(SessionInfo):
     copies: WorktreeCopies | None = None
     #: what the choice left to say (two live agents: which one is used and why)
     warnings: list[str] = Factory(list)  # type: ignore[assignment]
+    #: the pinned session `--follow` left for this one (the agent went on here)
+    followed_from: str | None = None
 
     def worktree_copies(self) -> WorktreeCopies:
         if self.copies is None:
@@ -116,13 +129,25 @@ class Session(SessionInfo):
 
     def to_json(self) -> dict[str, Any]:
         """The keys every session-scoped JSON document carries (sessions.md §3)."""
-        return {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
+        doc = {"session": self.id, "session_dir": str(self.dir), "session_source": self.source}
+        if self.followed_from is not None:
+            doc["followed_from"] = self.followed_from
+        return doc
 
 
 def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
     live = live_sessions(infos)
     return live[0] if live else None
+
+
+def newer_live(session_id: str, infos: list[SessionInfo]) -> list[SessionInfo]:
+    """The live sessions an agent went on in after `session_id` (a restart, a rotation), the
+    freshest first: another date-prefixed id whose date is not older. A rotation happens within
+    a day and the id words are random, so the same date counts as newer."""
+    own_date = date_prefix(session_id) or ""
+    return [info for info in live_sessions(infos)
+            if info.id != session_id and (date_prefix(info.id) or "") >= own_date and date_prefix(info.id)]
 
 
 def last_seen(infos: list[SessionInfo]) -> int | None:
@@ -159,7 +184,7 @@ def as_session(info: SessionInfo, project: Path, source: str) -> Session:
 
 def session_info(session_dir: Path, clock: Clock = SYSTEM_CLOCK) -> SessionInfo:
     stats = read_stats(session_dir)
-    return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms()))
+    return SessionInfo(session_dir.name, session_dir, stats, liveness_of(stats, clock.now_ms(), session_dir))
 
 
 def list_sessions(project: Path, clock: Clock = SYSTEM_CLOCK, limit: int | None = None) -> list[SessionInfo]:
@@ -315,7 +340,9 @@ def _session_from_env_dir(
 
 def warn_if_not_live(session: Session, report: Reporter) -> None:
     """Writes to a session nobody seems to read still happen, with a warning (sessions.md §3)."""
-    if session.state == "stale":
+    if session.liveness.not_here is not None:  # a recent heartbeat, but its agent is gone or elsewhere
+        report.warn(f"session {session.id} is stale ({session.liveness.describe()}): no agent reads it")
+    elif session.state == "stale":
         report.warn(
             f"session {session.id} is stale ({session.liveness.describe()}); "
             "the agent may have rotated to a new folder"

@@ -52,8 +52,9 @@ def _read_gitdir_file(dot_git: Path) -> Path | None:
     return None
 
 
-def main_checkout_of(project: Path) -> Path | None:
-    """The main checkout when `project` is a linked git worktree, else None (sessions.md §7 rules 1–3)."""
+def main_checkout_of(project: Path, *, ask_git: bool = True) -> Path | None:
+    """The main checkout when `project` is a linked git worktree, else None (sessions.md §7 rules 1–3).
+    `ask_git=False` reads files only: a folder a `stats.json` names is never one git runs in."""
     dot_git = project / ".git"
     if dot_git.is_dir() or not dot_git.exists():
         return None
@@ -65,7 +66,7 @@ def main_checkout_of(project: Path) -> Path | None:
             common = Path(os.path.realpath(gitdir / rel))
         except OSError:
             common = None
-    if common is None:
+    if common is None and ask_git:
         common = _git_common_dir(project)
     if common is None or common.name != ".git":
         return None

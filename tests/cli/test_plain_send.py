@@ -109,6 +109,7 @@ def test_the_plain_forms_are_the_ones_named_and_no_other():
         ("inbox", "send", "hi"): True,
         ("-q", "--session", SID, "inbox", "--json", "send", "--no-wait", "hi", "--mode=queue"): True,
         ("inbox", "send", "hi", "--priority", "9", "--key", "k", "--stem", "s", "-v"): True,
+        ("--session", SID, "inbox", "send", "--follow", "hi"): True,
         ("inbox", "send"): False,  # no text: stdin, or an image
         ("inbox", "send", "-"): False,  # stdin
         ("inbox", "send", "a", "b"): False,

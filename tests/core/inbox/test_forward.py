@@ -15,6 +15,7 @@ from tests.conftest import now_ms, tree
 
 OLD = "2026_09_21_quiet_euler"
 NEW = "2026_09_21_brave_curie"
+NEVER = "2026_09_21_empty_folder"  # a session folder no agent was ever seen in (no stats.json)
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x07" * 48
 
 
@@ -343,13 +344,15 @@ def test_send_wait_timing_out_without_a_live_agent_says_so(project):
     assert doc["error"]["reason"] == "no_live_agent"
     human = project.run("inbox", "send", "anyone?", "--wait", "3", clock=FakeClock(now_ms()))
     assert human.code == 6 and "still pending: no agent is live in session " + OLD in human.err
-    # with another session live, it says how to get the message there
+    # with another session live, it says how to get the message there (a pinned session the agent
+    # left is refused before anything is written, test_superseded.py; one no agent was seen in is not)
     project.session(NEW, live=True)
-    pinned = project.run("--session", OLD, "inbox", "send", "still?", "--wait", "3", "--json",
+    project.session(NEVER, live=None)
+    pinned = project.run("--session", NEVER, "inbox", "send", "still?", "--wait", "3", "--json",
                          clock=FakeClock(now_ms()))
     doc = pinned.json()
     assert pinned.code == 6 and doc["live_session"] == NEW
-    assert f"session {NEW} is live: `sxctl inbox forward --from {OLD}` moves the message there" in \
+    assert f"session {NEW} is live: `sxctl inbox forward --from {NEVER}` moves the message there" in \
         doc["error"]["message"]
     # a slow agent that is live is not reported as absent
     slow = project.run("--session", NEW, "inbox", "wait", doc["stem"], "--timeout", "1", "--json")
@@ -621,11 +624,13 @@ def test_two_keyed_sends_into_two_sessions_at_once_write_one_message(project):
     """Each session's key record excludes a second sender of that session only: two sends of one
     key, one pinned to the old session and one to the live one, both found no record and both
     wrote (and `inbox forward` then put both copies in front of the agent). They take turns on
-    the project's key lock: one message per key, whichever session it landed in."""
+    the project's key lock: one message per key, whichever session it landed in. (The other
+    session is one no agent was seen in: a new message pinned to one whose agent left for NEW
+    is refused, test_superseded.py.)"""
     import subprocess
     import sys
 
-    project.session(OLD, live=False)
+    project.session(OLD, live=None)
     project.session(NEW, live=True)
     env = project.env()
     for n in range(12):

@@ -119,7 +119,6 @@ def test_image_only_message(project):
         (["--session", "2026_01_01_nobody", "x"], 3, "session 2026_01_01_nobody not found"),
         (["--key", "a\x01b", "x"], 2, "invalid --key"),
         (["--wait", "soon", "x"], 2, "Invalid value for '--wait': invalid duration 'soon'"),
-        (["--follow", "x"], 2, "--follow needs --wait"),
     ],
 )
 def test_refusals_exit_with_one_line_and_write_nothing(project, args, code, needle):
