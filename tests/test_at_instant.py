@@ -18,6 +18,7 @@ PRINT_TIMES = ("import subprocess, sys, time; print(time.time()); sys.stdout.flu
                "subprocess.run([sys.executable, '-c', 'import time; print(time.time())'])")
 
 
+@pytest.mark.real_time
 def test_the_command_and_its_children_run_at_the_instant():
     result = subprocess.run([sys.executable, str(REPO / "tools" / "at_instant.py"), "2027-03-28T00:59:00Z", "--tz",
                              "Europe/Berlin", "--", sys.executable, "-c", PRINT_TIMES],

@@ -433,6 +433,7 @@ def test_a_signal_while_a_timer_is_written_says_it_was_written(project, monkeypa
 
 # --- an edit the running agent ignores ------------------------------------------------------------
 
+@pytest.mark.real_time
 def test_a_hand_edit_without_a_new_rev_is_named_everywhere_until_published(project, agents):
     """The agent adopts callbacks.json only when its rev changes: a hand edit that kept rev was
     ignored while `callbacks list` and `status` showed it and `doctor` called the file valid. Each

@@ -35,6 +35,7 @@ def checks(result, name: str) -> list[dict]:
     return [c for c in result.json()["checks"] if c["check"] == name]
 
 
+@pytest.mark.real_time
 def test_the_crontab_line_carries_the_pass_options_and_cron_runs_them(project, tmp_path, endpoint):  # noqa: F811
     project.session()
     due_job(project)
