@@ -281,7 +281,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("maxRuns", options.max_runs or None)  # runs spent still count: a resume starts anew (job_change)
     if options.until is not None:
         try:
-            put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))
+            put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz, now_ms))
         except UsageError as error:
             hint = ("--fold is for --at: give --until with its offset (e.g. 2027-11-07T01:30-05:00) to pick one "
                     "of the two readings" if "fold" in error.message else error.extra.get("hint"))

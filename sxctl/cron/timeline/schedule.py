@@ -205,27 +205,31 @@ _FIXED_LOOKALIKES = {"EST": ("America/New_York", "Etc/GMT+5"), "MST": ("America/
                      "HST": ("Pacific/Honolulu", "Etc/GMT+10")}
 
 
-def honoured_zone_name(tz: str) -> str:
+def honoured_zone_name(tz: str, *, message: str = "Invalid cron timezone") -> str:
     """`--tz` as the zone name a job keeps: `local` resolved, the IANA spelling; a zone that
-    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2."""
+    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2 with
+    `message` (comis's: `Invalid wall-clock timezone` where the zone reads an --at or --anchor time)."""
     zone_name = tz
     if zone_name == "local":
         try:
             zone_name = local_zone_name()
         except UsageError:
-            raise UsageError("Invalid cron timezone", hint="--tz local: this machine's zone has no IANA name; "
+            raise UsageError(message, hint="--tz local: this machine's zone has no IANA name; "
                              "give one, e.g. Europe/Berlin") from None
     zone_name = canonical_zone_name(zone_name)
-    load_cron_zone(zone_name)
+    try:
+        load_zone(zone_name)
+    except UsageError as error:
+        raise UsageError(message, hint=error.extra.get("hint")) from None
     if zone_name in _FIXED_LOOKALIKES:  # in tzdata, but a trap: EST is never New York's summer time
         region, fixed = _FIXED_LOOKALIKES[zone_name]
-        raise UsageError("Invalid cron timezone", hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
+        raise UsageError(message, hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
                          f"saving time), not a region's clock: give {region}, or {fixed} if a fixed offset is meant")
     if not is_iana_zone_name(zone_name):
-        raise UsageError("Invalid cron timezone", hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
+        raise UsageError(message, hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
                          "Europe/Berlin, or --tz local for this machine's zone")
     if len(zone_name.encode()) > 128:
-        raise UsageError("Invalid cron timezone")
+        raise UsageError(message)
     return zone_name
 
 
@@ -277,8 +281,13 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
         if pattern.next_after(now_ms, zone) is None:
             raise UsageError("Cron schedule has no future occurrence")
         return {"kind": "cron", "expr": spec.cron, "tz": zone_name}
-    if spec.tz is not None:
-        honoured_zone_name(spec.tz)  # kept in the policy file (transaction.job_change): never dropped
+    wall_time = spec.at if spec.at is not None else spec.anchor if spec.every is not None else None
+    if spec.tz is not None:  # kept in the policy file (transaction.job_change): never dropped
+        if wall_time is None:
+            honoured_zone_name(spec.tz)
+        else:  # comis's order and words: an offset with --tz first, then the zone a wall time is read in
+            parse_time_ms(wall_time, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
+            honoured_zone_name(spec.tz, message="Invalid wall-clock timezone")
     if spec.every is not None:
         every_ms = parse_duration_ms(spec.every, what="--every")
         if not 0 < every_ms <= MAX_SAFE_INT:
@@ -286,12 +295,12 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
                              hint=f"--every takes a DURATION above 0 and up to {MAX_SAFE_INT} ms (30s, 5m, 1h30m)")
         anchor = now_ms
         if spec.anchor is not None:
-            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold)
+            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
             if anchor < 0:
                 raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
         return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}
     if spec.at is not None:
-        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold)
+        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
         if naive and spec.tz is None and notes is not None:
             notes.append(f"--at {spec.at} was read as UTC; pass --tz ZONE (or --tz local) to say which zone")
         if at_ms <= now_ms:
