@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import faults
-from ...errors import ConflictError, ErrorCode, InvalidDataError, UsageError
+from ...errors import ConflictError, ErrorCode, InvalidDataError, SxctlError, UsageError
 from ...fsio import PendingFile, read_data_file
 from ...jsondata import compact_json
 from ...locks import MkdirLock
 from ...timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from ..run.pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from ..spend.rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
+from ..store.file import read_store
 from ..store.schema import EPOCH_MS
 from ..store.schema_kit import (
     MAX_SAFE_INT,
@@ -36,7 +37,9 @@ from ..store.schema_kit import (
     Str,
     opt,
     read_checked_file,
+    readable_name,
     req,
+    with_job,
 )
 from ..store.workspace import Workspace
 from ..timeline.schedule import load_cron_zone
@@ -155,8 +158,22 @@ ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 
 def read_policy(ws: Workspace) -> dict[str, Any]:
     """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
     file and the rule; nothing is ever written over it."""
-    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT)
+    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT, lambda path: _job_named_at(ws, path))
     return policy if policy is not None else {"formatVersion": 1, "jobs": {}}
+
+
+def _job_named_at(ws: Workspace, json_path: str, store: dict[str, Any] | None = None) -> str | None:
+    """The name of the job whose entry a JSON path of the policy file is in (`$.jobs['<id>']…`),
+    from the store (`store`, else read now; None when it cannot be read)."""
+    if store is None:
+        try:
+            store = read_store(ws)
+        except SxctlError:
+            return None
+    for job in (store or {}).get("jobs", []):
+        if json_path.startswith(f"$.jobs[{job['id']!r}]"):
+            return readable_name(job["name"])
+    return None
 
 
 def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:
@@ -170,7 +187,9 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
-        raise UsageError(f"invalid value for {error.path}: {error.rule}") from None
+        job = _job_named_at(ws, error.path, store)
+        raise UsageError(with_job(f"invalid value for {error.path}: {error.rule}", job), json_path=error.path,
+                         rule=error.rule, job=job) from None
     path = ws.policy
     data = fit_to_cap(doc, path)
     if os.path.islink(path):

@@ -19,8 +19,8 @@ from ...jsondata import compact_json, strict_loads
 from ...locks import MkdirLock, pid_alive
 from ...report import Reporter
 from ...timeparse import format_ms
-from .schema import canonical_store, validate_store
-from .schema_kit import SchemaError
+from .schema import canonical_store, job_named_at, validate_store
+from .schema_kit import SchemaError, with_job
 from .workspace import Workspace
 
 STORE_CAP = 32 * 1024 * 1024
@@ -43,9 +43,10 @@ def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         validate_store(store)
     except SchemaError as exc:
+        job = job_named_at(store, exc.path)
         raise InvalidDataError(
-            str(path), f"Cron store does not match the strict format at {exc.path}: {exc.rule}",
-            json_path=exc.path, rule=exc.rule,
+            str(path), with_job(f"Cron store does not match the strict format at {exc.path}: {exc.rule}", job),
+            json_path=exc.path, rule=exc.rule, job=job,
         ) from None
     return store
 
@@ -226,7 +227,9 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     try:
         validate_store(store, touched, cache)
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
-        raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
+        job = job_named_at(store, exc.path)
+        raise UsageError(with_job(f"invalid value for {exc.path}: {exc.rule}", job), json_path=exc.path, rule=exc.rule,
+                         job=job) from None
     canonical = canonical_store(store, touched)
     data = compact_json(canonical) if touched is None or cache is None else _encode_reusing(
         canonical, touched, cache)
