@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ...errors import ErrorCode, SxctlError, UsageError
@@ -22,6 +22,7 @@ from ...timeparse import (
     canonical_zone_name,
     datetime_of_ms,
     duration_text,
+    epoch_ms,
     format_duration_ms,
     format_ms,
     is_iana_zone_name,
@@ -29,6 +30,7 @@ from ...timeparse import (
     local_zone_name,
     parse_duration_ms,
     parse_time_ms,
+    shown_time,
 )
 from ..store.schema_kit import MAX_SAFE_INT
 from . import occurrences
@@ -267,6 +269,25 @@ def pass_rate_warning(schedule: dict[str, Any]) -> str | None:
             "once a pass, and each run stands for the occurrences since the last")
 
 
+def anchor_hint(every: str, every_ms: int, tz: str | None, now_ms: int) -> str | None:
+    """What to say when `--every` has no `--anchor`: it counts from the millisecond it was typed,
+    and the `--anchor` (the start of this hour in the job's zone) that puts the runs on the clock.
+    None: a period under a minute, or runs already on it."""
+    zone = load_cron_zone(tz or "UTC")
+    now = datetime_of_ms(now_ms, zone)
+    if every_ms < PASS_INTERVAL_MS or now is None:
+        return None
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    round_ms = epoch_ms(hour)
+    if (now_ms - round_ms) % every_ms == 0:
+        return None
+    suggested = f"{hour:%Y-%m-%dT%H:%M}" if tz is not None else f"{hour.astimezone(UTC):%Y-%m-%dT%H:%MZ}"
+    then = next_run({"kind": "every", "everyMs": every_ms, "anchorMs": round_ms}, now_ms)
+    first = f" (first run {shown_time(then[0])})" if then is not None else ""
+    return (f"--every {every} counts from now, to the millisecond: the first run is {shown_time(now_ms + every_ms)}, "
+            f"then every {every}; to count from a round time, add e.g. --anchor {suggested}{first}")
+
+
 def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:
     """The persisted schedule for the flags, with comis's error messages (all exit 2)."""
     chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
@@ -298,6 +319,8 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
             anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
             if anchor < 0:
                 raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
+        elif notes is not None and (hint := anchor_hint(spec.every, every_ms, spec.tz, now_ms)):
+            notes.append(hint)
         return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}
     if spec.at is not None:
         at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold, now_ms=now_ms)

@@ -217,3 +217,28 @@ def test_an_unknown_zone_is_named_as_comis_does_for_what_it_reads(project):
     assert _refused(project, *ADD, "--cron", "0 9 * * *", *mars)[0] == "Invalid cron timezone"
     assert _refused(project, *ADD, "--at", "2027-01-01T09:00Z", *mars)[0] == \
         "An offset-bearing timestamp cannot also specify a timezone"
+
+
+def test_every_without_an_anchor_says_it_counts_from_now_and_which_anchor_puts_it_on_the_clock(project):
+    """`--every 15m` typed at 09:07:16.5 runs at :22:16.5, :37:16.5, … and said nothing about it."""
+    typed = ms("2026-12-01T09:07:16.500Z")
+
+    def add(name: str, *args: str):
+        result = project.run("cron", "add", name, "--every", "15m", *args, "--payload", "heartbeat-event", "--text",
+                             "t", clock=FakeClock(typed))
+        assert result.code == 0, result.err
+        return result
+
+    said = add("beat").err
+    assert said.startswith("sxctl: --every 15m counts from now, to the millisecond: the first run is "
+                           "2026-12-01 09:22:16 UTC, then every 15m; to count from a round time, add e.g. "
+                           "--anchor 2026-12-01T09:00Z (first run 2026-12-01 09:15:00 UTC)"), said
+    assert add("beat-on-the-clock", "--anchor", "2026-12-01T09:00Z").err == ""  # as advised: nothing to say
+    jobs = {job["job"]["name"]: job for job in project.run("cron", "list", "--json", clock=FakeClock(typed))
+            .json()["jobs"]}
+    assert jobs["beat"]["next_run_ms"] == ms("2026-12-01T09:22:16.500Z")
+    assert jobs["beat-on-the-clock"]["next_run_ms"] == ms("2026-12-01T09:15:00Z")
+    kolkata = add("beat-in-kolkata", "--tz", "Asia/Kolkata").err  # 14:37 there: its hour began at 08:30Z
+    assert "add e.g. --anchor 2026-12-01T14:00 (first run 2026-12-01 09:15:00 UTC)" in kolkata, kolkata
+    shown = " ".join(project.run("cron", "add", "--help").out.split())
+    assert "counted from now unless --anchor" in shown and "(default now, to the millisecond)" in shown
