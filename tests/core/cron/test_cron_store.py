@@ -155,6 +155,37 @@ def test_refusals_leave_the_store_unchanged(project, ws, args, code, message):
     assert (ws / "cron-jobs.json").read_bytes() == before
 
 
+@pytest.mark.parametrize(("answer", "removed"), [("y", True), ("n", False), ("", False)])
+def test_remove_on_a_terminal_asks_and_does_what_it_was_told(project, ws, answer, removed):
+    """y/N on a terminal (Enter is no); without one it refuses (above); --yes never asks."""
+    pexpect = pytest.importorskip("pexpect")
+    before = (ws / "cron-jobs.json").read_bytes()
+    child = pexpect.spawn(sys.executable, ["-m", "sxctl", "cron", "remove", "ci-watch"], cwd=str(project.root),
+                          env=project.env(), timeout=30, encoding="utf-8")
+    try:
+        child.expect_exact("Remove cron job ci-watch? [y/N]: ")
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    names = [job["name"] for job in store_of(ws)["jobs"]]
+    if removed:
+        assert child.exitstatus == 0 and "removed ci-watch" in child.before and "ci-watch" not in names
+    else:
+        assert child.exitstatus == 2 and "sxctl: not removed" in child.before
+        assert (ws / "cron-jobs.json").read_bytes() == before
+
+
+def test_remove_yes_on_a_terminal_does_not_ask(project, ws):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "sxctl", "cron", "remove", "ci-watch", "--yes"],
+                          cwd=str(project.root), env=project.env(), timeout=30, encoding="utf-8")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "?" not in child.before and "removed ci-watch" in child.before
+    assert "ci-watch" not in [job["name"] for job in store_of(ws)["jobs"]]
+
+
 def test_fold_picks_two_different_instants(project, ws):
     for fold, name in (("earlier", "e"), ("later", "l")):
         result = cron(project, "add", name, "--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", fold,
