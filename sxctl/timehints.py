@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import date, timedelta
-
-from .errors import UsageError
-from .timeparse import datetime_of_ms, load_zone, local_zone_name
+from datetime import date, datetime, timedelta
 
 #: the TIME forms sxctl accepts, for the hint of a TIME it cannot read
 TIME_FORMATS = ("2026-09-21T09:00 (a wall time, read in --tz; seconds optional), 2026-09-21T07:00Z (UTC) or "
@@ -20,17 +17,17 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _DAY = r"\b(today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b|^(\d{4}-\d{2}-\d{2})\b"
 
 
-def time_hint(text: str, *, now_ms: int | None = None, tz: str | None = None) -> str:
-    """The hint for a TIME `text` that cannot be read. `now_ms`: when the command runs (words
-    such as `tomorrow` are then turned into the TIME they mean); `tz`: the zone a naive TIME is
-    read in (None: the command's default, so the hint names `--tz` with this machine's zone)."""
+def time_hint(text: str, *, now: datetime | None = None, zone_name: str = "UTC", named: bool = True) -> str:
+    """The hint for a TIME `text` that cannot be read. `now`: when the command runs, in the zone
+    `zone_name` a naive TIME is read in (words such as `tomorrow` are then turned into the TIME
+    they mean); `named`: that zone was given (`--tz`, a job's), else the hint names `--tz`."""
     value = text.strip()
     missing = _missing_date(value)
     if missing:
         return missing
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
         return f"{value} has no time of day: write it with one, e.g. {value}T09:00"
-    words = _words_hint(value, now_ms, tz)
+    words = _words_hint(value, now, zone_name, named)
     if words:
         return words
     abbreviation = re.search(r"\d\s*([A-Za-z]{2,5})$", value)  # after a time: `10:00 CEST`
@@ -59,7 +56,7 @@ def _missing_date(value: str) -> str | None:
     return None
 
 
-def _words_hint(value: str, now_ms: int | None, tz: str | None) -> str | None:
+def _words_hint(value: str, now: datetime | None, zone_name: str, named: bool) -> str | None:
     """`tomorrow 9am`, `today at 17:30`, `friday noon`, `9pm`, `2026-12-07 9am`: the TIME that
     means it, in the zone it would be read in (None: not words sxctl can place)."""
     lowered = " ".join(value.lower().split())
@@ -69,15 +66,9 @@ def _words_hint(value: str, now_ms: int | None, tz: str | None) -> str | None:
     clock = _clock_of(rest) if rest else None
     if (day is None and clock is None) or (rest and clock is None):
         return None
-    zone_name = tz
-    if zone_name is None:
-        try:
-            zone_name = local_zone_name()
-        except UsageError:
-            zone_name = "UTC"
-    with_tz = f" with --tz {zone_name}" if tz is None else ""
+    with_tz = "" if named else f" with --tz {zone_name}"
     said = day.group() if day is not None else None
-    on = _date_meant(said, clock, now_ms, zone_name)
+    on = _date_meant(said, clock, now)
     if on is None:
         return (f"sxctl reads a date and a time of day, not words: write e.g. 2026-09-21T09:00{with_tz}; "
                 f"accepted: {TIME_FORMATS}")
@@ -106,17 +97,11 @@ def _clock_of(text: str) -> tuple[int, int] | None:
     return None
 
 
-def _date_meant(said: str | None, clock: tuple[int, int] | None, now_ms: int | None, zone_name: str) -> date | None:
-    """The date `said` (a day word or an ISO date; None: the next `clock`) means at `now_ms` in
-    the zone; None when it takes the clock and there is none."""
+def _date_meant(said: str | None, clock: tuple[int, int] | None, now: datetime | None) -> date | None:
+    """The date `said` (a day word or an ISO date; None: the next `clock`) means at `now`; None
+    when it takes the clock and there is none."""
     if said is not None and said[0].isdigit():
         return date.fromisoformat(said)
-    if now_ms is None:
-        return None
-    try:
-        now = datetime_of_ms(now_ms, load_zone(zone_name))
-    except UsageError:
-        return None
     if now is None:
         return None
     today = now.date()

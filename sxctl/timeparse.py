@@ -271,9 +271,21 @@ def parse_time_ms(
 
 
 def _time_hint(value: str, now_ms: int | None, tz: str | None) -> str:
+    """`timehints.time_hint` for a TIME read in `tz` (None: UTC, the hint then naming this
+    machine's zone with --tz, the day words worked out there) at `now_ms`."""
     from .timehints import time_hint  # lazy: only a TIME that cannot be read pays for it
 
-    return time_hint(value, now_ms=now_ms, tz=tz)
+    zone_name = tz
+    if zone_name is None:
+        try:
+            zone_name = local_zone_name()
+        except UsageError:
+            zone_name = "UTC"
+    try:
+        now = datetime_of_ms(now_ms, load_zone(zone_name)) if now_ms is not None else None
+    except UsageError:
+        now = None
+    return time_hint(value, now=now, zone_name=zone_name, named=tz is not None)
 
 
 def parse_time_in_zone_ms(text: str, tz: str | None, now_ms: int | None = None) -> int:

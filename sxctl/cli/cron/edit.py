@@ -177,8 +177,7 @@ def remove(name, yes, lock_wait_s) -> None:
     """
     if not yes:
         if sys.stdin is None or not sys.stdin.isatty():
-            raise UsageError("refusing to remove without confirmation: pass --yes",
-                             hint="standard input is not a terminal, so there is no one to ask")
+            raise UsageError("refusing to remove without confirmation: pass --yes")
         if not click.confirm(f"Remove cron job {printable(name)}?", err=True):
             raise UsageError("not removed")
     result = remove_job(name, lock_wait=lock_wait_s, clock=settings().clock, report=reporter(), **in_workspace())

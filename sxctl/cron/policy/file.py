@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ... import faults
-from ...errors import ConflictError, ErrorCode, InvalidDataError, SxctlError, UsageError
+from ...errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ...fsio import PendingFile, read_data_file
 from ...jsondata import compact_json
 from ...locks import MkdirLock
 from ...timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from ..run.pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from ..spend.rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
-from ..store.file import read_store
-from ..store.schema import EPOCH_MS
+from ..store.file import job_named_by
+from ..store.schema import EPOCH_MS, job_named_at
 from ..store.schema_kit import (
     MAX_SAFE_INT,
     Arr,
@@ -37,7 +37,6 @@ from ..store.schema_kit import (
     Str,
     opt,
     read_checked_file,
-    readable_name,
     req,
     with_job,
 )
@@ -158,22 +157,8 @@ ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 
 def read_policy(ws: Workspace) -> dict[str, Any]:
     """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
     file and the rule; nothing is ever written over it."""
-    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT, lambda path: _job_named_at(ws, path))
+    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT, lambda path: job_named_by(ws, path))
     return policy if policy is not None else {"formatVersion": 1, "jobs": {}}
-
-
-def _job_named_at(ws: Workspace, json_path: str, store: dict[str, Any] | None = None) -> str | None:
-    """The name of the job whose entry a JSON path of the policy file is in (`$.jobs['<id>']…`),
-    from the store (`store`, else read now; None when it cannot be read)."""
-    if store is None:
-        try:
-            store = read_store(ws)
-        except SxctlError:
-            return None
-    for job in (store or {}).get("jobs", []):
-        if json_path.startswith(f"$.jobs[{job['id']!r}]"):
-            return readable_name(job["name"])
-    return None
 
 
 def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:
@@ -187,7 +172,7 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
-        job = _job_named_at(ws, error.path, store)
+        job = job_named_at(store, error.path)
         raise UsageError(with_job(f"invalid value for {error.path}: {error.rule}", job), json_path=error.path,
                          rule=error.rule, job=job) from None
     path = ws.policy

@@ -65,6 +65,15 @@ def read_store(ws: Workspace) -> dict[str, Any] | None:
     return parse_store(ws.store, raw)
 
 
+def job_named_by(ws: Workspace, json_path: str) -> str | None:
+    """`schema.job_named_at` in the workspace's store as it is now (None when there is none or it
+    cannot be read): the job a JSON path of sxctl's policy file is about."""
+    try:
+        return job_named_at(read_store(ws), json_path)
+    except SxctlError:
+        return None
+
+
 def new_store() -> dict[str, Any]:
     return {"formatVersion": 1, "agentSchedulerSeed": str(uuid.uuid4()), "jobs": [], "activeClaims": []}
 

@@ -302,20 +302,24 @@ def validate_store(store: Any, only_jobs: Collection[str] | None = None,
 
 
 def job_named_at(store: Any, json_path: str) -> str | None:
-    """The name of the job a JSON path of the store is in — `$.jobs[0]…` that job, `$.activeClaims[0]…`
-    the job the claim is for — where the record has a readable one (`schema_kit.readable_name`)."""
+    """The name of the job a JSON path is in, where the record has a readable one
+    (`schema_kit.readable_name`): in the store `$.jobs[0]…` (that job) and `$.activeClaims[0]…`
+    (the job the claim is for); in sxctl's policy file, keyed by job id, `$.jobs['<id>']…` (the
+    store's job of that id)."""
+    jobs = store.get("jobs") if isinstance(store, dict) else None
+    if not isinstance(jobs, list):
+        return None
+    if json_path.startswith(("$.jobs['", '$.jobs["')):
+        return next((readable_name(job.get("name")) for job in jobs if isinstance(job, dict)
+                     and json_path.startswith(f"$.jobs[{job.get('id')!r}]")), None)
     found = re.match(r"\$\.(jobs|activeClaims)\[(\d+)\]", json_path)
-    records = store.get(found.group(1)) if found is not None and isinstance(store, dict) else None
+    records = store.get(found.group(1)) if found is not None else None
     if found is None or not isinstance(records, list) or int(found.group(2)) >= len(records):
         return None
     record = records[int(found.group(2))]
-    if not isinstance(record, dict):
-        return None
-    if found.group(1) == "activeClaims":
-        jobs = store.get("jobs")
-        record = next((job for job in jobs if isinstance(job, dict) and job.get("id") == record.get("jobId")),
-                      None) if isinstance(jobs, list) else None
-    return readable_name(record.get("name")) if record is not None else None
+    if isinstance(record, dict) and found.group(1) == "activeClaims":
+        record = next((job for job in jobs if isinstance(job, dict) and job.get("id") == record.get("jobId")), None)
+    return readable_name(record.get("name")) if isinstance(record, dict) else None
 
 
 def _validate_changes(store: Any, changed: Collection[str], memo: dict[str, Any]) -> None:
