@@ -228,10 +228,12 @@ def local_zone_name() -> str:
 
 
 def parse_time_ms(
-    text: str, *, tz: str | None = None, fold: str | None = None
+    text: str, *, tz: str | None = None, fold: str | None = None, now_ms: int | None = None
 ) -> tuple[int, bool]:
     """TIME -> (epoch ms, was_naive). A nonexistent wall time is an error; an ambiguous one
-    needs `fold` ('earlier' = first occurrence). Messages are comis's, verbatim."""
+    needs `fold` ('earlier' = first occurrence). Messages are comis's, verbatim, and in comis's
+    order: a naive TIME's zone is checked before the TIME. `now_ms` (when the command runs) lets
+    the hint of a TIME in words (`tomorrow 9am`) give the TIME meant."""
     value = text.strip()
     if re.search(_OFFSET_SUFFIX, value):
         if tz is not None:
@@ -242,19 +244,19 @@ def parse_time_ms(
         try:
             instant = datetime.fromisoformat(value.replace("z", "Z"))
         except ValueError:
-            raise UsageError("Invalid offset-bearing timestamp", hint=time_hint(value)) from None
+            raise UsageError("Invalid offset-bearing timestamp", hint=_time_hint(value, now_ms, tz)) from None
         if instant.tzinfo is None:
-            raise UsageError("Invalid offset-bearing timestamp", hint=time_hint(value))
+            raise UsageError("Invalid offset-bearing timestamp", hint=_time_hint(value, now_ms, tz))
         return epoch_ms(instant), False
+    zone = load_zone(tz or "UTC")
     if not re.fullmatch(_NAIVE, value):
-        raise UsageError("Invalid naive wall-clock timestamp", hint=time_hint(value))
+        raise UsageError("Invalid naive wall-clock timestamp", hint=_time_hint(value, now_ms, tz))
     try:
         naive = datetime.fromisoformat(value)
     except ValueError:
-        raise UsageError("Invalid naive wall-clock timestamp", hint=time_hint(value)) from None
+        raise UsageError("Invalid naive wall-clock timestamp", hint=_time_hint(value, now_ms, tz)) from None
     except OverflowError:
         raise UsageError("Wall-clock timestamp exceeds the safe epoch range") from None
-    zone = load_zone(tz or "UTC")
     earlier = naive.replace(tzinfo=zone, fold=0)
     kind = wall_time_kind(naive, zone)
     if kind == "gap":
@@ -268,28 +270,28 @@ def parse_time_ms(
     return epoch_ms(earlier), True
 
 
-#: the TIME forms sxctl accepts, for the hint of a TIME it cannot read
-TIME_FORMATS = ("2026-09-21T09:00 (a wall time, read in --tz; seconds optional), 2026-09-21T07:00Z (UTC) or "
-                "2026-09-21T09:00+02:00 (an offset)")
+def _time_hint(value: str, now_ms: int | None, tz: str | None) -> str:
+    """`timehints.time_hint` for a TIME read in `tz` (None: UTC, the hint then naming this
+    machine's zone with --tz, the day words worked out there) at `now_ms`."""
+    from .timehints import time_hint  # lazy: only a TIME that cannot be read pays for it
+
+    zone_name = tz
+    if zone_name is None:
+        try:
+            zone_name = local_zone_name()
+        except UsageError:
+            zone_name = "UTC"
+    try:
+        now = datetime_of_ms(now_ms, load_zone(zone_name)) if now_ms is not None else None
+    except UsageError:
+        now = None
+    return time_hint(value, now=now, zone_name=zone_name, named=tz is not None)
 
 
-def time_hint(text: str) -> str:
-    """What a TIME that cannot be read may have meant (the error message itself stays comis's):
-    a zone abbreviation (`CEST`), an hour or minute off the clock (`25:00`), or the forms."""
-    abbreviation = re.search(r"(?:\s|\d)([A-Za-z]{2,5})$", text.strip())
-    if abbreviation:
-        return (f"zone abbreviations such as {abbreviation.group(1)!r} are ambiguous: give the wall time with --tz "
-                f"(e.g. --tz Europe/Berlin) or an offset (+02:00); accepted: {TIME_FORMATS}")
-    clock = re.search(r"[T ](\d{2}):(\d{2})", text)
-    if clock and (int(clock.group(1)) > 23 or int(clock.group(2)) > 59):
-        return f"{clock.group(1)}:{clock.group(2)} is not a time of day (hours 00-23, minutes 00-59)"
-    return f"accepted: {TIME_FORMATS}"
-
-
-def parse_time_in_zone_ms(text: str, tz: str | None) -> int:
+def parse_time_in_zone_ms(text: str, tz: str | None, now_ms: int | None = None) -> int:
     """A TIME option of a job (`--until`, `cron next --from`): an offset-bearing time as given,
     a naive one read in the job's zone `tz`."""
-    return parse_time_ms(text, tz=None if re.search(_OFFSET_SUFFIX, text.strip()) else tz)[0]
+    return parse_time_ms(text, tz=None if re.search(_OFFSET_SUFFIX, text.strip()) else tz, now_ms=now_ms)[0]
 
 
 def parse_local_time_ms(text: str, tz: str | None) -> int:

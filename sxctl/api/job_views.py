@@ -137,7 +137,7 @@ def next_fires(
     """The next `count` fires of the store's jobs (or job `name`), or of an ad-hoc schedule
     (`cron`/`every`+`anchor`/`at`; no store needed), after `after` (a TIME; default now)."""
     now = clock.now_ms()
-    bound = now if after is None else parse_time_in_zone_ms(after, tz)
+    bound = now if after is None else parse_time_in_zone_ms(after, tz, now)
     if bound < 0:
         raise UsageError(f"--from {after!r} is before 1970-01-01T00:00Z, where the times of a schedule start")
     adhoc = ScheduleInput(cron=cron, every=every, at=at, tz=tz, fold=fold, anchor=anchor)

@@ -21,6 +21,7 @@ from ..observe import (
     watch_events,
     write_metrics_file,
 )
+from ..project import NO_SESSION
 from ..record import Factory, record
 from ..report import Reporter
 from ..timeparse import display_zone, displayed_in, zone_label
@@ -113,27 +114,34 @@ def write_metrics(path, *, session=None, project=None, workspace=None, max_log_b
 @record
 class Upcoming:
     """`next`: pending messages, timer fires and cron fires, time-ordered, shown in `zone`; and
-    what will not happen because it is stranded in a session no agent reads (`stranded`)."""
+    what will not happen because it is stranded in a session no agent reads (`stranded`).
+    `session` is None in a project with no session folder yet: its cron fires only."""
 
-    session: Session
+    session: Session | None
     zone: Any
     now_ms: int
     rows: list[Row]  # by `source`: InboxRow, CallbackRow or CronRow (sxctl.observe.timeline; docs/api.md)
     stranded: list[Stranded] = Factory(list)  # type: ignore[assignment]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.session.to_json(), "now_ms": self.now_ms, "display_tz": zone_label(self.zone),
+        where = self.session.to_json() if self.session is not None else NO_SESSION
+        return {"ok": True, **where, "now_ms": self.now_ms, "display_tz": zone_label(self.zone),
                 "rows": self.rows, "stranded": [entry.to_json() for entry in self.stranded]}
 
 
 def upcoming(*, count: int = 10, tz: str | None = None, session=None, project=None, workspace=None,
              clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> Upcoming:
-    """The next `count` things that will happen; timer fires assume an idle agent."""
-    chosen, ws = _scope(session, project, workspace, clock, report)
-    assert chosen is not None  # a session is required here
+    """The next `count` things that will happen; timer fires assume an idle agent. A project
+    with no session folder yet has no inbox and no timers: its cron fires are listed (as
+    `status` counts them), with a note."""
+    chosen, ws = _scope(session, project, workspace, clock, report, session_optional=True)
     zone = display_zone(tz)
     with displayed_in(zone):  # the times in a row's note too
         rows = merged_next(chosen, ws, count, zone, clock=clock)
+    if chosen is None:
+        if report is not None:
+            report.note("no session folder yet: cron fires only (no inbox, no timers until the agent runs here)")
+        return Upcoming(None, zone, clock.now_ms(), rows)
     return Upcoming(chosen, zone, clock.now_ms(), rows, stranded_sessions(chosen.project, clock))
 
 

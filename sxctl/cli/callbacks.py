@@ -62,7 +62,8 @@ def _when(ms: int) -> str:
 @click.option("--every", "--delay", "every_s", type=DURATION, required=True, metavar="DURATION",
               help="Re-arm period, whole seconds 1-3600 (e.g. 30s, 2m, 1h).")
 @click.option("--repeat", type=int, default=20, show_default=True,
-              help="Number of fires (0 = one, as the agent's tool stores it); -1 = forever.")
+              help="How many times it fires: 1-1000 (1 = once; 0 is taken as 1, as the agent's tool does), "
+              "or -1 = forever.")
 @click.option("--slot", "slot_id", type=int, help="Use this slot (0-7) instead of the lowest free one.",
               shell_complete=completing("slots"))
 @click.option("--replace", is_flag=True, help="With --slot: overwrite an active timer.")
@@ -100,7 +101,8 @@ def set_(message, every_s, repeat, slot_id, replace, first_in_s, follow, expect_
 @click.option("--message", help="New message.")
 @click.option("--every", "--delay", "every_s", type=DURATION, metavar="DURATION",
               help="New period; re-arms from now unless --first-in is given.")
-@click.option("--repeat", type=int, help="New number of remaining fires; -1 = forever.")
+@click.option("--repeat", type=int,
+              help="How many fires are left, the next one included: 1-1000 (0 is taken as 1), or -1 = forever.")
 @click.option("--first-in", "first_in_s", type=DURATION, metavar="DURATION", help="Next fire after this long.")
 @_verify_option
 def edit(slot_id, message, every_s, repeat, first_in_s, expect_rev, verify_s, no_verify) -> None:

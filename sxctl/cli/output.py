@@ -198,32 +198,58 @@ def markup(text: str) -> str:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, fit: Sequence[str] = ()) -> None:
     """A plain aligned table, or a rich one when styling a TTY; every cell printable. `fit`: on a
-    terminal (rich fits its own), the headers of the columns that may be cut with `…`, first cut
-    first, to keep the table within its width (`COLUMNS`) — for a wide listing whose `--json` has
-    every value; output into a pipe or a file keeps every value whole."""
+    terminal, the headers of the columns that may be cut with `…`, first cut first, to keep the
+    table within its width (`COLUMNS`), in colour as in plain — for a wide listing whose `--json`
+    has every value; output into a pipe or a file keeps every value whole."""
+    headers = list(headers)
     cells = [[("-" if v is None else printable(str(v))) for v in row] for row in rows]
+    fitting = bool(fit) and sys.stdout.isatty()  # a pipe or a file keeps every value whole (grep, a log)
+    if fitting:
+        headers, cells = _fitted_table(headers, cells, fit)
     if color_enabled():
         from rich.console import Console  # rich loads only when styling a TTY
         from rich.table import Table
 
-        rich_table = Table(*headers, box=None, header_style="bold", pad_edge=False)
+        rich_table = Table(box=None, header_style="bold", pad_edge=False)
+        for header in headers:  # a fitted table is cut already: one line a row, as the plain one
+            rich_table.add_column(header, no_wrap=fitting, overflow="ellipsis")
         for row in cells:
             rich_table.add_row(*(markup(cell) for cell in row))
         Console().print(rich_table)
         return
-    headers = list(headers)
     widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
-    if fit and sys.stdout.isatty():  # a pipe or a file keeps every value whole (grep, a log)
-        for name in fit:  # a column with nothing in it goes first (COUNTERS: `-` all down)
-            i = headers.index(name) if name in headers else -1
-            if i >= 0 and _overflow(widths) > 0 and all(row[i] == "-" for row in cells):
-                del headers[i], widths[i]
-                cells = [row[:i] + row[i + 1:] for row in cells]
-        widths = _fitted(widths, [headers.index(name) for name in fit if name in headers], headers)
-        cells = [[cell if len(cell) <= widths[i] else cell[: widths[i] - 1] + "…" for i, cell in enumerate(row)]
-                 for row in cells]
     for row in [headers, *cells]:
         say("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+
+
+def _fitted_table(headers: list[str], cells: list[list[str]], fit: Sequence[str]
+                  ) -> tuple[list[str], list[list[str]]]:
+    """The table within the terminal: a column of `fit` with nothing in it left out first
+    (COUNTERS: `-` all down), then the columns of `fit` cut with `…` in turn."""
+    widths = [max([len(h)] + [len(row[i]) for row in cells]) for i, h in enumerate(headers)]
+    for name in fit:
+        i = headers.index(name) if name in headers else -1
+        if i >= 0 and _overflow(widths) > 0 and all(row[i] == "-" for row in cells):
+            del headers[i], widths[i]
+            cells = [row[:i] + row[i + 1:] for row in cells]
+    widths = _fitted(widths, [headers.index(name) for name in fit if name in headers], headers)
+    return headers, [[cell if len(cell) <= widths[i] else cell[: widths[i] - 1] + "…" for i, cell in enumerate(row)]
+                     for row in cells]
+
+
+def say_fitted(message: str) -> None:
+    """A line of prose: on a terminal, wrapped at its width (`COLUMNS`), the lines after the
+    first indented; whole into a pipe or a file."""
+    if not sys.stdout.isatty():
+        say(message)
+        return
+    import shutil  # only for a line that fits the terminal
+    import textwrap
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    for line in textwrap.wrap(printable(message), width=max(width, 20), subsequent_indent="  ",
+                              break_on_hyphens=False) or [""]:
+        say(line)
 
 
 def _overflow(widths: list[int]) -> int:

@@ -22,7 +22,7 @@ from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import job_state, paused_by_sxctl
 from ..errors import InvalidDataError, SystemRefusedError
 from ..inbox.folder import count_since, list_messages
-from ..project import Session, list_sessions, live_sessions, several_live_warning
+from ..project import NO_SESSION, Session, list_sessions, live_sessions, several_live_warning
 from .spend_view import guard_problems, guard_states, session_usage
 from .stranded import stranded_problem, stranded_sessions
 
@@ -207,7 +207,7 @@ def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> d
     cron = _cron_status(ws, now, max_log_bytes, ws.root, clock)
     problems = [{"code": "no_session", "message": "no session folder yet: is the agent running in this project?"}]
     return {
-        "ok": True, "session": None, "session_dir": None, "session_source": None, "now_ms": now,
+        "ok": True, **NO_SESSION, "now_ms": now,
         "liveness": {"state": "none", "updated_ms": None, "stats_age_ms": None},
         "timers": None, "inbox": None, "cron": cron, "stranded": [], "usage": None,
         "problems": problems + _cron_problems(cron),

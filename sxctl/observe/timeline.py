@@ -67,10 +67,31 @@ class CronRow(TypedDict):
 Row = InboxRow | CallbackRow | CronRow
 
 
-def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM_CLOCK) -> list[Row]:
+def merged_next(session: Session | None, ws, count: int, zone, *, clock: Clock = SYSTEM_CLOCK) -> list[Row]:
     """Pending inbox messages (read at the next poll), timer fires (idle only) and cron fires,
-    in one time-ordered list; every row says its source."""
+    in one time-ordered list; every row says its source. With no session (a project without a
+    session folder yet), the cron fires only."""
     now = clock.now_ms()
+    rows: list[Row] = [] if session is None else _session_rows(session, count, now)
+    store = read_store(ws)
+    if store is not None:
+        policy = read_policy(ws)
+        found = job_previews(ws, store, policy, session.project if session is not None else ws.root, clock, count)
+        for fire in timeline(store, now, count, zone, previews=found.previews, policy=policy):
+            held: Any = fire.get("waiting")
+            rows.append(CronRow(source="cron", at_ms=fire["at_ms"], name=fire["name"], jobId=fire["jobId"],
+                                overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
+                                waiting=bool(held) and held["status"] == "waiting" and "detail" not in held,
+                                held=held.get("detail") if held else None, note=fire.get("note"),
+                                mark=fire.get("mark"),
+                                skipped_before=fire.get("skipped_before", 0)))
+    order = {"inbox": 0, "callback": 1, "cron": 2}
+    rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))
+    return rows[:count]
+
+
+def _session_rows(session: Session, count: int, now: int) -> list[Row]:
+    """A session's pending messages and its timer fires."""
     rows: list[Row] = []
     for message in list_messages(session, ("pending",), count):
         rows.append(InboxRow(source="inbox", at_ms=now, stem=message.stem,
@@ -83,18 +104,4 @@ def merged_next(session: Session, ws, count: int, zone, *, clock: Clock = SYSTEM
                                 message=list_preview(slot["message"]), fire_no=fire["fire_no"],
                                 remaining_after=fire["remaining_after"], overdue=fire["overdue"], idle_only=True,
                                 paused=doc_paused(doc or {})))
-    store = read_store(ws)
-    if store is not None:
-        policy = read_policy(ws)
-        found = job_previews(ws, store, policy, session.project, clock, count)
-        for fire in timeline(store, now, count, zone, previews=found.previews, policy=policy):
-            held: Any = fire.get("waiting")
-            rows.append(CronRow(source="cron", at_ms=fire["at_ms"], name=fire["name"], jobId=fire["jobId"],
-                                overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
-                                waiting=bool(held) and held["status"] == "waiting" and "detail" not in held,
-                                held=held.get("detail") if held else None, note=fire.get("note"),
-                                mark=fire.get("mark"),
-                                skipped_before=fire.get("skipped_before", 0)))
-    order = {"inbox": 0, "callback": 1, "cron": 2}
-    rows.sort(key=lambda row: (row["at_ms"], order[row["source"]]))
-    return rows[:count]
+    return rows

@@ -135,6 +135,10 @@ class Session(SessionInfo):
         return doc
 
 
+#: those keys in a document about a project that has no session folder yet (`status`, `next`)
+NO_SESSION: dict[str, Any] = {"session": None, "session_dir": None, "session_source": None}
+
+
 def freshest_live(infos: list[SessionInfo]) -> SessionInfo | None:
     """The one rule for "the live session": the live folder whose stats.json is newest."""
     live = live_sessions(infos)

@@ -707,10 +707,10 @@ def test_an_unreadable_done_folder_is_not_taken_for_a_missing_message(project, m
 # --- limits comis states -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("args", "env", "message"), [
-    (["--model", "m" * 600, "--payload", "agent-turn"], {}, ".payload.model: must be 1-512 UTF-8 bytes (is 600)"),
+    (["--model", "m" * 600, "--payload", "agent-turn"], {}, ".payload.model: must be 1-512 UTF-8 bytes (is 600) (job 'j')"),
     (["--max-dependency-errors", str(2**53), "--payload", "heartbeat-event"], {},
-     ".maxConsecutiveDependencyErrors: must be between 0 and 9007199254740991"),
-    (["--payload", "heartbeat-event"], {"SXCTL_AGENT": "a" * 300}, ".agentId: must be 1-256 UTF-8 bytes (is 300)"),
+     ".maxConsecutiveDependencyErrors: must be between 0 and 9007199254740991 (job 'j')"),
+    (["--payload", "heartbeat-event"], {"SXCTL_AGENT": "a" * 300}, ".agentId: must be 1-256 UTF-8 bytes (is 300) (job 'j')"),
 ])
 def test_values_beyond_comis_limits_are_usage_errors(project, args, env, message):
     _store_and_ledger(project)

@@ -9,7 +9,7 @@ import click
 from ...api import cron_status, job_runs, validate_workspace
 from ...api.cron_checks import describe_consumption
 from ...errors import UsageError
-from ..output import Command, completing, emit, in_workspace, say, settings, table
+from ..output import Command, completing, emit, in_workspace, say, say_fitted, settings, table
 from .options import max_log_option, when
 
 
@@ -68,8 +68,7 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
 
     def human() -> None:
         for skip in result.skipped:
-            say(f"skipped {skip['count']} occurrence(s) {when(skip['scheduledForMs'])} "
-                f"to {when(skip['lastMs'])}: {skip['reason'].replace('_', ' ')}")
+            say_fitted(f"skipped {_occurrences(skip)}: {skip['reason'].replace('_', ' ')}")
         if not found:
             say("no runs")
             return
@@ -91,6 +90,13 @@ def runs(name, limit, all_jobs, exact, evidence, max_log_bytes) -> None:
         table(headers, rows, fit=_CUT_FIRST)
 
     emit(result.to_json(), human)
+
+
+def _occurrences(skip: dict) -> str:
+    """`1 occurrence at TIME`, `3 occurrences from TIME to TIME`."""
+    if skip["count"] == 1:
+        return f"1 occurrence at {when(skip['scheduledForMs'])}"
+    return f"{skip['count']} occurrences from {when(skip['scheduledForMs'])} to {when(skip['lastMs'])}"
 
 
 #: the columns of `cron runs` cut (with …) to fit a terminal, first cut first (`--json` has them whole)

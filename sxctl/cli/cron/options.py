@@ -15,13 +15,15 @@ def schedule_options(command):
     options = [
         click.option("--cron", "cron_expr", metavar="EXPR",
                      help="Cron expression: 5 fields, 6 (seconds first) or @daily…"),
-        click.option("--every", metavar="DURATION", help="Fixed period, e.g. 30m (a bare number is seconds)."),
+        click.option("--every", metavar="DURATION",
+                     help="Fixed period, e.g. 30m (a bare number is seconds), counted from now unless --anchor."),
         click.option("--at", "at_time", metavar="TIME", help="One shot at an ISO 8601 time."),
         click.option("--in", "in_time", metavar="DURATION", help="One shot after this long."),
         click.option("--tz", metavar="ZONE", shell_complete=completing("zones"),
                      help="IANA zone for --cron (default UTC) and naive --at/--anchor times."),
         click.option("--fold", type=click.Choice(["earlier", "later"]), help="Which instant of an ambiguous --at."),
-        click.option("--anchor", metavar="TIME", help="Phase of --every (default now)."),
+        click.option("--anchor", metavar="TIME", help="When --every counts from (default now, to the millisecond); "
+                     "e.g. 2026-12-01T09:00 puts --every 15m on :00, :15, :30, :45."),
     ]
     for option in reversed(options):
         command = option(command)

@@ -22,7 +22,8 @@ from ...locks import MkdirLock
 from ...timeparse import is_iana_zone_name, parse_time_in_zone_ms
 from ..run.pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
 from ..spend.rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
-from ..store.schema import EPOCH_MS
+from ..store.file import job_named_by
+from ..store.schema import EPOCH_MS, job_named_at
 from ..store.schema_kit import (
     MAX_SAFE_INT,
     Arr,
@@ -37,6 +38,7 @@ from ..store.schema_kit import (
     opt,
     read_checked_file,
     req,
+    with_job,
 )
 from ..store.workspace import Workspace
 from ..timeline.schedule import load_cron_zone
@@ -158,7 +160,7 @@ ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 
 def read_policy(ws: Workspace) -> dict[str, Any]:
     """The validated policy file (an empty one when there is none). Invalid: exit 5 naming the
     file and the rule; nothing is ever written over it."""
-    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT)
+    policy = read_checked_file(ws.policy, READ_CAP, "sxctl policy file", ROOT, lambda path: job_named_by(ws, path))
     return policy if policy is not None else {"formatVersion": 1, "jobs": {}}
 
 
@@ -173,7 +175,9 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
     try:
         ROOT.check(doc, "$")
     except SchemaError as error:
-        raise UsageError(f"invalid value for {error.path}: {error.rule}") from None
+        job = job_named_at(store, error.path)
+        raise UsageError(with_job(f"invalid value for {error.path}: {error.rule}", job), json_path=error.path,
+                         rule=error.rule, job=job) from None
     path = ws.policy
     data = fit_to_cap(doc, path)
     if os.path.islink(path):
@@ -284,7 +288,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("maxRuns", options.max_runs or None)  # runs spent still count: a resume starts anew (job_change)
     if options.until is not None:
         try:
-            put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz))
+            put("untilMs", None if options.until == "none" else parse_time_in_zone_ms(options.until, tz, now_ms))
         except UsageError as error:
             hint = ("--fold is for --at: give --until with its offset (e.g. 2027-11-07T01:30-05:00) to pick one "
                     "of the two readings" if "fold" in error.message else error.extra.get("hint"))

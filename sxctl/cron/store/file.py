@@ -19,8 +19,8 @@ from ...jsondata import compact_json, strict_loads
 from ...locks import MkdirLock, pid_alive
 from ...report import Reporter
 from ...timeparse import format_ms
-from .schema import canonical_store, validate_store
-from .schema_kit import SchemaError
+from .schema import canonical_store, job_named_at, validate_store
+from .schema_kit import SchemaError, with_job
 from .workspace import Workspace
 
 STORE_CAP = 32 * 1024 * 1024
@@ -43,9 +43,10 @@ def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
     try:
         validate_store(store)
     except SchemaError as exc:
+        job = job_named_at(store, exc.path)
         raise InvalidDataError(
-            str(path), f"Cron store does not match the strict format at {exc.path}: {exc.rule}",
-            json_path=exc.path, rule=exc.rule,
+            str(path), with_job(f"Cron store does not match the strict format at {exc.path}: {exc.rule}", job),
+            json_path=exc.path, rule=exc.rule, job=job,
         ) from None
     return store
 
@@ -62,6 +63,15 @@ def read_store(ws: Workspace) -> dict[str, Any] | None:
             raise InvalidDataError(str(ws.store), "legacy comis store (array format); not supported")
         return None
     return parse_store(ws.store, raw)
+
+
+def job_named_by(ws: Workspace, json_path: str) -> str | None:
+    """`schema.job_named_at` in the workspace's store as it is now (None when there is none or it
+    cannot be read): the job a JSON path of sxctl's policy file is about."""
+    try:
+        return job_named_at(read_store(ws), json_path)
+    except SxctlError:
+        return None
 
 
 def new_store() -> dict[str, Any]:
@@ -226,7 +236,9 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
     try:
         validate_store(store, touched, cache)
     except SchemaError as exc:  # the store was valid when read: the value given is out of bounds
-        raise UsageError(f"invalid value for {exc.path}: {exc.rule}", json_path=exc.path, rule=exc.rule) from None
+        job = job_named_at(store, exc.path)
+        raise UsageError(with_job(f"invalid value for {exc.path}: {exc.rule}", job), json_path=exc.path, rule=exc.rule,
+                         job=job) from None
     canonical = canonical_store(store, touched)
     data = compact_json(canonical) if touched is None or cache is None else _encode_reusing(
         canonical, touched, cache)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Collection
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -27,6 +28,7 @@ from .schema_kit import (
     Str,
     Union,
     opt,
+    readable_name,
     req,
 )
 
@@ -297,6 +299,27 @@ def validate_store(store: Any, only_jobs: Collection[str] | None = None,
             )
             if not matches:
                 raise SchemaError(f"$.jobs[{index}].lifecycle", "one-shot lifecycle must match its active claim")
+
+
+def job_named_at(store: Any, json_path: str) -> str | None:
+    """The name of the job a JSON path is in, where the record has a readable one
+    (`schema_kit.readable_name`): in the store `$.jobs[0]…` (that job) and `$.activeClaims[0]…`
+    (the job the claim is for); in sxctl's policy file, keyed by job id, `$.jobs['<id>']…` (the
+    store's job of that id)."""
+    jobs = store.get("jobs") if isinstance(store, dict) else None
+    if not isinstance(jobs, list):
+        return None
+    if json_path.startswith(("$.jobs['", '$.jobs["')):
+        return next((readable_name(job.get("name")) for job in jobs if isinstance(job, dict)
+                     and json_path.startswith(f"$.jobs[{job.get('id')!r}]")), None)
+    found = re.match(r"\$\.(jobs|activeClaims)\[(\d+)\]", json_path)
+    records = store.get(found.group(1)) if found is not None else None
+    if found is None or not isinstance(records, list) or int(found.group(2)) >= len(records):
+        return None
+    record = records[int(found.group(2))]
+    if isinstance(record, dict) and found.group(1) == "activeClaims":
+        record = next((job for job in jobs if isinstance(job, dict) and job.get("id") == record.get("jobId")), None)
+    return readable_name(record.get("name")) if isinstance(record, dict) else None
 
 
 def _validate_changes(store: Any, changed: Collection[str], memo: dict[str, Any]) -> None:

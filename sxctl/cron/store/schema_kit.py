@@ -38,6 +38,19 @@ def spell(path: Any) -> str:
     return str(path) + "".join(reversed(parts))
 
 
+def with_job(text: str, job: str | None) -> str:
+    """A message about a value of a file, then the job it is in by name where the record has a
+    readable one (`$.jobs[0].schedule.everyMs: must be … (job 'nightly')`): the JSON path locates
+    the value in the file, the name says which job a person knows it as."""
+    return f"{text} (job {job!r})" if job is not None else text
+
+
+def readable_name(name: Any) -> str | None:
+    """`name` when a message may show it: a printable string of at most 200 characters (a name
+    that is itself what is wrong, too long or full of controls, is left to the path)."""
+    return name if isinstance(name, str) and 0 < len(name) <= 200 and name.isprintable() else None
+
+
 class Node:
     """Any JSON value (items of an array that is checked element by element elsewhere)."""
 
@@ -224,10 +237,12 @@ class Bool(Node):
             raise SchemaError(path, "must be true or false")
 
 
-def read_checked_file(path: Path, cap: int, what: str, root: Node) -> Any | None:
+def read_checked_file(path: Path, cap: int, what: str, root: Node,
+                      job_at: Callable[[str], str | None] | None = None) -> Any | None:
     """One of sxctl's own strict JSON files (`what`: `sxctl policy file`), checked against `root`:
     None when it is absent; exit 5 naming the file and the rule when it is larger than `cap`,
-    not JSON (a key twice included: which one was meant is unknown) or off the schema."""
+    not JSON (a key twice included: which one was meant is unknown) or off the schema. `job_at`:
+    the name of the job a JSON path of the file is in (None: none readable), for the message."""
     from ...errors import InvalidDataError
     from ...fsio import read_data_file
     from ...jsondata import strict_loads
@@ -243,7 +258,9 @@ def read_checked_file(path: Path, cap: int, what: str, root: Node) -> Any | None
     except ValueError as error:
         raise InvalidDataError(str(path), f"{what} contains invalid JSON ({error})") from None
     except SchemaError as error:
-        raise InvalidDataError(str(path), f"{what}: {error}", json_path=error.path, rule=error.rule) from None
+        job = job_at(error.path) if job_at is not None else None
+        raise InvalidDataError(str(path), f"{what}: {with_job(str(error), job)}", json_path=error.path,
+                               rule=error.rule, job=job) from None
     except RecursionError:
         raise InvalidDataError(str(path), f"{what} is nested too deeply") from None
     return doc

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ...errors import ErrorCode, SxctlError, UsageError
@@ -22,6 +22,7 @@ from ...timeparse import (
     canonical_zone_name,
     datetime_of_ms,
     duration_text,
+    epoch_ms,
     format_duration_ms,
     format_ms,
     is_iana_zone_name,
@@ -29,6 +30,7 @@ from ...timeparse import (
     local_zone_name,
     parse_duration_ms,
     parse_time_ms,
+    shown_time,
 )
 from ..store.schema_kit import MAX_SAFE_INT
 from . import occurrences
@@ -205,27 +207,31 @@ _FIXED_LOOKALIKES = {"EST": ("America/New_York", "Etc/GMT+5"), "MST": ("America/
                      "HST": ("Pacific/Honolulu", "Etc/GMT+10")}
 
 
-def honoured_zone_name(tz: str) -> str:
+def honoured_zone_name(tz: str, *, message: str = "Invalid cron timezone") -> str:
     """`--tz` as the zone name a job keeps: `local` resolved, the IANA spelling; a zone that
-    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2."""
+    cannot be honoured (unknown, or `local` on a machine that has no zone name) is exit 2 with
+    `message` (comis's: `Invalid wall-clock timezone` where the zone reads an --at or --anchor time)."""
     zone_name = tz
     if zone_name == "local":
         try:
             zone_name = local_zone_name()
         except UsageError:
-            raise UsageError("Invalid cron timezone", hint="--tz local: this machine's zone has no IANA name; "
+            raise UsageError(message, hint="--tz local: this machine's zone has no IANA name; "
                              "give one, e.g. Europe/Berlin") from None
     zone_name = canonical_zone_name(zone_name)
-    load_cron_zone(zone_name)
+    try:
+        load_zone(zone_name)
+    except UsageError as error:
+        raise UsageError(message, hint=error.extra.get("hint")) from None
     if zone_name in _FIXED_LOOKALIKES:  # in tzdata, but a trap: EST is never New York's summer time
         region, fixed = _FIXED_LOOKALIKES[zone_name]
-        raise UsageError("Invalid cron timezone", hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
+        raise UsageError(message, hint=f"--tz {zone_name} is a fixed offset all year (no daylight "
                          f"saving time), not a region's clock: give {region}, or {fixed} if a fixed offset is meant")
     if not is_iana_zone_name(zone_name):
-        raise UsageError("Invalid cron timezone", hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
+        raise UsageError(message, hint=f"--tz {tz!r} is not an IANA zone name: give one, e.g. "
                          "Europe/Berlin, or --tz local for this machine's zone")
     if len(zone_name.encode()) > 128:
-        raise UsageError("Invalid cron timezone")
+        raise UsageError(message)
     return zone_name
 
 
@@ -263,6 +269,25 @@ def pass_rate_warning(schedule: dict[str, Any]) -> str | None:
             "once a pass, and each run stands for the occurrences since the last")
 
 
+def anchor_hint(every: str, every_ms: int, tz: str | None, now_ms: int) -> str | None:
+    """What to say when `--every` has no `--anchor`: it counts from the millisecond it was typed,
+    and the `--anchor` (the start of this hour in the job's zone) that puts the runs on the clock.
+    None: a period under a minute, or runs already on it."""
+    zone = load_cron_zone(tz or "UTC")
+    now = datetime_of_ms(now_ms, zone)
+    if every_ms < PASS_INTERVAL_MS or now is None:
+        return None
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    round_ms = epoch_ms(hour)
+    if (now_ms - round_ms) % every_ms == 0:
+        return None
+    suggested = f"{hour:%Y-%m-%dT%H:%M}" if tz is not None else f"{hour.astimezone(UTC):%Y-%m-%dT%H:%MZ}"
+    then = next_run({"kind": "every", "everyMs": every_ms, "anchorMs": round_ms}, now_ms)
+    first = f" (first run {shown_time(then[0])})" if then is not None else ""
+    return (f"--every {every} counts from now, to the millisecond: the first run is {shown_time(now_ms + every_ms)}, "
+            f"then every {every}; to count from a round time, add e.g. --anchor {suggested}{first}")
+
+
 def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:
     """The persisted schedule for the flags, with comis's error messages (all exit 2)."""
     chosen = [v for v in (spec.cron, spec.every, spec.at, spec.in_) if v is not None]
@@ -277,8 +302,13 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
         if pattern.next_after(now_ms, zone) is None:
             raise UsageError("Cron schedule has no future occurrence")
         return {"kind": "cron", "expr": spec.cron, "tz": zone_name}
-    if spec.tz is not None:
-        honoured_zone_name(spec.tz)  # kept in the policy file (transaction.job_change): never dropped
+    wall_time = spec.at if spec.at is not None else spec.anchor if spec.every is not None else None
+    if spec.tz is not None:  # kept in the policy file (transaction.job_change): never dropped
+        if wall_time is None:
+            honoured_zone_name(spec.tz)
+        else:  # comis's order and words: an offset with --tz first, then the zone a wall time is read in
+            parse_time_ms(wall_time, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
+            honoured_zone_name(spec.tz, message="Invalid wall-clock timezone")
     if spec.every is not None:
         every_ms = parse_duration_ms(spec.every, what="--every")
         if not 0 < every_ms <= MAX_SAFE_INT:
@@ -286,12 +316,14 @@ def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None =
                              hint=f"--every takes a DURATION above 0 and up to {MAX_SAFE_INT} ms (30s, 5m, 1h30m)")
         anchor = now_ms
         if spec.anchor is not None:
-            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold)
+            anchor, _ = parse_time_ms(spec.anchor, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
             if anchor < 0:
                 raise UsageError("Wall-clock timestamp exceeds the safe epoch range")
+        elif notes is not None and (hint := anchor_hint(spec.every, every_ms, spec.tz, now_ms)):
+            notes.append(hint)
         return {"kind": "every", "everyMs": every_ms, "anchorMs": anchor}
     if spec.at is not None:
-        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold)
+        at_ms, naive = parse_time_ms(spec.at, tz=spec.tz, fold=spec.fold, now_ms=now_ms)
         if naive and spec.tz is None and notes is not None:
             notes.append(f"--at {spec.at} was read as UTC; pass --tz ZONE (or --tz local) to say which zone")
         if at_ms <= now_ms:

@@ -23,6 +23,7 @@ from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..run.pings import mask_url
 from ..store.clock_repair import REPAIR_HINT, acknowledged_in
 from ..store.file import STORE_CAP, daemon_locks, find_job, read_store
+from ..store.schema_kit import readable_name, with_job
 from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
 from .fate import end_mark, next_text
@@ -217,6 +218,8 @@ def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: in
         acknowledged = acknowledged_in(ws)
     problems: list[Problem] = []
     claims = {claim["executionId"]: claim for claim in store["activeClaims"]}
+    names = {job["id"]: readable_name(job["name"]) for job in store["jobs"]}
+
     for execution_id, group in ledger.groups.items():
         if group.terminal is None and execution_id not in claims:
             problems.append(Problem(str(ws.ledger), group.first_line, "orphan_start",
@@ -228,10 +231,12 @@ def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: in
             if any(start[k] != claim[k] for k in ("jobId", "agentId", "bootId", "scheduledForMs", "trigger",
                                                   "workKind")):
                 problems.append(Problem(str(ws.store), None, "identity_mismatch",
-                                        f"claim {claim['executionId']} differs from its ledger start"))
+                                        with_job(f"claim {claim['executionId']} differs from its ledger start",
+                                                 names.get(claim["jobId"]))))
         if claim["claimedAtMs"] > now_ms and claim["executionId"] not in acknowledged:
             problems.append(Problem(str(ws.store), None, "clock_behind",
-                                    f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, after now"))
+                                    with_job(f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, "
+                                             "after now", names.get(claim["jobId"]))))
     for group in ledger.groups.values():
         if group.start is not None and group.start["startedAtMs"] > now_ms and \
                 group.start["executionId"] not in acknowledged:

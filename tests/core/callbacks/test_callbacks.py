@@ -152,6 +152,20 @@ def test_set_replace_and_repeat_zero(project, example_session):
     assert invoke(project, "cb", "set", "x", "--every", "5", "--replace").code == 2
 
 
+def test_repeat_help_says_what_repeat_does(project, example_session):
+    """The help said "0 = one" while --repeat 1 fires once too: 1 is once, 0 is taken as 1."""
+    for repeat in ("1", "0"):
+        slot = invoke(project, "cb", "set", f"once {repeat}", "--every", "10", "--slot", "0", "--replace",
+                      "--repeat", repeat, "--no-verify", "--json").json()["slot"]
+        fires = invoke(project, "cb", "next", "-n", "50", "--json").json()["fires"]
+        assert slot["repeat_count"] == 1 and [f["fire_no"] for f in fires if f["slot"] == 0] == [1]
+    set_help = " ".join(invoke(project, "cb", "set", "--help").out.split())
+    assert "How many times it fires: 1-1000 (1 = once; 0 is taken as 1, as the agent's tool does), or -1 = forever." \
+        in set_help and "0 = one" not in set_help
+    edit_help = " ".join(invoke(project, "cb", "edit", "--help").out.split())
+    assert "How many fires are left, the next one included: 1-1000 (0 is taken as 1), or -1 = forever." in edit_help
+
+
 def test_new_timer_in_a_retired_slot_drops_its_unknown_fields(project, example_session):
     raw = json.loads((example_session / "callbacks.json").read_text())
     raw["slots"][1]["x_agent_note"] = "retired"

@@ -155,3 +155,90 @@ def test_a_mistyped_zone_gets_comis_message_and_a_hint_naming_the_zone(project, 
 def test_an_ambiguous_time_hints_at_fold(project):
     result = project.run("cron", "next", "--at", "2026-10-25 02:30", "--tz", "Europe/Berlin")
     assert result.code == 2 and "--fold earlier" in result.err and "--fold later" in result.err
+
+
+# --- a TIME or a zone that cannot be read (issue #40) -------------------------------------------------
+
+SUNDAY_EVENING = ms("2026-12-06T20:00Z")  # Monday 05:00 in Tokyo, Sunday 21:00 in Berlin
+ADD = ("cron", "add", "j", "--payload", "heartbeat-event", "--text", "t")
+
+
+def _refused(project, *args: str, env: dict | None = None) -> tuple[str, str]:
+    """The message and the hint of a refused `sxctl ARGS` (exit 2, one line each, the same in --json)."""
+    result = project.run(*args, clock=FakeClock(SUNDAY_EVENING), env=env)
+    assert result.code == 2, result.out + result.err
+    message, hint = result.err.strip().splitlines()
+    error = project.run(*args, "--json", clock=FakeClock(SUNDAY_EVENING), env=env).json()["error"]
+    assert (f"sxctl: {error['message']}", f"sxctl: hint: {error['hint']}") == (message, hint)
+    return message.removeprefix("sxctl: "), hint.removeprefix("sxctl: hint: ")
+
+
+def test_a_time_in_words_is_refused_with_the_time_it_means_worked_out_by_the_clock(project):
+    """`--at "tomorrow 9am"` was told 'am' is an ambiguous zone abbreviation: the hint now gives the
+    TIME it means, tomorrow being the day after today in the zone the time is read in."""
+    tokyo = project.env(TZ="Asia/Tokyo")
+    message, hint = _refused(project, *ADD, "--at", "tomorrow 9am", env=tokyo)  # no --tz: this machine's zone
+    assert message == "Invalid naive wall-clock timestamp" and "abbreviation" not in hint
+    assert hint.endswith("tomorrow at 09:00 in Asia/Tokyo is 2026-12-08T09:00: write 2026-12-08T09:00 "
+                         "with --tz Asia/Tokyo")
+    _, berlin = _refused(project, *ADD, "--at", "Tomorrow at 9 AM", "--tz", "Europe/Berlin")
+    assert berlin.endswith("tomorrow at 09:00 in Europe/Berlin is 2026-12-07T09:00: write 2026-12-07T09:00")
+    _, evening = _refused(project, *ADD, "--at", "9:30pm", "--tz", "Europe/Berlin")  # 21:00 there: still to come
+    assert evening.endswith("write 2026-12-06T21:30")
+    _, until = _refused(project, *ADD, "--every", "1h", "--tz", "Europe/Berlin", "--until", "monday 5pm")
+    assert until.endswith("write 2026-12-07T17:00")
+    done = project.run(*ADD, "--at", "2026-12-08T09:00", "--tz", "Asia/Tokyo", "--json", env=tokyo,
+                       clock=FakeClock(SUNDAY_EVENING))
+    assert done.code == 0 and done.json()["schedule"]["atMs"] == ms("2026-12-08T00:00Z")
+
+
+@pytest.mark.parametrize(("time", "hint"), [
+    ("2026-02-30", "2026-02-30 does not exist: February 2026 has 28 days"),
+    ("2026-02-30 09:00", "2026-02-30 does not exist: February 2026 has 28 days"),
+    ("2028-02-30T09:00Z", "2028-02-30 does not exist: February 2028 has 29 days"),
+    ("2026-13-01T09:00", "2026-13-01 does not exist: there is no month 13 (01-12)"),
+    ("2026-12-24", "2026-12-24 has no time of day: write it with one, e.g. 2026-12-24T09:00"),
+])
+def test_a_date_the_calendar_lacks_is_named(project, time, hint):
+    message, said = _refused(project, *ADD, "--at", time)
+    assert message in ("Invalid naive wall-clock timestamp", "Invalid offset-bearing timestamp")  # comis's words
+    assert said == hint
+
+
+def test_an_unknown_zone_is_named_as_comis_does_for_what_it_reads(project):
+    """comis says "Invalid wall-clock timezone" for the zone of a wall time (--at, --anchor) and
+    "Invalid cron timezone" for a cron schedule's; an offset with --tz is refused first."""
+    mars = ("--tz", "Mars/Olympus_Mons")
+    assert _refused(project, *ADD, "--at", "2027-01-01 09:00", *mars)[0] == "Invalid wall-clock timezone"
+    assert _refused(project, *ADD, "--at", "tomorrow 9am", *mars)[0] == "Invalid wall-clock timezone"
+    assert _refused(project, *ADD, "--every", "1h", "--anchor", "2027-01-01 09:00", *mars)[0] == \
+        "Invalid wall-clock timezone"
+    assert _refused(project, *ADD, "--at", "2027-01-01 09:00", "--tz", "EST")[0] == "Invalid wall-clock timezone"
+    assert _refused(project, *ADD, "--cron", "0 9 * * *", *mars)[0] == "Invalid cron timezone"
+    assert _refused(project, *ADD, "--at", "2027-01-01T09:00Z", *mars)[0] == \
+        "An offset-bearing timestamp cannot also specify a timezone"
+
+
+def test_every_without_an_anchor_says_it_counts_from_now_and_which_anchor_puts_it_on_the_clock(project):
+    """`--every 15m` typed at 09:07:16.5 runs at :22:16.5, :37:16.5, … and said nothing about it."""
+    typed = ms("2026-12-01T09:07:16.500Z")
+
+    def add(name: str, *args: str):
+        result = project.run("cron", "add", name, "--every", "15m", *args, "--payload", "heartbeat-event", "--text",
+                             "t", clock=FakeClock(typed))
+        assert result.code == 0, result.err
+        return result
+
+    said = add("beat").err
+    assert said.startswith("sxctl: --every 15m counts from now, to the millisecond: the first run is "
+                           "2026-12-01 09:22:16 UTC, then every 15m; to count from a round time, add e.g. "
+                           "--anchor 2026-12-01T09:00Z (first run 2026-12-01 09:15:00 UTC)"), said
+    assert add("beat-on-the-clock", "--anchor", "2026-12-01T09:00Z").err == ""  # as advised: nothing to say
+    jobs = {job["job"]["name"]: job for job in project.run("cron", "list", "--json", clock=FakeClock(typed))
+            .json()["jobs"]}
+    assert jobs["beat"]["next_run_ms"] == ms("2026-12-01T09:22:16.500Z")
+    assert jobs["beat-on-the-clock"]["next_run_ms"] == ms("2026-12-01T09:15:00Z")
+    kolkata = add("beat-in-kolkata", "--tz", "Asia/Kolkata").err  # 14:37 there: its hour began at 08:30Z
+    assert "add e.g. --anchor 2026-12-01T14:00 (first run 2026-12-01 09:15:00 UTC)" in kolkata, kolkata
+    shown = " ".join(project.run("cron", "add", "--help").out.split())
+    assert "counted from now unless --anchor" in shown and "(default now, to the millisecond)" in shown

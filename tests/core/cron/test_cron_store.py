@@ -155,6 +155,37 @@ def test_refusals_leave_the_store_unchanged(project, ws, args, code, message):
     assert (ws / "cron-jobs.json").read_bytes() == before
 
 
+@pytest.mark.parametrize(("answer", "removed"), [("y", True), ("n", False), ("", False)])
+def test_remove_on_a_terminal_asks_and_does_what_it_was_told(project, ws, answer, removed):
+    """y/N on a terminal (Enter is no); without one it refuses (above); --yes never asks."""
+    pexpect = pytest.importorskip("pexpect")
+    before = (ws / "cron-jobs.json").read_bytes()
+    child = pexpect.spawn(sys.executable, ["-m", "sxctl", "cron", "remove", "ci-watch"], cwd=str(project.root),
+                          env=project.env(), timeout=30, encoding="utf-8")
+    try:
+        child.expect_exact("Remove cron job ci-watch? [y/N]: ")
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    names = [job["name"] for job in store_of(ws)["jobs"]]
+    if removed:
+        assert child.exitstatus == 0 and "removed ci-watch" in child.before and "ci-watch" not in names
+    else:
+        assert child.exitstatus == 2 and "sxctl: not removed" in child.before
+        assert (ws / "cron-jobs.json").read_bytes() == before
+
+
+def test_remove_yes_on_a_terminal_does_not_ask(project, ws):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(sys.executable, ["-m", "sxctl", "cron", "remove", "ci-watch", "--yes"],
+                          cwd=str(project.root), env=project.env(), timeout=30, encoding="utf-8")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0 and "?" not in child.before and "removed ci-watch" in child.before
+    assert "ci-watch" not in [job["name"] for job in store_of(ws)["jobs"]]
+
+
 def test_fold_picks_two_different_instants(project, ws):
     for fold, name in (("earlier", "e"), ("later", "l")):
         result = cron(project, "add", name, "--at", "2026-10-25T02:30", "--tz", "Europe/Berlin", "--fold", fold,
@@ -233,7 +264,7 @@ def _mutated(path, edit):
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
-        (lambda s: s["jobs"][0].update(extra=1), "$.jobs[0].extra: unknown key"),
+        (lambda s: s["jobs"][0].update(extra=1), "$.jobs[0].extra: unknown key (job 'next-check-in')"),
         (lambda s: s.update(formatVersion=2), "$.formatVersion"),
         (lambda s: s["jobs"][1].update(name="next-check-in"), "job name must be unique"),
         (lambda s: s["jobs"][2]["deliveryTarget"]["conversation"].update(conversationRef="cv_" + "A" * 43),
@@ -261,6 +292,33 @@ def test_invalid_stores_are_exit_5_naming_path_and_rule_and_never_rewritten(proj
         assert error["file"] == str(path) and needle in error["message"], error
         assert "Cron store does not match the strict format" in error["message"]
     assert path.read_bytes() == before
+
+
+def test_a_hand_edited_store_and_policy_file_name_the_job_by_its_name_and_keep_the_path(project, ws):
+    """#40: the errors said `$.jobs[1]` or `$.jobs['<uuid>']`, never the job a person knows."""
+    store = ws / "cron-jobs.json"
+    pristine = store.read_bytes()
+    store.write_bytes(_mutated(store, lambda s: s["jobs"][1]["schedule"].update(atMs="tomorrow")))
+    listed = cron(project, "list")
+    assert listed.code == 5 and listed.err.rstrip().endswith(
+        "at $.jobs[1].schedule.atMs: must be an integer (job 'stretch-reminder')"), listed.err
+    error = cron(project, "list", "--json").json()["error"]
+    assert (error["json_path"], error["job"]) == ("$.jobs[1].schedule.atMs", "stretch-reminder")
+    assert "(job 'stretch-reminder')" in cron(project, "validate").err
+    claim = {"executionId": "e", "bootId": "b", "jobId": "35403677-ce61-4a92-9b82-1d4a220667f1", "agentId": "x",
+             "rootRunId": None, "scheduledForMs": 1, "claimedAtMs": 1, "trigger": "manual", "workKind": "agent_turn"}
+    store.write_bytes(_mutated(store, lambda s: (s["jobs"][1]["schedule"].update(atMs=1), s["activeClaims"].append(claim))))
+    assert "at $.activeClaims[0]: claim identity must match its job (job 'ci-watch')" in cron(project, "list").err
+    store.write_bytes(_mutated(store, lambda s: s["jobs"][1].update(name="\x1b[2J" + "x" * 300, extra=1)))
+    unreadable = cron(project, "list", "--json").json()["error"]  # a name no message should carry: the path alone
+    assert unreadable["message"].endswith("at $.jobs[1].extra: unknown key") and unreadable["job"] is None
+    store.write_bytes(pristine)
+    policy = ws / "sxctl-policy.json"
+    policy.write_text(json.dumps({"formatVersion": 1, "jobs": {"35403677-ce61-4a92-9b82-1d4a220667f1": {
+        "untilMs": "friday"}}}))
+    error = cron(project, "list", "--json").json()["error"]
+    assert error["message"].endswith("$.jobs['35403677-ce61-4a92-9b82-1d4a220667f1'].untilMs: must be an integer "
+                                     "(job 'ci-watch')") and error["job"] == "ci-watch"
 
 
 @pytest.mark.parametrize(

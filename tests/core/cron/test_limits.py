@@ -510,13 +510,16 @@ def test_the_human_cron_show_says_the_policy(project):
                         "at most 5 run(s) a day; expires after 3 run(s) (0 so far); zone Europe/Berlin")
 
 
-def _on_a_terminal(project, *args: str, columns: int) -> list[str]:
-    """`sxctl ARGS` with its stdout on a pseudo-terminal `columns` wide (no colour: the plain table)."""
+def _on_a_terminal(project, *args: str, columns: int, color: bool = False) -> list[str]:
+    """`sxctl ARGS` with its stdout on a pseudo-terminal `columns` wide: the plain table, or with
+    `color` the one rich draws (its escapes removed from the lines returned)."""
     import pty
+    import re
 
     leader, follower = pty.openpty()
-    proc = subprocess.run([sys.executable, "-m", "sxctl", *args, "--no-color"], cwd=project.root,
-                          env=project.env(COLUMNS=str(columns)), stdout=follower, stderr=subprocess.PIPE, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "sxctl", *args, *(() if color else ("--no-color",))],
+                          cwd=project.root, env=project.env(COLUMNS=str(columns), TERM="xterm-256color"),
+                          stdout=follower, stderr=subprocess.PIPE, timeout=60)
     os.close(follower)
     chunks = []
     while True:
@@ -529,7 +532,7 @@ def _on_a_terminal(project, *args: str, columns: int) -> list[str]:
         chunks.append(chunk)
     os.close(leader)
     assert proc.returncode == 0, proc.stderr
-    return b"".join(chunks).decode().replace("\r\n", "\n").splitlines()
+    return re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode().replace("\r\n", "\n")).splitlines()
 
 
 @pytest.mark.parametrize("columns", [80, 100])
@@ -546,3 +549,44 @@ def test_cron_runs_fits_the_terminal_and_json_keeps_every_value(project, columns
     assert len(run["executionId"]) == 36 and run["errorKind"] == "precondition"
     piped = project.run("cron", "runs", "--all-jobs", env=project.env(COLUMNS=str(columns))).out.splitlines()
     assert run["executionId"] in piped[1] and "…" not in piped[1]  # a pipe gets every value whole
+
+
+def _skipping_jobs(project) -> int:
+    """Two `--catch-up skip` jobs a pass at the real now left behind: `beat` skipped 3 stale
+    occurrences and has one run, `late` skipped 1. Returns that now."""
+    from datetime import UTC, datetime
+
+    now = now_ms() // 1000 * 1000
+    project.session(SID)
+    for name, first in (("beat", now - 150 * MIN), ("late", now - 30 * MIN)):
+        anchor = datetime.fromtimestamp(first / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        added = project.run("cron", "add", name, "--every", "1h", "--anchor", anchor, "--catch-up", "skip",
+                            "--stale-after", "10m", "--payload", "heartbeat-event", "--text", "t",
+                            clock=FakeClock(now - 3 * HOUR))
+        assert added.code == 0, added.err
+    assert project.run("--session", SID, "cron", "tick", clock=FakeClock(now)).code == 0
+    assert project.run("--session", SID, "cron", "run", "beat", clock=FakeClock(now)).code == 0
+    return now
+
+
+def test_cron_runs_says_one_occurrence_at_its_time_and_more_from_one_to_the_other(project):
+    """It said "skipped 1 occurrence(s) X to X"."""
+    now = _skipping_jobs(project)
+    [late] = project.run("cron", "runs", "late", clock=FakeClock(now)).out.splitlines()[:1]
+    assert late.startswith("skipped 1 occurrence at 2") and late.endswith(" (30m0s ago): stale"), late
+    [beat] = project.run("cron", "runs", "beat", clock=FakeClock(now)).out.splitlines()[:1]
+    assert beat.startswith("skipped 3 occurrences from 2") and " (2h30m ago) to 2" in beat, beat
+    assert beat.endswith(" (30m0s ago): stale") and "(s)" not in beat + late
+
+
+@pytest.mark.parametrize("color", [True, False])
+def test_cron_runs_keeps_within_columns_on_a_terminal_in_colour_too(project, color):
+    """Colour on (a terminal's default), rich drew its own table: every column squeezed, each
+    run wrapped over five lines; the skipped line ran past the edge. Now the same fitting as
+    the plain table, and the sentence wraps."""
+    _skipping_jobs(project)
+    lines = _on_a_terminal(project, "cron", "runs", "beat", columns=80, color=color)
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[0].startswith("skipped 3 occurrences from ") and lines[1].startswith("  ")  # wrapped, indented
+    header = next(i for i, line in enumerate(lines) if line.startswith("STARTED"))
+    assert len(lines) == header + 2 and "dispatched" in lines[-1] and "…" in lines[-1], lines  # one line a run

@@ -89,6 +89,22 @@ def test_next_merges_the_three_sources_in_time_order(project, prepared):
         ("cron", "ci-watch"), ("inbox", None), ("inbox", None), ("cron", "next-check-in"), ("cron", "next-check-in")]
 
 
+def test_next_in_a_project_with_jobs_but_no_session_yet_lists_the_cron_fires(project):
+    """#40: `next` was exit 3 "no sessions" where `status` and `cron next` worked."""
+    added = project.run("cron", "add", "beat", "--every", "1h", "--anchor", "2026-09-21T09:00Z", "--payload",
+                        "heartbeat-event", "--text", "t", clock=FakeClock(NOW))
+    assert added.code == 0, added.err
+    result = project.run("next", "-n", "2", clock=FakeClock(NOW))
+    assert result.code == 0, result.err
+    assert [line.split()[:2] for line in result.out.splitlines()[1:]] == [["2026-09-21", "09:00:00"],
+                                                                         ["2026-09-21", "10:00:00"]]
+    assert "no session folder yet" in result.err
+    doc = project.run("next", "-n", "2", "--json", clock=FakeClock(NOW)).json()
+    assert (doc["session"], doc["stranded"]) == (None, [])
+    assert [(r["source"], r["name"]) for r in doc["rows"]] == [("cron", "beat"), ("cron", "beat")]
+    assert project.run("next", "--session", SID, clock=FakeClock(NOW)).code == 3  # a named session must exist
+
+
 @pytest.mark.slow
 def test_watch_json_follows_the_agent(project):
     from tests.conftest import Agent
