@@ -58,7 +58,8 @@ class SxctlGroup(Group):
                 context = getattr(error, "ctx", None)
                 where = context.command_path if context else "sxctl"
                 kind = ErrorCode.INVALID_VALUE if isinstance(error, click.BadParameter) else ErrorCode.USAGE
-                raise SxctlError(f"{error.format_message()} (see '{where} --help')", code=kind) from None
+                message = " ".join(error.format_message().split())  # click's own line breaks and tabs: one line
+                raise SxctlError(f"{message} (see '{where} --help')", code=kind) from None
             except click.Abort:
                 raise KeyboardInterrupt from None
             return result if isinstance(result, int) else ExitStatus.OK

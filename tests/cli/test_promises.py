@@ -341,3 +341,12 @@ def test_every_view_counts_pending_messages_by_one_rule(project):
     status = project.run("status", "--json").json()["inbox"]["pending"]
     sessions = project.run("session", "list", "--json").json()["sessions"][0]["inbox_pending"]
     assert listed == status == sessions == 2
+
+
+def test_a_missing_choice_is_one_line_naming_the_choices(project):
+    """click's message for a missing choice has line breaks and tabs, which the terminal filter
+    showed as `\\n\\t`: one line, the choices comma-separated."""
+    result = project.run("cron", "export")
+    assert result.code == 2
+    assert result.err == ("sxctl: Missing option '--target'. Choose from: crontab, systemd, kubernetes "
+                          "(see 'sxctl cron export --help')\n")
