@@ -5,9 +5,9 @@ starts sees the same time (libfaketime, preloaded, at one offset from the real c
 across a DST change: a test that reads the wall clock must pass at any instant.
 
 What a preloaded clock does not reach: the file system's timestamps (the kernel stamps them),
-a program started with a bare environment (cron's, systemd's), and the file descriptors the
-library takes. The tests that depend on those are marked `real_time` and skipped under
-`SXCTL_TEST_INSTANT`, which this sets (tests/conftest.py)."""
+a program started with a bare environment (cron's, systemd's), the file descriptors the library
+takes, and a thread's timed wait (its deadline is the kernel's). The tests that depend on those
+are marked `real_time` and skipped under `SXCTL_TEST_INSTANT`, which this sets (tests/conftest.py)."""
 
 from __future__ import annotations
 

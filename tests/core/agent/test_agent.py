@@ -153,6 +153,7 @@ def test_shutdown_drops_buffered_notes_and_reports_them(project, agents):
     assert stats["sxctl"]["busy"] is False
 
 
+@pytest.mark.real_time
 def test_max_turns_stops_after_exactly_n_turns_while_messages_keep_arriving(project, agents):
     from sxctl.inbox.request import SendRequest
     from sxctl.inbox.sending import send

@@ -151,6 +151,7 @@ def _visible_messages(inbox: Path) -> list[Path]:
     [("before-rename", False, {".json.tmp"}), ("before-rename", True, {".json.tmp", ".png"}),
      ("after-sidecar", True, {".json.tmp", ".png"})],
 )
+@pytest.mark.real_time
 def test_fault_points_leave_no_visible_message_and_clean_removes_the_rest(project, point, with_image, left):
     folder = project.session(live=False)
     inbox = folder / "inbox"
