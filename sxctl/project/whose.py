@@ -52,27 +52,28 @@ def _process_gone(stats: dict[str, Any]) -> str | None:
         os.kill(pid, 0)  # signal 0: only asks whether the process exists
     except ProcessLookupError:
         return f"its agent (pid {pid}) is gone"
-    except OSError:  # it exists (another user's), or the system would not say
+    except (OSError, OverflowError):  # it exists (another user's), the system would not say, or no pid is that big
         return None
     return None
 
 
 def _other_project(stats: dict[str, Any], session_dir: Path) -> str | None:
+    """A `cwd` no path can be (a NUL, too long, unreadable on the way) is no evidence either."""
     layout = ProjectLayout.of_session_dir(session_dir)
     cwd = stats.get("cwd")
     if layout is None or not isinstance(cwd, str) or not os.path.isabs(cwd) or cwd == str(layout.root):
         return None
-    real = Path(os.path.realpath(cwd))
-    own = Path(os.path.realpath(layout.root))
-    if not real.is_dir() or real == own or own in real.parents:
-        return None
     try:
+        real = Path(os.path.realpath(cwd))
+        own = Path(os.path.realpath(layout.root))
+        if not real.is_dir() or real == own or own in real.parents:
+            return None
         if os.path.samefile(real, own):  # another way to the same folder (a bind mount)
             return None
         theirs = ProjectLayout(real).session(session_dir.name)
         if theirs.is_dir() and os.path.samefile(theirs, session_dir):  # its own folder, reached through a link
             return None
-    except OSError:
+    except (OSError, ValueError):
         return None
     from .worktrees import main_checkout_of  # only a cwd elsewhere pays for it
 

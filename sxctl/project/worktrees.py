@@ -120,10 +120,13 @@ def worktree_copies(
     cwd = stats.get("cwd") if stats else None
     if isinstance(cwd, str) and os.path.isabs(cwd) and cwd != str(project):
         start = Path(cwd)
-        for folder in (start, *start.parents):
-            if ProjectLayout(folder).exists():
-                candidates.append(folder)
-                break
+        try:
+            for folder in (start, *start.parents):
+                if ProjectLayout(folder).exists():
+                    candidates.append(folder)
+                    break
+        except (OSError, ValueError):  # a cwd no path can be (too long, a NUL) names no copy
+            pass
     candidates.extend(linked)
     for root in candidates:
         if root == project:

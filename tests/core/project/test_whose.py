@@ -90,3 +90,23 @@ def test_only_sound_evidence_overrules_a_recent_heartbeat(project, tmp_path, wor
     assert {sid: found[sid]["state"] for sid in cases} == {sid: state for sid, (_, state) in cases.items()}
     assert found["2026_09_22_other_project"]["stale_reason"] == f"it was written by an agent working in {other}"
     assert found[mirror.name]["state"] == "live" and found[mirror.name]["copy"] == "mirror"
+
+
+@pytest.mark.parametrize("stats", [
+    {"cwd": "/x\u0000y"},  # no path holds a NUL: realpath raised ValueError ("internal error", exit 1)
+    {"cwd": "/" + "d" * 300},  # too long a name: named as if a file sxctl needed (exit 8)
+    {"sxctl": {"pid": 2 ** 31, "pid_space": "HERE"}},  # os.kill raised OverflowError (exit 1)
+    {"sxctl": {"pid": 2 ** 70, "pid_space": "HERE"}},
+])
+def test_a_heartbeat_naming_an_impossible_cwd_or_pid_is_no_evidence_and_no_crash(project, stats):
+    """Forged by anyone who can write the session folder: every command that reads sessions
+    crashed while the heartbeat was recent. Such a field is no evidence: the session is live."""
+    if "sxctl" in stats:
+        stats = {"sxctl": {**stats["sxctl"], "pid_space": pid_space()}}
+    project.session(stats=stats)
+    assert rows(project)[SID]["state"] == "live"
+    for args in (("doctor", "--json"), ("status", "--json"), ("cron", "tick", "--json")):
+        result = project.run(*args)
+        assert result.code in (0, 9) and "internal" not in result.err and result.json(), (args, result.err)
+    sent = project.run("inbox", "send", "hello", "--no-wait", "--json")
+    assert sent.code == 0 and sent.json()["session"] == SID, sent.err
