@@ -4,6 +4,8 @@ SX_SESSION_DIR) must not be told its message or timer went where an agent reads 
 
 from __future__ import annotations
 
+import os
+
 from ..clock import Clock
 from ..errors import ConflictError, ErrorCode
 from ..report import Reporter
@@ -20,8 +22,9 @@ def follow_or_refuse(session: Session, what: str, *, follow: bool, clock: Clock,
     is refused (exit 4 `session_superseded`, naming the live session and `fix`, by default
     `--follow`) or, with `follow`, left for the live one, saying so. With no newer live session,
     or a session no agent was ever seen in (`unknown`: no stats.json), it stands (a write to it
-    warns, as before)."""
-    if session.source not in PINNED_SOURCES or session.state not in ("stale", "stopped"):
+    warns, as before). A stats.json that is there but unreadable was written by an agent once: it
+    counts as gone (its state `unknown` says nothing an agent reads it now)."""
+    if session.source not in PINNED_SOURCES or not _agent_gone(session):
         return session
     newer = newer_live(session.id, list_sessions(session.project, clock))
     if not newer:
@@ -43,3 +46,9 @@ def follow_or_refuse(session: Session, what: str, *, follow: bool, clock: Clock,
         f"is live: {what} in {session.id} would never reach the agent; {fix}",
         code=ErrorCode.SESSION_SUPERSEDED, session=session.id, live_session=live.id,
     )
+
+
+def _agent_gone(session: Session) -> bool:
+    if session.state in ("stale", "stopped"):
+        return True
+    return session.state == "unknown" and os.path.lexists(session.dir / "stats.json")

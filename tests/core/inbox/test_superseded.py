@@ -167,3 +167,18 @@ def test_a_wait_without_follow_times_out_over_a_restart_and_a_rerun_with_follow_
     assert rescued.code == 0, rescued.err
     assert (rescued.json()["session"], rescued.json()["stem"], rescued.json()["state"]) == (NEW, stem, "consumed")
     assert len(turns_with(new, "ci 8 failed")) == 1
+
+
+@pytest.mark.parametrize("damaged", ['{"updated_ms":1,"updated_ms":2}', "{}", '{"updated_ms": 17', ""])
+def test_a_pinned_session_whose_stats_json_is_damaged_is_refused_while_a_newer_one_is_live(project, damaged):
+    """An unreadable stats.json (state unknown) was written by an agent once: a send pinned there
+    was reported sent ("ok": true, pending in the old session) while the agent read the new one."""
+    old = project.session(SID)
+    (old / "stats.json").write_text(damaged)
+    project.session(NEW)
+    for run in (project.run, project.process):  # in-process, and the plain send's own path
+        refused = run("--session", SID, "inbox", "send", "hi", "--no-wait", "--json")
+        assert refused.code == 4 and refused.json()["error"]["code"] == "session_superseded", refused.out
+    assert not list((old / "inbox").glob("*.json")) if (old / "inbox").is_dir() else True
+    followed = project.run("--session", SID, "inbox", "send", "hi", "--no-wait", "--follow", "--json")
+    assert followed.code == 0 and followed.json()["session"] == NEW
