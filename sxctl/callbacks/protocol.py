@@ -13,7 +13,7 @@ from typing import Any
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError
-from ..fsio import STRAY_TEMP_MS, atomic_write
+from ..fsio import STRAY_TEMP_MS, atomic_write, refuse_symlinks_below
 from ..interrupts import deferred_interrupts, sigterm_interrupts
 from ..locks import writer_lock
 from ..project import Session, check_rotation_after_write, warn_if_not_live
@@ -82,6 +82,9 @@ def write_table(session: Session, apply: Apply, survives: Survives, options: Wri
         mirror = None
     if not primary.parent.is_dir():
         raise NotFoundError(f"session folder {primary.parent} not found", code=ErrorCode.SESSION_NOT_FOUND)
+    for table in (primary, mirror) if mirror is not None else (primary,):
+        # as the inbox: never through a link on the way down from the project (<root>/.scorpiox/sessions/<id>)
+        refuse_symlinks_below(table.parents[3], table.parent)
     _remove_stale_temps(primary, clock)
     # the lock first; then Ctrl-C and SIGTERM wait until the change is written, and it is said so
     with writer_lock(primary.parent / LOCK_NAME, LOCK_WAIT_S, "the callbacks table"), deferred_interrupts() as held:

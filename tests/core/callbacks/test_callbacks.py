@@ -501,3 +501,21 @@ def test_only_a_live_agent_ignores_an_edit_and_publish_refuses_what_the_tool_wou
         f"sxctl: nothing published: slot 0 of {folder / 'callbacks.json'}: delay_seconds must be between 1 and 3600 "
         "(got 0.5)\n"), refused.err
     assert table.read_bytes() == before
+
+
+@pytest.mark.parametrize("linked", [".scorpiox", ".scorpiox/sessions"])
+def test_a_timer_is_never_written_through_a_link_on_the_way_down_from_the_project(project, tmp_path, linked):
+    """`callbacks set`, `cancel` and `publish` wrote another folder's callbacks.json through a
+    linked .scorpiox (or sessions folder) where `inbox send` refused: exit 5, nothing written."""
+    project.session()
+    assert project.run("callbacks", "set", "before", "--every", "1h", "--no-verify").code == 0
+    other = tmp_path / "other"
+    shutil.copytree(project.root / ".scorpiox", other / ".scorpiox", symlinks=True)
+    before = tree(other)
+    shutil.rmtree(project.root / linked)
+    (project.root / linked).symlink_to(other / linked)
+    for args in (("callbacks", "set", "via link", "--every", "1h", "--no-verify"), ("callbacks", "cancel-all"),
+                 ("callbacks", "publish"), ("inbox", "send", "via link", "--no-wait")):
+        result = project.run(*args, "--json")
+        assert result.code == 5 and "symbolic link" in result.json()["error"]["message"], (args, result.out)
+    assert tree(other) == before
