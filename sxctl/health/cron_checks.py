@@ -272,13 +272,13 @@ def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, 
                       "`sxctl cron tick` stays out of its way", None)
 
 
-def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any]) -> None:
+def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock: Clock) -> None:
     """Jobs whose last run failed (`failures.last_failures`: the job, why, and `cron runs NAME`).
     A failure of the check, so that `doctor -q`, the monitor probe, is not silent while a job
     fails every run; a warning while the job is paused, as nothing runs it until it is resumed."""
     store, ledger = files
     jobs = {job["id"]: job for job in store["jobs"]}
-    for failed in last_failures(store, _newest_first(ledger)):
+    for failed in last_failures(store, _newest_first(ledger), clock.now_ms()):
         paused = jobs[failed["jobId"]]["lifecycle"]["status"] == "paused"
         found.add("failed runs", "warn" if paused else "fail",
                   f"job {failed['name']}: its last run failed: {failed['reason']}"

@@ -67,7 +67,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     policy = full_policy["jobs"]
     jobs = {job["id"]: job for job in store["jobs"]}
     runs = recent_runs(ws.ledger, 50, max_log_bytes=max_log_bytes)
-    failed = last_failures(store, runs)
+    failed = last_failures(store, runs, now_ms)
     failed_ids = failed_one_shots_of(ws, store, max_log_bytes)
     by_state: dict[str, int] = {}
     for job in store["jobs"]:

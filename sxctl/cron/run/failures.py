@@ -43,16 +43,17 @@ def failure_reason(job: dict[str, Any] | None, run: dict[str, Any]) -> str:
     return head
 
 
-def last_failures(store: dict[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def last_failures(store: dict[str, Any], runs: list[dict[str, Any]], now_ms: int) -> list[dict[str, Any]]:
     """The jobs of `store` whose last run in `runs` (`project_run` rows, newest first) failed —
     `unknown` ones are named on their own (`cron runs NAME --evidence`) — each with why and the
-    command that shows the run."""
+    command that shows the run. A run recorded after `now_ms` (a clock that ran ahead, which
+    `cron repair --clock` acknowledged) is no job's last run: its time says nothing of its order."""
     jobs = {job["id"]: job for job in store["jobs"]}
     seen: set[str] = set()
     failures = []
     for run in runs:
         job = jobs.get(run["jobId"])
-        if job is None or run["jobId"] in seen:
+        if job is None or run["jobId"] in seen or (run.get("terminalAtMs") or run["startedAtMs"]) > now_ms:
             continue
         seen.add(run["jobId"])
         if run["status"] in FAILED_STATUSES and run["status"] != "unknown":

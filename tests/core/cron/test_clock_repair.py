@@ -158,3 +158,22 @@ def test_nothing_to_repair_writes_nothing_and_repair_needs_to_be_told_what(sched
     assert _files(sched) == before
     untold = sched.run(NINE + MIN, "cron", "repair")
     assert untold.code == 2 and untold.err.startswith("sxctl: say what to repair: --clock"), untold.err
+
+
+def test_after_a_repair_a_job_failing_now_fails_doctor_whatever_ran_ahead(sched):
+    """The last run was picked by its time: a run recorded ten days ahead stayed the job's last
+    one, so `doctor -q` exited 0 while every run now failed (and a failure ahead would keep it
+    red after runs succeed again). A run recorded after now is no job's last run."""
+    sched.add(NINE - MIN, "deliver", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "delivery",
+              "--text", "hi")
+    ok, failing = {"SXCTL_DELIVER_CMD": "true"}, {"SXCTL_DELIVER_CMD": "false"}
+    sched.agent_at(AHEAD)
+    assert sched.run(AHEAD, "cron", "run", "deliver", env=sched.env(**ok)).code == 0
+    assert sched.run(RIGHT, "cron", "repair", "--clock").code == 0
+    sched.agent_at(RIGHT)
+    report = sched.run(RIGHT, "cron", "tick", "--json", env=sched.env(**failing)).json()
+    assert [run["status"] for run in report["runs"]] == ["failed"], report
+    doctor = sched.run(RIGHT, "doctor", "-q", env=sched.env(**failing))
+    assert doctor.code == 9 and "job deliver: its last run failed" in doctor.out + doctor.err
+    status = sched.run(RIGHT, "status", "--json").json()
+    assert [row["name"] for row in status["cron"]["failed"]] == ["deliver"]
