@@ -14,6 +14,11 @@ class Reporter:
         self.warnings: list[str] = []
         self.details: list[str] = []
 
+    @property
+    def quiet(self) -> bool:
+        """Whether notes go unseen (-q): a note that costs work to compose may be left out."""
+        return False
+
     def note(self, message: str) -> None:
         self.notes.append(message)
 

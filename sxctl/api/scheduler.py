@@ -160,9 +160,20 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
         scheduler.report.note(f"skipped this pass: {report.skipped} (another pass holds the store lock)")
     if not report.store_exists:
         scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
-    elif not report.skipped and not report.lines():
-        scheduler.report.note(report.idle_text())
+    elif not report.skipped and not report.lines() and not scheduler.report.quiet:
+        scheduler.report.note(report.idle_text(_next_run(scheduler)))
     return PassOutcome(scheduler.ws, report, scheduler.report.warnings)
+
+
+def _next_run(scheduler: SchedulerPass) -> dict[str, Any] | None:
+    """The first run on the jobs' timelines after an idle pass, as `cron next` shows it."""
+    from ..cron.timeline.previews import job_previews
+
+    if not scheduler.store.get("jobs"):
+        return None
+    ws, options = scheduler.ws, scheduler.options
+    return job_previews(ws, scheduler.store, scheduler.policy, options.project, scheduler.clock, 1,
+                        to=options.to).next_due()
 
 
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,

@@ -75,6 +75,10 @@ class StderrReporter(Reporter):
         super().__init__()
         self.settings = s
 
+    @property
+    def quiet(self) -> bool:
+        return bool(self.settings.quiet)
+
     def note(self, message: str) -> None:
         super().note(message)
         if not self.settings.quiet:

@@ -143,20 +143,21 @@ class PassReport:
             lines.append(self._line(row, next(runs) if "trigger" in row else None))
         return lines
 
-    def idle_text(self) -> str:
+    def idle_text(self, next_run: dict[str, Any] | None) -> str:
         """What a pass that had nothing to tell says (`cron tick` notes it, `-q` drops it): nothing
-        was due, and the job due next (comis's next run plus its --jitter, as the pass looks at
-        it), or the due jobs it left to the hosts they are pinned to."""
+        was due, and the next run on the jobs' timelines (`next_run`: `JobPreviews.next_due`, the
+        run `cron next`, `cron list` and `status` show first), or the due jobs it left to the
+        hosts they are pinned to."""
         if self.elsewhere:
             pinned = ", ".join(f"{row['name']} ({row['host']})" for row in self.elsewhere[:5])
             return f"nothing run on {self.host}: {len(self.elsewhere)} due job(s) pinned to other hosts: {pinned}"
         jobs = [job_of(record, self.policy, self.workspace) for record in self.jobs.values()]
-        due = [(job.due_ms, job.name) for job in jobs if job.status == "scheduled" and not job.built_in
-               and job.due_ms is not None]
-        if not due:
+        if not [job for job in jobs if job.status == "scheduled" and not job.built_in]:
             return "nothing due: no job is scheduled"
-        at, name = min(due)
-        return f"nothing due; next due: {name} at {self.when(at)}"
+        if next_run is None:
+            return "nothing due: no job has a run ahead (sxctl cron list says why)"
+        mark = f" ({next_run['mark']})" if next_run.get("mark") else ""
+        return f"nothing due; next run: {next_run['job']} at {self.when(next_run['at_ms'])}{mark}"
 
     def _line(self, row: dict[str, Any], run: dict[str, Any] | None) -> str:
         name, fate = row["name"], row["fate"]

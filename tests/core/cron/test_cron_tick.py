@@ -209,11 +209,27 @@ def test_a_pass_with_nothing_due_says_so_unless_quiet(project):
     shown = time.strftime("%H:%M", time.gmtime(due / 1000))
     day = "" if due // 86_400_000 == start // 86_400_000 else time.strftime("%Y-%m-%d ", time.gmtime(due / 1000))
     assert idle.code == 0 and idle.out == ""
-    assert idle.err == f"sxctl: nothing due; next due: later at {day}{shown} UTC\n", idle.err
+    assert idle.err.startswith(f"sxctl: nothing due; next run: later at {day}{shown} UTC"), idle.err
     quiet = project.run("-q", "cron", "tick", clock=FakeClock(start))
     assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
     document = project.run("cron", "tick", "--json", clock=FakeClock(start))
     assert document.json()["runs"] == [] and document.json()["occurrences"] == {"total": 0}
+
+
+def test_an_idle_pass_names_the_run_cron_next_shows_not_one_the_pass_will_skip(project):
+    """The note named comis's next run: a job due next outside its active hours was "next due"
+    while `cron next` showed another job first. It names the timeline's first run."""
+    start = 1_796_630_400_000  # 2026-12-07T08:00Z, a Monday
+    project.session()
+    assert project.run("cron", "add", "quiet", "--every", "10m", "--anchor", "2026-12-07 08:00", "--active-hours",
+                       "11:00-12:00", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x",
+                       clock=FakeClock(start - 60_000)).code == 0
+    assert project.run("cron", "add", "hourly", "--cron", "30 9 * * *", "--tz", "UTC", "--payload", "heartbeat-event",
+                       "--text", "y", clock=FakeClock(start - 60_000)).code == 0
+    project.run("cron", "tick", "-q", clock=FakeClock(start))  # 08:00: quiet's run is skipped
+    idle = project.run("cron", "tick", clock=FakeClock(start + 60_000))
+    shown = project.run("cron", "next", "-n", "1", "--json", clock=FakeClock(start + 60_000)).json()["fires"][0]
+    assert shown["name"] == "hourly" and idle.err == "sxctl: nothing due; next run: hourly at 09:30 UTC (will wait for agent)\n", idle.err
 
 
 @pytest.mark.real_time
