@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     RETRACTED = "retracted"
     LOST_UPDATE = "lost_update"
     POLICY_LOSS = "policy_loss"  # `cron handoff`: comis would ignore sxctl's policy of a job
+    PASS_INSTALLED = "pass_installed"  # `cron handoff`: sxctl's crontab entry still runs passes here
     INVALID_DATA = "invalid_data"
     ORPHAN_START = "orphan_start"
     IDENTITY_MISMATCH = "identity_mismatch"
@@ -89,7 +90,8 @@ _STATUS_BY_CODE: dict[ErrorCode, ExitStatus] = {
                      ErrorCode.SLOTS_FULL,
                      ErrorCode.SLOT_ACTIVE, ErrorCode.KEY_CONFLICT, ErrorCode.ACTIVE_CLAIM, ErrorCode.CONFIG_OWNED,
                      ErrorCode.NAME_TAKEN, ErrorCode.CAPACITY, ErrorCode.RESET_INTENT, ErrorCode.ONE_SHOT_FINAL,
-                     ErrorCode.RETRACTED, ErrorCode.LOST_UPDATE, ErrorCode.POLICY_LOSS), ExitStatus.CONFLICT),
+                     ErrorCode.RETRACTED, ErrorCode.LOST_UPDATE, ErrorCode.POLICY_LOSS,
+                     ErrorCode.PASS_INSTALLED), ExitStatus.CONFLICT),
     **dict.fromkeys((ErrorCode.INVALID_DATA, ErrorCode.ORPHAN_START, ErrorCode.IDENTITY_MISMATCH,
                      ErrorCode.CLOCK_BEHIND), ExitStatus.INVALID_DATA),
     ErrorCode.TIMEOUT: ExitStatus.TIMEOUT,
@@ -115,7 +117,8 @@ EXIT_MEANINGS: dict[int, str] = {
     3: "not found (project, session, stem, inactive timer slot, cron job, input file, unset configuration key)",
     4: "conflict (stem taken, key reused with other content, retracted while waiting, busy, slots full, rev moved, "
        "lost update, cron lock busy or lost, daemon owns the workspace, name taken, capacity, a hand-off to comis "
-       "that would lose sxctl's policy, a pinned session the agent left for a newer live one)",
+       "that would lose sxctl's policy or while sxctl's pass is installed, a pinned session the agent left for a "
+       "newer live one)",
     5: "invalid data on disk (never rewritten), or a symbolic link where sxctl would delete, move or create",
     6: "timed out waiting (`--wait`, `inbox wait`)",
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from .. import engines
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.run.pings import check_ping_url
 from ..cron.store.handoff import hand_off_workspace
-from ..errors import SystemRefusedError, UsageError
+from ..errors import ConflictError, ErrorCode, SxctlError, SystemRefusedError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
 from ..version import __version__
@@ -219,14 +220,37 @@ class Handoff:
 
 
 def hand_off(*, accept_policy_loss: bool = False, pause_affected: bool = False, workspace=None, project=None,
-             session: str | None = None, lock_wait: float = 10.0, clock: Clock = SYSTEM_CLOCK,
-             report: Reporter | None = None, environ: Mapping[str, str] = os.environ) -> Handoff:
+             session: str | None = None, lock_wait: float = 10.0, crontab_file: str | os.PathLike | None = None,
+             clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None,
+             environ: Mapping[str, str] = os.environ) -> Handoff:
     """Hand the workspace to a comis daemon: refused while a claim is active, and while a job
     would run differently under comis (sxctl's policy file holds it back: exit 4 `policy_loss`,
     each named) unless `accept_policy_loss`, or `pause_affected` pauses those jobs in the store
     first; the ledger (whose `inbox_dispatch` rows comis rejects) moves aside under a dated name,
-    so the daemon starts clean."""
+    so the daemon starts clean. Refused too (exit 4 `pass_installed`) while the crontab sxctl can
+    read (`crontab_file`, else `crontab -l`) holds this workspace's `cron tick` entry; once done,
+    sxctl's passes refuse to run here (`.scheduler/sxctl-handed-off.json`)."""
     ws = find_workspace(workspace, project=project, session=session)
+    _refuse_if_pass_installed(engines.TickCommand(target_project(ws, project, session=session), ws.root),
+                              crontab_file)
     done = hand_off_workspace(ws, accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, clock=clock,
                               lock_wait_s=lock_wait, environ=environ, report=report)
     return Handoff(ws.root, ws.ledger, done.moved_to, done.losses, done.paused, done.notes)
+
+
+def _refuse_if_pass_installed(tick: engines.TickCommand, crontab_file: str | os.PathLike | None) -> None:
+    """sxctl's `cron tick` entry for this workspace, still in the crontab (the one doctor reads),
+    would go on writing a ledger the daemon rejects. A crontab that cannot be read (no
+    crontab(1) here) is not checked: the passes refuse to run after the hand-off anyway."""
+    where = f" --crontab-file {shlex.quote(os.fspath(crontab_file))}" if crontab_file is not None else ""
+    try:
+        text = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None).read()
+    except SxctlError:
+        return
+    if engines.has_block(text, tick):
+        raise ConflictError(
+            f"sxctl's `cron tick` entry for {tick.project} is installed in the crontab"
+            f"{f' {os.fspath(crontab_file)}' if crontab_file is not None else ''}: its passes would go on writing a "
+            "ledger the comis daemon rejects; nothing was changed: remove it first with `sxctl cron export "
+            f"--target crontab --uninstall{where}`, then hand off",
+            code=ErrorCode.PASS_INSTALLED, file=crontab_file)

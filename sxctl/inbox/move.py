@@ -20,10 +20,13 @@ finish or undo it (`recover`):
    (`inbox/.forwarded/<stem>.json`, which `inbox show`, key look-ups and `cron runs` follow),
    the intent last.
 
-A run killed before 5 leaves the message pending in the source (the next forward undoes 2-4,
-as far as the token proves them its own, then drops the intent); one killed after it leaves the
-message pending in the target (the next forward finishes 6). Every move out of a session holds
-its `.sxctl-forward.lock`, so a recovery never undoes a move that is still running.
+A run killed before 5 leaves the message pending in the source (the recovery undoes 2-4, as
+far as the token proves them its own, then drops the intent); one killed after it leaves the
+message pending in the target (the recovery finishes 6). `inbox forward` recovers every
+interrupted move of a source first, and every other move of a message (`--follow`'s re-home)
+recovers that message's own first: a move never overwrites or drops an intent it did not write,
+so the key records always name the message where it is. Every move out of a session holds its
+`.sxctl-forward.lock`, so a recovery never undoes a move that is still running.
 """
 
 from __future__ import annotations
@@ -159,6 +162,9 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
     if not is_plain_stem(stem):
         moved.outcome = "invalid_name"
         return moved
+    inbox.refuse_symlinks(inbox.path, inbox.path / INTENTS)
+    if os.path.lexists(inbox.path / INTENTS / f"{stem}.json"):  # a move of it was killed: its intent
+        _recover_one(source, inbox, stem)  # is finished or undone first, never overwritten or dropped
     message = inbox.pending_file(stem)
     kind = is_regular(message)
     if kind is None:
@@ -197,7 +203,8 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         _undo(intent_path, reservation, None, [])
         raise
     if reservation is None:
-        remove_quietly(intent_path)
+        if intent:  # ours: the last candidate's, taken by another writer meanwhile
+            remove_quietly(intent_path)
         moved.outcome = "name_taken"
         return moved
     to_stem = moved.to_stem = intent["to_stem"]
@@ -258,7 +265,8 @@ def _publish_sidecar(sidecar: Path, target: Path, own: set[str], check_free) -> 
     temp = Path(f"{target}.tmp")
     os.link(sidecar, temp, follow_symlinks=False)
     own.add(str(temp))
-    faults.hit("sidecar-linked")  # killed here: the next forward's recovery removes the temp
+    faults.hit("sidecar-linked")  # killed here: the next move of the message (a forward, a re-home)
+    # first undoes this one, the temp included
     try:
         check_free()
         refuse_symlink(target)
@@ -327,45 +335,55 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
         if not dry_run:
             _remove_dead_temps(inbox)
         for stem in interrupted(inbox):
-            intent_path = inbox.path / INTENTS / f"{stem}.json"
-            intent = read_intent(intent_path)
-            if intent is None or intent["stem"] != stem:
-                continue  # not ours to act on; `inbox list` never shows it
-            target_dir = ProjectLayout(source.project).sessions / intent["to_session"]
-            target = as_session(session_info(target_dir), source.project, "flag") if target_dir.is_dir() else None
-            new_inbox = primary_inbox(target) if target is not None else None
-            if new_inbox is not None:
-                new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys)
-            to_stem = intent["to_stem"]
-            arrived = new_inbox is not None and new_inbox.state_of(to_stem) != "missing"
-            outcome = "completed" if arrived and inbox.state_of(stem) == "missing" else "undone"
-            done.append(Recovered(source.id, stem, intent["to_session"], to_stem, outcome))
-            if dry_run:
-                continue
-            token = intent.get("token")
-            reservation = (_Reservation(new_inbox, to_stem, token) if new_inbox is not None and isinstance(token, str)
-                           and re.fullmatch(r"[0-9a-f]{16}", token) else None)
-            if outcome == "completed":
-                if reservation is not None:
-                    reservation.release()
-                _finish(inbox, stem, intent, intent_path, SYSTEM_CLOCK)
-                continue
-            if new_inbox is None or arrived:  # the target is gone, or holds a message we did not move
-                remove_quietly(intent_path)
-                continue
-            # the move did not happen: the key records it gave the target go; its image and its
-            # reservation too, while the reservation proves nobody else could publish there
-            created = [path for path, body in key_index(new_inbox).get(to_stem, [])
-                       if body.get("moved_from") == {"session": source.id, "stem": stem} and "pruned" not in body]
-            ours = reservation is not None and reservation.ours()
-            if ours:  # an image the move had linked but not yet renamed into place (`<stem>.png.tmp`)
-                created += [path for path in new_inbox.path.glob(f"{glob.escape(to_stem)}.*.tmp")
-                            if path.name != f"{to_stem}.json.tmp" and path.is_file() and not path.is_symlink()]
-            _undo(intent_path, reservation if ours else None,
-                  new_inbox.sidecar_of(new_inbox.path, to_stem) if ours else None, created)
-            if reservation is not None:
-                remove_quietly(reservation.helper)
+            found = _recover_one(source, inbox, stem, dry_run=dry_run)
+            if found is not None:
+                done.append(found)
     return done
+
+
+def _recover_one(source: Session, inbox: InboxDir, stem: str, *, dry_run: bool = False) -> Recovered | None:
+    """Finish or undo the interrupted move of `stem` out of `inbox`, if its intent is one sxctl
+    wrote (None otherwise: nothing is acted on). The caller holds `forward_lock(source)` unless
+    `dry_run`."""
+    intent_path = inbox.path / INTENTS / f"{stem}.json"
+    intent = read_intent(intent_path)
+    if intent is None or intent["stem"] != stem:
+        return None  # not ours to act on; `inbox list` never shows it
+    target_dir = ProjectLayout(source.project).sessions / intent["to_session"]
+    target = as_session(session_info(target_dir), source.project, "flag") if target_dir.is_dir() else None
+    new_inbox = primary_inbox(target) if target is not None else None
+    if new_inbox is not None:
+        new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys)
+    to_stem = intent["to_stem"]
+    arrived = new_inbox is not None and new_inbox.state_of(to_stem) != "missing"
+    outcome = "completed" if arrived and inbox.state_of(stem) == "missing" else "undone"
+    found = Recovered(source.id, stem, intent["to_session"], to_stem, outcome)
+    if dry_run:
+        return found
+    token = intent.get("token")
+    reservation = (_Reservation(new_inbox, to_stem, token) if new_inbox is not None and isinstance(token, str)
+                   and re.fullmatch(r"[0-9a-f]{16}", token) else None)
+    if outcome == "completed":
+        if reservation is not None:
+            reservation.release()
+        _finish(inbox, stem, intent, intent_path, SYSTEM_CLOCK)
+        return found
+    if new_inbox is None or arrived:  # the target is gone, or holds a message we did not move
+        remove_quietly(intent_path)
+        return found
+    # the move did not happen: the key records it gave the target go; its image and its
+    # reservation too, while the reservation proves nobody else could publish there
+    created = [path for path, body in key_index(new_inbox).get(to_stem, [])
+               if body.get("moved_from") == {"session": source.id, "stem": stem} and "pruned" not in body]
+    ours = reservation is not None and reservation.ours()
+    if ours:  # an image the move had linked but not yet renamed into place (`<stem>.png.tmp`)
+        created += [path for path in new_inbox.path.glob(f"{glob.escape(to_stem)}.*.tmp")
+                    if path.name != f"{to_stem}.json.tmp" and path.is_file() and not path.is_symlink()]
+    _undo(intent_path, reservation if ours else None,
+          new_inbox.sidecar_of(new_inbox.path, to_stem) if ours else None, created)
+    if reservation is not None:
+        remove_quietly(reservation.helper)
+    return found
 
 
 def _remove_dead_temps(inbox: InboxDir) -> None:

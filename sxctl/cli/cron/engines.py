@@ -106,16 +106,20 @@ def export(target, install, uninstall, now, env, ping_url, metrics_file, log, sy
 @click.option("--pause-affected", is_flag=True,
               help="Pause those jobs in the store first (comis's own pause: its daemon does not run them); "
               "refused while a daemon owns the workspace.")
+@click.option("--crontab-file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Read this file as the crontab (as `cron export --crontab-file` writes it), not `crontab -l`.")
 @lock_wait_option
-def handoff(accept_policy_loss, pause_affected, lock_wait_s) -> None:
+def handoff(accept_policy_loss, pause_affected, crontab_file, lock_wait_s) -> None:
     """Hand the workspace to a comis daemon: move sxctl's ledger aside (never deleted).
 
     A comis daemon rejects a ledger with sxctl's `inbox_dispatch` rows; after this it starts
     with an empty one. Refused (exit 4) while a claim is active, and while a job would run
     differently under comis — it ignores sxctl's policy file (a maintenance window, a host pin,
     a spend guard, --max-runs, active hours, …): each such job is listed with what comis does
-    instead, and nothing changes without --accept-policy-loss or --pause-affected. Stop your
-    `cron tick` entry first (`sxctl cron export --target crontab --uninstall`).
+    instead, and nothing changes without --accept-policy-loss or --pause-affected. Refused
+    (exit 4 `pass_installed`) while the crontab holds this workspace's `cron tick` entry: remove
+    it first (`sxctl cron export --target crontab --uninstall`). After it, `cron tick` and
+    `cron run` refuse to run here (exit 4) until .scheduler/sxctl-handed-off.json is removed.
 
     \b
     Examples:
@@ -123,7 +127,7 @@ def handoff(accept_policy_loss, pause_affected, lock_wait_s) -> None:
       sxctl cron handoff --pause-affected
     """
     result = hand_off(accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, lock_wait=lock_wait_s,
-                      clock=settings().clock, report=reporter(), **in_workspace())
+                      crontab_file=crontab_file, clock=settings().clock, report=reporter(), **in_workspace())
     for note in result.notes:
         reporter().warn(note)
     if result.policy_loss and not result.paused:

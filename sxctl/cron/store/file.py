@@ -14,7 +14,7 @@ from typing import Any
 from ... import faults
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
-from ...fsio import PendingFile, ensure_private_dir, fsync_dir, link_create, read_data_file
+from ...fsio import PendingFile, atomic_write, ensure_private_dir, fsync_dir, link_create, read_data_file
 from ...jsondata import compact_json, strict_loads
 from ...locks import MkdirLock, pid_alive
 from ...report import Reporter
@@ -183,6 +183,19 @@ def refuse_if_daemon_owns(ws: Workspace, environ: Mapping[str, str], report: Rep
             report.warn(f"a comis daemon is running (pid {lock.pid}, {lock.lock_file}) but does not own {ws.root}")
 
 
+def refuse_if_handed_off(ws: Workspace) -> None:
+    """After `cron handoff` a comis daemon keeps the ledger: a pass of sxctl's would start a new
+    one with `inbox_dispatch` rows, which the daemon rejects."""
+    if os.path.lexists(ws.handed_off):
+        raise ConflictError(
+            f"this workspace was handed off to a comis daemon (`sxctl cron handoff` left {ws.handed_off}): a pass "
+            "of sxctl's would write a ledger the daemon rejects, so nothing was run; remove the `cron tick` entry "
+            "(`sxctl cron export --target crontab --uninstall`), or, to run sxctl's passes here again, stop the "
+            f"daemon and remove {ws.handed_off}",
+            code=ErrorCode.DAEMON_OWNS_WORKSPACE, file=ws.handed_off,
+        )
+
+
 def refuse_if_reset_pending(ws: Workspace) -> None:
     if os.path.lexists(ws.reset_intent):
         raise ConflictError(
@@ -290,7 +303,8 @@ def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float =
              before: Callable[[dict[str, Any], MkdirLock], None] | None = None) -> Path | None:
     """Move the ledger aside (`cron-executions.jsonl.sxctl-<UTC time>`, never deleted) under the
     store and ledger locks, refused while a claim is active; the moved path, or None when there
-    was no ledger. `before(store, lock)` sees a store there is first, under the lock, and may
+    was no ledger. It first leaves the mark `ws.handed_off`, which keeps sxctl's passes out
+    (`refuse_if_handed_off`). `before(store, lock)` sees a store there is first, under the lock, and may
     refuse or change it (cron/store/handoff.py)."""
     ws.refuse_symlinks()
     with store_lock(ws, f"sxctl-{uuid.uuid4()}", lock_wait_s) as lock:
@@ -303,6 +317,9 @@ def hand_off(ws: Workspace, *, clock: Clock = SYSTEM_CLOCK, lock_wait_s: float =
             before(store, lock)
         with MkdirLock(ws.ledger_sentinel, boot_id=f"sxctl-{uuid.uuid4()}", wait_s=lock_wait_s,
                        what="the cron ledger"):
+            # the mark first: killed before the rename, the hand-off is re-run, and no pass of
+            # sxctl's writes a ledger in between
+            atomic_write(ws.handed_off, compact_json({"handed_off_ms": clock.now_ms()}))
             if not os.path.lexists(ws.ledger):
                 return None
             stamp = format_ms(clock.now_ms(), "%Y%m%dT%H%M%SZ")

@@ -44,6 +44,11 @@ class Workspace:
         return self.scheduler / "sxctl-policy.json"
 
     @property
+    def handed_off(self) -> Path:
+        """The mark `cron handoff` leaves (cron/store/handoff.py): sxctl's passes stay out."""
+        return self.scheduler / "sxctl-handed-off.json"
+
+    @property
     def reset_intent(self) -> Path:
         return self.scheduler / "cron-reset-intent.json"
 

@@ -139,3 +139,37 @@ def test_pause_affected_is_refused_while_a_comis_daemon_owns_the_workspace(held)
     finally:
         daemon.kill()
         daemon.wait()
+
+
+def test_a_hand_off_is_refused_while_this_workspaces_pass_is_installed(held, tmp_path):
+    """`cron handoff` said it worked while the crontab still ran sxctl's pass here, whose next
+    tick wrote a ledger the daemon rejects: it is refused (naming the fix) until the entry goes,
+    from the user's crontab or the file `--crontab-file` names."""
+    assert held.run(NINE, "cron", "export", "--target", "crontab", "--install").code == 0
+    table = tmp_path / "crontab.txt"
+    assert held.run(NINE, "cron", "export", "--target", "crontab", "--install", "--crontab-file", str(table)).code == 0
+    before = files(held)
+    for extra in ([], ["--crontab-file", str(table)]):
+        refused = held.run(NINE + MIN, "cron", "handoff", "--accept-policy-loss", *extra, "--json")
+        assert refused.code == 4 and refused.json()["error"]["code"] == "pass_installed", refused.out
+        assert f"sxctl cron export --target crontab --uninstall{' --crontab-file ' if extra else '`'}" in \
+            refused.json()["error"]["message"]
+        assert files(held) == before  # nothing changed
+    assert held.run(NINE, "cron", "export", "--target", "crontab", "--uninstall").code == 0
+    assert held.run(NINE + MIN, "cron", "handoff", "--accept-policy-loss", "--crontab-file", str(table)).code == 4
+    assert held.run(NINE + MIN, "cron", "handoff", "--accept-policy-loss").code == 0  # the user's crontab: gone
+
+
+def test_after_a_hand_off_sxctls_passes_write_no_ledger_until_the_mark_is_removed(held):
+    held.agent_at(NINE + 60 * MIN)  # a live agent: a pass would run `plain`
+    assert held.run(NINE + MIN, "cron", "handoff", "--accept-policy-loss").code == 0
+    mark = held.root / ".scheduler" / "sxctl-handed-off.json"
+    for argv in (["cron", "tick"], ["cron", "run", "plain"], ["cron", "run", "--mode", "due"]):
+        refused = held.run(NINE + 60 * MIN, *argv, "--json")
+        assert refused.code == 4 and refused.json()["error"]["code"] == "daemon_owns_workspace", refused.out
+        assert refused.json()["error"]["file"] == str(mark) and "remove" in refused.json()["error"]["message"]
+        assert "cron-executions.jsonl" not in files(held)  # no ledger the daemon would reject
+    assert held.run(NINE + 60 * MIN, "cron", "tick", "--dry-run").code == 0  # writes nothing: allowed
+    mark.unlink()  # the undo (after stopping the daemon): sxctl's passes run here again
+    held.agent_at(NINE + 60 * MIN)
+    assert held.run(NINE + 60 * MIN, "cron", "tick").code == 0 and "cron-executions.jsonl" in files(held)

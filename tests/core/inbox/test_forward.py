@@ -247,7 +247,7 @@ def test_a_message_the_old_agent_takes_meanwhile_is_not_forwarded(project, tmp_p
     assert list((inbox_of(old2) / ".forwarding").iterdir()) == []
 
 
-@pytest.mark.parametrize("point", ["after-sidecar", "before-rename", "after-move"])
+@pytest.mark.parametrize("point", ["sidecar-linked", "after-sidecar", "before-rename", "after-move"])
 def test_forward_killed_at_a_fault_point_loses_and_doubles_nothing_and_the_next_run_finishes(project, tmp_path,
                                                                                               point):
     old, new, sent = strand_three(project, tmp_path)
@@ -287,6 +287,36 @@ def test_recovery_of_a_move_that_did_not_arrive_puts_nothing_twice(project, tmp_
     dry = project.run("inbox", "forward", "--dry-run", "--json").json()
     assert [(r["stem"], r["outcome"]) for r in dry["recovered"]] == [(sent["image"]["stem"], "undone")]
     assert (inbox_of(new) / f"{sent['image']['stem']}.png").exists()  # a dry run repairs nothing
+
+
+@pytest.mark.parametrize("point", ["sidecar-linked", "after-sidecar", "before-rename", "after-move"])
+def test_a_rehome_killed_at_a_fault_point_is_finished_by_the_next_follow(project, tmp_path, point):
+    """`--follow`'s re-home died mid-move; a keyed re-send with --wait --follow timed out (its
+    move found the stem reserved) and dropped the crashed move's intent, so `inbox forward` then
+    moved the message under another stem while the key record named the old one (exit 3). The
+    next move of the message finishes or undoes the crashed one first, then moves it once."""
+    old = project.session(OLD, live=True)
+    png = tmp_path / "i.png"
+    png.write_bytes(PNG)
+    send = ("--session", OLD, "inbox", "send", "m", "--key", "K", "--image", str(png), "--follow")
+    stem = project.run(*send, "--no-wait", "--json").json()["stem"]
+    new = rotate(project, old)
+    crashed = project.run(*send, "--wait", "25", "--fault-inject", point, clock=FakeClock(now_ms()))
+    assert crashed.code == 99, crashed.err  # the re-home died at the fault point
+    again = project.run(*send, "--wait", "4", "--json", clock=FakeClock(now_ms()))
+    doc = again.json()
+    assert again.code == 6 and (doc["session"], doc["stem"], doc["state"]) == (NEW, stem, "pending"), again.out
+    assert pending(old) == [] and pending(new) == [f"{stem}.json"]
+    assert (inbox_of(new) / f"{stem}.png").read_bytes() == PNG and not list(inbox_of(new).glob("*.tmp"))
+    assert [r["stem"] for r in key_records(new)] == [stem]
+    forward = project.run("inbox", "forward", "--json").json()  # killed after the commit: it finishes the move
+    assert forward["forwarded"] == [] and [r["outcome"] for r in forward["recovered"]] == (
+        ["completed"] if point == "after-move" else []), forward
+    assert not list(inbox_of(old).glob("*.png")) and list((inbox_of(old) / ".forwarding").iterdir()) == []
+    (inbox_of(new) / "done").mkdir()
+    os.rename(inbox_of(new) / f"{stem}.json", inbox_of(new) / "done" / f"{stem}.json")  # the agent reads it
+    done = project.run("inbox", "wait", "--key", "K", "--timeout", "1", "--json")
+    assert done.code == 0 and (done.json()["state"], done.json()["stem"]) == ("consumed", stem), done.out
 
 
 # --- keys across the project's sessions ---------------------------------------------------------
