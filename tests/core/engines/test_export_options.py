@@ -177,3 +177,49 @@ def test_doctor_after_a_move_installs_the_old_lines_options_before_removing_it(p
     assert project.run(*check["fix"].split("then: ")[1].split("   #")[0].split()[1:], cwd=moved).code == 0
     assert engines.block_projects(table(project).read_text()) == [str(moved)]
     assert f"--ping-url {url}" in table(project).read_text()
+
+
+@pytest.mark.parametrize("target", ["crontab", "systemd"])
+def test_every_target_refuses_an_sxctl_host_each_pass_would_refuse(project, tmp_path, target):
+    """The attack: `--env SXCTL_HOST=any` installed a line whose every pass exits 2 (kubernetes
+    already refused it): one host-name check for every target, nothing written."""
+    install = {"crontab": ["--crontab-file", str(tmp_path / "crontab")], "systemd": ["--unit-dir", str(tmp_path / "u")]}
+    for value in ("any", "../tick", "a b"):
+        for verb in ([], ["--install", *install[target]]):
+            result = project.run("cron", "export", "--target", target, *verb, "--env", f"SXCTL_HOST={value}")
+            assert result.code == 2 and f"invalid --env SXCTL_HOST {value!r}: " in result.err, result.err
+    assert not (tmp_path / "crontab").exists() and not (tmp_path / "u").exists()
+    assert project.run("cron", "export", "--target", target, "--install", *install[target],
+                       "--env", "SXCTL_HOST=box-1").code == 0
+
+
+def test_doctor_warns_of_an_installed_entry_whose_sxctl_host_every_pass_refuses(project):
+    assert project.run("cron", "export", "--target", "crontab", "--install", "--env", "SXCTL_HOST=box-1").code == 0
+    table(project).write_text(table(project).read_text().replace("SXCTL_HOST=box-1", "SXCTL_HOST=any"))
+    [check] = checks(project.run("doctor", "--json"), "crontab entry")
+    assert check["status"] == "warn" and check["message"] == (
+        f"the installed crontab entry for {project.root} could not be written again: invalid --env SXCTL_HOST "
+        "'any': 'any' is not a host name (it is the default: no pin)")
+    assert check["fix"] == ("sxctl cron export --target crontab --install --env SXCTL_HOST=…   # with the value it "
+                            "names corrected (crontab -l shows it)")
+
+
+@pytest.mark.parametrize(("flag", "owned"), [("--metrics-file", ".scheduler/tick.prom"), ("--log", ".scorpiox/t.log")])
+def test_doctor_warns_of_a_file_edited_into_an_owned_folder_and_its_fix_is_one_export_takes(project, tmp_path, flag,
+                                                                                             owned):
+    """The attack: a `--metrics-file` edited into .scheduler/ was ok; a `--log` in .scorpiox/
+    got a fix export itself refuses. Now a warning, and its fix (run as written, FILE named)
+    works."""
+    mine = tmp_path / "mine"
+    assert project.run("cron", "export", "--target", "crontab", "--install", "--env", "TZ=UTC", flag, str(mine)).code == 0
+    table(project).write_text(table(project).read_text().replace(str(mine), str(project.root / owned)))
+    [check] = checks(project.run("doctor", "--json"), "crontab entry")
+    assert check["status"] == "warn" and check["message"] == (
+        f"the installed crontab entry for {project.root} has {flag} {project.root / owned}, inside a .scorpiox/ or "
+        ".scheduler/ folder, whose files the agent and the scheduler own (cron export refuses it)")
+    uninstall, install = check["fix"].split("   #")[0].split(" && ")
+    assert install == f"sxctl cron export --target crontab --install --env TZ=… {flag} FILE"
+    assert project.run(*uninstall.split()[1:]).code == 0
+    again = project.run(*install.split()[1:-4], "--env", "TZ=UTC", flag, str(tmp_path / "other"))
+    assert again.code == 0, again.err
+    assert checks(project.run("doctor", "--json"), "crontab entry")[0]["status"] == "ok"
