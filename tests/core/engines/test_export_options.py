@@ -223,3 +223,28 @@ def test_doctor_warns_of_a_file_edited_into_an_owned_folder_and_its_fix_is_one_e
     again = project.run(*install.split()[1:-4], "--env", "TZ=UTC", flag, str(tmp_path / "other"))
     assert again.code == 0, again.err
     assert checks(project.run("doctor", "--json"), "crontab entry")[0]["status"] == "ok"
+
+
+def test_a_systemd_reinstall_never_drops_what_the_installed_unit_has(project, tmp_path):
+    """The attack: `--install` without `--ping-url`, `--metrics-file` or `--env` removed them from
+    the installed unit (exit 0); the crontab target refuses. Now systemd refuses the same way,
+    and `--uninstall` first drops them."""
+    units = tmp_path / "units"
+    install = ("cron", "export", "--target", "systemd", "--install", "--unit-dir", str(units))
+    url = f"https://hc-ping.com/{SECRET}"
+    keep = ("--ping-url", url, "--env", "TZ=UTC", "--metrics-file", str(tmp_path / "m.prom"))
+    assert project.run(*install, *keep).code == 0
+    before = {path.name: path.read_text() for path in units.iterdir()}
+    service = units / f"{engines.TickCommand(project.root, project.root).unit_name}.service"
+    for given in ((), ("--env", "TZ=UTC"), ("--ping-url", url, "--metrics-file", str(tmp_path / "m.prom"))):
+        dropped = project.run(*install, *given)
+        assert dropped.code == 2 and dropped.err.count("\n") == 1, dropped.err
+        assert {path.name: path.read_text() for path in units.iterdir()} == before
+    assert dropped.err == (f"sxctl: the installed unit {service} for {project.root} has --env TZ=…, which this "
+                           "--install would drop: give them again to keep them (the installed unit shows the values), "
+                           "or run --uninstall first to drop them; nothing was written\n")
+    assert SECRET not in project.run(*install).err
+    again = project.run(*install, *keep, "--json")
+    assert again.code == 0 and again.json()["action"] == "unchanged"
+    assert project.run("cron", "export", "--target", "systemd", "--uninstall", "--unit-dir", str(units)).code == 0
+    assert project.run(*install).code == 0 and "--ping-url" not in service.read_text()  # dropped, as asked
