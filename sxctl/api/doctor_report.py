@@ -63,11 +63,19 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
         ws = None
 
     @functools.cache  # `crontab -l` once per doctor run, however many checks read it
-    def crontab_text() -> str | None:
+    def crontab_read() -> tuple[str | None, SxctlError | None]:
         try:
-            return engines.Crontab(Path(crontab_file) if crontab_file is not None else None).read()
-        except SxctlError:
-            return None
+            return engines.Crontab(Path(crontab_file) if crontab_file is not None else None).read(), None
+        except NotFoundError:  # no crontab(1) here: nothing installed to check
+            return None, None
+        except SxctlError as error:  # refused (too big, too slow, failed): the `crontab entry` check says so
+            return None, error
+
+    def crontab_text() -> str | None:
+        text, error = crontab_read()
+        if error is not None:
+            raise error
+        return text
 
     return DoctorReport(diagnose(root, chosen, ws, environ=environ, clock=clock,
                                  max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text,

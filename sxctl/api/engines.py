@@ -72,10 +72,10 @@ def export_scheduler(
     (`crontab`, `systemd`, `kubernetes`), with this installation's interpreter, the `env`
     variables (NAME -> VALUE) and the pass's `ping_url`, `metrics_file` and `log` (`cron tick`'s
     options; the files for crontab and systemd); with `install` (crontab, systemd) put in place
-    idempotently — a crontab entry that has variables or options this one lacks is kept, exit 2
-    (`engines.refuse_dropping`) —, with `uninstall` removed exactly (systemd: with the links
-    `systemctl enable` made); with `now` (systemd) also enabled, or disabled first, by systemctl
-    when there is one."""
+    idempotently — a crontab entry or systemd unit that has variables or options this one lacks is
+    kept, exit 2 (`engines.refuse_dropping`, `engines.refuse_losing`) —, with `uninstall` removed
+    exactly (systemd: with the links `systemctl enable` made); with `now` (systemd) also enabled,
+    or disabled first, by systemctl when there is one."""
     if target not in engines.TARGETS:
         raise UsageError(f"unknown --target {target!r}: one of {', '.join(engines.TARGETS)}")
     if install and uninstall:
@@ -159,6 +159,11 @@ def _export_systemd(tick, *, install: bool, uninstall: bool, now: bool, system: 
     enable = engines.enable_commands(tick, system, folder, environ)
     result = SchedulerExport("systemd", units, engines.command_line(enable))
     if install:
+        service = folder / f"{tick.unit_name}.service"
+        installed = engines.read_outside_file(service)
+        if installed is not None:  # keep what the installed unit has, as the crontab target does
+            engines.refuse_losing(engines.installed_unit(installed.decode("utf-8", "replace"), tick),
+                                  tick, f"the installed unit {service}", "systemd")
         result.changed = [str(p) for p in engines.install_systemd(units, folder)]
         result.action = "installed" if result.changed else "unchanged"
         if now:

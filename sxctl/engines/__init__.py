@@ -32,7 +32,7 @@ from .crontab import (
     install_crontab,
     uninstall_crontab,
 )
-from .entry import InstalledEntry, installed_entry, refuse_dropping
+from .entry import InstalledEntry, installed_entry, installed_unit, refuse_dropping, refuse_losing
 from .kubernetes import cronjob_manifest, project_owner
 from .outside import OUTSIDE_FILE_CAP, read_outside_file, refuse_owned_place, replace_outside_file
 from .systemd import (
@@ -55,7 +55,8 @@ __all__ = [
     "MARKER", "OUTSIDE_FILE_CAP", "TARGETS", "Crontab", "InstalledEntry", "TickCommand", "TickLog", "block_projects",
     "check_env", "command_line", "cronjob_manifest", "crontab_block", "crontab_log_path",
     "disable_commands", "enable_commands", "has_block", "install_crontab", "install_systemd",
-    "installed_entry", "project_owner", "read_outside_file", "read_unit", "refuse_dropping", "refuse_owned_place",
+    "installed_entry", "installed_unit", "project_owner", "read_outside_file", "read_unit", "refuse_dropping",
+    "refuse_losing", "refuse_owned_place",
     "replace_outside_file", "run_systemctl", "stop_commands", "systemd_links", "systemd_unit_dir", "systemd_units",
     "uninstall_crontab", "uninstall_systemd",
 ]

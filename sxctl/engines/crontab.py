@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+import selectors
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
+import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -29,6 +33,8 @@ from .values import MARKER, ReadBackError, TickCommand, refuse_value
 #: the longest command cron keeps (Debian's cron cuts a longer one silently: MAX_COMMAND 1000)
 CRON_COMMAND_MAX = 999
 CRONTAB_LOCK_WAIT_S = 30.0
+#: how long crontab(1) may take (then it and every process it started are killed: exit 6)
+CRONTAB_TIMEOUT_S = 30.0
 _LOG_DIR = "${XDG_STATE_HOME:-$HOME/.local/state}/sxctl"
 #: the command that sets `--env` variables in a crontab entry: a word of its own for each, which
 #: env(1) reads as NAME=VALUE whatever sh's quoting (sh's own `NAME=value` prefix is an
@@ -223,8 +229,6 @@ class Crontab:
             if "no crontab" in err:
                 return ""
             raise SxctlError(f"crontab -l failed: {err}", code=ErrorCode.INTERNAL)
-        if len(done.stdout) > OUTSIDE_FILE_CAP:
-            raise InvalidDataError("crontab -l", f"larger than {OUTSIDE_FILE_CAP} bytes")
         return _decode(done.stdout)
 
     def write(self, text: str) -> None:
@@ -237,21 +241,78 @@ class Crontab:
                 code=ErrorCode.INTERNAL)
 
     @staticmethod
-    def _crontab(arg: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    def _crontab(arg: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
         """crontab(1) found on PATH the way a shell finds it: a PATH folder that cannot be searched
         (or a `crontab` there that cannot be run) is passed over, not reported as the crontab's
-        failure."""
+        failure. Run in a process group of its own, its output read up to `OUTSIDE_FILE_CAP` bytes
+        within `CRONTAB_TIMEOUT_S`: past either, the whole group is killed (exit 5, exit 6)."""
         program = shutil.which("crontab")
         if program is None:
             raise NotFoundError("crontab(1) is not installed here; install cron, or use --target systemd "
                                 "(or --crontab-file FILE)", code=ErrorCode.FILE_NOT_FOUND)
         try:
-            return subprocess.run([program, arg], input=stdin if stdin is not None else b"", capture_output=True,
-                                  timeout=30)
-        except subprocess.TimeoutExpired:
-            raise SxctlError(f"crontab {arg} did not finish within 30 s", code=ErrorCode.TIMEOUT) from None
+            proc = subprocess.Popen([program, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True)
         except OSError as error:
             raise SystemRefusedError.from_os_error(error, "cannot run crontab(1)") from None
+        try:
+            out, err = _read_capped(proc, stdin, f"crontab {arg}")
+        finally:
+            _kill_group(proc)  # whatever it left running, even once it answered
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        return subprocess.CompletedProcess([program, arg], proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill crontab(1) and every process it started (its own process group: a pid that leads a
+    group is not reused while the group has members), and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:  # the group is gone already
+        pass
+    proc.wait()
+
+
+def _feed(pipe, data: bytes) -> None:
+    """Write crontab(1)'s standard input (from a thread: it may not read it all before it writes)."""
+    try:
+        pipe.write(data)
+        pipe.close()
+    except OSError:  # it exited, or closed its input: what it said tells
+        pass
+
+
+def _read_capped(proc: subprocess.Popen, stdin: bytes, what: str) -> tuple[bytes, bytes]:
+    """(stdout, stderr) of `proc` once it closed both and exited: refused past `OUTSIDE_FILE_CAP`
+    bytes on either (exit 5) or after `CRONTAB_TIMEOUT_S` (exit 6); never read without end."""
+    deadline = time.monotonic() + CRONTAB_TIMEOUT_S
+    threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+    assert proc.stdout is not None and proc.stderr is not None  # Popen with PIPE
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    got = {out: bytearray(), err: bytearray()}
+    with selectors.DefaultSelector() as selector:
+        for fd in got:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SxctlError(f"{what} did not finish within {CRONTAB_TIMEOUT_S:g} s", code=ErrorCode.TIMEOUT)
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                got[key.fd] += chunk
+                if len(got[key.fd]) > OUTSIDE_FILE_CAP:
+                    raise InvalidDataError(what, f"its output is larger than {OUTSIDE_FILE_CAP} bytes; "
+                                           "not read further")
+    try:
+        proc.wait(max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        raise SxctlError(f"{what} did not finish within {CRONTAB_TIMEOUT_S:g} s", code=ErrorCode.TIMEOUT) from None
+    return bytes(got[out]), bytes(got[err])
 
 
 def crontab_lock_folder() -> Path:

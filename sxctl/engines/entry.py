@@ -1,7 +1,8 @@
-"""sxctl's installed crontab entry for a project, read back: the variables and pass options it
-carries — what `cron export` must be given again to keep them (`--env`, `--ping-url`,
+"""sxctl's installed crontab entry (or systemd unit) for a project, read back: the variables and
+pass options it carries — what `cron export` must be given again to keep them (`--env`, `--ping-url`,
 `--metrics-file`, `--log`) — and what in it export cannot write (a pass option or a schedule
-edited in by hand). `--install` refuses to drop any of them (`refuse_dropping`); `doctor`
+edited in by hand). `--install` refuses to drop any of them (`refuse_dropping`; a unit's:
+`installed_unit`, `refuse_losing`); `doctor`
 compares the whole block with the one export would write now (health/engine_checks.py)."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from ..errors import UsageError
 from .crontab import ENV_COMMAND, blocks_in, cron_command, crontab_log
-from .values import ENV_NAME, TickCommand
+from .systemd import read_unit
+from .values import ENV_NAME, MARKER, TickCommand
 
 #: the options every exported entry passes
 _FIXED = ("--busy-ok", "-q")
@@ -82,9 +84,20 @@ def _read_words(words: list[str], tick: TickCommand) -> dict | None:
             name, _, setting = words[at].partition("=")
             env.append((name, setting))
             at += 1
-    if words[at + 1:at + 3] != ["-m", "sxctl"]:
+    found = _read_command(words[at:], tick)
+    if found is not None:
+        found["foreign"][:0] = foreign
+        found["env"] = tuple(env)
+    return found
+
+
+def _read_command(words: list[str], tick: TickCommand) -> dict | None:
+    """The pass's parts from its command (`PYTHON -m sxctl [--project P] [--workspace W] cron tick
+    …`: the crontab entry's after its variables, a unit's ExecStart=), None in another shape."""
+    foreign: list[str] = []
+    if words[1:3] != ["-m", "sxctl"]:
         return None
-    python, at = words[at], at + 3
+    python, at = words[0], 3
     try:
         cron = words.index("cron", at)
     except ValueError:
@@ -110,7 +123,7 @@ def _read_words(words: list[str], tick: TickCommand) -> dict | None:
             carried[flag] = value
         else:
             foreign.append(shlex.join(group))
-    return {"python": python, "workspace": workspace, "env": tuple(env), "ping_url": carried.get("--ping-url"),
+    return {"python": python, "workspace": workspace, "env": (), "ping_url": carried.get("--ping-url"),
             "metrics_file": carried.get("--metrics-file"), "log": carried.get("--log"), "foreign": foreign}
 
 
@@ -136,12 +149,33 @@ def _carriable(flag: str, value: str) -> bool:
     return os.path.isabs(value) and "$" not in value
 
 
+def installed_unit(text: str, tick: TickCommand) -> InstalledEntry | None:
+    """sxctl's service unit for `tick.project` as installed (its text), read back the way systemd
+    reads it: its `Environment=` variables and the pass options of its `ExecStart=`; None when it
+    is not sxctl's."""
+    if MARKER not in text:
+        return None
+    settings = read_unit(text)
+    unreadable = any(section == "?" for section, _ in settings)  # a line systemd reads otherwise than sxctl
+    found = None if unreadable else _read_command(settings.get(("Service", "ExecStart"), []), tick)
+    if found is None:
+        return InstalledEntry(text, False)
+    pairs = [word.partition("=") for word in settings.get(("Service", "Environment"), [])]
+    found["env"] = tuple((name, value) for name, _, value in pairs)
+    return InstalledEntry(text, True, **{**found, "foreign": tuple(found["foreign"])})
+
+
 def refuse_dropping(text: str, tick: TickCommand) -> None:
-    """`--install`, before it writes over this project's installed entry (`text`: the crontab):
-    exit 2 when that would drop a variable or a carried option `tick` lacks (named by its name, a
-    ping URL masked), or what export cannot write, saying how to keep or drop each; nothing is
+    """`--install`, before it writes over this project's installed crontab entry (`text`: the
+    crontab): `refuse_losing` what it has."""
+    refuse_losing(installed_entry(text, tick), tick, "the installed crontab entry", "crontab")
+
+
+def refuse_losing(entry: InstalledEntry | None, tick: TickCommand, what: str, target: str) -> None:
+    """`--install`, before it writes over this project's installed entry or unit (`what`): exit 2
+    when that would drop a variable or a carried option `tick` lacks (named by its name, a ping
+    URL masked), or what export cannot write, saying how to keep or drop each; nothing is
     written."""
-    entry = installed_entry(text, tick)
     if entry is None or not entry.readable:
         return
     from ..cron.run.pings import mask_url  # urllib loads only for pings
@@ -155,10 +189,11 @@ def refuse_dropping(text: str, tick: TickCommand) -> None:
     said = []
     if lost:
         said.append(f"{', '.join(lost)}, which this --install would drop: give them again to keep them (the "
-                    "installed line shows the values)")
+                    f"installed {'line' if target == 'crontab' else 'unit'} shows the values), or run --uninstall "
+                    "first to drop them")
     if entry.foreign:
         said.append(f"{', '.join(entry.foreign)}, which cron export cannot write: keep the line as it is, or run "
                     "--uninstall first to drop it")
     if said:
-        raise UsageError(f"the installed crontab entry for {tick.project} has {'; and '.join(said)}; nothing was "
-                         "written", target="crontab")
+        raise UsageError(f"{what} for {tick.project} has {'; and '.join(said)}; nothing was written",
+                         target=target)

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cron.policy.hosts import HOST_ENV, check_host_name
+from ..cron.policy.hosts import HOST_ENV
 from ..errors import UsageError
 from ..project import ProjectLayout
 from ..version import __version__
@@ -65,10 +65,8 @@ def cronjob_env(tick: TickCommand) -> tuple[tuple[str, str], ...]:
     """The CronJob's variables: `SXCTL_HOST` set to the CronJob's name first — each pass runs in
     a new pod, whose host name is the pod's, so without it every minute is a new host (its own
     heartbeat file and metrics series, and no `--host` pin could name it) — unless `--env` gives
-    one (checked as a host name: exit 2), then the `--env` pairs."""
-    given = dict(tick.env)
-    if HOST_ENV in given:
-        check_host_name(given[HOST_ENV], f"--env {HOST_ENV}")
+    one (checked as a host name by `check_env`), then the `--env` pairs."""
+    if HOST_ENV in dict(tick.env):
         return tick.env
     return ((HOST_ENV, cronjob_name(tick)), *tick.env)
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cron.policy.hosts import HOST_ENV, check_host_name
 from ..errors import ErrorCode, SxctlError, UsageError
 
 TARGETS = ("crontab", "systemd", "kubernetes")
@@ -140,7 +141,8 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 def check_env(pairs: Iterable[tuple[str, str]], target: str) -> tuple[tuple[str, str], ...]:
     """`--env NAME=VALUE` pairs, in order, when every one may reach a `target` file: NAME a
     variable name (letters, digits, `_`, not starting with a digit), given once; VALUE passes
-    `check_value` (each target's own quoting and its read-back do the rest). Else exit 2."""
+    `check_value` (each target's own quoting and its read-back do the rest), and `SXCTL_HOST` a
+    host name the pass accepts. Else exit 2."""
     seen: dict[str, str] = {}
     for name, value in pairs:
         if not ENV_NAME.fullmatch(name):
@@ -150,4 +152,6 @@ def check_env(pairs: Iterable[tuple[str, str]], target: str) -> tuple[tuple[str,
         if name in seen:
             raise UsageError(f"--env {name} is given twice; give each variable once", target=target)
         seen[name] = check_value(f"--env {name}", value, target)
+    if HOST_ENV in seen:  # every pass would exit 2 on it
+        check_host_name(seen[HOST_ENV], f"--env {HOST_ENV}")
     return tuple(seen.items())

@@ -41,7 +41,8 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
              crontab_file: str | None = None) -> list[dict[str, Any]]:
     """Every check, in the order a person would look. `project`/`session`/`ws` may be None
     (not found); `crontab_text` returns the user's crontab (`crontab_file` when doctor was given
-    one), or None when it cannot be read."""
+    one), None when there is none, raising SxctlError when it cannot be read (the `crontab entry`
+    check's failure; the other checks read it as none)."""
     found = Findings()
     now = clock.now_ms()
     if project is None:

@@ -201,7 +201,7 @@ def check_crontab_blocks(found: Findings, crontab_text, crontab_file: str | None
     deleted): cron runs a pass there every minute that fails, and mails it. Reported only when
     there is one (the scheduler check says whether this project's block is installed); the fix
     installs the entry in the new folder with the old one's variables and options first."""
-    text = crontab_text()
+    text = readable_crontab(crontab_text)
     if text is None:
         return
     where = f" --crontab-file {shlex.quote(crontab_file)}" if crontab_file is not None else ""
@@ -217,12 +217,21 @@ def check_crontab_blocks(found: Findings, crontab_text, crontab_file: str | None
                       f"{shlex.quote(folder)}{keep}")
 
 
+def readable_crontab(crontab_text) -> str | None:
+    """The crontab's text, None when there is none or it cannot be read (the `crontab entry`
+    check reports why)."""
+    try:
+        return crontab_text()
+    except SxctlError:
+        return None
+
+
 def _installed_engine(ws, project, environ, crontab_text) -> str | None:
     """Which engine sxctl installed for this project: a crontab block or a systemd timer."""
     if project is None:
         return None
     tick = TickCommand(project, ws.root)
-    text = crontab_text()
+    text = readable_crontab(crontab_text)
     if text is not None and has_block(text, tick):
         return "crontab block installed"
     timer = f"{tick.unit_name}.timer"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import replace
 
-from ..engines import InstalledEntry, TickCommand, crontab_block, installed_entry
+from ..engines import InstalledEntry, TickCommand, crontab_block, installed_entry, refuse_owned_place
 from ..errors import UsageError
 from .findings import Findings
 
@@ -45,11 +46,13 @@ def check_crontab_entry(found: Findings, ws, project, crontab_text, crontab_file
         found.add("crontab entry", "warn", f"the installed crontab entry for {project} is not a line sxctl writes "
                   "(edited by hand?): what it runs is not checked", f"{install}   # writes it again")
         return
+    if _owned_place(found, entry, project, where):
+        return
     try:
         intended = crontab_block(entry.kept(now))
-    except UsageError as error:
+    except UsageError as error:  # a value every pass refuses too (an invalid --env SXCTL_HOST): exit 2 each minute
         found.add("crontab entry", "warn", f"the installed crontab entry for {project} could not be written again: "
-                  f"{error.message}", None)
+                  f"{error.message}", f"{install}   # with the value it names corrected (crontab -l shows it)")
         return
     if entry.block == intended:
         found.add("crontab entry", "ok", "the installed crontab entry is what `sxctl cron export` writes")
@@ -71,3 +74,25 @@ def check_crontab_entry(found: Findings, ws, project, crontab_text, crontab_file
                f"--uninstall{where} && {fix}")
     found.add("crontab entry", "warn", f"the installed crontab entry for {project} differs from what `sxctl cron "
               f"export --target crontab` writes now: {'; '.join(differs)}", fix)
+
+
+def _owned_place(found: Findings, entry: InstalledEntry, project, where: str) -> bool:
+    """A `--metrics-file` or `--log` edited into the line inside a .scorpiox/ or .scheduler/ folder
+    (export refuses to write one there: `refuse_owned_place`): a warning whose fix names another
+    file or drops it, True; False when there is none."""
+    for flag, field in (("--metrics-file", "metrics_file"), ("--log", "log")):
+        path = getattr(entry, field)
+        try:
+            if path is not None:
+                refuse_owned_place(path, f"the entry's {flag}", "")
+        except UsageError:
+            kept = replace(entry, metrics_file=None) if field == "metrics_file" else replace(entry, log=None)
+            copy = " (copy the values from the installed line first)" if entry.env or entry.ping_url else ""
+            found.add("crontab entry", "warn", f"the installed crontab entry for {project} has {flag} "
+                      f"{shlex.quote(path)}, inside a .scorpiox/ or .scheduler/ folder, whose files the agent and the "
+                      "scheduler own (cron export refuses it)",
+                      f"sxctl cron export --target crontab --uninstall{where} && sxctl cron export --target crontab "
+                      f"--install{where}{export_flags(kept)} {flag} FILE   # FILE outside those folders, or leave "
+                      f"{flag} out{copy}")
+            return True
+    return False

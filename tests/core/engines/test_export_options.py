@@ -177,3 +177,74 @@ def test_doctor_after_a_move_installs_the_old_lines_options_before_removing_it(p
     assert project.run(*check["fix"].split("then: ")[1].split("   #")[0].split()[1:], cwd=moved).code == 0
     assert engines.block_projects(table(project).read_text()) == [str(moved)]
     assert f"--ping-url {url}" in table(project).read_text()
+
+
+@pytest.mark.parametrize("target", ["crontab", "systemd"])
+def test_every_target_refuses_an_sxctl_host_each_pass_would_refuse(project, tmp_path, target):
+    """The attack: `--env SXCTL_HOST=any` installed a line whose every pass exits 2 (kubernetes
+    already refused it): one host-name check for every target, nothing written."""
+    install = {"crontab": ["--crontab-file", str(tmp_path / "crontab")], "systemd": ["--unit-dir", str(tmp_path / "u")]}
+    for value in ("any", "../tick", "a b"):
+        for verb in ([], ["--install", *install[target]]):
+            result = project.run("cron", "export", "--target", target, *verb, "--env", f"SXCTL_HOST={value}")
+            assert result.code == 2 and f"invalid --env SXCTL_HOST {value!r}: " in result.err, result.err
+    assert not (tmp_path / "crontab").exists() and not (tmp_path / "u").exists()
+    assert project.run("cron", "export", "--target", target, "--install", *install[target],
+                       "--env", "SXCTL_HOST=box-1").code == 0
+
+
+def test_doctor_warns_of_an_installed_entry_whose_sxctl_host_every_pass_refuses(project):
+    assert project.run("cron", "export", "--target", "crontab", "--install", "--env", "SXCTL_HOST=box-1").code == 0
+    table(project).write_text(table(project).read_text().replace("SXCTL_HOST=box-1", "SXCTL_HOST=any"))
+    [check] = checks(project.run("doctor", "--json"), "crontab entry")
+    assert check["status"] == "warn" and check["message"] == (
+        f"the installed crontab entry for {project.root} could not be written again: invalid --env SXCTL_HOST "
+        "'any': 'any' is not a host name (it is the default: no pin)")
+    assert check["fix"] == ("sxctl cron export --target crontab --install --env SXCTL_HOST=…   # with the value it "
+                            "names corrected (crontab -l shows it)")
+
+
+@pytest.mark.parametrize(("flag", "owned"), [("--metrics-file", ".scheduler/tick.prom"), ("--log", ".scorpiox/t.log")])
+def test_doctor_warns_of_a_file_edited_into_an_owned_folder_and_its_fix_is_one_export_takes(project, tmp_path, flag,
+                                                                                             owned):
+    """The attack: a `--metrics-file` edited into .scheduler/ was ok; a `--log` in .scorpiox/
+    got a fix export itself refuses. Now a warning, and its fix (run as written, FILE named)
+    works."""
+    mine = tmp_path / "mine"
+    assert project.run("cron", "export", "--target", "crontab", "--install", "--env", "TZ=UTC", flag, str(mine)).code == 0
+    table(project).write_text(table(project).read_text().replace(str(mine), str(project.root / owned)))
+    [check] = checks(project.run("doctor", "--json"), "crontab entry")
+    assert check["status"] == "warn" and check["message"] == (
+        f"the installed crontab entry for {project.root} has {flag} {project.root / owned}, inside a .scorpiox/ or "
+        ".scheduler/ folder, whose files the agent and the scheduler own (cron export refuses it)")
+    uninstall, install = check["fix"].split("   #")[0].split(" && ")
+    assert install == f"sxctl cron export --target crontab --install --env TZ=… {flag} FILE"
+    assert project.run(*uninstall.split()[1:]).code == 0
+    again = project.run(*install.split()[1:-4], "--env", "TZ=UTC", flag, str(tmp_path / "other"))
+    assert again.code == 0, again.err
+    assert checks(project.run("doctor", "--json"), "crontab entry")[0]["status"] == "ok"
+
+
+def test_a_systemd_reinstall_never_drops_what_the_installed_unit_has(project, tmp_path):
+    """The attack: `--install` without `--ping-url`, `--metrics-file` or `--env` removed them from
+    the installed unit (exit 0); the crontab target refuses. Now systemd refuses the same way,
+    and `--uninstall` first drops them."""
+    units = tmp_path / "units"
+    install = ("cron", "export", "--target", "systemd", "--install", "--unit-dir", str(units))
+    url = f"https://hc-ping.com/{SECRET}"
+    keep = ("--ping-url", url, "--env", "TZ=UTC", "--metrics-file", str(tmp_path / "m.prom"))
+    assert project.run(*install, *keep).code == 0
+    before = {path.name: path.read_text() for path in units.iterdir()}
+    service = units / f"{engines.TickCommand(project.root, project.root).unit_name}.service"
+    for given in ((), ("--env", "TZ=UTC"), ("--ping-url", url, "--metrics-file", str(tmp_path / "m.prom"))):
+        dropped = project.run(*install, *given)
+        assert dropped.code == 2 and dropped.err.count("\n") == 1, dropped.err
+        assert {path.name: path.read_text() for path in units.iterdir()} == before
+    assert dropped.err == (f"sxctl: the installed unit {service} for {project.root} has --env TZ=…, which this "
+                           "--install would drop: give them again to keep them (the installed unit shows the values), "
+                           "or run --uninstall first to drop them; nothing was written\n")
+    assert SECRET not in project.run(*install).err
+    again = project.run(*install, *keep, "--json")
+    assert again.code == 0 and again.json()["action"] == "unchanged"
+    assert project.run("cron", "export", "--target", "systemd", "--uninstall", "--unit-dir", str(units)).code == 0
+    assert project.run(*install).code == 0 and "--ping-url" not in service.read_text()  # dropped, as asked
