@@ -12,6 +12,7 @@ are marked `real_time` and skipped under `SXCTL_TEST_INSTANT`, which this sets (
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -38,7 +39,7 @@ def main(argv: list[str]) -> int:
     if faketime is None:
         print("at_instant: `faketime` is not installed (apt-get install faketime)", file=sys.stderr)
         return 127
-    offset = round(target.timestamp() - time.time())
+    offset = math.ceil(target.timestamp() - time.time())  # whole seconds: start at the instant, never before
     env = {**os.environ, "SXCTL_TEST_INSTANT": args.instant}
     if args.tz:
         env["TZ"] = args.tz

@@ -288,10 +288,15 @@ def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock:
     store, ledger = files
     jobs = {job["id"]: job for job in store["jobs"]}
     for failed in last_failures(store, _newest_first(ledger), clock.now_ms()):
-        paused = jobs[failed["jobId"]]["lifecycle"]["status"] == "paused"
-        found.add("failed runs", "warn" if paused else "fail",
+        job = jobs[failed["jobId"]]
+        paused = job["lifecycle"]["status"] == "paused"
+        # an inbox run not sent for want of a live agent (given up past --hold-max) or a usable
+        # target: the session and target checks fail on the cause itself; the job is not broken
+        unsent = failed["reason"].startswith("failed precondition") and job["payload"]["kind"] != "delivery"
+        found.add("failed runs", "warn" if paused or unsent else "fail",
                   f"job {failed['name']}: its last run failed: {failed['reason']}"
-                  + ("; the job is paused" if paused else ""), failed["command"])
+                  + ("; the job is paused" if paused else "") + ("; nothing was sent" if unsent else ""),
+                  failed["command"])
 
 
 def _newest_first(ledger) -> list[dict[str, Any]]:

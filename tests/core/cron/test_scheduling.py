@@ -863,3 +863,16 @@ def test_a_hold_max_the_policy_file_cannot_hold_is_named_by_its_flag(sched):
                        "heartbeat-event", "--text", "x")
     assert result.code == 2 and result.err.startswith("sxctl: --hold-max is too long (at most "), result.err
     assert not (sched.root / ".scheduler" / "cron-jobs.json").exists()
+
+
+def test_a_run_given_up_for_want_of_an_agent_is_no_failure_doctor_pages_for(sched):
+    """With --hold-max 0 and the agent stopped, every occurrence is given up, as the job asked:
+    doctor failed (exit 9) on each as a broken job, so `doctor -q` paged whenever the agent was
+    down. Nothing was sent: a warning; the agent's absence is the sessions' finding."""
+    sched.add(NINE - MIN, "beat", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--hold-max", "0",
+              "--payload", "heartbeat-event", "--text", "beat")
+    report = sched.tick(NINE)
+    assert report["runs"] and report["runs"][0]["status"] == "failed", report
+    doctor = sched.run(NINE + MIN, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
+    assert check["status"] == "warn" and check["message"].endswith("; nothing was sent"), check
