@@ -182,3 +182,17 @@ def test_a_pinned_session_whose_stats_json_is_damaged_is_refused_while_a_newer_o
     assert not list((old / "inbox").glob("*.json")) if (old / "inbox").is_dir() else True
     followed = project.run("--session", SID, "inbox", "send", "hi", "--no-wait", "--follow", "--json")
     assert followed.code == 0 and followed.json()["session"] == NEW
+
+
+def test_every_view_of_a_pinned_session_the_agent_left_says_where_it_works_now(project):
+    """`status`, `next`, `callbacks list` of a session pinned by SXCTL_SESSION after a restart
+    showed its empty timers and a stopped agent, with no word of the live session."""
+    project.session(SID, live=False)
+    project.session(NEW)
+    env = project.env(SXCTL_SESSION=SID)
+    for args in (("status",), ("next",), ("callbacks", "list"), ("inbox", "list")):
+        result = project.run(*args, env=env)
+        assert result.code == 0, (args, result.err)
+        assert f"the agent works in a newer session, {NEW}" in result.err, (args, result.err)
+    live = project.run("status", env=project.env())
+    assert "newer session" not in live.err
