@@ -306,12 +306,19 @@ def select_session(
     return as_session(infos[0], project, "newest")
 
 
+def agent_gone(info: SessionInfo) -> bool:
+    """Whether an agent once read this session and no longer does: `stale`, `stopped`, or a
+    stats.json that is there but unreadable (`unknown` with the file: an agent wrote it once).
+    A folder without stats.json never had an agent seen in it."""
+    if info.state in ("stale", "stopped"):
+        return True
+    return info.state == "unknown" and os.path.lexists(info.dir / "stats.json")
+
+
 def _left_behind(chosen: Session, clock: Clock, report: Reporter) -> Session:
     """A pinned session the agent left for a newer live one: every view of it says so (a view
     showed its empty timers and `stopped` agent with no word of the live session)."""
-    gone = chosen.state in ("stale", "stopped") or (
-        chosen.state == "unknown" and os.path.lexists(chosen.dir / "stats.json"))
-    if gone:
+    if agent_gone(chosen):
         newer = newer_live(chosen.id, list_sessions(chosen.project, clock))
         if newer:
             warning = (f"session {chosen.id} is {chosen.state} and the agent works in a newer session, "

@@ -4,12 +4,10 @@ SX_SESSION_DIR) must not be told its message or timer went where an agent reads 
 
 from __future__ import annotations
 
-import os
-
 from ..clock import Clock
 from ..errors import ConflictError, ErrorCode
 from ..report import Reporter
-from .sessions import Session, as_session, list_sessions, newer_live
+from .sessions import Session, agent_gone, as_session, list_sessions, newer_live
 
 #: how a command was pinned to a session (sessions.md §3 rules 1-3)
 PINNED_SOURCES = ("flag", "env:SXCTL_SESSION", "env:SX_SESSION_DIR")
@@ -24,7 +22,7 @@ def follow_or_refuse(session: Session, what: str, *, follow: bool, clock: Clock,
     or a session no agent was ever seen in (`unknown`: no stats.json), it stands (a write to it
     warns, as before). A stats.json that is there but unreadable was written by an agent once: it
     counts as gone (its state `unknown` says nothing an agent reads it now)."""
-    if session.source not in PINNED_SOURCES or not _agent_gone(session):
+    if session.source not in PINNED_SOURCES or not agent_gone(session):
         return session
     newer = newer_live(session.id, list_sessions(session.project, clock))
     if not newer:
@@ -46,9 +44,3 @@ def follow_or_refuse(session: Session, what: str, *, follow: bool, clock: Clock,
         f"is live: {what} in {session.id} would never reach the agent; {fix}",
         code=ErrorCode.SESSION_SUPERSEDED, session=session.id, live_session=live.id,
     )
-
-
-def _agent_gone(session: Session) -> bool:
-    if session.state in ("stale", "stopped"):
-        return True
-    return session.state == "unknown" and os.path.lexists(session.dir / "stats.json")
