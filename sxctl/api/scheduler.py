@@ -163,19 +163,21 @@ def _finish(scheduler: SchedulerPass, report: PassReport) -> PassOutcome:
     if not report.store_exists:
         scheduler.report.note(f"no cron store at {scheduler.ws.store}: nothing to do")
     elif not report.skipped and not report.lines() and not scheduler.report.quiet:
-        scheduler.report.note(report.idle_text(_next_run(scheduler)))
+        scheduler.report.note(report.idle_text(*_next_run(scheduler)))
     return PassOutcome(scheduler.ws, report, scheduler.report.warnings)
 
 
-def _next_run(scheduler: SchedulerPass) -> dict[str, Any] | None:
-    """The first run on the jobs' timelines after an idle pass, as `cron next` shows it."""
+def _next_run(scheduler: SchedulerPass) -> tuple[bool, dict[str, Any] | None]:
+    """After an idle pass: whether a job of the user's is scheduled, and the first run on the
+    jobs' timelines, as `cron next` shows it (one reading of the jobs for both)."""
     from ..cron.timeline.previews import job_previews
 
     if not scheduler.store.get("jobs"):
-        return None
+        return False, None
     ws, options = scheduler.ws, scheduler.options
-    return job_previews(ws, scheduler.store, scheduler.policy, options.project, scheduler.clock, 1,
-                        to=options.to).next_due()
+    found = job_previews(ws, scheduler.store, scheduler.policy, options.project, scheduler.clock, 1, to=options.to)
+    scheduled = any(job.status == "scheduled" and not job.built_in for job in found.jobs.values())
+    return scheduled, found.next_due()
 
 
 def tick(*, workspace=None, project=None, session: str | None = None, clock: Clock = SYSTEM_CLOCK,

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ...timeparse import display_zone, duration_text, format_ms
-from ..policy.job import job_of
 from ..timeline.admission import AdmissionReport
 from ..timeline.catchup import SKIP_COUNT_CAP, missed_between, skipped_count
 from ..timeline.schedule import job_zone_name, local_time
@@ -143,16 +142,15 @@ class PassReport:
             lines.append(self._line(row, next(runs) if "trigger" in row else None))
         return lines
 
-    def idle_text(self, next_run: dict[str, Any] | None) -> str:
+    def idle_text(self, scheduled: bool, next_run: dict[str, Any] | None) -> str:
         """What a pass that had nothing to tell says (`cron tick` notes it, `-q` drops it): nothing
         was due, and the next run on the jobs' timelines (`next_run`: `JobPreviews.next_due`, the
-        run `cron next`, `cron list` and `status` show first), or the due jobs it left to the
-        hosts they are pinned to."""
+        run `cron next`, `cron list` and `status` show first; `scheduled`: whether a job of the
+        user's is scheduled at all), or the due jobs it left to the hosts they are pinned to."""
         if self.elsewhere:
             pinned = ", ".join(f"{row['name']} ({row['host']})" for row in self.elsewhere[:5])
             return f"nothing run on {self.host}: {len(self.elsewhere)} due job(s) pinned to other hosts: {pinned}"
-        jobs = [job_of(record, self.policy, self.workspace) for record in self.jobs.values()]
-        if not [job for job in jobs if job.status == "scheduled" and not job.built_in]:
+        if not scheduled:
             return "nothing due: no job is scheduled"
         if next_run is None:
             return "nothing due: no job has a run ahead (sxctl cron list says why)"
