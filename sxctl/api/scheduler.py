@@ -16,7 +16,7 @@ from ..cron.run.failures import FAILED_STATUSES
 from ..cron.run.heartbeat import pending_pings, record_pass
 from ..cron.run.pings import MAX_TIMEOUT_S, check_ping_url
 from ..cron.run.tick import SchedulerPass, TickOptions
-from ..cron.store.file import default_agent_id, read_store, refuse_if_handed_off
+from ..cron.store.file import default_agent_id, read_store
 from ..engines.ticklog import TickLog
 from ..errors import ErrorCode, SxctlError, UsageError
 from ..interrupts import deferred_interrupts
@@ -97,8 +97,6 @@ def _scheduler(workspace, project, session, clock: Clock, report: Reporter | Non
     """A pass with `options`: the fields of `sxctl.cron.run.tick.TickOptions` (the flags of
     `cron tick`; durations in seconds) other than the project."""
     ws = find_workspace(workspace, project=project, session=session)
-    if not options.get("dry_run"):
-        refuse_if_handed_off(ws)
     if options.get("ping_url") is not None:
         check_ping_url(options["ping_url"])
     if not 0 < options.get("ping_timeout", 1) <= MAX_TIMEOUT_S:

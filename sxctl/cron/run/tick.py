@@ -24,6 +24,7 @@ from ..policy.hosts import pinned_elsewhere, this_host
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
+from ..store import file as store_file
 from ..store.clock_repair import acknowledged, forget_passed
 from ..store.file import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
 from ..store.schema import canonical_store, root_run_id_for, work_kind_of
@@ -137,6 +138,7 @@ class SchedulerPass:
                 return self.result
             raise
         try:
+            store_file.refuse_if_handed_off(self.ws)  # under the lock: a hand-off that held it first left its mark
             self.store = canonical_store(read_store(self.ws) or store)  # validated: only what changes is checked again
             self._load_and_check(self.store)
             body()
@@ -229,8 +231,7 @@ class SchedulerPass:
     # --- writes ------------------------------------------------------------------------------------
 
     def _write_store(self) -> None:
-        """The policy first (a limit or a pause reason is never missing behind its store change),
-        then the store."""
+        """The policy first, then the store: a limit or a pause reason never misses its store change."""
         if self.options.dry_run:
             return
         assert self.lock is not None  # a pass writes only while it holds the store lock

@@ -173,3 +173,31 @@ def test_after_a_hand_off_sxctls_passes_write_no_ledger_until_the_mark_is_remove
     mark.unlink()  # the undo (after stopping the daemon): sxctl's passes run here again
     held.agent_at(NINE + 60 * MIN)
     assert held.run(NINE + 60 * MIN, "cron", "tick").code == 0 and "cron-executions.jsonl" in files(held)
+
+
+def test_a_pass_that_waited_for_the_store_lock_a_hand_off_held_writes_no_ledger(held, monkeypatch):
+    """The mark was looked for before the pass took the store lock: a `cron run` waiting on the
+    lock a hand-off held ran after it and left a ledger the daemon rejects. It is looked for under
+    the lock. (Here the hand-off finishes while the pass waits: its mark appears, its ledger is aside.)"""
+    from sxctl.cron.run import tick
+
+    held.agent_at(NINE + 60 * MIN)
+    real_lock = tick.store_lock
+
+    def lock_after_a_hand_off(ws, boot_id, wait_s):
+        lock = real_lock(ws, boot_id, wait_s)
+        acquire = lock.acquire
+
+        def waited() -> None:
+            ws.handed_off.write_text('{"handed_off_ms": 1}')
+            if ws.ledger.exists():
+                ws.ledger.rename(ws.ledger.with_name("cron-executions.jsonl.sxctl-aside"))
+            acquire()
+
+        lock.acquire = waited
+        return lock
+
+    monkeypatch.setattr(tick, "store_lock", lock_after_a_hand_off)
+    refused = held.run(NINE + 60 * MIN, "cron", "run", "plain", "--json")
+    assert refused.code == 4 and refused.json()["error"]["code"] == "daemon_owns_workspace", refused.out
+    assert "cron-executions.jsonl" not in files(held)
