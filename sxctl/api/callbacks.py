@@ -168,8 +168,8 @@ def set_timer(
 
 
 def _armed_where_it_fires(chosen: Session, clock: Clock, report: Reporter | None) -> Session:
-    """An edit or a resume makes timers fire: in a pinned session the agent left, they never
-    would (the slots there are not the live table's: `callbacks move` carries them over)."""
+    """An edit, a resume or a publish makes timers fire: in a pinned session the agent left, they
+    never would (the slots there are not the live table's: `callbacks move` carries them over)."""
     return follow_or_refuse(chosen, "a timer", follow=False, clock=clock, report=reporter(report),
                             fix=f"`sxctl callbacks move --from {chosen.id}` carries its timers to the live session")
 
@@ -264,8 +264,9 @@ def publish_timers(
     """Write the table back as it is now, with the next rev, so that the running agent adopts a
     change made to the file without one (a hand edit: `list_timers` warns of it,
     `extra["unpublished_edit"]`). Exit 2, nothing written, when an active slot holds a value the
-    agent's tool would refuse."""
-    chosen = find_session(session, project=project, clock=clock, report=report)
+    agent's tool would refuse; exit 4 `session_superseded` in a pinned session the agent left for
+    a newer live one (no agent would adopt it)."""
+    chosen = _armed_where_it_fires(find_session(session, project=project, clock=clock, report=report), clock, report)
     result = verbs.publish_table(chosen, options=_options(expect_rev, verify, clock, report))
     return _written(chosen, result, f"Published callbacks.json as rev {result.rev}.", "publish")
 

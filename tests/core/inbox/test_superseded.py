@@ -196,3 +196,17 @@ def test_every_view_of_a_pinned_session_the_agent_left_says_where_it_works_now(p
         assert f"the agent works in a newer session, {NEW}" in result.err, (args, result.err)
     live = project.run("status", env=project.env())
     assert "newer session" not in live.err
+
+
+def test_publishing_the_table_of_a_pinned_session_the_agent_left_is_refused(project):
+    """`callbacks publish` there said "Published" (and "no agent is running") for a table no
+    agent reads, while `callbacks set` refused: it makes timers fire, so it is refused too."""
+    old = project.session(SID)
+    assert project.run("callbacks", "set", "tick", "--every", "1h", "--no-verify").code == 0
+    project.session(SID, live=False)
+    project.session(NEW)
+    before = tree(old)
+    refused = project.run("--session", SID, "callbacks", "publish", "--json")
+    assert refused.code == 4 and refused.json()["error"]["code"] == "session_superseded", refused.out
+    assert f"`sxctl callbacks move --from {SID}` carries its timers" in refused.json()["error"]["message"]
+    assert tree(old) == before
