@@ -18,7 +18,7 @@ from ..errors import ConflictError, ErrorCode, SxctlError, SystemRefusedError, U
 from ..record import Factory, record
 from ..report import Reporter
 from ..version import __version__
-from .scope import find_workspace, target_project
+from .scope import find_workspace, reporter, target_project
 
 
 @record
@@ -237,20 +237,25 @@ def hand_off(*, accept_policy_loss: bool = False, pause_affected: bool = False, 
     sxctl's passes refuse to run here (`.scheduler/sxctl-handed-off.json`)."""
     ws = find_workspace(workspace, project=project, session=session)
     _refuse_if_pass_installed(engines.TickCommand(target_project(ws, project, session=session), ws.root),
-                              crontab_file)
+                              crontab_file, reporter(report))
     done = hand_off_workspace(ws, accept_policy_loss=accept_policy_loss, pause_affected=pause_affected, clock=clock,
                               lock_wait_s=lock_wait, environ=environ, report=report)
     return Handoff(ws.root, ws.ledger, done.moved_to, done.losses, done.paused, done.notes)
 
 
-def _refuse_if_pass_installed(tick: engines.TickCommand, crontab_file: str | os.PathLike | None) -> None:
+def _refuse_if_pass_installed(tick: engines.TickCommand, crontab_file: str | os.PathLike | None,
+                              report: Reporter) -> None:
     """sxctl's `cron tick` entry for this workspace, still in the crontab (the one doctor reads),
-    would go on writing a ledger the daemon rejects. A crontab that cannot be read (no
-    crontab(1) here) is not checked: the passes refuse to run after the hand-off anyway."""
+    would go on writing a ledger the daemon rejects. A crontab that cannot be read is not checked
+    (the passes refuse to run after the hand-off anyway): said, unless no crontab(1) is here."""
     where = f" --crontab-file {shlex.quote(os.fspath(crontab_file))}" if crontab_file is not None else ""
     try:
         text = engines.Crontab(Path(os.path.abspath(crontab_file)) if crontab_file is not None else None).read()
-    except SxctlError:
+    except SxctlError as error:
+        if crontab_file is not None or error.code != ErrorCode.FILE_NOT_FOUND:
+            report.warn(f"the crontab could not be read ({error.message}), so whether sxctl's `cron tick` entry is "
+                        f"still installed was not checked: remove it (`sxctl cron export --target crontab "
+                        f"--uninstall{where}`), or its passes refuse every minute")
         return
     if engines.has_block(text, tick):
         raise ConflictError(

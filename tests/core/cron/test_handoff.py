@@ -5,6 +5,7 @@ refused without `--accept-policy-loss`, or pauses those jobs in the store (`--pa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -201,3 +202,14 @@ def test_a_pass_that_waited_for_the_store_lock_a_hand_off_held_writes_no_ledger(
     refused = held.run(NINE + 60 * MIN, "cron", "run", "plain", "--json")
     assert refused.code == 4 and refused.json()["error"]["code"] == "daemon_owns_workspace", refused.out
     assert "cron-executions.jsonl" not in files(held)
+
+
+def test_a_hand_off_that_cannot_read_the_crontab_says_it_did_not_check_it(held, tmp_path):
+    """A crontab file that is a FIFO (or a `crontab -l` past its cap) was passed over in
+    silence: the entry stayed installed and every pass after refused. It is said."""
+    fifo = tmp_path / "crontab"
+    os.mkfifo(fifo)
+    done = held.run(NINE + MIN, "cron", "handoff", "--accept-policy-loss", "--crontab-file", str(fifo))
+    assert done.code == 0, done.err
+    assert "the crontab could not be read" in done.err and "was not checked" in done.err, done.err
+    assert f"--uninstall --crontab-file {fifo}" in done.err
