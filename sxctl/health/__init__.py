@@ -69,7 +69,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
             found.guard("paused jobs", lambda: check_paused_by_sxctl(found, ws, files[0]))
             found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))
-            found.guard("failed runs", lambda: check_failed_runs(found, files, clock))
+            found.guard("failed runs", lambda: check_failed_runs(found, files, clock, ws))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))
     if ws is not None:
         found.guard("crontab entry", lambda: check_crontab_entry(found, ws, project, crontab_text, crontab_file))

@@ -14,7 +14,7 @@ from ..cron.run.failures import last_failures
 from ..cron.run.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
 from ..cron.run.ledger import project_run
 from ..cron.store.file import daemon_locks
-from ..cron.store.targets import target_problems
+from ..cron.store.targets import agent_target, target_problems
 from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, installed_entry, systemd_unit_dir
@@ -281,7 +281,7 @@ def check_ledger(found: Findings, ws, files: tuple[dict[str, Any], Any] | None, 
                       "`sxctl cron tick` stays out of its way", None)
 
 
-def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock: Clock) -> None:
+def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock: Clock, ws) -> None:
     """Jobs whose last run failed (`failures.last_failures`: the job, why, and `cron runs NAME`).
     A failure of the check, so that `doctor -q`, the monitor probe, is not silent while a job
     fails every run; a warning while the job is paused, as nothing runs it until it is resumed."""
@@ -290,9 +290,10 @@ def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock:
     for failed in last_failures(store, _newest_first(ledger), clock.now_ms()):
         job = jobs[failed["jobId"]]
         paused = job["lifecycle"]["status"] == "paused"
-        # an inbox run not sent for want of a live agent (given up past --hold-max) or a usable
-        # target: the session and target checks fail on the cause itself; the job is not broken
-        unsent = failed["reason"].startswith("failed precondition") and job["payload"]["kind"] != "delivery"
+        # a run for the live agent not sent for want of one (given up past --hold-max): the
+        # sessions' checks say the agent is gone; a job pinned to a session fails as any other
+        target = agent_target(job, ws.root, "live", workspace=ws.root)
+        unsent = failed["reason"].startswith("failed precondition") and target is not None and target[1] == "live"
         found.add("failed runs", "warn" if paused or unsent else "fail",
                   f"job {failed['name']}: its last run failed: {failed['reason']}"
                   + ("; the job is paused" if paused else "") + ("; nothing was sent" if unsent else ""),

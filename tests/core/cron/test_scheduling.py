@@ -876,3 +876,17 @@ def test_a_run_given_up_for_want_of_an_agent_is_no_failure_doctor_pages_for(sche
     doctor = sched.run(NINE + MIN, "doctor", "--json")
     [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
     assert check["status"] == "warn" and check["message"].endswith("; nothing was sent"), check
+
+
+def test_a_job_pinned_to_a_session_that_is_not_there_fails_doctor(sched):
+    """The relief for a run given up for want of an agent hid a job whose `--to` names a
+    session that does not exist: every run failed, `doctor -q` exited 0. Only a job for the
+    live agent is relieved."""
+    sched.agent_at(NINE)
+    sched.add(NINE - MIN, "pinned", "--every", "1h", "--anchor", "2026-12-01T09:00Z", "--to", "2026_01_01_no_such",
+              "--payload", "agent-turn", "--text", "b")
+    assert sched.run(NINE, "cron", "run", "pinned").code != 0
+    doctor = sched.run(NINE + MIN, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
+    assert doctor.code == 9 and check["status"] == "fail", check
+
