@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .. import faults
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import NotFoundError
-from ..project import Session, layout, select_session
+from ..project import Session, layout, select_session, warn_if_left_behind
 from ..report import Reporter
 
 if TYPE_CHECKING:  # every command loads this module; only the cron commands need a workspace
@@ -39,8 +39,9 @@ def find_session(
     if isinstance(session, Session):
         return session
     root = find_project(project, session=session, environ=environ)
-    return select_session(root, session, environ=environ, clock=clock, report=report,
-                          project_explicit=bool(project or environ.get("SXCTL_PROJECT")))
+    chosen = select_session(root, session, environ=environ, clock=clock, report=report,
+                            project_explicit=bool(project or environ.get("SXCTL_PROJECT")))
+    return warn_if_left_behind(chosen, clock, reporter(report))
 
 
 def find_workspace(workspace: str | os.PathLike | Workspace | None = None, *,

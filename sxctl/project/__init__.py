@@ -30,7 +30,7 @@ from .sessions import (
     stopped_cleanly,
     warn_if_not_live,
 )
-from .superseded import follow_or_refuse
+from .superseded import follow_or_refuse, warn_if_left_behind
 from .worktrees import WorktreeCopies, main_checkout_of, worktree_copies
 
 __all__ = [
@@ -39,5 +39,5 @@ __all__ = [
     "date_prefix", "find_project", "follow_or_refuse", "freshest_live", "is_valid_session_id", "last_seen",
     "list_sessions", "live_sessions", "liveness_of", "main_checkout_of", "newer_live", "parse_env_file", "read_stats",
     "resolve_config", "resolve_target_session", "select_session", "session_info", "several_live_warning",
-    "stopped_cleanly", "warn_if_not_live", "worktree_copies",
+    "stopped_cleanly", "warn_if_left_behind", "warn_if_not_live", "worktree_copies",
 ]

@@ -279,15 +279,14 @@ def select_session(
     """The session a command acts on, by the first rule that applies (sessions.md §3)."""
     report = report or Reporter()
     if session_id is not None:  # `--session ""` (an unset variable in a script) is refused, never "any session"
-        return _left_behind(_explicit_session(project, session_id, "flag", clock), clock, report)
+        return _explicit_session(project, session_id, "flag", clock)
     if environ.get("SXCTL_SESSION"):
-        return _left_behind(_explicit_session(project, environ["SXCTL_SESSION"], "env:SXCTL_SESSION", clock),
-                            clock, report)
+        return _explicit_session(project, environ["SXCTL_SESSION"], "env:SXCTL_SESSION", clock)
     env_dir = environ.get("SX_SESSION_DIR")
     if env_dir:
         chosen = _session_from_env_dir(project, env_dir, project_explicit, clock, report)
         if chosen is not None:
-            return _left_behind(chosen, clock, report)
+            return chosen
     infos = list_sessions(project, clock)
     if not infos:
         raise NotFoundError(
@@ -304,28 +303,6 @@ def select_session(
         return chosen
     report.note(f"using session {infos[0].id} (newest folder; no live session)")
     return as_session(infos[0], project, "newest")
-
-
-def agent_gone(info: SessionInfo) -> bool:
-    """Whether an agent once read this session and no longer does: `stale`, `stopped`, or a
-    stats.json that is there but unreadable (`unknown` with the file: an agent wrote it once).
-    A folder without stats.json never had an agent seen in it."""
-    if info.state in ("stale", "stopped"):
-        return True
-    return info.state == "unknown" and os.path.lexists(info.dir / "stats.json")
-
-
-def _left_behind(chosen: Session, clock: Clock, report: Reporter) -> Session:
-    """A pinned session the agent left for a newer live one: every view of it says so (a view
-    showed its empty timers and `stopped` agent with no word of the live session)."""
-    if agent_gone(chosen):
-        newer = newer_live(chosen.id, list_sessions(chosen.project, clock))
-        if newer:
-            warning = (f"session {chosen.id} is {chosen.state} and the agent works in a newer session, "
-                       f"{newer[0].id}: this is {chosen.id}; pin --session {newer[0].id} or drop the pin")
-            report.warn(warning)
-            chosen.warnings.append(warning)
-    return chosen
 
 
 def _session_from_env_dir(

@@ -4,10 +4,12 @@ SX_SESSION_DIR) must not be told its message or timer went where an agent reads 
 
 from __future__ import annotations
 
+import os
+
 from ..clock import Clock
 from ..errors import ConflictError, ErrorCode
 from ..report import Reporter
-from .sessions import Session, agent_gone, as_session, list_sessions, newer_live
+from .sessions import Session, SessionInfo, as_session, list_sessions, newer_live
 
 #: how a command was pinned to a session (sessions.md §3 rules 1-3)
 PINNED_SOURCES = ("flag", "env:SXCTL_SESSION", "env:SX_SESSION_DIR")
@@ -44,3 +46,25 @@ def follow_or_refuse(session: Session, what: str, *, follow: bool, clock: Clock,
         f"is live: {what} in {session.id} would never reach the agent; {fix}",
         code=ErrorCode.SESSION_SUPERSEDED, session=session.id, live_session=live.id,
     )
+
+
+def agent_gone(info: SessionInfo) -> bool:
+    """Whether an agent once read this session and no longer does: `stale`, `stopped`, or a
+    stats.json that is there but unreadable (`unknown` with the file: an agent wrote it once).
+    A folder without stats.json never had an agent seen in it."""
+    if info.state in ("stale", "stopped"):
+        return True
+    return info.state == "unknown" and os.path.lexists(info.dir / "stats.json")
+
+
+def warn_if_left_behind(chosen: Session, clock: Clock, report: Reporter) -> Session:
+    """A pinned session the agent left for a newer live one: every command on it says so (a view
+    showed its empty timers and `stopped` agent with no word of the live session)."""
+    if chosen.source in PINNED_SOURCES and agent_gone(chosen):
+        newer = newer_live(chosen.id, list_sessions(chosen.project, clock))
+        if newer:
+            warning = (f"session {chosen.id} is {chosen.state} and the agent works in a newer session, "
+                       f"{newer[0].id}: this is {chosen.id}; pin --session {newer[0].id} or drop the pin")
+            report.warn(warning)
+            chosen.warnings.append(warning)
+    return chosen
