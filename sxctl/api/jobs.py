@@ -179,13 +179,13 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
 
 
 def _never_warnings(ws: Workspace, name: str, now_ms: int) -> list[str]:
-    """A cron job none of whose times falls in its --active-hours/--active-days: it never runs."""
+    """A job none of whose times falls in its --active-hours/--active-days: it never runs."""
     store = store_or_empty(ws)
     record = next((job for job in store["jobs"] if job["name"] == name), None)
     if record is None:
         return []
     job = job_of(record, read_policy(ws), ws.root)
-    if job.active is None or not job.active.never_meets(job.schedule, now_ms):
+    if job.active is None or not job.active.never_meets(job.schedule, job.zone_name, now_ms):
         return []
     return [f"none of its times falls in its {job.active.describe(job.zone_name)}: it never runs"]
 

@@ -31,7 +31,7 @@ def guard_states(ws, store: dict[str, Any], policy: dict[str, Any], project: Pat
     if timeline is None:
         timeline = job_previews(ws, store, policy, project, clock, 1)
     held = set(timeline.held(now, by_guard=True))
-    hold = Agents(project, "live", clock, ws.root, policy.get("budget"))
+    hold = Agents(project, "live", clock, ws.root)
     spend: DayTokens | None = None
     rows = []
     for job in timeline.jobs.values():

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ...timeparse import duration_text, shown_time
-from ..spend.rules import effective_guards
 from .job import Job, jobs_of
 
 
@@ -49,7 +48,7 @@ def _ignored(job: Job, policy: Mapping[str, Any], now: int) -> list[tuple[str, s
                           f"({window['reason']})", "runs its occurrences inside the window"))
     if job.host is not None:
         found.append((f"--host {job.host}", "runs it on the daemon's host, whichever host that is"))
-    guards = effective_guards(job.entry, policy.get("budget"))
+    guards = job.guards
     flags = (("rateLimitCeiling", "--rate-limit-ceiling"), ("maxSessionTokens", "--max-session-tokens"),
              ("maxTokensPerDay", "--max-tokens-per-day"))
     named = [f"{flag} {guards[key]:,}" if isinstance(guards[key], int) else f"{flag} {guards[key]:g}"

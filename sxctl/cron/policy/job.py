@@ -17,7 +17,7 @@ from typing import Any
 
 from ..spend.rules import effective_guards
 from ..store.targets import endpoint_of, resolve_project
-from ..timeline.occurrences import spring_gaps
+from ..timeline.occurrences import spring_gaps, zone_offsets
 from ..timeline.schedule import CronPattern, job_zone_name, last_run, load_cron_zone, local_time, next_run
 from .file import DAYS, DEFAULT_HOLD_MAX_MS, parse_active_hours
 from .jitter import jitter_offset_ms, jittered_at
@@ -25,6 +25,8 @@ from .jitter import jitter_offset_ms, jittered_at
 #: how often the engines run the pass (crontab, systemd, Kubernetes: each minute)
 PASS_PERIOD_MS = 60_000
 _GAP_CACHE_MS = 30 * 86_400_000  # the coming year's gaps, computed once a month per zone
+_DAY_MS = 86_400_000
+_WEEK_MS = 7 * _DAY_MS
 
 
 @lru_cache(maxsize=64)
@@ -32,6 +34,15 @@ def _spring_gaps(zone_name: str, month: int) -> tuple[tuple[int, int], ...]:
     """A zone's spring-forward gaps over the year from month `month` (of the epoch) on."""
     start_s = month * _GAP_CACHE_MS // 1000
     return tuple(sorted(set(spring_gaps(load_cron_zone(zone_name), start_s, start_s + 400 * 86_400))))
+
+
+@lru_cache(maxsize=64)
+def _zone_offsets(zone_name: str, month: int) -> frozenset[int]:
+    """The UTC offsets (ms) a zone takes over the two years from month `month` (of the epoch) on:
+    all it will take, as its rules repeat each year."""
+    start_s = month * _GAP_CACHE_MS // 1000
+    return frozenset(offset * 1000 for offset in zone_offsets(load_cron_zone(zone_name), start_s,
+                                                               start_s + 2 * 366 * 86_400))
 
 
 @dataclass(frozen=True)
@@ -46,9 +57,12 @@ class ActiveHours:
 
     def allows(self, local: datetime) -> bool:
         """Is a wall time in the job's zone inside the active hours and days?"""
-        if DAYS[local.weekday()] not in self.days:
+        return self._inside(local.weekday(), local.hour * 60 + local.minute)
+
+    def _inside(self, weekday: int, minute: int) -> bool:
+        """Is a minute of a weekday (0 = Monday) inside the active hours and days?"""
+        if DAYS[weekday] not in self.days:
             return False
-        minute = local.hour * 60 + local.minute
         return self.start <= minute < self.end if self.start < self.end else (minute >= self.start or minute < self.end)
 
     def next_start(self, local: datetime) -> datetime | None:
@@ -75,15 +89,17 @@ class ActiveHours:
             end = later
         return None  # active every day all day: no end
 
-    def never_meets(self, schedule: Mapping[str, Any], now_ms: int) -> bool:
-        """Whether no time of a cron schedule ever falls in these hours and days (its timeline has
-        no run: a view says so instead of walking it to year 9999). A time in one of the zone's
-        spring-forward gaps of the coming year runs that much later, and counts there too."""
+    def never_meets(self, schedule: Mapping[str, Any], zone_name: str, now_ms: int) -> bool:
+        """Whether no time of a recurring schedule ever falls in these hours and days (its
+        timeline has no run: a view says so instead of walking it to year 9999)."""
+        if schedule["kind"] == "every":
+            return self._every_never_meets(schedule["anchorMs"], schedule["everyMs"], zone_name, now_ms)
         if schedule["kind"] != "cron":
             return False
         hours, minutes, weekdays = CronPattern.parse(schedule["expr"]).day_times()
         times = {hour * 60 + m for hour in hours for m in minutes}
         for start, length in _spring_gaps(schedule.get("tz") or "UTC", now_ms // _GAP_CACHE_MS):
+            # a time in one of the zone's spring-forward gaps of the coming year runs that much later
             shifted = {t + length // 60 for t in times if start // 60 <= t < (start + length) // 60}
             if any(t >= 24 * 60 for t in shifted):
                 return False  # shifted into the next day: another weekday; not worth proving never
@@ -93,6 +109,20 @@ class ActiveHours:
                      for minute in times)
         return not inside or (weekdays is not None and not {DAYS[day] for day in weekdays} & set(self.days))
 
+    def _every_never_meets(self, anchor_ms: int, every_ms: int, zone_name: str, now_ms: int) -> bool:
+        """For `--every` whose period divides a week (and is longer than a minute, which meets any
+        active minute): its occurrences fall on the same times of the week, in UTC, every week;
+        none of them, read at any UTC offset the zone takes in the coming two years, is active."""
+        if _WEEK_MS % every_ms or every_ms <= 60_000:
+            return False
+        positions = {(anchor_ms + k * every_ms) % _WEEK_MS for k in range(_WEEK_MS // every_ms)}
+        for offset in _zone_offsets(zone_name, now_ms // _GAP_CACHE_MS):
+            for position in positions:
+                local = (position + offset) % _WEEK_MS  # the epoch began on a Thursday (weekday 3)
+                if self._inside((local // _DAY_MS + 3) % 7, local % _DAY_MS // 60_000):
+                    return False
+        return True
+
     def describe(self, zone_name: str) -> str:
         days = ",".join(self.days)
         if self.text == "00:00-24:00":  # --active-days alone
@@ -100,9 +130,11 @@ class ActiveHours:
         return f"active hours {self.text}{f' {days}' if self.days != DAYS else ''} {zone_name}"
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Job:
-    """A job's schedule, zone, target, limits, windows and pins, typed (see the module)."""
+    """A job's schedule, zone, target, limits, windows and pins, typed (see the module). Read
+    only: nothing assigns to a Job after `job_of` (not `frozen`, which made building the Jobs of
+    a 10,000-job store cost twice as much)."""
 
     id: str
     name: str
@@ -127,8 +159,8 @@ class Job:
     overlap: str
     jitter_offset_ms: int
     host: str | None
-    #: --max-tokens-per-day, the job's own or the workspace budget's
-    token_cap: int | None
+    #: the spend guards it follows, its own or the workspace budget's (spend/rules.effective_guards)
+    guards: dict[str, Any]
     #: the maintenance windows that apply to it: the workspace's and its own
     windows: tuple[dict[str, Any], ...]
     #: whether the policy file has an entry for it (a job without one follows every default)
@@ -143,6 +175,12 @@ class Job:
     ran_ahead: frozenset[int]
     record: dict[str, Any]
     entry: dict[str, Any]
+
+    @property
+    def token_cap(self) -> int | None:
+        """--max-tokens-per-day, the job's own or the workspace budget's."""
+        cap: int | None = self.guards.get("maxTokensPerDay")
+        return cap
 
     @property
     def one_shot(self) -> bool:
@@ -194,6 +232,19 @@ class Job:
     def last_at_or_before(self, until_ms: int) -> int | None:
         return last_run(self.schedule, until_ms)
 
+    def count_between(self, after_ms: int, until_ms: int, *, cap: int, budget_s: float) -> int:
+        """How many occurrences of a recurring job fall in (after_ms, until_ms]: arithmetic for
+        `every`, and over each stretch of constant offset for cron (timeline/occurrences.py, at
+        most `cap`, or `cap` when counting took `budget_s`), never a walk."""
+        schedule = self.schedule
+        if schedule["kind"] == "every":
+            anchor, every = schedule["anchorMs"], schedule["everyMs"]
+            if until_ms < anchor:
+                return 0
+            low = max(after_ms, anchor - 1)
+            return (until_ms - anchor) // every - ((low - anchor) // every if low >= anchor else -1)
+        return CronPattern.parse(schedule["expr"]).count_between(after_ms, until_ms, self.zone, cap, budget_s)
+
     def local(self, ms: int) -> datetime:
         """An instant as a wall time in the job's zone (its days and hours are counted there)."""
         return local_time(ms, self.zone)
@@ -224,7 +275,7 @@ def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -
         max_runs_per_day=entry.get("maxRunsPerDay"), max_runs=entry.get("maxRuns"), until_ms=entry.get("untilMs"),
         max_unconsumed=entry.get("maxUnconsumed"), overlap=entry.get("overlap", "queue"),
         jitter_offset_ms=jitter_offset_ms(record["id"], entry.get("jitterMs")), host=entry.get("host"),
-        token_cap=effective_guards(entry, policy.get("budget")).get("maxTokensPerDay"),
+        guards=effective_guards(entry, policy.get("budget")),
         windows=tuple(w for w in (workspace_window, entry.get("maintenance")) if w),
         has_policy=bool(entry), counted_runs=entry.get("runs", 0), counted_day=entry.get("day"),
         limits_from_ms=entry.get("limitsFromMs", 0), ran_ahead=frozenset(entry.get("ranAheadMs", ())),

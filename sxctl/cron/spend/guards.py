@@ -26,7 +26,6 @@ from ...project import SessionInfo, freshest_live, list_sessions, session_info
 from ...project.layout import ProjectLayout, is_valid_session_id
 from ...project.usage import RATE_FIGURES, Usage, read_usage
 from ..store.targets import agent_target, holds_project
-from .rules import effective_guards
 
 DISPATCH_GUARDS = ("rateLimitCeiling", "maxSessionTokens")
 
@@ -91,12 +90,12 @@ def judge(guards: dict[str, Any], usage: Usage, session: str | None) -> GuardVer
     return GuardVerdict(None, "", session, usage, unreadable, guards)
 
 
-def spend_verdict(job: dict[str, Any], entry: dict[str, Any], budget: dict[str, Any] | None, *, project: Path,
-                  to: str, clock: Clock, workspace: Path) -> GuardVerdict | None:
-    """The dispatch guards' verdict on a job now, or None when it has none or sends to no agent
-    session. With no session to judge (none live; the hold for a live agent is another rule),
-    its figures are unreadable."""
-    guards = effective_guards(entry, budget)
+def spend_verdict(job: dict[str, Any], guards: dict[str, Any], *, project: Path, to: str, clock: Clock,
+                  workspace: Path) -> GuardVerdict | None:
+    """The dispatch guards' verdict now on a job (its stored record) that follows `guards`
+    (rules.effective_guards), or None when it has none or sends to no agent session. With no
+    session to judge (none live; the hold for a live agent is another rule), its figures are
+    unreadable."""
     if not any(guards.get(key) is not None for key in DISPATCH_GUARDS):
         return None
     target = agent_target(job, project, to, workspace=workspace)

@@ -113,7 +113,7 @@ class Admission:
         return fate.action == "run"
 
     def _agents(self) -> Agents:
-        return Agents(self.project, self.to, self.clock, self.workspace, self.policy.get("budget"))
+        return Agents(self.project, self.to, self.clock, self.workspace)
 
     def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:
         """Count a settled scheduled run against the job's limits (`count_dispatch`)."""

@@ -58,7 +58,8 @@ def _missed_by_policy(job: Job, after: int, until: int, total: Span, usage: Limi
         in_day = 0
         for start, end in _spans(job, day):
             low, high = max(after, instant(day, start) - 1), min(until, instant(day, end) - 1)
-            found = _count(job, low, high) if high > low else 0
+            found = 0 if high <= low else job.count_between(low, high, cap=SKIP_COUNT_CAP,
+                                                             budget_s=SKIP_COUNT_BUDGET_S)
             if found:
                 in_day += found
                 first = first or (job.next_after(low) or (None,))[0]
@@ -92,19 +93,6 @@ def _spans(job: Job, day) -> list[tuple[int, int]]:
     if active.start < active.end:
         return [(active.start, active.end)]
     return [(0, active.end), (active.start, 24 * 60)]
-
-
-def _count(job: Job, after: int, until: int) -> int:
-    """How many occurrences of the job lie in (after, until]."""
-    schedule = job.schedule
-    if schedule["kind"] == "every":
-        anchor, every = schedule["anchorMs"], schedule["everyMs"]
-        if until < anchor:
-            return 0
-        low = max(after, anchor - 1)
-        return (until - anchor) // every - ((low - anchor) // every if low >= anchor else -1)
-    pattern, zone = CronPattern.parse(schedule["expr"]), load_cron_zone(schedule["tz"])
-    return pattern.count_between(after, until, zone, SKIP_COUNT_CAP, SKIP_COUNT_BUDGET_S)
 
 
 def missed_between(schedule: dict[str, Any], after: int, until: int) -> tuple[int | str, int | None, int | None] | None:

@@ -181,7 +181,7 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
         judged += 1
         if fate.action == "skip" and fate.reason == "inactive_hours" and at >= now and not due_only:
             ahead = _skip_ahead(job, at)
-            if ahead is not None:  # the `every` occurrences up to the next window are skipped alike
+            if ahead is not None:  # the occurrences up to the next window are skipped alike
                 yield Step(at, run, dst, fate, 1 + ahead[1])
                 at, dst = ahead[0], False
                 continue
@@ -201,22 +201,22 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
 
 
 def _skip_ahead(job: Job, at: int) -> tuple[int, int] | None:
-    """For an `every` job whose occurrence at `at` falls outside its active hours: the first
-    occurrence from its next active window (or from a clock change before it) and how many lie
-    between (all outside the window, skipped alike) — arithmetic, where walking an every-second
-    job to tomorrow's window would judge 80,000 occurrences. None: no window, or no gain."""
-    if job.schedule["kind"] != "every" or job.active is None:
+    """For a job whose occurrence at `at` falls outside its active hours: the first occurrence
+    from its next active window (or from a clock change before it) and how many lie between (all
+    outside the window, skipped alike) — found by arithmetic, where walking an every-second job
+    to tomorrow's window would judge 80,000 occurrences (and a cron job's, one croniter step
+    each). None: no window, or no gain."""
+    if job.active is None or job.one_shot:
         return None
-    every = job.schedule["everyMs"]
-    zone = job.zone
     start = job.active.next_start(job.local(at).replace(tzinfo=None))
     if start is None:
         return None
-    land = _first_clock_change(job, at, int(start.replace(tzinfo=zone).timestamp() * 1000))
+    land = _first_clock_change(job, at, int(start.replace(tzinfo=job.zone).timestamp() * 1000))
     found = job.next_after(land - 1)
-    if found is None or found[0] <= at + every:
+    if found is None:
         return None
-    return found[0], (found[0] - at) // every - 1
+    between = job.count_between(at, found[0] - 1, cap=PREVIEW_BUDGET * 1000, budget_s=0.5)
+    return None if between == 0 else (found[0], between)
 
 
 def _first_clock_change(job: Job, at: int, land: int) -> int:
@@ -266,7 +266,7 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
     preview = Preview()
     if job.status != "scheduled" or job.next_run_ms is None:
         return preview
-    if job.active is not None and job.active.never_meets(job.schedule, now):
+    if job.active is not None and job.active.never_meets(job.schedule, job.zone_name, now):
         preview.end = Fate("never", "inactive_hours", f"none of its times falls in its "
                                                       f"{job.active.describe(job.zone_name)}")
         return preview
@@ -278,7 +278,8 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
             return preview
         agents = None  # the agents now say nothing of a run after `start`
         usage = replace(usage, pending=None)  # nor does the message unread now
-    skipped, notes = 0, dict[str, None]()  # occurrences skipped before the next run, and why
+    skipped = 0  # occurrences skipped before the next run, and why (`notes`, in order)
+    notes: dict[str, None] = {}
     for step in timeline(job, usage, now, agents=agents, first=first, budget=budget):
         fate = step.fate
         if fate.action in ("expire", "pause"):

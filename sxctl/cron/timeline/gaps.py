@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...timeparse import LATEST_SCHEDULABLE_MS
-from .occurrences import _next_change, _offset, _secs, _wall, _Walls
+from .occurrences import Walls, _next_change, _offset, _secs, _wall
 from .schedule import CronPattern, load_cron_zone, next_run
 
 YEAR_MS = 366 * 86_400_000  # "a year from now": a leap year's days too
@@ -68,7 +68,7 @@ def shortest_gap(schedule: dict[str, Any], now_ms: int, span_ms: int = YEAR_MS) 
 def _cron_gaps(pattern: CronPattern, zone, start: int, end: int, shortest: _Shortest) -> None:
     """Every gap of the pattern between the instants `start` and `end` (seconds), into `shortest`:
     each stretch of constant offset by its walls, each change by the occurrences around it."""
-    walls = _Walls(pattern)
+    walls = pattern.walls
     day = _Day(walls)
     t, low_wall = start, start + _offset(zone, start) + 1  # the runs after `start`
     while True:
@@ -86,7 +86,7 @@ def _cron_gaps(pattern: CronPattern, zone, start: int, end: int, shortest: _Shor
 class _Day:
     """A pattern's times of day (seconds after midnight, sorted) and the shortest gap among them."""
 
-    def __init__(self, walls: _Walls) -> None:
+    def __init__(self, walls: Walls) -> None:
         self.walls = walls
         self.times = [hour * 3600 + minute * 60 + second
                       for hour in walls.hours for minute in walls.minutes for second in walls.seconds]
@@ -121,7 +121,7 @@ def _closest(times: list[int]) -> tuple[int, int] | None:
     return gap, gaps.index(gap)
 
 
-def _around_change(walls: _Walls, change: int, before: int, after: int, stretch_wall: int,
+def _around_change(walls: Walls, change: int, before: int, after: int, stretch_wall: int,
                    shortest: _Shortest) -> None:
     """The gaps between the occurrences near the offset change at `change` (from offset `before`
     to `after`): the last wall before the skipped or repeated walls, those walls, and the walls

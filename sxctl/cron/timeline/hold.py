@@ -55,7 +55,6 @@ class Agents:
     to: str
     clock: Clock
     workspace: Path
-    budget: dict[str, Any] | None = None
     seen: dict[Path, bool] = field(default_factory=dict)
 
     def waits(self, job: Job) -> bool:
@@ -71,7 +70,7 @@ class Agents:
 
     def verdict(self, job: Job) -> GuardVerdict | None:
         """The spend guards' verdict on the job now (None: it has none)."""
-        return spend_verdict(job.record, job.entry, self.budget, project=self.project, to=self.to, clock=self.clock,
+        return spend_verdict(job.record, job.guards, project=self.project, to=self.to, clock=self.clock,
                              workspace=self.workspace)
 
 
@@ -93,17 +92,18 @@ def hold_for(job: Job, occurrence: int, now: int, agents: Agents) -> Hold | None
     pass runs it, and its dispatch fails; a guard: the occurrence is skipped with the guard's
     reason). A job not yet due is judged as the pass at its time will (`--hold-max 0`: given up
     at once)."""
+    reason, detail = "no_live_session", None
+    if not agents.waits(job):
+        verdict = agents.verdict(job)
+        if verdict is None or verdict.reason is None:
+            return None
+        reason, detail = verdict.reason, verdict.detail
     due_at = job.run_at(occurrence)
+    if reason != "no_live_session" and job.one_shot:
+        return Hold("waiting", reason, due_at, None, job.hold_max_ms, detail)
     give_up_at = job.run_at(stands_for(job, occurrence, now)) + job.hold_max_ms
     end = None if job.one_shot else job.span_end_ms(max(now, due_at))  # a late run is skipped once its hours end
     if end is not None:
         give_up_at = min(give_up_at, end)
     status = "waiting" if max(now, due_at) < give_up_at else "given_up"
-    if agents.waits(job):
-        return Hold(status, "no_live_session", due_at, give_up_at, job.hold_max_ms)
-    verdict = agents.verdict(job)
-    if verdict is None or verdict.reason is None:
-        return None
-    if job.one_shot:
-        return Hold("waiting", verdict.reason, due_at, None, job.hold_max_ms, verdict.detail)
-    return Hold(status, verdict.reason, due_at, give_up_at, job.hold_max_ms, verdict.detail)
+    return Hold(status, reason, due_at, give_up_at, job.hold_max_ms, detail)

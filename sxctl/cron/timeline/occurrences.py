@@ -16,6 +16,7 @@ probing every 6 hours and bisecting to the second (no zone changes its offset tw
 
 from __future__ import annotations
 
+import copy
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -34,6 +35,12 @@ class CronPattern(Protocol):
 
     @property
     def hour_follows_elapsed_time(self) -> bool: ...
+
+    @property
+    def expanded(self) -> list[list]: ...
+
+    @property
+    def walls(self) -> Walls: ...
 
     def _walls(self, start: datetime, *, backwards: bool = False) -> Iterator[datetime]: ...
 
@@ -117,19 +124,20 @@ def _fold_span(zone, seconds: int) -> tuple[int, int]:
     return change, change + earlier - offset
 
 
-class _Walls:
+class Walls:
     """The matching wall times of a pattern, found and counted by croniter and set arithmetic."""
 
     def __init__(self, pattern: CronPattern) -> None:
         from croniter import croniter  # heavy: only when a cron expression is evaluated
 
         self.pattern = pattern
-        expanded = croniter(" ".join(pattern.fields), second_at_beginning=pattern.seconds_first).expanded
+        expanded = pattern.expanded
         self.minutes = _values(expanded[0], 60)
         self.hours = _values(expanded[1], 24)
         self.seconds = _values(expanded[5], 60) if pattern.seconds_first else [0]
         day_fields = pattern.fields[3:6] if pattern.seconds_first else pattern.fields[2:5]
         self.day_pattern = "0 0 " + " ".join(day_fields)
+        self._day_walker = croniter(self.day_pattern, ret_type=datetime)  # each walk starts from a copy
         self.hour_set, self.minute_set, self.second_set = set(self.hours), set(self.minutes), set(self.seconds)
         self._day_ok: dict[datetime, bool] = {}
 
@@ -162,10 +170,11 @@ class _Walls:
 
     def _days(self, first: datetime, last: datetime):
         """The matching days (midnights) from `first`'s day to `last`'s."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
+        from croniter import CroniterBadDateError  # heavy: only when a cron expression is evaluated
 
         day = first.replace(hour=0, minute=0, second=0)
-        walker = croniter(self.day_pattern, day - _SECOND, ret_type=datetime)
+        walker = copy.copy(self._day_walker)
+        walker.set_current(day - _SECOND, force=True)
         while True:
             try:
                 found = walker.get_next(datetime)
@@ -208,7 +217,7 @@ def _values(field: list, size: int) -> list[int]:
 
 def next_after(pattern: CronPattern, bound: int, zone) -> tuple[int, bool] | None:
     """(first occurrence strictly after the instant `bound` (seconds), whether DST shaped it)."""
-    walls, elapsed = _Walls(pattern), pattern.hour_follows_elapsed_time
+    walls, elapsed = pattern.walls, pattern.hour_follows_elapsed_time
     best: tuple[int, bool] | None = None
     t = bound
     gap = _gap_before(zone, t + 1, _offset(zone, t + 1))
@@ -246,7 +255,7 @@ def next_after(pattern: CronPattern, bound: int, zone) -> tuple[int, bool] | Non
 
 def last_at_or_before(pattern: CronPattern, until: int, zone) -> int | None:
     """The latest occurrence at or before the instant `until` (seconds)."""
-    walls, elapsed = _Walls(pattern), pattern.hour_follows_elapsed_time
+    walls, elapsed = pattern.walls, pattern.hour_follows_elapsed_time
     best: int | None = None
     t = until
     for _ in range(_MAX_STRETCHES):
@@ -282,7 +291,7 @@ def last_at_or_before(pattern: CronPattern, until: int, zone) -> int | None:
 def count_between(pattern: CronPattern, after: int, until: int, zone, cap: int, budget_s: float) -> int:
     """How many occurrences in (after, until] (instants in seconds); `cap` when there are at least
     that many, or when counting took `budget_s` (a span of many years)."""
-    walls, elapsed = _Walls(pattern), pattern.hour_follows_elapsed_time
+    walls, elapsed = pattern.walls, pattern.hour_follows_elapsed_time
     deadline = time.monotonic() + budget_s
     count = 0
     t = after
@@ -308,7 +317,7 @@ def count_between(pattern: CronPattern, after: int, until: int, zone, cap: int, 
     return min(count, cap)
 
 
-def _gap_only(walls: _Walls, change: int, before: int, after: int, until: int, cap: int, deadline: float, *,
+def _gap_only(walls: Walls, change: int, before: int, after: int, until: int, cap: int, deadline: float, *,
               low: int) -> int:
     """The skipped walls of a gap that fire (at the offset before it) on an instant the pattern
     does not already have, from `low` to `until`."""
@@ -341,6 +350,16 @@ def spring_gaps(zone, from_s: int, to_s: int) -> list[tuple[int, int]]:
             gaps.append(((change + offset) % 86_400, later - offset))
         at, offset = change, later
     return gaps
+
+
+def zone_offsets(zone, from_s: int, to_s: int) -> list[int]:
+    """The UTC offsets (seconds) a zone takes between two instants, in order of their stretches."""
+    offsets = [_offset(zone, from_s)]
+    at = from_s
+    while (change := _next_change(zone, at, offsets[-1], to_s)) is not None:
+        offsets.append(_offset(zone, change))
+        at = change
+    return offsets
 
 
 def _is_fold(wall: datetime, zone) -> bool:

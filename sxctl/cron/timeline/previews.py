@@ -110,7 +110,7 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     now = clock.now_ms()
     spend: DayTokens | None = None
     jobs = jobs_of(store, policy, ws.root)
-    agents = Agents(project, to, clock, ws.root, policy.get("budget"))  # each target project asked once
+    agents = Agents(project, to, clock, ws.root)  # each target project asked once
     found = JobPreviews({job.id: job for job in jobs},
                         counted_usages(ws, store, jobs, project, clock, max_log_bytes=max_log_bytes, unread=True))
     for job in jobs:

@@ -11,9 +11,11 @@ croniter is imported only when a cron expression is actually evaluated.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property, lru_cache
 from typing import Any
 
 from ...errors import ErrorCode, SxctlError, UsageError
@@ -79,26 +81,25 @@ class CronPattern:
 
     @classmethod
     def parse(cls, expr: str) -> CronPattern:
-        text = expr.strip()
-        expanded = NICKNAMES.get(text.lower(), text)
-        fields = tuple(expanded.split())
-        if len(fields) == 7:
-            raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported",
-                code=ErrorCode.UNSUPPORTED)
-        if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
-            raise _invalid_expression()
-        if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
-            raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
-        if not _croniter_accepts(fields):
-            raise _invalid_expression(hint=_field_hint(fields))
-        return cls(expr, fields, len(fields) == 6)
+        """The pattern of `expr` (UsageError when croner or croniter would not read it); parsed
+        once per distinct expression — a store of 10,000 jobs holds a few dozen."""
+        return _parse(expr)
+
+    @cached_property
+    def _walker(self):
+        """croniter's reading of the fields, made once: each walk starts from a copy of it
+        (expanding the fields is most of what a croniter costs)."""
+        from croniter import croniter  # heavy: only when a cron expression is evaluated
+
+        return croniter(" ".join(self.fields), ret_type=datetime, second_at_beginning=self.seconds_first)
 
     def _walls(self, start: datetime, *, backwards: bool = False) -> Iterator[datetime]:
         """The naive wall times that match, after (or before) the naive `start`, nearest first,
         until croniter runs out of calendar."""
-        from croniter import CroniterBadDateError, croniter  # heavy: only when a cron expression is evaluated
+        from croniter import CroniterBadDateError  # heavy: only when a cron expression is evaluated
 
-        walker = croniter(" ".join(self.fields), start, ret_type=datetime, second_at_beginning=self.seconds_first)
+        walker = copy.copy(self._walker)
+        walker.set_current(start, force=True)
         step = walker.get_prev if backwards else walker.get_next
         while True:
             try:
@@ -109,15 +110,23 @@ class CronPattern:
     def day_times(self) -> tuple[list[int], list[int], set[int] | None]:
         """The hours and minutes of the day the pattern fires at, and its weekdays (0 = Monday)
         when the weekday field alone picks its days (None: the day of month or month does too)."""
-        from croniter import croniter  # heavy: only when a cron expression is evaluated
-
-        expanded = croniter(" ".join(self.fields), second_at_beginning=self.seconds_first).expanded
+        expanded = self.expanded
         every = {0: range(60), 1: range(24)}
         minutes, hours = ([int(v) for v in expanded[i]] if expanded[i] != ["*"] else list(every[i]) for i in (0, 1))
         days = None
         if expanded[2] == ["*"] and expanded[3] == ["*"]:
             days = set(range(7)) if expanded[4] == ["*"] else {(int(v) - 1) % 7 for v in expanded[4]}
         return hours, minutes, days
+
+    @cached_property
+    def walls(self) -> occurrences.Walls:
+        """The matching wall times, found and counted (occurrences.py); made once per pattern."""
+        return occurrences.Walls(self)
+
+    @property
+    def expanded(self) -> list[list[Any]]:
+        """croniter's expansion of each field (`["*"]` for a wildcard), in its field order."""
+        return self._walker.expanded
 
     @property
     def hour_follows_elapsed_time(self) -> bool:
@@ -147,6 +156,23 @@ class CronPattern:
             return None
         found = occurrences.last_at_or_before(self, until_ms // 1000, zone)
         return None if found is None else found * 1000
+
+
+@lru_cache(maxsize=1024)
+def _parse(expr: str) -> CronPattern:
+    text = expr.strip()
+    expanded = NICKNAMES.get(text.lower(), text)
+    fields = tuple(expanded.split())
+    if len(fields) == 7:
+        raise UsageError("Invalid cron expression: 7-field (year) patterns are not supported",
+                         code=ErrorCode.UNSUPPORTED)
+    if len(fields) not in (5, 6) or len(expr.encode()) > 1024:
+        raise _invalid_expression()
+    if any(ch in expanded for ch in "Hh?"):  # croniter's hash syntax, unknown to croner
+        raise _invalid_expression(hint="H and ? are croniter's syntax; comis (croner) does not read them")
+    if not _croniter_accepts(fields):
+        raise _invalid_expression(hint=_field_hint(fields))
+    return CronPattern(expr, fields, len(fields) == 6)
 
 
 def next_run(schedule: dict[str, Any], bound_ms: int) -> tuple[int, bool] | None:
