@@ -72,3 +72,20 @@ def make_varied_store(root: Path, jobs: int, now_ms: int, *, policies: bool = Fa
     (scheduler / "cron-jobs.json").write_bytes(compact_json(store))
     if entries:
         (scheduler / "sxctl-policy.json").write_text(json.dumps({"formatVersion": 2, "jobs": entries}))
+
+
+#: the rehearsal of issue #41: 20 jobs as a workspace has them (periods of 15 minutes to a day, 4 of
+#: each), 5 of them with spend guards
+REHEARSED = (("every", "15m"), ("every", "30m"), ("cron", "7 * * * *"), ("every", "2h"), ("cron", "30 6 * * *"))
+GUARDS = ("--max-tokens-per-day", "1000000000", "--max-session-tokens", "1000000000", "--rate-limit-ceiling", "0.99")
+
+
+def rehearsed_jobs(guarded: bool) -> list[list[str]]:
+    """The `cron add` arguments of the rehearsal's 20 jobs (anchored a few minutes apart)."""
+    adds = []
+    for n in range(20):
+        kind, value = REHEARSED[n % len(REHEARSED)]
+        schedule = ["--every", value, "--anchor", f"2026-12-06T00:{n:02d}Z"] if kind == "every" else ["--cron", value]
+        adds.append(["cron", "add", f"job{n}", *schedule, "--payload", "heartbeat-event", "--text", f"job {n}", "-q",
+                     *(GUARDS if guarded and n < 5 else ())])
+    return adds

@@ -63,11 +63,55 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+class _Refresher:
+    """The one background thread that refreshes every MkdirLock this process holds, each every
+    REFRESH_EVERY_S from its acquire (a thread per lock cost a start and a join per acquire: most
+    of a rehearsed pass, which takes the ledger lock for each row it writes). A refresh runs under
+    `_cond`, so once `remove` returns, the lock is never touched again."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[MkdirLock, float] = {}  # each held lock -> when its next refresh is due
+        self._running = False
+
+    def forked(self) -> None:
+        """In a forked child: no thread runs (threads do not survive a fork) and the condition may
+        have been held by one when the parent forked."""
+        self.__init__()  # type: ignore[misc]
+
+    def add(self, lock: MkdirLock) -> None:
+        with self._cond:
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._loop, name="sxctl-lock-refresh", daemon=True).start()
+            self._due[lock] = time.monotonic() + REFRESH_EVERY_S
+            self._cond.notify()
+
+    def remove(self, lock: MkdirLock) -> None:
+        with self._cond:
+            self._due.pop(lock, None)
+
+    def _loop(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                for lock, due in list(self._due.items()):
+                    if due <= now:
+                        self._due[lock] = now + REFRESH_EVERY_S
+                        if not lock._refresh():
+                            del self._due[lock]
+                self._cond.wait(min(self._due.values(), default=now + 3600) - now)
+
+
+_REFRESHER = _Refresher()
+os.register_at_fork(after_in_child=_REFRESHER.forked)
+
+
 class MkdirLock:
     """The lock comis (proper-lockfile) uses: the directory `<realpath(sentinel)>.lock`.
 
     Held while the directory exists with the mtime we last gave it; refreshed every 5 s by a
-    background thread; stale after 30 s without refresh, or at once when sxctl's owner note says
+    background thread (`_Refresher`); stale after 30 s without refresh, or at once when sxctl's owner note says
     its holder on this host has died. `check_held()` runs before every commit.
 
     The note identifies *this* directory by a random nanosecond part that every mtime sxctl gives
@@ -86,8 +130,6 @@ class MkdirLock:
         self._nanos = random.randrange(1_000_000_000) | 1
         self._mtime_ns: int | None = None
         self._lost = False
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> MkdirLock:
         self.acquire()
@@ -133,7 +175,7 @@ class MkdirLock:
                     pass
             raise
         self._remove_dead_prepared_notes()  # evidence for a takeover no more: the lock is ours
-        self._start_refresh()
+        _REFRESHER.add(self)
 
     @property
     def _dir(self) -> Path:
@@ -232,12 +274,6 @@ class MkdirLock:
                 except FileNotFoundError:
                     pass
 
-    def _start_refresh(self) -> None:
-        self._stop = stop = threading.Event()
-        self._thread = thread = threading.Thread(target=self._refresh_loop, args=(stop,), name="sxctl-lock-refresh",
-                                                 daemon=True)
-        thread.start()
-
     def _still_ours(self) -> bool:
 
         try:
@@ -245,16 +281,17 @@ class MkdirLock:
         except FileNotFoundError:
             return False
 
-    def _refresh_loop(self, stop: threading.Event) -> None:
-        while not stop.wait(REFRESH_EVERY_S):
-            if self._lost or not self._still_ours():
-                self._lost = True
-                return
-            try:
-                self._mark()
-            except FileNotFoundError:
-                self._lost = True
-                return
+    def _refresh(self) -> bool:
+        """Give the directory a new mark while it is still ours (False: lost, no more refreshes)."""
+        if self._lost or not self._still_ours():
+            self._lost = True
+            return False
+        try:
+            self._mark()
+        except FileNotFoundError:
+            self._lost = True
+            return False
+        return True
 
     def check_held(self) -> None:
         """Before a commit: abort (exit 4 `lock_lost`) if someone took the lock over."""
@@ -267,9 +304,7 @@ class MkdirLock:
 
     def release(self) -> None:
 
-        if self._stop is not None and self._thread is not None:
-            self._stop.set()
-            self._thread.join()
+        _REFRESHER.remove(self)
         if self.lockdir is not None and not self._lost:
             try:
                 os.rmdir(self.lockdir)

@@ -122,6 +122,28 @@ def test_atomic_write_creates_0600_and_replaces(tmp_path):
     assert os.listdir(tmp_path) == ["f.json"]
 
 
+def test_scratch_writes_skip_fsync_only_below_the_scratch_folder(tmp_path, monkeypatch):
+    """`cron simulate`'s copy is scratch: its writes are not fsynced. A write anywhere else, or
+    through a link in the scratch folder that leads out of it, still is."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(fsio.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    scratch, outside = tmp_path / "scratch", tmp_path / "project"
+    scratch.mkdir()
+    outside.mkdir()
+    (scratch / "out").symlink_to(outside)
+    with fsio.scratch_writes(scratch):
+        fsio.atomic_write(scratch / "store.json", b"{}")
+        assert synced == []
+        fsio.atomic_write(outside / "store.json", b"{}")
+        assert len(synced) == 2  # the file, then its folder
+        fsio.atomic_write(scratch / "out" / "ledger.json", b"{}")
+        assert len(synced) == 4
+    fsio.atomic_write(scratch / "store.json", b"[]")
+    assert len(synced) == 6  # the block is over: durable again
+    assert (scratch / "store.json").read_bytes() == b"[]" and (outside / "ledger.json").read_bytes() == b"{}"
+
+
 def test_atomic_write_keeps_mode_of_existing_file_when_asked(tmp_path):
     target = tmp_path / "callbacks.json"
     target.write_bytes(b"{}")

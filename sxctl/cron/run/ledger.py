@@ -215,6 +215,16 @@ def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full:
     return ledger
 
 
+def cached_ledger(path: Path, cache: dict[str, Any]) -> Ledger | None:
+    """A copy of the ledger a pass of this process last wrote (`append_rows`'s `cache`), while
+    the file is still that one (the same inode, size and modification time); None otherwise."""
+    stamp = file_stamp(path)
+    ledger = cache.get("ledger")
+    if ledger is None or stamp is None or cache.get("stamp") != stamp:
+        return None
+    return Ledger(path, ledger.raw, dict(ledger.groups), list(ledger.lines))  # `append_rows` copies a group it changes
+
+
 def _reverse_lines(handle, size: int) -> Iterator[tuple[int, bytes]]:
     """Lines from the end in 64 KiB blocks, numbered -1, -2, … (the envelope check has made
     sure the file ends with a newline, which is not a line of its own)."""
@@ -299,9 +309,13 @@ def run_evidence(run: dict[str, Any]) -> bool:
 
 # --- writing (only ever a whole-file rewrite under the ledger lock) ---------------------------------
 
-def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int) -> set[str]:
+def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int, size: int) -> set[str]:
     """Execution ids to drop: oldest complete groups beyond `retain`, then while the logical size
-    exceeds the ceiling (cron-ledger.md §6). Protected and incomplete groups are never dropped."""
+    exceeds the ceiling (cron-ledger.md §6). Protected and incomplete groups are never dropped.
+    `size`: the bytes of the ledger's lines."""
+    open_starts = sum(1 for g in ledger.groups.values() if g.terminal is None)
+    if len(ledger.groups) - open_starts <= retain and size + open_starts * MAX_ROW_BYTES <= max_log_bytes:
+        return set()  # within both: nothing to sort out (a pass appends a row at a time)
     complete = sorted((g for g in ledger.groups.values() if g.terminal is not None), key=lambda g: g.sort_key)
     droppable = [g for g in complete if g.execution_id not in protected]
     dropped: set[str] = set()
@@ -312,7 +326,6 @@ def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int
     sizes: dict[str, int] = {}
     for execution_id, line in ledger.lines:
         sizes[execution_id] = sizes.get(execution_id, 0) + len(line)
-    open_starts = sum(1 for g in ledger.groups.values() if g.terminal is None)
     logical = sum(size for eid, size in sizes.items() if eid not in dropped) + open_starts * MAX_ROW_BYTES
     while logical > max_log_bytes:
         if not droppable:
@@ -345,6 +358,7 @@ def append_rows(
         ledger = scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
     if cache is not None:
         cache.clear()  # whatever happens below, the next append trusts only a completed write
+    added: list[bytes] = []
     for row in rows:
         line = compact_json(row)
         if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
@@ -353,13 +367,18 @@ def append_rows(
         problem = check_row(row, full=True)
         if problem:
             raise SxctlError(f"refusing to write an invalid ledger row: {problem}")
+        found = ledger.groups.get(row["executionId"])
+        if found is not None:  # a copy changes: a pass's own ledger may share the group (`cached_ledger`)
+            ledger.groups[row["executionId"]] = Group(found.start, found.terminal, found.first_line)
         try:
             _pair(ledger.groups, row, len(ledger.lines) + 1, forward=True)
         except LedgerError as error:
             raise SxctlError(f"refusing to write a ledger row: {error.message}") from None
         ledger.lines.append((row["executionId"], line))
-    dropped = _retain(ledger, protected, retain, max_log_bytes)
-    data = b"".join(line for execution_id, line in ledger.lines if execution_id not in dropped)
+        added.append(line)
+    dropped = _retain(ledger, protected, retain, max_log_bytes, len(ledger.raw) + sum(map(len, added)))
+    data = b"".join(line for execution_id, line in ledger.lines if execution_id not in dropped) if dropped \
+        else ledger.raw + b"".join(added)  # `raw` is its lines, as read or last written
     with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
         pending.write_all(data)
         def before_rename() -> None:
@@ -369,7 +388,8 @@ def append_rows(
 
         pending.commit(before_rename)
     if cache is not None:
-        ledger.lines = [(eid, line) for eid, line in ledger.lines if eid not in dropped]
+        if dropped:
+            ledger.lines = [(eid, line) for eid, line in ledger.lines if eid not in dropped]
         ledger.raw = data
         for eid in dropped:
             ledger.groups.pop(eid, None)

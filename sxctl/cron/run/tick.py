@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +21,13 @@ from ...locks import MkdirLock
 from ...report import Reporter
 from ..policy.file import read_policy, write_policy
 from ..policy.hosts import pinned_elsewhere, this_host
+from ..policy.job import Job
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
 from ..store import file as store_file
 from ..store.clock_repair import acknowledged, forget_passed
-from ..store.file import find_job, read_store, refuse_if_daemon_owns, refuse_if_reset_pending, store_lock, write_store
+from ..store.file import check_ownership, find_job, read_store, store_lock, write_store
 from ..store.schema import canonical_store, root_run_id_for, work_kind_of
 from ..store.workspace import Workspace
 from ..timeline.admission import Admission
@@ -37,7 +38,7 @@ from ..timeline.schedule import next_run, schedule_computable
 from ..timeline.views import cross_check, stop_on_cross_checks
 from .dispatch import Dispatcher, Occurrence
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
-from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, project_run, scan_ledger
+from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, cached_ledger, project_run, scan_ledger
 from .ledger_rows import start_row, unsettled_outcome
 from .pass_report import PassReport
 from .pings import DEFAULT_TIMEOUT_S, Pinger
@@ -69,23 +70,14 @@ class TickOptions:
     ping_timeout: float = DEFAULT_TIMEOUT_S
 
 
-def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
-                    report: Reporter) -> None:
-    """tick refuses a workspace that belongs to comis (runner.md §1)."""
-    refuse_if_daemon_owns(ws, environ, report, force=force)
-    if store is not None and any(job["source"] == "built_in" for job in store["jobs"]):
-        if not force:
-            raise ConflictError("the store holds comis built-in jobs; it belongs to a comis daemon",
-                                code=ErrorCode.BUILT_IN_PRESENT, file=ws.store)
-        report.warn("--force: the store holds comis built-in jobs; they are never claimed")
-    refuse_if_reset_pending(ws)
-
-
 class SchedulerPass:
     """One pass over a workspace. `run()` does tick; `run_forced(name)` does `cron run --mode force`."""
 
     def __init__(self, ws: Workspace, options: TickOptions, *, environ: Mapping[str, str] = os.environ,
-                 clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None,
+                 ledger_cache: dict[str, Any] | None = None) -> None:
+        """`ledger_cache`: the ledger as an earlier pass of this process wrote it, for the only writer
+        of a workspace (`cron simulate`'s copy): trusted while the file is that one; one store read."""
         self.ws = ws
         self.options = options
         self.environ = environ
@@ -102,7 +94,8 @@ class SchedulerPass:
         self.orphans: list = []
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
         self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
-        self.ledger_cache: dict[str, Any] = {}  # the ledger as this pass last wrote it
+        self.ledger_cache: dict[str, Any] = {} if ledger_cache is None else ledger_cache  # as last written
+        self.sole_writer = ledger_cache is not None
         self.admission = Admission(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
                                    report=self.report, workspace=ws.root)
         self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
@@ -139,7 +132,7 @@ class SchedulerPass:
             raise
         try:
             store_file.refuse_if_handed_off(self.ws)  # under the lock: a hand-off that held it first left its mark
-            self.store = canonical_store(read_store(self.ws) or store)  # validated: only what changes is checked again
+            self.store = canonical_store((None if self.sole_writer else read_store(self.ws)) or store)  # validated
             self._load_and_check(self.store)
             body()
         finally:
@@ -150,8 +143,9 @@ class SchedulerPass:
         return self.result
 
     def _load_and_check(self, store: dict[str, Any]) -> None:
-        self.ledger = scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes) or Ledger(self.ws.ledger,
-                                                                                                      b"")
+        self.ledger = ((cached_ledger(self.ws.ledger, self.ledger_cache) if self.sole_writer else None)
+                       or scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes)
+                       or Ledger(self.ws.ledger, b""))
         now = self.clock.now_ms()
         self.policy = read_policy(self.ws)
         problems = cross_check(store, self.ledger, self.ws, now, acknowledged(self.policy))
@@ -205,12 +199,18 @@ class SchedulerPass:
             raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
         self._run_occurrence(job, manual=True)
 
+    def scheduled(self) -> Iterator[tuple[Job, dict[str, Any]]]:
+        """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter)."""
+        for record in self.store["jobs"]:
+            job = self.admission.job(record)
+            if not (job.built_in or job.status != "scheduled" or job.due_ms is None):
+                yield job, record
+
     def _due(self) -> list[dict[str, Any]]:
         now = self.clock.now_ms()
         due = []
-        for record in self.store["jobs"]:
-            job = self.admission.job(record)
-            if job.built_in or job.status != "scheduled" or job.due_ms is None or job.due_ms > now:
+        for job, record in self.scheduled():
+            if job.due_ms is None or job.due_ms > now:
                 continue
             pinned = pinned_elsewhere(job.host, self.host)
             if pinned is not None:

@@ -167,6 +167,18 @@ def _tilde(path: Path, environ: Mapping[str, str]) -> str:
     return "~" + text[len(home):] if home and text.startswith(home + os.sep) else text
 
 
+def check_ownership(ws: Workspace, store: dict[str, Any] | None, environ: Mapping[str, str], force: bool,
+                    report: Reporter) -> None:
+    """tick refuses a workspace that belongs to comis (runner.md §1)."""
+    refuse_if_daemon_owns(ws, environ, report, force=force)
+    if store is not None and any(job["source"] == "built_in" for job in store["jobs"]):
+        if not force:
+            raise ConflictError("the store holds comis built-in jobs; it belongs to a comis daemon",
+                                code=ErrorCode.BUILT_IN_PRESENT, file=ws.store)
+        report.warn("--force: the store holds comis built-in jobs; they are never claimed")
+    refuse_if_reset_pending(ws)
+
+
 def refuse_if_daemon_owns(ws: Workspace, environ: Mapping[str, str], report: Reporter, force: bool = False) -> None:
     """Mutations of a workspace a live comis daemon owns would be lost or break its ticks."""
     for lock in daemon_locks(ws, environ):

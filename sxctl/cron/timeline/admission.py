@@ -57,6 +57,8 @@ class Admission:
         self.sessions: dict[Path, list] = {}  # session lists of the projects searched for an unknown run's message
         self._history: dict[str, list[Group]] | None = None  # the ledger by job (job_history), built when first asked
         self.spend: Any = None  # the pass's token attribution (spend_ledger.Attribution), for --max-tokens-per-day
+        # the agents as this pass finds them: each project's live session looked up once a pass
+        self.agents = Agents(project, to, clock, workspace)
 
     def entry(self, job: dict[str, Any]) -> dict[str, Any]:
         return self.policy["jobs"].setdefault(job["id"], {})
@@ -107,13 +109,10 @@ class Admission:
                 return False
             self.done.given_up.append(row)
         if fate.action == "run":  # a guard that could not read its figure lets it run: said, not silent
-            verdict = self._agents().verdict(job)
+            verdict = self.agents.verdict(job)
             if verdict is not None and verdict.reason is None and verdict.unreadable:
                 self.report.warn(f"{job.name}: its spend guard {verdict.detail}")
         return fate.action == "run"
-
-    def _agents(self) -> Agents:
-        return Agents(self.project, self.to, self.clock, self.workspace)
 
     def count(self, job: dict[str, Any], start: dict[str, Any], outcome: dict[str, Any] | None) -> None:
         """Count a settled scheduled run against the job's limits (`count_dispatch`)."""
@@ -165,7 +164,7 @@ class Admission:
         the next one is not due yet)."""
         skipped: dict[str, list[int]] = {}
         fate, at = Fate("not_due"), job.next_run_ms
-        for step in timeline(job, usage, now, agents=self._agents(), budget=OCCURRENCE_BUDGET, due_only=True):
+        for step in timeline(job, usage, now, agents=self.agents, budget=OCCURRENCE_BUDGET, due_only=True):
             fate, at = step.fate, step.occurrence_ms
             if fate.action != "skip":
                 break

@@ -1,5 +1,5 @@
 """A cron pattern's occurrences in a zone by arithmetic, one stretch of constant UTC offset at a
-time, with sxctl's DST policy (cron-store.md §7, `schedule.CronPattern`):
+time, with sxctl's DST policy (cron-store.md §7, `cron_pattern.CronPattern`):
 
 - within a stretch, the matching wall times map one to one to instants (wall - offset);
 - a spring-forward change skips the walls [change + old, change + new): each that matches fires
@@ -25,7 +25,7 @@ from typing import Protocol
 
 
 class CronPattern(Protocol):
-    """What this module needs of `schedule.CronPattern` (which calls it)."""
+    """What this module needs of `cron_pattern.CronPattern` (which calls it)."""
 
     @property
     def fields(self) -> tuple[str, ...]: ...

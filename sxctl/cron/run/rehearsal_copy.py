@@ -1,0 +1,172 @@
+"""The throw-away copy `cron simulate` rehearses in (cron/run/rehearsal.py): the workspace's
+scheduler files and the sessions its passes read, copied at the same places relative to the
+workspace; never a link followed, nothing outside read or written, and of a session's read
+messages only those the ledger names (the passes look no other up: a big history is not copied)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ...errors import InvalidDataError
+from ...project import ProjectLayout, list_sessions
+from ...project.layout import SCORPIOX_DIR
+from ...timeparse import format_ms
+from ..spend.file import spend_path
+from ..store.file import read_store
+from ..store.targets import endpoint_of, holds_project, inside, linked_through, resolve_project
+from ..store.workspace import Workspace
+from .ledger import MAX_MAX_LOG_BYTES, scan_ledger
+
+SESSION_FILE_CAP = 16 * 1024 * 1024  # a message with its image is far smaller; transcripts are not copied
+
+SHM = "/dev/shm"
+#: the room a memory file system must have for the copy to go there (the copy is far smaller)
+SHM_ROOM = 1 << 30
+
+
+def scratch_parent() -> str | None:
+    """Where the throw-away copy goes: the folder TMPDIR names when it is set (tempfile's own
+    rule); else /dev/shm, a file system in memory, when it is there with room (each pass rewrites
+    the files it changes: on a disk, renames and lock folders cost most of a rehearsal); else the
+    system's temp folder."""
+    if os.environ.get("TMPDIR"):
+        return None
+    try:
+        found = os.statvfs(SHM)
+    except OSError:
+        return None
+    return SHM if found.f_bavail * found.f_frsize >= SHM_ROOM and os.access(SHM, os.W_OK | os.X_OK) else None
+
+
+def copy_workspace(ws: Workspace, project: Path, temp: Path, from_ms: int,
+          copies: dict[str, str]) -> tuple[Workspace, Path, list[Path]]:
+    """The workspace's scheduler files and the sessions of `project` and of every project in the
+    workspace a job targets (`_targets`), copied below `temp` at the same places relative to the
+    workspace (each copied folder -> the user's own, in `copies`); the session of each that the
+    simulated agent runs in."""
+    root = Path(os.path.realpath(ws.root))
+    real_project = Path(os.path.realpath(project))
+    sim_ws = Workspace(temp / "project" if real_project == root else temp / "workspace")
+    sim_project = sim_ws.root / real_project.relative_to(root) if inside(real_project, root) else temp / "project"
+    copies.update({str(sim_project): str(project), str(sim_ws.root): str(ws.root)})
+    sim_ws.scheduler.mkdir(parents=True)
+    for path in (ws.store, ws.policy, ws.ledger, spend_path(ws.scheduler)):  # + the tokens already attributed
+        if os.path.islink(path):  # refused as the pass refuses them, never silently left out
+            raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
+        if os.path.lexists(path) and not path.is_file():
+            raise InvalidDataError(str(path), "not a regular file")
+        if path.is_file():
+            shutil.copy2(path, sim_ws.scheduler / path.name)
+    named = _named_messages(sim_ws)
+    homes = [_home(project, sim_project, from_ms, temp, copies, named)]
+    for target, sim_target in _targets(sim_ws, ws.root, temp, {str(real_project)}, copies):
+        homes.append(_home(target, sim_target, from_ms, temp, copies, named))
+    return sim_ws, sim_project, homes
+
+
+def _targets(sim_ws: Workspace, workspace: Path, temp: Path, seen: set[str],
+             copies: dict[str, str]) -> list[tuple[Path | None, Path]]:
+    """The projects in `workspace` (itself or below it) that the store's jobs target, stored
+    relative to it, each once with its place in the copy: a folder holding a real `.scorpiox/`,
+    reached through no symbolic link, has its sessions copied. A link on the way, or a linked
+    `.scorpiox`, is never followed: the copy holds a link at its place to a folder of the copy with
+    a simulated agent (None: nothing copied), so the pass meets it, and refuses it, as for real.
+    An absolute target is not copied (the rehearsal says it is not rehearsed)."""
+    found: list[tuple[Path | None, Path]] = []
+    for job in (read_store(sim_ws) or {"jobs": []})["jobs"]:
+        endpoint = endpoint_of(job)
+        if endpoint is None or os.path.isabs(endpoint["channelInstanceId"]):
+            continue
+        resolved = resolve_project(endpoint["channelInstanceId"], workspace)
+        if not inside(resolved, workspace) or str(resolved) in seen:  # a hand-written `..`: not rehearsed
+            continue
+        seen.add(str(resolved))
+        link = linked_through(endpoint["channelInstanceId"], resolved, workspace)
+        if link is None and os.path.islink(resolved / SCORPIOX_DIR):
+            link = resolved / SCORPIOX_DIR
+        if link is not None:
+            copied = sim_ws.root / link.relative_to(workspace)
+            if not os.path.lexists(copied):
+                behind = temp / "linked" / str(len(copies))
+                behind.mkdir(parents=True)
+                copied.parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(behind, copied)
+                copies[str(behind)] = str(link)
+            found.append((None, sim_ws.root / resolved.relative_to(workspace)))
+        elif holds_project(resolved):
+            found.append((resolved, sim_ws.root / resolved.relative_to(workspace)))
+    return found
+
+
+def _named_messages(sim_ws: Workspace) -> set[tuple[str, str]] | None:
+    """(session id, file name) of every message the copied ledger's runs sent: the only read
+    messages a pass looks up (its receipts: overlap, --max-unconsumed, the spend attribution).
+    None when the ledger cannot be read: everything is copied, and the pass names the fault."""
+    try:
+        ledger = scan_ledger(sim_ws.ledger, max_log_bytes=MAX_MAX_LOG_BYTES)
+    except InvalidDataError:
+        return None
+    named = set()
+    for group in ledger.groups.values() if ledger is not None else ():
+        outcome = (group.terminal or {}).get("outcome") or {}
+        if isinstance(outcome.get("sessionId"), str) and isinstance(outcome.get("stem"), str):
+            named.add((outcome["sessionId"], f"{outcome['stem']}.json"))
+    return named
+
+
+def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, copies: dict[str, str],
+          named: set[tuple[str, str]] | None) -> Path:
+    """`project`'s sessions (None: none) copied into `sim_project` (`_copy_sessions`), none of them
+    live; the session the simulated agent runs in."""
+    sessions = ProjectLayout(project).sessions if project is not None else None
+    target = ProjectLayout(sim_project).sessions
+    if sessions is not None and sessions.is_dir() and not sessions.is_symlink():
+        _copy_sessions(sessions, target, temp, copies, named)
+    target.mkdir(parents=True, exist_ok=True)
+    for folder in target.iterdir():  # only the simulated agent is ever live
+        stats = folder / "stats.json"
+        if folder.is_dir() and not folder.is_symlink() and stats.is_file() and not stats.is_symlink():
+            stats.unlink()
+    infos = list_sessions(sim_project)
+    session_dir = infos[0].dir if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent"
+    session_dir.mkdir(exist_ok=True)
+    return session_dir
+
+
+def _copy_sessions(source: Path, target: Path, temp: Path, copies: dict[str, str],
+                   named: set[tuple[str, str]] | None) -> None:
+    """The session folders as the pass reads them: folders and regular files up to
+    `SESSION_FILE_CAP` (messages, keys, stats, timers) — of a session's read messages
+    (`<session>/inbox/done/`), those `named` (None: all); never a FIFO, a socket, a device or a
+    transcript-sized file. A symbolic link is never followed: the copy holds a link at its place to
+    an empty folder of the copy, which the pass refuses as it refuses the real one (an inbox
+    linked elsewhere fails its runs in the rehearsal too), and nothing outside is read or written."""
+    target.mkdir(parents=True, exist_ok=True)
+    read_of = source.parent.parent.name if source.name == "done" and source.parent.name == "inbox" else None
+    for entry in os.scandir(source):
+        if read_of is not None and named is not None and (read_of, entry.name) not in named:
+            continue
+        if entry.is_symlink():
+            behind = temp / "linked" / f"session-{len(copies)}"
+            behind.mkdir(parents=True)
+            os.symlink(behind, target / entry.name)
+            copies[str(behind)] = entry.path
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            _copy_sessions(Path(entry.path), target / entry.name, temp, copies, named)
+        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= SESSION_FILE_CAP:
+            shutil.copy2(entry.path, target / entry.name, follow_symlinks=False)
+
+
+def real_paths(event: dict[str, Any], copies: dict[str, str]) -> dict[str, Any]:
+    """The event, its copies' paths rewritten in place as the project's own (a reason names the
+    folder the user knows, never the throw-away copy; in place: the agent's read is added later)."""
+    for key, value in event.items():
+        if isinstance(value, str):
+            for copy, original in sorted(copies.items(), key=lambda pair: -len(pair[0])):
+                value = value.replace(copy, original)
+            event[key] = value
+    return event
