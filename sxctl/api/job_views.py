@@ -152,13 +152,12 @@ def next_fires(
         zone = display_zone(tz)
         ws = find_workspace(workspace, project=project, session=session)
         store = store_or_empty(ws)
-        if name is not None:
-            find_job(store, name)
+        only = find_job(store, name)["id"] if name is not None else None
         policy = read_policy(ws)
         start = None if after is None else bound  # --from: the fires from then on; else overdue ones too
         with displayed_in(zone):  # the times in a fire's note too
             found = job_previews(ws, store, policy, target_project(ws, project, session=session), clock, count,
-                                 after=start, max_log_bytes=ledger_ceiling())
+                                 after=start, max_log_bytes=ledger_ceiling(), merged=True, only=only)
         fires = timeline(store, now, count, zone, name=name, include_paused=include_paused,
                          previews=found.previews, policy=policy, after=start)
         zone_name = tz

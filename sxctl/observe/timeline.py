@@ -76,7 +76,8 @@ def merged_next(session: Session | None, ws, count: int, zone, *, clock: Clock =
     store = read_store(ws)
     if store is not None:
         policy = read_policy(ws)
-        found = job_previews(ws, store, policy, session.project if session is not None else ws.root, clock, count)
+        found = job_previews(ws, store, policy, session.project if session is not None else ws.root, clock, count,
+                             merged=True)
         for fire in timeline(store, now, count, zone, previews=found.previews, policy=policy):
             held: Any = fire.get("waiting")
             rows.append(CronRow(source="cron", at_ms=fire["at_ms"], name=fire["name"], jobId=fire["jobId"],

@@ -41,7 +41,7 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
     its usual minute, sees everything that came due meanwhile, as after a weekend switched off
     (the last example).
     Nothing in the project is written, no SXCTL_DELIVER_CMD and no wake gate runs, and no agent
-    need be running. At most 10080 passes run (a week of minutes; a warning says where it
+    need be running. At most 10081 passes run (a week of minutes, both ends; a warning says where it
     stopped). --json prints one JSON document.
 
     \b
@@ -57,7 +57,7 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
                                tz=tz, max_catchup=max_catchup, clock=settings().clock, usage=usage_file,
                                **in_workspace())
     doc, zone = result.to_json(), result.zone
-    for warning in result.warnings:
+    for warning in result.warnings if not settings().quiet else ():  # -q drops warnings, as everywhere
         say(f"sxctl: warning: {warning}", err=True)
 
     def at(ms) -> str:

@@ -35,7 +35,7 @@ from .pings import RecordingPinger
 from .rehearsal_copy import copy_workspace, real_paths, scratch_parent
 from .tick import PassReport, SchedulerPass, TickOptions
 
-MAX_PASSES = 10_080  # a week of passes a minute apart: the most one rehearsal runs (it says where it stopped)
+MAX_PASSES = 10_081  # a week of minute passes, both ends: the most one rehearsal runs (it says where it stopped)
 SIM_MODEL = "sxctl-simulate"
 
 
@@ -83,8 +83,9 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
              max_catchup: int | None = None, usage: list[tuple[int, Any]] | None = None,
              machine_down: list[tuple[int, int]] | None = None, every_pass: bool = False) -> Rehearsal:
     """Run a pass every `pass_every_ms` from `from_ms` to `until_ms` over a copy of the workspace,
-    `project` and the workspace's target projects (rehearsal_copy.copy_workspace); none in `machine_down` ([from, to)
-    spans: the machine is off, the pass after one sees all that came due meanwhile). The simulated
+    `project` and the workspace's target projects (rehearsal_copy.copy_workspace); none in
+    `machine_down` ([from, to) spans: the machine is off, the pass after one sees all that came
+    due meanwhile). The simulated
     agent is live in each copied project except in `agent_down` and `machine_down`, and reports
     `usage` (`(from_ms, block)` steps, the last one begun in force; None: no block). A pass in
     which nothing can happen is counted, not run, unless `every_pass` (the reference the tests
@@ -93,7 +94,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down, off)
     with tempfile.TemporaryDirectory(prefix="sxctl-simulate-", dir=scratch_parent()) as temp, \
             scratch_writes(temp):
-        copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`_real_paths`)
+        copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`real_paths`)
         try:  # an error names the user's own file, not the throw-away copy
             sim_ws, sim_project, homes = copy_workspace(ws, project, Path(temp), from_ms, copies)
             held: set[tuple[Any, ...]] = set()

@@ -248,7 +248,9 @@ def add_job(store: dict[str, Any], name: str, spec: JobSpec, *, agent_id: str, d
     live_authored = [j for j in store["jobs"] if j["source"] == "authored"
                      and j["lifecycle"]["status"] != "one_shot_terminal"]
     if len(live_authored) >= max_jobs:
-        raise ConflictError("Authored cron job capacity reached", code=ErrorCode.CAPACITY)
+        raise ConflictError("Authored cron job capacity reached", code=ErrorCode.CAPACITY,
+                            hint=f"the store holds {len(live_authored)} jobs, the most --max-jobs {max_jobs} allows; "
+                                 "give a larger --max-jobs, or remove jobs (`cron remove`)")
     head: dict[str, Any] = {"id": str(uuid.uuid4()), "name": name, "agentId": agent_id, "schedule": schedule,
                             "lifecycle": _lifecycle(schedule, now_ms, spec.paused)}
     if spec.max_dependency_errors is not None:

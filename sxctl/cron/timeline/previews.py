@@ -5,6 +5,7 @@ the pass's decision are one computation. Read-only: no lock, no write."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,24 +103,48 @@ def counted_usages(ws: Workspace, store: dict[str, Any], jobs: list[Job], projec
 
 def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], project: Path, clock: Clock,
                  count: int, *, after: int | None = None, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
-                 to: str = "live") -> JobPreviews:
-    """The next `count` runs of every scheduled job, as the pass at its time would decide them
-    with the pass's defaults (`--to live`): skipped occurrences are not runs, an expired or
-    limit-paused job ends its series, an overdue one says whether it is held for a live agent.
-    `after` (a time in the future; default now): the runs from then on."""
+                 to: str = "live", merged: bool = False, only: str | None = None) -> JobPreviews:
+    """The next `count` runs of every scheduled job (of job id `only`), as the pass at its time
+    would decide them with the pass's defaults (`--to live`): skipped occurrences are not runs, an
+    expired or limit-paused job ends its series, an overdue one says whether it is held for a live
+    agent. `after` (a time in the future; default now): the runs from then on. `merged` (`cron
+    next`, `next`: the first `count` runs of all jobs in time order): each job's runs only as far
+    as they can be among those (`_merged`) — 100 runs of each of 3,000 jobs took 37 s."""
     now = clock.now_ms()
     spend: DayTokens | None = None
-    jobs = jobs_of(store, policy, ws.root)
+    jobs = [job for job in jobs_of(store, policy, ws.root) if only is None or job.id == only]
     agents = Agents(project, to, clock, ws.root)  # each target project asked once
     found = JobPreviews({job.id: job for job in jobs},
                         counted_usages(ws, store, jobs, project, clock, max_log_bytes=max_log_bytes, unread=True))
+    usages: dict[str, LimitUsage] = {}
     for job in jobs:
         if job.built_in or job.status != "scheduled" or not schedule_computable(job.schedule):
             continue
-        usage = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
+        usage = usages[job.id] = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
         if job.token_cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
             spend = spend if spend is not None else day_tokens(ws.scheduler, clock)
             usage.token_cap, usage.tokens = job.token_cap, spend.by_date(job.id)
-        found.previews[job.id] = preview_runs(job, usage, now, count, agents=agents, start=after)
+        found.previews[job.id] = preview_runs(job, usage, now, 1 if merged else count, agents=agents, start=after)
+    if merged:
+        _merged(found, count, lambda job, reach: preview_runs(job, usages[job.id], now, reach, agents=agents,
+                                                              start=after))
     budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
     return found
+
+
+def _merged(found: JobPreviews, count: int, preview: Callable[[Job, int], Preview]) -> None:
+    """Lengthen the jobs' previews (each of one run now) until the first `count` runs of them
+    all, in time order, are known: a job whose last run so far comes no later than the
+    `count`-th earliest run may have more before it; its preview is made again twice as long."""
+    reach = dict.fromkeys(found.previews, 1)
+    while True:
+        times = sorted(run["at_ms"] for p in found.previews.values() for run in p.runs)
+        last = times[count - 1] if len(times) >= count else None
+        longer = [job_id for job_id, p in found.previews.items()
+                  if reach[job_id] < count and len(p.runs) == reach[job_id]
+                  and (last is None or p.runs[-1]["at_ms"] <= last)]
+        if not longer:
+            return
+        for job_id in longer:
+            reach[job_id] = min(2 * reach[job_id], count)
+            found.previews[job_id] = preview(found.jobs[job_id], reach[job_id])

@@ -171,9 +171,10 @@ def anchor_hint(every: str, every_ms: int, tz: str | None, now_ms: int) -> str |
         return None
     suggested = f"{hour:%Y-%m-%dT%H:%M}" if tz is not None else f"{hour.astimezone(UTC):%Y-%m-%dT%H:%MZ}"
     then = next_run({"kind": "every", "everyMs": every_ms, "anchorMs": round_ms}, now_ms)
-    first = f" (first run {shown_time(then[0])})" if then is not None else ""
-    return (f"--every {every} counts from now, to the millisecond: the first run is {shown_time(now_ms + every_ms)}, "
-            f"then every {every}; to count from a round time, add e.g. --anchor {suggested}{first}")
+    first = f" (first occurrence {shown_time(then[0])})" if then is not None else ""
+    return (f"--every {every} counts from now, to the millisecond: its first occurrence is "
+            f"{shown_time(now_ms + every_ms)}, then every {every}; to count from a round time, add e.g. "
+            f"--anchor {suggested}{first}")
 
 
 def resolve_schedule(spec: ScheduleInput, now_ms: int, notes: list[str] | None = None) -> dict[str, Any]:

@@ -230,15 +230,15 @@ def test_every_without_an_anchor_says_it_counts_from_now_and_which_anchor_puts_i
         return result
 
     said = add("beat").err
-    assert said.startswith("sxctl: --every 15m counts from now, to the millisecond: the first run is "
+    assert said.startswith("sxctl: --every 15m counts from now, to the millisecond: its first occurrence is "
                            "2026-12-01 09:22:16 UTC, then every 15m; to count from a round time, add e.g. "
-                           "--anchor 2026-12-01T09:00Z (first run 2026-12-01 09:15:00 UTC)"), said
+                           "--anchor 2026-12-01T09:00Z (first occurrence 2026-12-01 09:15:00 UTC)"), said
     assert add("beat-on-the-clock", "--anchor", "2026-12-01T09:00Z").err == ""  # as advised: nothing to say
     jobs = {job["job"]["name"]: job for job in project.run("cron", "list", "--json", clock=FakeClock(typed))
             .json()["jobs"]}
     assert jobs["beat"]["next_run_ms"] == ms("2026-12-01T09:22:16.500Z")
     assert jobs["beat-on-the-clock"]["next_run_ms"] == ms("2026-12-01T09:15:00Z")
     kolkata = add("beat-in-kolkata", "--tz", "Asia/Kolkata").err  # 14:37 there: its hour began at 08:30Z
-    assert "add e.g. --anchor 2026-12-01T14:00 (first run 2026-12-01 09:15:00 UTC)" in kolkata, kolkata
+    assert "add e.g. --anchor 2026-12-01T14:00 (first occurrence 2026-12-01 09:15:00 UTC)" in kolkata, kolkata
     shown = " ".join(project.run("cron", "add", "--help").out.split())
     assert "counted from now unless --anchor" in shown and "(default now, to the millisecond)" in shown

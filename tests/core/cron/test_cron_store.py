@@ -200,8 +200,10 @@ def test_capacity_counts_live_authored_jobs(project, ws):
     result = cron(project, "add", "x", "--in", "5", "--payload", "heartbeat-event", "--text", "t", "--max-jobs", "3",
                   "--json")
     assert result.code == 4
-    assert json.loads(result.out)["error"] == {"code": "capacity", "message": "Authored cron job capacity reached",
-                                                  "exit": 4}
+    assert json.loads(result.out)["error"] == {
+        "code": "capacity", "message": "Authored cron job capacity reached", "exit": 4,
+        "hint": "the store holds 3 jobs, the most --max-jobs 3 allows; give a larger --max-jobs, or remove jobs "
+                "(`cron remove`)"}
 
 
 def test_update_schedule_payload_and_rename(project, ws):

@@ -376,3 +376,22 @@ def test_passes_resume_on_the_pass_grid_and_the_cap_counts_only_passes_run(polic
     assert "the span needs 7 passes; only the first 5 run" in doc["warnings"][0]
     ran = {e["pass_ms"] for e in doc["events"]}  # 09:00, 09:10, then 09:50 (on the grid, not 09:45)
     assert ran <= {NINE + step * 10 * MIN for step in (0, 1, 5, 6, 7)} and NINE + 50 * MIN in ran
+
+
+def test_quiet_drops_the_rehearsals_warnings(policies):
+    """`-q` drops notes and warnings on stderr, every --help says; `cron simulate -q` printed its
+    `--from is … after now` warning all the same."""
+    args = ("cron", "simulate", "--from", iso(NINE + 3 * HOUR), "--until", iso(NINE + 4 * HOUR), "--json")
+    loud = policies.run(*args, clock=FakeClock(NINE))
+    quiet = policies.run(*args, "-q", clock=FakeClock(NINE))
+    assert loud.code == quiet.code == 0
+    assert "warning: --from is 3h0m after now" in loud.err and quiet.err == "", (loud.err, quiet.err)
+    assert loud.json()["warnings"] == quiet.json()["warnings"] != []
+
+
+def test_a_week_of_minute_passes_is_rehearsed_whole():
+    """From Sunday 11:00 to the next Sunday 11:00 is 10,081 passes a minute apart (both ends): the
+    cap stopped one short, and the JSON said `truncated` with `stopped_at_ms` at --until."""
+    from sxctl.cron.run.rehearsal import MAX_PASSES, passes_needed
+
+    assert passes_needed(NINE, NINE + 7 * 24 * HOUR, MIN, []) == MAX_PASSES
