@@ -93,8 +93,17 @@ def _cron_lines(doc: dict) -> None:
         say(f"cron     {name} {'unreadable' if cron['refused'] else 'invalid'}")
     else:
         say("cron     no store")
-    for problem in doc["problems"]:
-        say(f"problem  {problem['message']}")
+    shown: dict[str, int] = {}
+    for problem in doc["problems"]:  # a few of each kind: 1,000 jobs waiting for the agent are not 1,000 lines
+        shown[problem["code"]] = shown.get(problem["code"], 0) + 1
+        if shown[problem["code"]] <= PROBLEMS_OF_A_KIND:
+            say(f"problem  {problem['message']}")
+    for code, count in shown.items():
+        if count > PROBLEMS_OF_A_KIND:
+            say(f"problem  … and {count - PROBLEMS_OF_A_KIND} more {code} (`sxctl status --json` lists every one)")
+
+
+PROBLEMS_OF_A_KIND = 5  # the problems of one kind `status` prints; --json has them all
 
 
 @click.command("metrics", cls=Command)

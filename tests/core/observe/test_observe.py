@@ -69,6 +69,23 @@ def test_status_problems(project, prepared):
                      "cron_unknown_run"]
 
 
+def test_status_prints_a_few_problems_of_a_kind_and_counts_the_rest(project):
+    """Twelve due jobs and no live agent: `status` printed twelve `waits for a live agent` lines
+    (a thousand for a thousand jobs); it prints five, and how many more `--json` lists."""
+    folder = project.root / ".scorpiox" / "sessions" / SID
+    (folder / "inbox").mkdir(parents=True)
+    (folder / "stats.json").write_text(json.dumps({"updated_ms": NOW - 3_600_000, "model": "m"}))
+    for n in range(12):
+        assert project.run("cron", "add", f"due{n}", "--in", "1m", "--payload", "heartbeat-event", "--text", "x",
+                           clock=FakeClock(NOW - 120_000)).code == 0
+    shown = project.run("--session", SID, "status", clock=FakeClock(NOW))
+    lines = [line for line in shown.out.splitlines() if "waits for a live agent" in line]
+    assert len(lines) == 5, shown.out
+    assert "problem  … and 7 more cron_waiting_for_agent (`sxctl status --json` lists every one)" in shown.out
+    codes = [p["code"] for p in invoke(project, "--session", SID, "status", "--json")["problems"]]
+    assert codes.count("cron_waiting_for_agent") == 12
+
+
 def test_next_merges_the_three_sources_in_time_order(project, prepared):
     doc = invoke(project, "next", "-n", "9", "--json")
     rows = [(r["source"], r["at_ms"], r.get("stem") or r.get("slot") if r["source"] != "cron" else r["name"])
