@@ -73,7 +73,7 @@ def test_a_rehearsal_that_skips_quiet_passes_tells_what_running_every_pass_tells
     monkeypatch.setenv("SXCTL_HOST", "here")
     hours = sorted(rng.sample(range(4, 38), 4))  # the agent away after the maintenance window
     options = {
-        "from_ms": START, "until_ms": START + 40 * HOUR, "pass_every_ms": rng.choice((MIN, 5 * MIN, 10 * MIN)),
+        "from_ms": START, "until_ms": START + 40 * HOUR, "pass_every_ms": rng.choice((3 * MIN, 5 * MIN, 10 * MIN)),
         "agent_down": [(START + hours[0] * HOUR, START + hours[1] * HOUR + 7 * MIN)],
         "machine_down": [(START + hours[2] * HOUR + 3 * MIN, START + hours[3] * HOUR)],
         "usage": usage_steps(rng) if tokens else None, "max_per_pass": rng.choice((1, 3)), "environ": {"SXCTL_HOST": "here"},
