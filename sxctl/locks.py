@@ -98,7 +98,11 @@ class _Refresher:
                 for lock, due in list(self._due.items()):
                     if due <= now:
                         self._due[lock] = now + REFRESH_EVERY_S
-                        if not lock._refresh():
+                        try:
+                            refreshed = lock._refresh()
+                        except Exception:  # noqa: BLE001 - one lock's fault never stops the others' refreshes
+                            lock._lost, refreshed = True, False
+                        if not refreshed:
                             del self._due[lock]
                 self._cond.wait(min(self._due.values(), default=now + 3600) - now)
 
@@ -275,10 +279,9 @@ class MkdirLock:
                     pass
 
     def _still_ours(self) -> bool:
-
         try:
             return os.stat(self._dir).st_mtime_ns == self._mtime_ns
-        except FileNotFoundError:
+        except OSError:  # gone, or made into a link (a loop) or something it cannot stat: not ours
             return False
 
     def _refresh(self) -> bool:
@@ -288,7 +291,7 @@ class MkdirLock:
             return False
         try:
             self._mark()
-        except FileNotFoundError:
+        except OSError:  # gone, or made into something else (a link, another user's): not ours any more
             self._lost = True
             return False
         return True

@@ -8,6 +8,7 @@ skips and counts writes them back through the store and the policy file."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
@@ -27,6 +28,7 @@ PASS_PERIOD_MS = 60_000
 _GAP_CACHE_MS = 30 * 86_400_000  # the coming year's gaps, computed once a month per zone
 _DAY_MS = 86_400_000
 _WEEK_MS = 7 * _DAY_MS
+MAX_WEEK_TIMES = 40_320  # the times of the week an --every job's "never runs" is proven over (15 s apart)
 
 
 @lru_cache(maxsize=64)
@@ -110,14 +112,16 @@ class ActiveHours:
         return not inside or (weekdays is not None and not {DAYS[day] for day in weekdays} & set(self.days))
 
     def _every_never_meets(self, anchor_ms: int, every_ms: int, zone_name: str, now_ms: int) -> bool:
-        """For `--every` whose period divides a week (and is longer than a minute, which meets any
-        active minute): its occurrences fall on the same times of the week, in UTC, every week;
-        none of them, read at any UTC offset the zone takes in the coming two years, is active."""
-        if _WEEK_MS % every_ms or every_ms <= 60_000:
+        """For `--every` longer than a minute (a minute's meets any active minute): its
+        occurrences fall, in UTC, on the times of the week `anchor + j * g` (g: the greatest common
+        divisor of its period and a week), each in turn; none of them, read at any UTC offset the
+        zone takes in the coming two years, is active. Not proven (False) when there are more than
+        MAX_WEEK_TIMES such times."""
+        step = math.gcd(every_ms, _WEEK_MS)
+        if every_ms <= 60_000 or _WEEK_MS // step > MAX_WEEK_TIMES:
             return False
-        positions = {(anchor_ms + k * every_ms) % _WEEK_MS for k in range(_WEEK_MS // every_ms)}
         for offset in _zone_offsets(zone_name, now_ms // _GAP_CACHE_MS):
-            for position in positions:
+            for position in range(anchor_ms % step, _WEEK_MS, step):
                 local = (position + offset) % _WEEK_MS  # the epoch began on a Thursday (weekday 3)
                 if self._inside((local // _DAY_MS + 3) % 7, local % _DAY_MS // 60_000):
                     return False

@@ -21,6 +21,7 @@ from typing import Any
 from ...clock import FakeClock
 from ...errors import ErrorCode, SxctlError, UsageError
 from ...fsio import scratch_writes
+from ...interrupts import sigterm_interrupts
 from ...project import ProjectLayout
 from ...report import Reporter
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
@@ -92,8 +93,8 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
     hold the skipping to)."""
     off = list(machine_down or [])
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down, off)
-    with tempfile.TemporaryDirectory(prefix="sxctl-simulate-", dir=scratch_parent()) as temp, \
-            scratch_writes(temp):
+    with sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="sxctl-simulate-", dir=scratch_parent()) as temp, \
+            scratch_writes(temp):  # SIGTERM (a CI cancel) ends it as Ctrl-C does: the copy is removed
         copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`real_paths`)
         try:  # an error names the user's own file, not the throw-away copy
             sim_ws, sim_project, homes = copy_workspace(ws, project, Path(temp), from_ms, copies)

@@ -6,6 +6,7 @@ messages only those the ledger names (the passes look no other up: a big history
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from ..store.workspace import Workspace
 from .ledger import MAX_MAX_LOG_BYTES, scan_ledger
 
 SESSION_FILE_CAP = 16 * 1024 * 1024  # a message with its image is far smaller; transcripts are not copied
+TOP_FILE_CAP = 1024 * 1024  # a session's own files the passes read (stats, timers) are far smaller
 
 SHM = "/dev/shm"
 #: the room a memory file system must have for the copy to go there (the copy is far smaller)
@@ -60,10 +62,10 @@ def copy_workspace(ws: Workspace, project: Path, temp: Path, from_ms: int,
             raise InvalidDataError(str(path), "not a regular file")
         if path.is_file():
             shutil.copy2(path, sim_ws.scheduler / path.name)
-    named = _named_messages(sim_ws)
-    homes = [_home(project, sim_project, from_ms, temp, copies, named)]
+    oldest = _oldest_run_s(sim_ws)
+    homes = [_home(project, sim_project, from_ms, temp, copies, oldest)]
     for target, sim_target in _targets(sim_ws, ws.root, temp, {str(real_project)}, copies):
-        homes.append(_home(target, sim_target, from_ms, temp, copies, named))
+        homes.append(_home(target, sim_target, from_ms, temp, copies, oldest))
     return sim_ws, sim_project, homes
 
 
@@ -101,30 +103,37 @@ def _targets(sim_ws: Workspace, workspace: Path, temp: Path, seen: set[str],
     return found
 
 
-def _named_messages(sim_ws: Workspace) -> set[tuple[str, str]] | None:
-    """(session id, file name) of every message the copied ledger's runs sent: the only read
-    messages a pass looks up (its receipts: overlap, --max-unconsumed, the spend attribution).
-    None when the ledger cannot be read: everything is copied, and the pass names the fault."""
+def _oldest_run_s(sim_ws: Workspace) -> int | None:
+    """The second before which no message can belong to a run the passes look up: the oldest
+    run the copied ledger or store knows (its start, or its claim), less a day for clocks that
+    disagree. A pass looks a message up only for such a run — by the ledger's stem, or by its
+    key when the pass that sent it was killed. None when the ledger cannot be read: every read
+    message is copied, and the pass names the fault."""
     try:
         ledger = scan_ledger(sim_ws.ledger, max_log_bytes=MAX_MAX_LOG_BYTES)
+        claims = (read_store(sim_ws) or {"activeClaims": []})["activeClaims"]
     except InvalidDataError:
         return None
-    named = set()
-    for group in ledger.groups.values() if ledger is not None else ():
-        outcome = (group.terminal or {}).get("outcome") or {}
-        if isinstance(outcome.get("sessionId"), str) and isinstance(outcome.get("stem"), str):
-            named.add((outcome["sessionId"], f"{outcome['stem']}.json"))
-    return named
+    times = [row["startedAtMs"] if row is group.start else row["terminalAtMs"]
+             for group in (ledger.groups.values() if ledger is not None else ())
+             for row in (group.start or group.terminal,) if row is not None]
+    times += [claim["claimedAtMs"] for claim in claims]
+    return (min(times) - DAY_MS) // 1000 if times else 2**62  # no run: no read message is looked up
+
+
+#: a message's name: `[PP_]<seconds>_<nanoseconds>.json` (sent then); any other name is copied
+_SENT = re.compile(r"(?:\d{2}_)?(\d{10,12})_\d{9}\.json")
+DAY_MS = 86_400_000
 
 
 def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, copies: dict[str, str],
-          named: set[tuple[str, str]] | None) -> Path:
+          oldest: int | None) -> Path:
     """`project`'s sessions (None: none) copied into `sim_project` (`_copy_sessions`), none of them
     live; the session the simulated agent runs in."""
     sessions = ProjectLayout(project).sessions if project is not None else None
     target = ProjectLayout(sim_project).sessions
     if sessions is not None and sessions.is_dir() and not sessions.is_symlink():
-        _copy_sessions(sessions, target, temp, copies, named)
+        _copy_sessions(sessions, target, temp, copies, oldest)
     target.mkdir(parents=True, exist_ok=True)
     for folder in target.iterdir():  # only the simulated agent is ever live
         stats = folder / "stats.json"
@@ -137,17 +146,20 @@ def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, cop
 
 
 def _copy_sessions(source: Path, target: Path, temp: Path, copies: dict[str, str],
-                   named: set[tuple[str, str]] | None) -> None:
+                   oldest: int | None, depth: int = 0) -> None:
     """The session folders as the pass reads them: folders and regular files up to
     `SESSION_FILE_CAP` (messages, keys, stats, timers) — of a session's read messages
-    (`<session>/inbox/done/`), those `named` (None: all); never a FIFO, a socket, a device or a
-    transcript-sized file. A symbolic link is never followed: the copy holds a link at its place to
-    an empty folder of the copy, which the pass refuses as it refuses the real one (an inbox
-    linked elsewhere fails its runs in the rehearsal too), and nothing outside is read or written."""
+    (`<session>/inbox/done/`), those sent from `oldest` on (`_oldest_run_s`; None: all), and at a
+    session's top level none over `TOP_FILE_CAP` (a transcript: the passes read none, and the
+    copy may be in memory); never a FIFO, a socket or a device. A symbolic link is never
+    followed: the copy holds a link at its place to an empty folder of the copy, which the pass
+    refuses as it refuses the real one (an inbox linked elsewhere fails its runs in the rehearsal
+    too), and nothing outside is read or written."""
     target.mkdir(parents=True, exist_ok=True)
-    read_of = source.parent.parent.name if source.name == "done" and source.parent.name == "inbox" else None
+    read = source.name == "done" and source.parent.name == "inbox"  # a session's read messages
+    cap = TOP_FILE_CAP if depth == 1 else SESSION_FILE_CAP
     for entry in os.scandir(source):
-        if read_of is not None and named is not None and (read_of, entry.name) not in named:
+        if read and oldest is not None and (sent := _SENT.fullmatch(entry.name)) and int(sent.group(1)) < oldest:
             continue
         if entry.is_symlink():
             behind = temp / "linked" / f"session-{len(copies)}"
@@ -156,8 +168,8 @@ def _copy_sessions(source: Path, target: Path, temp: Path, copies: dict[str, str
             copies[str(behind)] = entry.path
             continue
         if entry.is_dir(follow_symlinks=False):
-            _copy_sessions(Path(entry.path), target / entry.name, temp, copies, named)
-        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= SESSION_FILE_CAP:
+            _copy_sessions(Path(entry.path), target / entry.name, temp, copies, oldest, depth + 1)
+        elif entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_size <= cap:
             shutil.copy2(entry.path, target / entry.name, follow_symlinks=False)
 
 

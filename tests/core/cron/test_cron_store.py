@@ -523,6 +523,32 @@ def test_the_lock_is_refreshed_while_held(project, ws, monkeypatch):
     assert not (ws / "cron-jobs.lock.lock").exists() and not (ws / "cron-jobs.lock.owner").exists()
 
 
+@pytest.mark.real_time
+def test_one_lock_made_into_a_link_loop_stops_no_other_locks_refresh(project, ws, monkeypatch, tmp_path):
+    """One thread refreshes every lock a process holds: a lock folder replaced by a link loop
+    made it die (ELOOP, a traceback on stderr), and the process's other locks went stale."""
+    from sxctl import locks
+
+    monkeypatch.setattr(locks, "REFRESH_EVERY_S", 0.05)
+    (tmp_path / "a").touch()
+    first = locks.MkdirLock(tmp_path / "a", boot_id="sxctl-test", wait_s=0, what="a")
+    second = locks.MkdirLock(tmp_path / "b", boot_id="sxctl-test", wait_s=0, what="b")
+    with first, second:
+        assert first.lockdir is not None and second.lockdir is not None
+        os.rmdir(first.lockdir)
+        os.symlink(first.lockdir, first.lockdir)  # a loop: stat raises ELOOP
+        marked = os.stat(second.lockdir).st_mtime_ns
+        deadline = time.monotonic() + 5
+        while os.stat(second.lockdir).st_mtime_ns == marked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.stat(second.lockdir).st_mtime_ns > marked  # still refreshed
+        second.check_held()
+        with pytest.raises(locks.ConflictError) as lost:
+            first.check_held()
+        assert lost.value.code == "lock_lost"
+        os.unlink(first.lockdir)
+
+
 CLOCK_LAG_MS = 30  # seen on this machine: a quarter of mkdirs are stamped more than 5 ms behind time.time()
 
 

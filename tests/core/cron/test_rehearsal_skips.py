@@ -9,6 +9,7 @@ import json
 import os
 import random
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -111,9 +112,10 @@ def test_a_message_sent_while_the_agent_is_away_is_read_at_the_first_pass_after_
         assert (sent["fate"], sent["read_ms"]) == ("dispatched", START + 90 * MIN), (every_pass, sent)
 
 
-def test_a_rehearsal_copies_of_a_long_history_only_the_read_messages_the_ledger_names(project, monkeypatch):
+def test_a_rehearsal_copies_of_a_long_history_only_the_read_messages_of_the_runs_it_knows(project, monkeypatch):
     """A session that has read 3,000 messages: 433 passes over a big inbox took 1 m 43 s. The
-    passes look up only the messages the ledger's runs sent; the copy holds those, not the rest."""
+    passes look up only messages of the runs the ledger or the store knows; the copy holds those
+    sent since the oldest of them (less a day), not the rest, and no transcript-sized file."""
     from sxctl.cron.run import rehearsal_copy
 
     folder = project.root / ".scorpiox" / "sessions" / "2026_12_05_quiet_euler"
@@ -121,6 +123,8 @@ def test_a_rehearsal_copies_of_a_long_history_only_the_read_messages_the_ledger_
     (folder / "stats.json").write_text(json.dumps({"updated_ms": START, "model": "m"}))
     for n in range(3000):
         (folder / "inbox" / "done" / f"{1_700_000_000 + n}_{n:09d}.json").write_text('{"text": "old", "mode": "queue"}')
+    with open(folder / "transcript.jsonl", "wb") as transcript:  # 8 MiB, sparse: 8 MiB of memory in a copy
+        transcript.truncate(8 * 1024 * 1024)
     assert project.run("cron", "add", "beat", "--every", "1h", "--overlap", "skip", "--payload", "heartbeat-event",
                        "--text", "beat", clock=FakeClock(START - 2 * HOUR)).code == 0
     for at in (START - HOUR, START):  # two runs, read by the agent: the ledger names their messages
@@ -136,4 +140,60 @@ def test_a_rehearsal_copies_of_a_long_history_only_the_read_messages_the_ledger_
                                pass_every_ms=MIN, agent_down=[], environ={})
     read = [path for path in copied if f"{os.sep}done{os.sep}" in path]
     assert len(read) == 2, read
+    assert not [path for path in copied if path.endswith("transcript.jsonl")]
     assert [event["fate"] for event in found.events] == ["dispatched"] * 3  # its last message was read: no overlap
+
+
+def test_a_message_sent_by_a_killed_pass_and_read_is_in_the_copy(project, monkeypatch):
+    """A pass killed after it sent `beat`'s message; the agent read it; the next pass settled the
+    run as unknown (no terminal row names the message: a pass finds it by its key). The copy must hold it, as a copy of every read message
+    does: without it the rehearsal counted the killed run for nothing."""
+    import time
+
+    from sxctl.cron.run import rehearsal_copy
+
+    folder = project.session()
+    assert project.run("cron", "add", "beat", "--every", "30m", "--max-runs", "2", "--payload", "heartbeat-event",
+                       "--text", "beat").code == 0
+    assert project.process("cron", "run", "beat", "--fault-inject", "after-dispatch").code == 99
+    [sent] = (folder / "inbox").glob("*.json")
+    (folder / "inbox" / "done").mkdir(exist_ok=True)
+    sent.rename(folder / "inbox" / "done" / sent.name)
+    assert project.run("cron", "tick").code == 0  # settles the killed run: unknown, no stem in its terminal
+    start = time.time_ns() // 1_000_000 + 2 * MIN
+    options = {"from_ms": start, "until_ms": start + 3 * HOUR, "pass_every_ms": MIN, "agent_down": [], "environ": {}}
+    found = rehearsal.rehearse(Workspace(project.root), project.root, **options)
+    monkeypatch.setattr(rehearsal_copy, "_oldest_run_s", lambda sim_ws: None)  # every read message copied
+    everything = rehearsal.rehearse(Workspace(project.root), project.root, **options)
+    assert found.events == everything.events
+    assert found.events[0]["fate"] == "dispatched" and "expired" in [e["reason"] for e in found.events]
+
+
+@pytest.mark.slow
+@pytest.mark.real_time
+def test_sigterm_ends_a_rehearsal_as_ctrl_c_does_and_removes_its_copy(project, tmp_path):
+    """A CI runner cancelling its step sends SIGTERM: the copy (in memory, when /dev/shm has room)
+    stayed behind for good. It ends as Ctrl-C does (exit 130), the copy removed."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    project.session()
+    for n in range(20):
+        assert project.run("cron", "add", f"j{n}", "--every", "2m", "--payload", "heartbeat-event",
+                           "--text", "x").code == 0
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(Path(rehearsal.__file__).parents[3])}
+    started = subprocess.Popen([sys.executable, "-m", "sxctl", "--project", str(project.root), "cron", "simulate",
+                                "--from", "2030-01-01T00:00Z", "--until", "2030-01-07T00:00Z", "--json"],
+                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(scratch.glob("sxctl-simulate-*/*/.scheduler")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the copy is made: its passes run
+    assert list(scratch.glob("sxctl-simulate-*")), "the rehearsal never started"
+    started.send_signal(signal.SIGTERM)
+    _, err = started.communicate(timeout=60)
+    assert started.returncode == 130, err
+    assert list(scratch.iterdir()) == [], list(scratch.iterdir())
