@@ -473,6 +473,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """pytest keeps each test module with its asserts rewritten (`__pycache__/*-pytest-*.pyc`)
+    unless writing bytecode is off: under PYTHONDONTWRITEBYTECODE (set on many CI images and
+    containers) every worker of every run rewrote the whole suite again, 8 s of each worker's
+    start. The cache is written anyway, while the suite is collected (the subprocesses of the
+    tests still follow the variable)."""
+    writing_off = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = writing_off
+
+
 def pytest_configure(config):
     """One folder for the figures of every worker (xdist workers inherit the environment)."""
     if not hasattr(config, "workerinput") and FIGURES_ENV not in os.environ:
