@@ -11,10 +11,11 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, tree
+from tests.conftest import EXAMPLES, Project, tree
 
 SID = "2026_09_21_quiet_euler"
 
@@ -230,11 +231,25 @@ def _die_holding_the_store_lock(root) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.fixture
+def on_disk(project):
+    """The project in a folder on disk, not in the suite's memory (conftest.pytest_configure):
+    ext4 hands a directory made again the inode number of the one just removed, a tmpfs never
+    does. /var/tmp is kept across reboots, so it is no tmpfs."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="sxctl-on-disk-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    (folder / ".scorpiox" / "sessions").mkdir(parents=True)
+    yield Project(Path(os.path.realpath(folder)), project.home)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.real_time
-def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(project, figures):
+def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(on_disk, figures):
     """50 trials on a real file system: an sxctl holder is killed holding the store lock; comis
-    later removes the stale directory and makes its own (ext4 and tmpfs hand it the same inode
-    number); sxctl must wait for comis's lock, never remove it."""
+    later removes the stale directory and makes its own (with the same inode number, now and
+    then, on ext4); sxctl must wait for comis's lock, never remove it."""
+    project = on_disk
     scheduler = project.root / ".scheduler"
     scheduler.mkdir()
     for name in ("cron-jobs.json", "cron-executions.jsonl"):

@@ -73,9 +73,6 @@ START_MS = int(datetime(2026, 12, 1, 8, 0, tzinfo=UTC).timestamp() * 1000)  # a 
 NAMES = ("a", "b", "c", "d")
 FAULT_POINTS = ("before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal")
 DATA_FILES = ("cron-jobs.json", "cron-executions.jsonl", "sxctl-policy.json")
-#: the projects live in memory when the machine has a tmpfs: a SIGKILL keeps what the page cache
-#: holds, so the test loses nothing, and each fsync (thousands a run) stops costing a disk flush
-MEMORY_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 #: totals over the whole run (the test asserts that the crashes it claims did happen)
 FIGURES: collections.Counter = collections.Counter()
@@ -527,7 +524,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="sxctl-model-", dir=MEMORY_DIR))
+        self.tmp = Path(tempfile.mkdtemp(prefix="sxctl-model-"))  # in memory (conftest.pytest_configure)
         self.root = Path(os.path.realpath(self.tmp / "proj"))
         self.folder = self.root / ".scorpiox" / "sessions" / SID
         self.folder.mkdir(parents=True)
