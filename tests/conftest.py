@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.forks import Forks
+
 EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
 SID = "2026_09_21_quiet_euler"  # the session of the examples, and of every test that needs one
@@ -174,14 +176,21 @@ class Project:
         """`sxctl ARGS` in the project folder, in this process (click's CliRunner); `color=True`:
         the output as a terminal gets it.
 
-        `--fault-inject` ends the process it runs in, so those runs always get a real one."""
+        `--fault-inject` ends the process it runs in, so those runs always get one of their own."""
         if "--fault-inject" in args:
-            return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
+            return self.fork(*args, input=input, env=env, cwd=cwd, timeout=timeout)
         return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock, color=color)
+
+    def fork(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
+             cwd: Path | None = None, timeout: float = 60) -> Result:
+        """`sxctl ARGS` in a process of its own, forked with sxctl imported (`tests/forks.py`):
+        for kills and racing processes, where the interpreter's start is not what is tested."""
+        return forks().run(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, timeout=timeout)
 
     def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
                 cwd: Path | None = None, timeout: float = 60) -> Result:
-        """`python -m sxctl ARGS` as a real process: for start-up, kills, signals and concurrency."""
+        """`python -m sxctl ARGS` as a new interpreter: for start-up, signals, the program's
+        streams as they come."""
         data = input.encode() if isinstance(input, str) else input
         proc = subprocess.run(
             [sys.executable, "-m", "sxctl", *args],
@@ -189,6 +198,43 @@ class Project:
             capture_output=True, cwd=cwd or self.root, env=env or self.env(), timeout=timeout,
         )
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+_forks: list[Forks] = []
+
+
+def forks() -> Forks:
+    """This pytest process's fork server (`tests/forks.py`), started at its first command and
+    stopped at the end of the run."""
+    if not _forks:
+        _forks.append(Forks(REPO))
+    return _forks[0]
+
+
+#: a racer (`python -c RACER GUN ARGS...`): a process that says it is up, then waits for the gun
+#: (the file GUN) before it runs on; by itself, it then runs `sxctl ARGS`
+RACER = r"""
+import os, sys, time
+open(f"{sys.argv[1]}.ready-{os.getpid()}", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.001)
+"""
+RACE_SXCTL = RACER + "from sxctl.cli import main\nmain(sys.argv[2:])\n"
+
+
+def start_together(project: Project, argvs: list[list[str]], gun: Path, racer: str = RACE_SXCTL,
+                   envs: list[dict[str, str]] | None = None) -> list:
+    """One process per ARGS in `argvs` (forks with sxctl imported; `envs`: each one's environment,
+    else the project's), each running `racer` with them, released together once every one is up;
+    wait for each (`.wait()`)."""
+    runs = [forks().start([str(gun), *argv], cwd=project.root, env=envs[n] if envs else project.env(), python=racer)
+            for n, argv in enumerate(argvs)]
+    deadline = time.monotonic() + 60
+    while len(list(gun.parent.glob(f"{gun.name}.ready-*"))) < len(runs):
+        assert time.monotonic() < deadline, "the racers did not come up"
+        time.sleep(0.005)
+    gun.touch()
+    return runs
 
 
 def run_cli(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
@@ -517,6 +563,8 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    for pool in _forks:
+        pool.close()
     made = getattr(config, "_sxctl_figures_made", None)
     if made:
         import shutil
@@ -560,26 +608,30 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 class RandomKiller:
     """Start a command and SIGKILL it at a random moment of its run (`low`..`high` times how long
     a run takes). How long a run takes is learnt from the runs that finished before their kill:
-    a slow first run on a loaded machine would otherwise let every later run finish first."""
+    a slow first run on a loaded machine would otherwise let every later run finish first.
+
+    The runs are forks with sxctl imported (`tests/forks.py`): the kill lands in the command's
+    own work, not in an interpreter's start-up."""
 
     def __init__(self, rng, full_s: float, low: float, high: float) -> None:
         self.rng, self.full, self.low, self.high = rng, full_s, low, high
         self.kills = 0
 
-    def run(self, argv: list[str], *, cwd, env) -> bool:
-        """True when the run was killed."""
-        import signal
-        import subprocess
-        import time
-
+    def run(self, args: list[str], *, cwd, env) -> bool:
+        """`sxctl ARGS`; True when the run was killed."""
         began = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = forks().start(args, cwd=cwd, env=env)
         time.sleep(self.rng.uniform(self.low, self.high) * self.full)
-        killed = proc.poll() is None
+        killed = run.kill()
         if killed:
-            os.kill(proc.pid, signal.SIGKILL)
             self.kills += 1
         else:
             self.full = min(self.full, time.monotonic() - began)
-        proc.wait()
         return killed
+
+
+def timed_run(args: list[str], *, cwd, env) -> tuple[float, Result]:
+    """How long `sxctl ARGS` takes, start to end, in a fork as `RandomKiller` runs it, and its result."""
+    began = time.monotonic()
+    result = forks().run(args, cwd=cwd, env=env)
+    return time.monotonic() - began, result

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, Project, tree
+from tests.conftest import EXAMPLES, Project, forks, tree
 
 SID = "2026_09_21_quiet_euler"
 
@@ -221,14 +221,15 @@ def test_a_consumed_keyed_message_is_not_sent_again_after_prune(project):
 
 
 def _die_holding_the_store_lock(root) -> None:
-    """Another sxctl process takes the store lock and dies without releasing it (a new process,
-    not a fork: a fork of a test process with threads can inherit a held lock and hang)."""
+    """Another sxctl process takes the store lock and dies without releasing it (a fork of the
+    suite's single-threaded fork server, not of this test process: a fork of a process with
+    threads can inherit a held lock and hang)."""
 
     code = ("import os, sys\nfrom pathlib import Path\nfrom sxctl.cron.store.file import store_lock\nfrom sxctl.cron.store.workspace import Workspace\n"
             "try:\n    store_lock(Workspace(Path(sys.argv[1])), 'sxctl-doomed', 0).acquire()\n"
             "finally:\n    os._exit(0)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    done = forks().run([str(root)], cwd=root, env=dict(os.environ), python=code)
+    assert done.code == 0, done.err
 
 
 @pytest.fixture
