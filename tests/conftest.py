@@ -95,6 +95,24 @@ def scrubbed(name: str) -> bool:
     return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
 
 
+def hermetic_environ(base: Path, environ) -> dict[str, str]:
+    """The environment of the `hermetic` fixture made from `environ`, in the folder `base` (its
+    `home/`, `cwd/` and `bin/` with the stand-ins are made here)."""
+    home = base / "home"
+    home.mkdir()
+    (base / "cwd").mkdir()
+    stand_ins = base / "bin"
+    stand_ins.mkdir()
+    for program, script in STAND_INS.items():
+        (stand_ins / program).write_text(script.format(table=base / "crontab"))
+        (stand_ins / program).chmod(0o755)
+    env = {name: value for name, value in environ.items() if not scrubbed(name)}
+    env["HOME"] = str(home)
+    env["PATH"] = f"{stand_ins}{os.pathsep}{environ.get('PATH', os.defpath)}"
+    env.update(PINNED)
+    return env
+
+
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
@@ -102,26 +120,17 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     stand-ins for crontab(1) and systemctl first on PATH, and a throw-away working folder; HOME
     and the folder are beside `tmp_path`, which stays the test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
     started from `os.environ` (or `project.env()`) see the same."""
-    for name in list(os.environ):
-        if scrubbed(name):
-            monkeypatch.delenv(name)
     base = tmp_path_factory.mktemp("hermetic")
-    home = base / "home"
-    home.mkdir()
-    cwd = base / "cwd"
-    cwd.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    stand_ins = base / "bin"
-    stand_ins.mkdir()
-    for program, script in STAND_INS.items():
-        (stand_ins / program).write_text(script.format(table=base / "crontab"))
-        (stand_ins / program).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{stand_ins}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
-    for name, value in PINNED.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(cwd)
+    env = hermetic_environ(base, os.environ)
+    for name in list(os.environ):
+        if name not in env:
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
+    monkeypatch.chdir(base / "cwd")
     time.tzset()
-    yield home
+    yield base / "home"
     monkeypatch.undo()
     time.tzset()
 
@@ -508,8 +517,10 @@ INSTANT_ENV = "SXCTL_TEST_INSTANT"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under a moved wall clock (tools/at_instant.py), skip the tests that need the machine's own
-    time: the file system stamps files with it, and a bare environment drops the moved clock."""
+    """The demo's check last (its tour started with the run, `start_demo`). Under a moved wall
+    clock (tools/at_instant.py), skip the tests that need the machine's own time: the file system
+    stamps files with it, and a bare environment drops the moved clock."""
+    items.sort(key=lambda item: item.nodeid == DEMO_TEST)
     instant = os.environ.get(INSTANT_ENV)
     if not instant:
         return
@@ -565,12 +576,72 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     for pool in _forks:
         pool.close()
+    for tour in _early_demo:  # the run ended before its test took it (-x, Ctrl-C)
+        if tour.poll() is None:
+            os.killpg(tour.pid, signal.SIGTERM)  # the demo removes its project
+        tour.wait()
     made = getattr(config, "_sxctl_figures_made", None)
     if made:
         import shutil
 
         shutil.rmtree(made, ignore_errors=True)
         os.environ.pop(FIGURES_ENV, None)
+
+
+# --- the demo's tour, started with the run --------------------------------------------------------
+
+#: `sxctl demo --fast` takes 40 s, nearly all of it waiting for the reference agent's turns: a
+#: run that has this test starts both forms of the tour it checks as soon as it knows, and the
+#: test then reads what they did (a worker would otherwise wait the 40 s doing nothing else)
+DEMO_TEST = "tests/cli/test_demo.py::test_demo_passes_as_json_and_keeps_the_project_when_asked"
+DEMO_FORMS = {"json": ["--json"], "human": ["--keep"]}
+_early_demo: list[subprocess.Popen] = []
+
+
+def start_demo(folder: Path) -> list[subprocess.Popen]:
+    """Both forms of `sxctl demo --fast`, side by side, in the hermetic environment (their
+    projects, the kept one too, in `folder`): FORM.out, FORM.err, then FORM.status in `folder`."""
+    (folder / "hermetic").mkdir(parents=True)
+    env = {**hermetic_environ(folder / "hermetic", os.environ), "PYTHONPATH": str(REPO), "TMPDIR": str(folder)}
+    record = '"$@" >"$0.out" 2>"$0.err"; echo $? >"$0.tmp" && mv "$0.tmp" "$0.status"'
+    return [subprocess.Popen(["/bin/sh", "-c", record, str(folder / form), sys.executable, "-m", "sxctl", "demo",
+                              "--fast", *args], cwd=folder / "hermetic" / "cwd", env=env, start_new_session=True)
+            for form, args in DEMO_FORMS.items()]
+
+
+def demo_tours(tmp_path: Path, timeout: float = 120) -> dict[str, Result]:
+    """What each form of the tour did: the run's, started early (`start_demo`), else run now."""
+    folder = Path(os.environ.get(FIGURES_ENV, tmp_path)) / "demo"
+    started = [] if folder.is_dir() else start_demo(folder := tmp_path / "demo")
+    try:
+        deadline = time.monotonic() + timeout
+        while not all((folder / f"{form}.status").exists() for form in DEMO_FORMS):
+            assert time.monotonic() < deadline, f"the demo ran past {timeout} s"
+            time.sleep(0.1)
+    finally:
+        for tour in started:
+            if tour.poll() is None:
+                os.killpg(tour.pid, signal.SIGTERM)
+            tour.wait()
+    return {form: Result(int((folder / f"{form}.status").read_text()), (folder / f"{form}.out").read_text(),
+                         (folder / f"{form}.err").read_text()) for form in DEMO_FORMS}
+
+
+def _start_demo_early(ids) -> None:
+    folder = os.environ.get(FIGURES_ENV)
+    if DEMO_TEST in ids and folder and not _early_demo:
+        _early_demo.extend(start_demo(Path(folder) / "demo"))
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):  # without xdist (its workers have their own hook)
+        _start_demo_early([item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist's controller, as a worker reports what it collected (before any test is sent)."""
+    _start_demo_early(ids)
 
 
 @pytest.fixture
