@@ -517,10 +517,11 @@ INSTANT_ENV = "SXCTL_TEST_INSTANT"
 
 
 def pytest_collection_modifyitems(config, items):
-    """The demo's check last (its tour started with the run, `start_demo`). Under a moved wall
-    clock (tools/at_instant.py), skip the tests that need the machine's own time: the file system
-    stamps files with it, and a bare environment drops the moved clock."""
-    items.sort(key=lambda item: item.nodeid == DEMO_TEST)
+    """The slow tests first, so that the quick ones fill the end of a run and no worker is left
+    alone with a long test; the demo's check last (its tour started with the run, `start_demo`).
+    Under a moved wall clock (tools/at_instant.py), skip the tests that need the machine's own
+    time: the file system stamps files with it, and a bare environment drops the moved clock."""
+    items.sort(key=lambda item: 2 if item.nodeid == DEMO_TEST else 0 if item.get_closest_marker("slow") else 1)
     instant = os.environ.get(INSTANT_ENV)
     if not instant:
         return
@@ -562,8 +563,16 @@ def pytest_configure(config):
     """The temporary folders in memory, and one folder for the figures of every worker (xdist
     workers inherit the environment). The tests kill processes, never the machine: what they
     check is what the page cache holds, and the fsyncs of sxctl's writes (tens of thousands a
-    run) stop waiting on a disk another job may be flushing to (on disk: 2 to 4 times slower)."""
+    run) stop waiting on a disk another job may be flushing to (on disk: 2 to 4 times slower).
+
+    `-n`: tests go to the workers two at a time from one queue (xdist's `--maxschedchunk 2`, unless
+    given), not in chunks of an eighth of the run: a worker handed a chunk of the slow tests
+    kept them while the other ran out of work. (Here, not in pyproject.toml's addopts: a run
+    with `-p no:xdist` would refuse the option.)"""
     import tempfile
+
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk", None) is None:
+        config.option.maxschedchunk = 2
 
     if not hasattr(config, "workerinput") and "TMPDIR" not in os.environ and in_memory():
         os.environ["TMPDIR"] = str(MEMORY)
