@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.forks import Forks
+
 EXAMPLES = Path(__file__).resolve().parent / "data"  # the spec's example files, byte for byte
 REPO = Path(__file__).resolve().parent.parent
 SID = "2026_09_21_quiet_euler"  # the session of the examples, and of every test that needs one
@@ -93,6 +95,24 @@ def scrubbed(name: str) -> bool:
     return (name.startswith(SCRUBBED_PREFIXES) and name not in TEST_KNOBS) or name in SCRUBBED
 
 
+def hermetic_environ(base: Path, environ) -> dict[str, str]:
+    """The environment of the `hermetic` fixture made from `environ`, in the folder `base` (its
+    `home/`, `cwd/` and `bin/` with the stand-ins are made here)."""
+    home = base / "home"
+    home.mkdir()
+    (base / "cwd").mkdir()
+    stand_ins = base / "bin"
+    stand_ins.mkdir()
+    for program, script in STAND_INS.items():
+        (stand_ins / program).write_text(script.format(table=base / "crontab"))
+        (stand_ins / program).chmod(0o755)
+    env = {name: value for name, value in environ.items() if not scrubbed(name)}
+    env["HOME"] = str(home)
+    env["PATH"] = f"{stand_ins}{os.pathsep}{environ.get('PATH', os.defpath)}"
+    env.update(PINNED)
+    return env
+
+
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Every test runs as a user with no sxctl/scorpiox/comis variables, a private empty HOME
@@ -100,26 +120,17 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     stand-ins for crontab(1) and systemctl first on PATH, and a throw-away working folder; HOME
     and the folder are beside `tmp_path`, which stays the test's own. It is `os.environ` that is scrubbed, so the in-process CLI and every subprocess
     started from `os.environ` (or `project.env()`) see the same."""
-    for name in list(os.environ):
-        if scrubbed(name):
-            monkeypatch.delenv(name)
     base = tmp_path_factory.mktemp("hermetic")
-    home = base / "home"
-    home.mkdir()
-    cwd = base / "cwd"
-    cwd.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    stand_ins = base / "bin"
-    stand_ins.mkdir()
-    for program, script in STAND_INS.items():
-        (stand_ins / program).write_text(script.format(table=base / "crontab"))
-        (stand_ins / program).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{stand_ins}{os.pathsep}{os.environ.get('PATH', os.defpath)}")
-    for name, value in PINNED.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(cwd)
+    env = hermetic_environ(base, os.environ)
+    for name in list(os.environ):
+        if name not in env:
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            monkeypatch.setenv(name, value)
+    monkeypatch.chdir(base / "cwd")
     time.tzset()
-    yield home
+    yield base / "home"
     monkeypatch.undo()
     time.tzset()
 
@@ -174,14 +185,21 @@ class Project:
         """`sxctl ARGS` in the project folder, in this process (click's CliRunner); `color=True`:
         the output as a terminal gets it.
 
-        `--fault-inject` ends the process it runs in, so those runs always get a real one."""
+        `--fault-inject` ends the process it runs in, so those runs always get one of their own."""
         if "--fault-inject" in args:
-            return self.process(*args, input=input, env=env, cwd=cwd, timeout=timeout)
+            return self.fork(*args, input=input, env=env, cwd=cwd, timeout=timeout)
         return run_cli(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, clock=clock, color=color)
+
+    def fork(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
+             cwd: Path | None = None, timeout: float = 60) -> Result:
+        """`sxctl ARGS` in a process of its own, forked with sxctl imported (`tests/forks.py`):
+        for kills and racing processes, where the interpreter's start is not what is tested."""
+        return forks().run(list(args), input=input, env=env or self.env(), cwd=cwd or self.root, timeout=timeout)
 
     def process(self, *args: str, input: str | bytes | None = None, env: dict | None = None,
                 cwd: Path | None = None, timeout: float = 60) -> Result:
-        """`python -m sxctl ARGS` as a real process: for start-up, kills, signals and concurrency."""
+        """`python -m sxctl ARGS` as a new interpreter: for start-up, signals, the program's
+        streams as they come."""
         data = input.encode() if isinstance(input, str) else input
         proc = subprocess.run(
             [sys.executable, "-m", "sxctl", *args],
@@ -189,6 +207,43 @@ class Project:
             capture_output=True, cwd=cwd or self.root, env=env or self.env(), timeout=timeout,
         )
         return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+_forks: list[Forks] = []
+
+
+def forks() -> Forks:
+    """This pytest process's fork server (`tests/forks.py`), started at its first command and
+    stopped at the end of the run."""
+    if not _forks:
+        _forks.append(Forks(REPO))
+    return _forks[0]
+
+
+#: a racer (`python -c RACER GUN ARGS...`): a process that says it is up, then waits for the gun
+#: (the file GUN) before it runs on; by itself, it then runs `sxctl ARGS`
+RACER = r"""
+import os, sys, time
+open(f"{sys.argv[1]}.ready-{os.getpid()}", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.001)
+"""
+RACE_SXCTL = RACER + "from sxctl.cli import main\nmain(sys.argv[2:])\n"
+
+
+def start_together(project: Project, argvs: list[list[str]], gun: Path, racer: str = RACE_SXCTL,
+                   envs: list[dict[str, str]] | None = None) -> list:
+    """One process per ARGS in `argvs` (forks with sxctl imported; `envs`: each one's environment,
+    else the project's), each running `racer` with them, released together once every one is up;
+    wait for each (`.wait()`)."""
+    runs = [forks().start([str(gun), *argv], cwd=project.root, env=envs[n] if envs else project.env(), python=racer)
+            for n, argv in enumerate(argvs)]
+    deadline = time.monotonic() + 60
+    while len(list(gun.parent.glob(f"{gun.name}.ready-*"))) < len(runs):
+        assert time.monotonic() < deadline, "the racers did not come up"
+        time.sleep(0.005)
+    gun.touch()
+    return runs
 
 
 def run_cli(args: list[str], *, input: str | bytes | None = None, env: dict[str, str] | None = None,
@@ -462,8 +517,11 @@ INSTANT_ENV = "SXCTL_TEST_INSTANT"
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under a moved wall clock (tools/at_instant.py), skip the tests that need the machine's own
+    """The slow tests first, so that the quick ones fill the end of a run and no worker is left
+    alone with a long test; the demo's check last (its tour started with the run, `start_demo`).
+    Under a moved wall clock (tools/at_instant.py), skip the tests that need the machine's own
     time: the file system stamps files with it, and a bare environment drops the moved clock."""
+    items.sort(key=lambda item: 2 if item.nodeid == DEMO_TEST else 0 if item.get_closest_marker("slow") else 1)
     instant = os.environ.get(INSTANT_ENV)
     if not instant:
         return
@@ -473,22 +531,126 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def pytest_configure(config):
-    """One folder for the figures of every worker (xdist workers inherit the environment)."""
-    if not hasattr(config, "workerinput") and FIGURES_ENV not in os.environ:
-        import tempfile
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """pytest keeps each test module with its asserts rewritten (`__pycache__/*-pytest-*.pyc`)
+    unless writing bytecode is off: under PYTHONDONTWRITEBYTECODE (set on many CI images and
+    containers) every worker of every run rewrote the whole suite again, 8 s of each worker's
+    start. The cache is written anyway, while the suite is collected (the subprocesses of the
+    tests still follow the variable)."""
+    writing_off = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = writing_off
 
+
+#: where the temporary folders go when the caller did not choose (TMPDIR), if it has room
+MEMORY = Path("/dev/shm")
+
+
+def in_memory() -> bool:
+    """A tmpfs with room for the run (the suite writes 100 MB, pytest keeps three runs)."""
+    try:
+        room = os.statvfs(MEMORY)
+    except OSError:
+        return False
+    return os.access(MEMORY, os.W_OK) and room.f_bavail * room.f_frsize >= 2 << 30
+
+
+def pytest_configure(config):
+    """The temporary folders in memory, and one folder for the figures of every worker (xdist
+    workers inherit the environment). The tests kill processes, never the machine: what they
+    check is what the page cache holds, and the fsyncs of sxctl's writes (tens of thousands a
+    run) stop waiting on a disk another job may be flushing to (on disk: 2 to 4 times slower).
+
+    `-n`: tests go to the workers two at a time from one queue (xdist's `--maxschedchunk 2`, unless
+    given), not in chunks of an eighth of the run: a worker handed a chunk of the slow tests
+    kept them while the other ran out of work. (Here, not in pyproject.toml's addopts: a run
+    with `-p no:xdist` would refuse the option.)"""
+    import tempfile
+
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("maxschedchunk", None) is None:
+        config.option.maxschedchunk = 2
+
+    if not hasattr(config, "workerinput") and "TMPDIR" not in os.environ and in_memory():
+        os.environ["TMPDIR"] = str(MEMORY)
+        tempfile.tempdir = None  # asked again
+    if not hasattr(config, "workerinput") and FIGURES_ENV not in os.environ:
         os.environ[FIGURES_ENV] = tempfile.mkdtemp(prefix="sxctl-stress-")
         config._sxctl_figures_made = os.environ[FIGURES_ENV]  # removed at the end of the run
 
 
 def pytest_unconfigure(config):
+    for pool in _forks:
+        pool.close()
+    for tour in _early_demo:  # the run ended before its test took it (-x, Ctrl-C)
+        if tour.poll() is None:
+            os.killpg(tour.pid, signal.SIGTERM)  # the demo removes its project
+        tour.wait()
     made = getattr(config, "_sxctl_figures_made", None)
     if made:
         import shutil
 
         shutil.rmtree(made, ignore_errors=True)
         os.environ.pop(FIGURES_ENV, None)
+
+
+# --- the demo's tour, started with the run --------------------------------------------------------
+
+#: `sxctl demo --fast` takes 40 s, nearly all of it waiting for the reference agent's turns: a
+#: run that has this test starts both forms of the tour it checks as soon as it knows, and the
+#: test then reads what they did (a worker would otherwise wait the 40 s doing nothing else)
+DEMO_TEST = "tests/cli/test_demo.py::test_demo_passes_as_json_and_keeps_the_project_when_asked"
+DEMO_FORMS = {"json": ["--json"], "human": ["--keep"]}
+_early_demo: list[subprocess.Popen] = []
+
+
+def start_demo(folder: Path) -> list[subprocess.Popen]:
+    """Both forms of `sxctl demo --fast`, side by side, in the hermetic environment (their
+    projects, the kept one too, in `folder`): FORM.out, FORM.err, then FORM.status in `folder`."""
+    (folder / "hermetic").mkdir(parents=True)
+    env = {**hermetic_environ(folder / "hermetic", os.environ), "PYTHONPATH": str(REPO), "TMPDIR": str(folder)}
+    record = '"$@" >"$0.out" 2>"$0.err"; echo $? >"$0.tmp" && mv "$0.tmp" "$0.status"'
+    return [subprocess.Popen(["/bin/sh", "-c", record, str(folder / form), sys.executable, "-m", "sxctl", "demo",
+                              "--fast", *args], cwd=folder / "hermetic" / "cwd", env=env, start_new_session=True)
+            for form, args in DEMO_FORMS.items()]
+
+
+def demo_tours(tmp_path: Path, timeout: float = 120) -> dict[str, Result]:
+    """What each form of the tour did: the run's, started early (`start_demo`), else run now."""
+    folder = Path(os.environ.get(FIGURES_ENV, tmp_path)) / "demo"
+    started = [] if folder.is_dir() else start_demo(folder := tmp_path / "demo")
+    try:
+        deadline = time.monotonic() + timeout
+        while not all((folder / f"{form}.status").exists() for form in DEMO_FORMS):
+            assert time.monotonic() < deadline, f"the demo ran past {timeout} s"
+            time.sleep(0.1)
+    finally:
+        for tour in started:
+            if tour.poll() is None:
+                os.killpg(tour.pid, signal.SIGTERM)
+            tour.wait()
+    return {form: Result(int((folder / f"{form}.status").read_text()), (folder / f"{form}.out").read_text(),
+                         (folder / f"{form}.err").read_text()) for form in DEMO_FORMS}
+
+
+def _start_demo_early(ids) -> None:
+    folder = os.environ.get(FIGURES_ENV)
+    if DEMO_TEST in ids and folder and not _early_demo:
+        _early_demo.extend(start_demo(Path(folder) / "demo"))
+
+
+def pytest_collection_finish(session):
+    if not hasattr(session.config, "workerinput"):  # without xdist (its workers have their own hook)
+        _start_demo_early([item.nodeid for item in session.items])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """xdist's controller, as a worker reports what it collected (before any test is sent)."""
+    _start_demo_early(ids)
 
 
 @pytest.fixture
@@ -526,26 +688,30 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 class RandomKiller:
     """Start a command and SIGKILL it at a random moment of its run (`low`..`high` times how long
     a run takes). How long a run takes is learnt from the runs that finished before their kill:
-    a slow first run on a loaded machine would otherwise let every later run finish first."""
+    a slow first run on a loaded machine would otherwise let every later run finish first.
+
+    The runs are forks with sxctl imported (`tests/forks.py`): the kill lands in the command's
+    own work, not in an interpreter's start-up."""
 
     def __init__(self, rng, full_s: float, low: float, high: float) -> None:
         self.rng, self.full, self.low, self.high = rng, full_s, low, high
         self.kills = 0
 
-    def run(self, argv: list[str], *, cwd, env) -> bool:
-        """True when the run was killed."""
-        import signal
-        import subprocess
-        import time
-
+    def run(self, args: list[str], *, cwd, env) -> bool:
+        """`sxctl ARGS`; True when the run was killed."""
         began = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run = forks().start(args, cwd=cwd, env=env)
         time.sleep(self.rng.uniform(self.low, self.high) * self.full)
-        killed = proc.poll() is None
+        killed = run.kill()
         if killed:
-            os.kill(proc.pid, signal.SIGKILL)
             self.kills += 1
         else:
             self.full = min(self.full, time.monotonic() - began)
-        proc.wait()
         return killed
+
+
+def timed_run(args: list[str], *, cwd, env) -> tuple[float, Result]:
+    """How long `sxctl ARGS` takes, start to end, in a fork as `RandomKiller` runs it, and its result."""
+    began = time.monotonic()
+    result = forks().run(args, cwd=cwd, env=env)
+    return time.monotonic() - began, result

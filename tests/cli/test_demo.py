@@ -1,7 +1,7 @@
 """`sxctl demo --fast` runs the whole tour against the reference agent and every check passes.
 
 The tour mostly waits for the agent's turns, so its two forms (JSON Lines, and the human
-transcript with `--keep`) run side by side in one test."""
+transcript with `--keep`) run side by side, started with the run (conftest.start_demo)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import demo_tours
+
 pytestmark = pytest.mark.slow
 
 
-def test_demo_passes_as_json_and_keeps_the_project_when_asked(project, tmp_path):
-    as_json = subprocess.Popen([sys.executable, "-m", "sxctl", "demo", "--fast", "--json"], cwd=project.root.parent,
-                               env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    human = subprocess.Popen([sys.executable, "-m", "sxctl", "demo", "--fast", "--keep"], cwd=tmp_path,
-                             env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = as_json.communicate(timeout=120)
-    human_out, _ = human.communicate(timeout=120)
+def test_demo_passes_as_json_and_keeps_the_project_when_asked(tmp_path):
+    tours = demo_tours(tmp_path)
+    out, err, code = tours["json"].out, tours["json"].err, tours["json"].code
+    human_out, human_code = tours["human"].out, tours["human"].code
 
     events = [json.loads(line) for line in out.splitlines()]
     steps = [e for e in events if e["event"] == "step"]
     failed = [(s["command"], c["check"]) for s in steps for c in s["checks"] if not c["ok"]]
-    assert failed == [] and as_json.returncode == 0, err
+    assert failed == [] and code == 0, err
     summary = events[-1]
     assert summary["event"] == "summary" and summary["ok"] is True and summary["failed"] == 0
     assert summary["passed"] >= 30 and summary["project"] is None
@@ -39,7 +38,7 @@ def test_demo_passes_as_json_and_keeps_the_project_when_asked(project, tmp_path)
 
     lines = human_out.splitlines()
     failed_checks = [shown for n, line in enumerate(lines) if "✗" in line for shown in lines[max(0, n - 6):n + 1]]
-    assert human.returncode == 0, "\n".join(failed_checks) or human_out[-2000:]
+    assert human_code == 0, "\n".join(failed_checks) or human_out[-2000:]
     last = human_out.strip().splitlines()[-1]
     assert last.startswith(f"{last.split()[0]} check(s) passed, 0 failed; project kept at ")
     kept = last.rsplit(" ", 1)[1]

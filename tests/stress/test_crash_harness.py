@@ -5,12 +5,8 @@ version or a complete new one, nothing half-written is visible, and the next com
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import time
 import zlib
 
@@ -19,7 +15,7 @@ import pytest
 from sxctl.callbacks.table import parse_table
 from sxctl.cron.run.ledger import scan_ledger
 from tests.comis_strict import check_store_bytes
-from tests.conftest import EXAMPLES, RandomKiller
+from tests.conftest import EXAMPLES, RandomKiller, forks, timed_run
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +104,7 @@ def test_every_mutating_command_at_every_fault_point(project, command, figures):
     for point in POINTS[command]:
         folder, png = _prepare(project)
         args = [a.replace("{png}", str(png)) for a in COMMANDS[command]]
-        result = project.process(*args, "--fault-inject", point, env=env, timeout=120)
+        result = project.fork(*args, "--fault-inject", point, env=env, timeout=120)
         figures["operations"] += 1
         assert result.code == 99, f"{command}: fault point {point} did not fire (exit {result.code}): {result.err}"
         figures["crashes"] += 1
@@ -136,30 +132,23 @@ def test_sigkill_at_random_moments(project, command, figures):
     rng = random.Random(seed)
     print(f"{command}: seed {seed}")  # shown with the failure
     args = [a.replace("{png}", str(png)) for a in COMMANDS[command]]
-    argv = [sys.executable, "-m", "sxctl", *args]
-    durations = []
-    for _ in range(3):  # the median of three: the first run of a fresh interpreter is the slowest
-        started = time.monotonic()
-        subprocess.run(argv, cwd=project.root, env=project.env(), capture_output=True)
-        durations.append(time.monotonic() - started)
-    full = sorted(durations)[1]
+    # the median of three: the first run is the slowest (the command's first imports)
+    full = sorted(timed_run(args, cwd=project.root, env=project.env())[0] for _ in range(3))[1]
     kills = mid_write = runs = 0
-    while runs < 12 or (kills < 3 and runs < 40):  # a loaded machine stretches the runs: keep going
+    # twelve runs at least, and twelve kills (a run that ended first is not one) unless 40 runs
+    # did not get them (a loaded machine stretches the runs)
+    while runs < 12 or (kills < 12 and runs < 40):
         n = runs
         runs += 1
         if command == "cron add":
-            argv[5] = f"job-{n}"
-        proc = subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+            args[2] = f"job-{n}"
+        run = forks().start(args, cwd=project.root, env=project.env())
         time.sleep(rng.uniform(0.3, 1.0) * full)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
+        if run.kill():
             kills += 1
+            mid_write += _mid_write_evidence(project, folder)
         else:  # it was quicker than the estimate (a busy machine made the calibration slow)
             full *= 0.7
-        proc.wait()
-        if proc.returncode == -signal.SIGKILL:
-            mid_write += _mid_write_evidence(project, folder)
         figures["operations"] += 1
         check_files(project, folder, figures)
     figures["crashes"] += kills
@@ -239,7 +228,7 @@ def test_moving_out_of_an_old_session_at_every_fault_point(project, command, fig
     png.write_bytes(PNG)
     for point in points:
         old, new, texts = _strand(project, png)
-        result = project.process(*args, "--fault-inject", point, timeout=120)
+        result = project.fork(*args, "--fault-inject", point, timeout=120)
         figures["operations"] += 1
         assert result.code == 99, f"{command}: fault point {point} did not fire (exit {result.code}): {result.err}"
         figures["crashes"] += 1
@@ -253,17 +242,15 @@ def test_forward_sigkilled_at_random_moments(project, figures):
     print(f"inbox forward: seed {seed}")  # shown with the failure
     png = project.root.parent / "i.png"
     png.write_bytes(PNG)
-    argv = [sys.executable, "-m", "sxctl", "inbox", "forward"]
+    argv = ["inbox", "forward"]
     durations = []
     for _ in range(3):
         _strand(project, png, count=30)
-        started = time.monotonic()
-        subprocess.run(argv, cwd=project.root, env=project.env(), capture_output=True)
-        durations.append(time.monotonic() - started)
+        durations.append(timed_run(argv, cwd=project.root, env=project.env())[0])
     full = sorted(durations)[1]
     killer = RandomKiller(rng, full, 0.3, 1.0)
     mid_move = runs = 0
-    while runs < 12 or (killer.kills < 3 and runs < 40):
+    while runs < 12 or (killer.kills < 12 and runs < 40):  # as above
         runs += 1
         old, new, texts = _strand(project, png, count=30)
         if killer.run(argv, cwd=project.root, env=project.env()):

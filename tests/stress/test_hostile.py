@@ -11,10 +11,11 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, tree
+from tests.conftest import EXAMPLES, Project, forks, tree
 
 SID = "2026_09_21_quiet_euler"
 
@@ -220,21 +221,36 @@ def test_a_consumed_keyed_message_is_not_sent_again_after_prune(project):
 
 
 def _die_holding_the_store_lock(root) -> None:
-    """Another sxctl process takes the store lock and dies without releasing it (a new process,
-    not a fork: a fork of a test process with threads can inherit a held lock and hang)."""
+    """Another sxctl process takes the store lock and dies without releasing it (a fork of the
+    suite's single-threaded fork server, not of this test process: a fork of a process with
+    threads can inherit a held lock and hang)."""
 
     code = ("import os, sys\nfrom pathlib import Path\nfrom sxctl.cron.store.file import store_lock\nfrom sxctl.cron.store.workspace import Workspace\n"
             "try:\n    store_lock(Workspace(Path(sys.argv[1])), 'sxctl-doomed', 0).acquire()\n"
             "finally:\n    os._exit(0)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    done = forks().run([str(root)], cwd=root, env=dict(os.environ), python=code)
+    assert done.code == 0, done.err
+
+
+@pytest.fixture
+def on_disk(project):
+    """The project in a folder on disk, not in the suite's memory (conftest.pytest_configure):
+    ext4 hands a directory made again the inode number of the one just removed, a tmpfs never
+    does. /var/tmp is kept across reboots, so it is no tmpfs."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="sxctl-on-disk-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    (folder / ".scorpiox" / "sessions").mkdir(parents=True)
+    yield Project(Path(os.path.realpath(folder)), project.home)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.real_time
-def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(project, figures):
+def test_a_dead_holders_note_never_takes_a_live_comis_lock_after_inode_reuse(on_disk, figures):
     """50 trials on a real file system: an sxctl holder is killed holding the store lock; comis
-    later removes the stale directory and makes its own (ext4 and tmpfs hand it the same inode
-    number); sxctl must wait for comis's lock, never remove it."""
+    later removes the stale directory and makes its own (with the same inode number, now and
+    then, on ext4); sxctl must wait for comis's lock, never remove it."""
+    project = on_disk
     scheduler = project.root / ".scheduler"
     scheduler.mkdir()
     for name in ("cron-jobs.json", "cron-executions.jsonl"):

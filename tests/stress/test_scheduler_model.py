@@ -18,9 +18,8 @@ checks, from the files alone:
   completes leaves no claim and no open run, and reports every job that was due;
 - every command exits with the status the model predicts: never a traceback, never exit 1.
 
-The killed passes run in processes forked from a small server started once
-(`[sys.executable, "-c", SERVER]`, which has sxctl imported): a process start per kill would
-cost the CI budget 10 times over. The server is single-threaded, so its forks inherit no lock.
+The killed passes run in processes forked from the suite's fork server (tests/forks.py, which
+has sxctl imported): a process start per kill would cost the CI budget 10 times over.
 Each child gets the model's clock, as a FakeClock, and SIGKILLs itself at the chosen hit of the
 chosen point; the server reports how it ended, so every kill is proved to have happened.
 
@@ -38,8 +37,7 @@ import collections
 import json
 import os
 import shutil
-import subprocess
-import sys
+import signal
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -64,7 +62,7 @@ from sxctl.cron.policy.file import read_policy
 from sxctl.cron.store.workspace import Workspace
 from sxctl.cron.timeline.views import validate_workspace
 from tests.comis_strict import check_store_bytes
-from tests.conftest import REPO, clean_env, run_cli
+from tests.conftest import clean_env, forks, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -73,9 +71,6 @@ START_MS = int(datetime(2026, 12, 1, 8, 0, tzinfo=UTC).timestamp() * 1000)  # a 
 NAMES = ("a", "b", "c", "d")
 FAULT_POINTS = ("before-rename", "after-claim", "after-start", "after-dispatch", "after-terminal")
 DATA_FILES = ("cron-jobs.json", "cron-executions.jsonl", "sxctl-policy.json")
-#: the projects live in memory when the machine has a tmpfs: a SIGKILL keeps what the page cache
-#: holds, so the test loses nothing, and each fsync (thousands a run) stops costing a disk flush
-MEMORY_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 #: totals over the whole run (the test asserts that the crashes it claims did happen)
 FIGURES: collections.Counter = collections.Counter()
@@ -407,80 +402,6 @@ def problems_of(view: View, model: Model) -> list[str]:
     return problems
 
 
-# --- killed passes: forks of a server that has sxctl imported ---------------------------------------
-
-SERVER = r"""
-import json, os, signal, sys, traceback
-from sxctl import faults
-from sxctl.cli.root import cli
-from sxctl.cli.output import Settings
-from sxctl.clock import FakeClock
-from sxctl.cron.policy.file import read_policy
-from sxctl.cron.store.workspace import Workspace
-from sxctl.cron.timeline.views import validate_workspace
-# what a pass imports lazily, imported once here rather than in every fork
-import sxctl.cli.cron, sxctl.cli.cron.tick, sxctl.api.jobs, sxctl.api.scheduler, sxctl.api.scope
-import sxctl.cron.run.tick, sxctl.cron.run.heartbeat, sxctl.inbox.sending
-import croniter, dateutil.parser, filelock, rich.console
-
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
-            for fd, name in ((1, request["out"]), (2, request["err"])):
-                os.dup2(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
-            hits = [0]
-
-            def hit(point, target=request["point"], nth=request["nth"]):
-                if point == target:
-                    hits[0] += 1
-                    if hits[0] == nth:
-                        os.kill(os.getpid(), signal.SIGKILL)
-
-            faults.hit = hit
-            cli.main(args=request["argv"], obj=Settings(clock=FakeClock(request["now_ms"])))
-            code = 0
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps({"signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                      "code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None}), flush=True)
-"""
-
-
-class ForkServer:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env={**os.environ, "PYTHONPATH": str(REPO)}, text=True)
-
-    def run(self, cwd: Path, env: dict, now_ms: int, argv: list[str], point: str, nth: int) -> tuple[dict, str, str]:
-        out, err = self.tmp / "out", self.tmp / "err"
-        request = {"cwd": str(cwd), "env": env, "now_ms": now_ms, "argv": argv, "point": point, "nth": nth,
-                   "out": str(out), "err": str(err)}
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        ended = json.loads(self.proc.stdout.readline())
-        return ended, out.read_text(), err.read_text()
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-
-
 # --- the machine -------------------------------------------------------------------------------------
 
 SCHEDULES = st.one_of(
@@ -523,11 +444,9 @@ def until_text(ms: int, zone: str | None) -> tuple[str, int]:
 
 
 class SchedulerMachine(RuleBasedStateMachine):
-    server: ForkServer  # set by the test
-
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="sxctl-model-", dir=MEMORY_DIR))
+        self.tmp = Path(tempfile.mkdtemp(prefix="sxctl-model-"))  # in memory (conftest.pytest_configure)
         self.root = Path(os.path.realpath(self.tmp / "proj"))
         self.folder = self.root / ".scorpiox" / "sessions" / SID
         self.folder.mkdir(parents=True)
@@ -754,17 +673,18 @@ class SchedulerMachine(RuleBasedStateMachine):
         argv = ["cron", "tick", "--json", "--max-runs", str(max_runs)]
         if kill is not None:
             self.heartbeat()
-            ended, out, err = self.server.run(self.root, self.env, self.now, argv, *kill)
+            killed = forks().run(argv, cwd=self.root, env=self.env, now_ms=self.now, kill_at=kill)
+            out, err = killed.out, killed.err
             assert "Traceback" not in err, err
-            if ended["signal"] is not None:
-                assert ended["signal"] == 9 and expected == 0, (ended, err)
+            if killed.code < 0:
+                assert killed.code == -signal.SIGKILL and expected == 0, (killed, err)
                 FIGURES["kills"] += 1
                 FIGURES[f"kills at {kill[0]}"] += 1
                 if then_next:
                     self.files_keep_every_promise()
                     self.tick(3, True, None)
                 return
-            code = ended["code"]  # the pass never reached that hit: it ran to its end
+            code = killed.code  # the pass never reached that hit: it ran to its end
         else:
             result = self.sxctl(*argv)
             code, out, err = result.code, result.out, result.err
@@ -819,24 +739,18 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 #: Derandomized: every run tries the same examples, so a failure reproduces. Shrinking replays the
 #: machine hundreds of times (minutes), so it is off unless SXCTL_MODEL_SHRINK=1: CI prints the
-#: failing example as generated; shrink it locally for the minimal one.
+#: failing example as generated; shrink it locally for the minimal one. 20 examples by default
+#: (the suite's time): 625 steps, 76 passes SIGKILLed, some at each of the five fault points (the
+#: test below kills at each one on purpose); a night's run searches wider (CONTRIBUTING.md).
 MACHINE_SETTINGS = settings(
-    max_examples=int(os.environ.get("SXCTL_MODEL_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("SXCTL_MODEL_EXAMPLES", "20")),
     stateful_step_count=int(os.environ.get("SXCTL_MODEL_STEPS", "30")),
     deadline=None, derandomize=True, database=None, report_multiple_bugs=False,
     phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if os.environ.get("SXCTL_MODEL_SHRINK") else []),
     suppress_health_check=list(HealthCheck))
 
 
-@pytest.fixture(scope="module")
-def fork_server(tmp_path_factory):
-    server = ForkServer(tmp_path_factory.mktemp("fork-server"))
-    SchedulerMachine.server = server
-    yield server
-    server.close()
-
-
-def test_the_scheduler_keeps_its_promises_under_random_edits_clocks_and_kills(fork_server):
+def test_the_scheduler_keeps_its_promises_under_random_edits_clocks_and_kills():
     FIGURES.clear()
     run_state_machine_as_test(SchedulerMachine, settings=MACHINE_SETTINGS)
     print(f"\nscheduler model: {dict(sorted(FIGURES.items()))}")
@@ -847,7 +761,7 @@ def test_the_scheduler_keeps_its_promises_under_random_edits_clocks_and_kills(fo
     *((point, ("max_runs", 1)) for point in FAULT_POINTS),
     ("after-dispatch", ("max_runs_per_day", 1)), ("after-dispatch", ("max_unconsumed", 1)),
 ], ids=lambda value: value if isinstance(value, str) else f"{value[0]}={value[1]}")
-def test_a_pass_killed_at_a_fault_point_breaks_no_promise(fork_server, point, limit):
+def test_a_pass_killed_at_a_fault_point_breaks_no_promise(point, limit):
     """The machine's crash window made certain: a job with a limit of 1, its first run killed at
     `point`, the files checked, then the passes of its next two occurrences."""
     FIGURES.clear()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from tests.conftest import now_ms
+from tests.conftest import now_ms, start_together
 
 pytestmark = pytest.mark.slow
 
@@ -19,17 +17,8 @@ EMPTY = {"rev": 0, "updated_ms": 0, "paused": False, "slots": []}
 
 
 def _run_at_once(project, argvs, start_file):
-    gate = f"import os,sys,time\nwhile not os.path.exists({str(start_file)!r}): time.sleep(0.001)\n" \
-           "from sxctl.cli import main\nmain()"
-    procs = [subprocess.Popen([sys.executable, "-c", gate, *argv], cwd=project.root, env=project.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for argv in argvs]
-    time.sleep(0.5)
-    start_file.touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        results.append((proc.returncode, out.decode(), err.decode()))
-    return results
+    return [(result.code, result.out, result.err)
+            for result in (run.wait(timeout=120) for run in start_together(project, argvs, start_file))]
 
 
 @pytest.mark.parametrize(("writers", "winners"), [(8, 8), (12, 8)])
@@ -88,7 +77,7 @@ def test_agent_rewriting_every_10ms_never_silently_loses_a_change(project):
     def writer(slot):
         for round_ in range(5):
             message = f"slot {slot} round {round_}"
-            result = project.process("cb", "set", message, "--every", "60", "--slot", str(slot), "--replace", "--json")
+            result = project.fork("cb", "set", message, "--every", "60", "--slot", str(slot), "--replace", "--json")
             outcomes[slot].append((result.code, message, result.out))
 
     threads = [threading.Thread(target=writer, args=(slot,)) for slot in range(4)]

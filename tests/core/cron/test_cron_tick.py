@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import time
 
 import pytest
 
 from sxctl.clock import FakeClock
 from sxctl.cron.run.ledger import scan_ledger
-from tests.conftest import EXAMPLES, inbox_messages, now_ms
+from tests.conftest import EXAMPLES, inbox_messages, now_ms, start_together
 
 NOW = 1_789_974_090_000
 
@@ -405,18 +403,11 @@ def test_concurrent_ticks_run_a_due_job_once(project, tmp_path):
     project.run("cron", "add", "once", "--every", "1h", "--payload", "heartbeat-event", "--text", "exactly once")
     make_due(project, "once")
     start = tmp_path / "go"
-    gate = f"import os,time\nwhile not os.path.exists({str(start)!r}): time.sleep(0.001)\n" \
-           "from sxctl.cli import main\nmain()"
-    procs = [subprocess.Popen([sys.executable, "-c", gate, "cron", "tick", "--busy-ok", "--lock-wait", "2", "--json"],
-                              cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(6)]
-    time.sleep(0.5)
-    start.touch()
     reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.decode()
-        reports.append(json.loads(out))
+    for run in start_together(project, [["cron", "tick", "--busy-ok", "--lock-wait", "2", "--json"]] * 6, start):
+        result = run.wait(timeout=120)
+        assert result.code == 0, result.err
+        reports.append(result.json())
     assert sum(len(r["runs"]) for r in reports) == 1
     assert len(inbox_messages(folder)) == 1 and len(rows(project)) == 2
 

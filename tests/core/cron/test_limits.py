@@ -15,7 +15,7 @@ import pytest
 from sxctl.clock import FakeClock
 from sxctl.cron.run.ledger import scan_ledger
 from tests.comis_strict import check_store_bytes
-from tests.conftest import RandomKiller, now_ms
+from tests.conftest import RandomKiller, now_ms, timed_run
 from tests.core.cron.test_scheduling import MIN, NINE, SID
 
 from . import test_scheduling
@@ -99,7 +99,7 @@ def test_a_pass_killed_at_any_step_never_lets_a_job_exceed_its_limit(project, li
                        *_flags(limit)).code == 0
     times = _due_times()
     _make_due(project, {"capped"}, next(times))
-    killed = project.process("cron", "tick", "-q", "--fault-inject", point)
+    killed = project.fork("cron", "tick", "-q", "--fault-inject", point)
     assert killed.code == 99, killed.err  # the kill happened
     _check_files(project)
     for _ in range(2):
@@ -118,7 +118,7 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
     print(f"\nseed {seed} (SXCTL_TEST_SEED={seed} repeats this run)")
     rng = random.Random(seed)
     folder = project.session()
-    argv = [sys.executable, "-m", "sxctl", "cron", "tick", "-q"]
+    argv = ["cron", "tick", "-q"]
     times = _due_times()
 
     def add_round(n):
@@ -131,11 +131,14 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
     names = add_round(0)
     _make_due(project, names, next(times))
     project.session()
-    started = time.monotonic()
-    subprocess.run(argv, cwd=project.root, env=project.env(), check=True)
-    full = time.monotonic() - started
+    full, calibration = timed_run(argv, cwd=project.root, env=project.env())
+    assert calibration.code == 0, calibration.err
     killer = RandomKiller(rng, full, 0.2, 1.0)
-    for n in range(1, 31):
+    n = 0
+    # 30 rounds at least, and 30 kills (a pass that ended first is not one) unless 60 rounds did not
+    # get them (a loaded machine stretches the runs)
+    while n < 30 or (killer.kills < 30 and n < 60):
+        n += 1
         for name in names:
             assert project.run("cron", "remove", name, "--yes").code == 0
         names = add_round(n)
@@ -149,7 +152,7 @@ def test_sigkill_at_random_moments_never_exceeds_a_limit(project):
             _clean_pass(project)
         over = {name: len(_messages(folder, name)) for name in names if len(_messages(folder, name)) > 1}
         assert not over, f"limit exceeded after a SIGKILL (seed {seed}, round {n}): {over}"
-    assert killer.kills >= 8, f"only {killer.kills} of 30 passes were killed (seed {seed}); the test proved little"
+    assert killer.kills >= 8, f"only {killer.kills} of {n} passes were killed (seed {seed}); the test proved little"
 
 
 # --- what counts: a dispatch, read from durable facts ----------------------------------------------
@@ -162,7 +165,7 @@ def test_an_unknown_run_whose_message_is_in_the_inbox_counts_before_the_next_pas
     assert project.run("cron", "add", "once", "--every", "1h", "--payload", "heartbeat-event", "--text", "once",
                        "--max-runs", "1").code == 0
     _make_due(project, {"once"}, now_ms() - 1000)
-    assert project.process("cron", "tick", "--fault-inject", "after-dispatch").code == 99
+    assert project.fork("cron", "tick", "--fault-inject", "after-dispatch").code == 99
     assert len(_messages(folder, "once")) == 1 and json.loads(_store_path(project).read_text())["activeClaims"]
     assert project.run("cron", "show", "once", "--json").json()["policy"]["runs"] == 1
     [row] = project.run("cron", "list", "--json").json()["jobs"]
@@ -184,7 +187,7 @@ def test_a_run_killed_before_it_sent_anything_spends_no_limit(project):
     assert project.run("cron", "add", "once", "--every", "1h", "--payload", "heartbeat-event", "--text", "once",
                        "--max-runs", "1").code == 0
     _make_due(project, {"once"}, now_ms() - 1000)
-    assert project.process("cron", "tick", "--fault-inject", "after-start").code == 99
+    assert project.fork("cron", "tick", "--fault-inject", "after-start").code == 99
     assert project.run("cron", "show", "once", "--json").json()["policy"]["runs"] == 0
     _make_due(project, {"once"}, now_ms() - 1000)
     project.session()
@@ -217,7 +220,7 @@ def test_a_pass_killed_between_its_policy_and_store_writes_counts_the_run_once(p
     assert project.run("cron", "add", "a", "--every", "1h", "--payload", "heartbeat-event", "--text", "a",
                        "--max-runs", "2").code == 0
     _make_due(project, {"a"}, now_ms() - 1000)
-    assert project.process("cron", "tick", "--fault-inject", "after-terminal").code == 99
+    assert project.fork("cron", "tick", "--fault-inject", "after-terminal").code == 99
     policy = project.root / ".scheduler" / "sxctl-policy.json"
     [claim] = json.loads(_store_path(project).read_text())["activeClaims"]
 

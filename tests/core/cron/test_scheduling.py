@@ -534,13 +534,13 @@ def test_the_policy_file_survives_a_pass_killed_at_every_fault_point(sched, proj
               "--max-runs", "3")
     before = sched.policy_file.read_bytes()
     sched.agent_at(now_ms())  # live for the real clock of the process
-    killed = project.process("cron", "tick", "--fault-inject", point)
+    killed = project.fork("cron", "tick", "--fault-inject", point)
     assert killed.code == 99, killed.err  # the kill happened
     after = sched.policy_file.read_bytes()
     assert after == before if point == "before-rename" else after != before  # killed before / after the write
     read_policy(Workspace(project.root))  # whole, and the strict reader takes it
     sched.agent_at(now_ms())
-    assert project.process("cron", "tick", "--terminalize-orphans").code == 0
+    assert project.fork("cron", "tick", "--terminalize-orphans").code == 0
     policy = read_policy(Workspace(project.root))
     stored = {job["id"] for job in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())["jobs"]}
     assert set(policy["jobs"]) <= stored and any(e.get("skips") for e in policy["jobs"].values())

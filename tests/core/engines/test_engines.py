@@ -17,7 +17,7 @@ import pytest
 
 from sxctl import engines
 from sxctl.clock import FakeClock
-from tests.conftest import REPO, heartbeat_file, now_ms
+from tests.conftest import REPO, heartbeat_file, now_ms, start_together
 
 
 def due_job(project, name="ping"):
@@ -453,22 +453,14 @@ def test_two_writers_rotating_at_once_lose_no_line_and_rotate_once(tmp_path):
 
 # --- the engine firing twice --------------------------------------------------------------------------
 
-def test_two_passes_started_at_the_same_instant_dispatch_once(project):
+def test_two_passes_started_at_the_same_instant_dispatch_once(project, tmp_path):
     project.session()
     due_job(project)
-    start_at = time.time() + 1.5
-    runner = textwrap.dedent(f"""
-        import sys, time
-        while time.time() < {start_at}:
-            time.sleep(0.001)
-        from sxctl.cli import main
-        main(["cron", "tick", "--busy-ok", "--lock-wait", "0", "--json"])
-    """)
-    procs = [subprocess.Popen([sys.executable, "-c", runner], cwd=project.root, env=project.env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [proc.communicate(timeout=60) for proc in procs]
-    assert [proc.returncode for proc in procs] == [0, 0], outs
-    reports = [json.loads(out) for out, _ in outs]
+    passes = start_together(project, [["cron", "tick", "--busy-ok", "--lock-wait", "0", "--json"]] * 2,
+                            tmp_path / "go")
+    done = [each.wait(timeout=60) for each in passes]
+    assert [result.code for result in done] == [0, 0], done
+    reports = [result.json() for result in done]
     assert sum(len(r["runs"]) for r in reports) == 1
     assert len(inbox(project)) == 1
     assert list(ledger_groups(project).values()) == [["started", "terminal"]]

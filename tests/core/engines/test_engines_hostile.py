@@ -15,7 +15,6 @@ import resource
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ import yaml
 
 from sxctl import engines
 from sxctl.errors import SxctlError
-from tests.conftest import Project
+from tests.conftest import Project, start_together
 
 FAKE_CRONTAB = """\
 #!/bin/sh
@@ -308,9 +307,9 @@ def test_a_fifo_as_the_crontab_file_is_refused_without_hanging(project, tmp_path
     os.mkfifo(fifo)
     for args in (["cron", "export", "--target", "crontab", "--install", "--crontab-file", str(fifo)],
                  ["cron", "export", "--target", "crontab", "--uninstall", "--crontab-file", str(fifo)]):
-        result = project.process(*args, timeout=20)
+        result = project.fork(*args, timeout=20)
         assert result.code == 5 and f"{fifo}: cannot read it (not a regular file)" in result.err, result.err
-    doctor = project.process("doctor", "--json", "--crontab-file", str(fifo), timeout=20)
+    doctor = project.fork("doctor", "--json", "--crontab-file", str(fifo), timeout=20)
     assert doctor.code in (0, 9), doctor.err
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
@@ -321,7 +320,7 @@ def test_a_fifo_named_like_a_unit_is_refused_without_hanging(project, tmp_path):
     names = list(project.run("cron", "export", "--target", "systemd", "--json").json()["files"])
     os.mkfifo(units / names[0])
     for verb in ("--install", "--uninstall"):
-        result = project.process("cron", "export", "--target", "systemd", verb, "--unit-dir", str(units), timeout=20)
+        result = project.fork("cron", "export", "--target", "systemd", verb, "--unit-dir", str(units), timeout=20)
         assert result.code == 5 and "not a regular file" in result.err, result.err
     assert stat.S_ISFIFO(os.lstat(units / names[0]).st_mode)
     assert sorted(os.listdir(units)) == [names[0]]
@@ -335,7 +334,7 @@ def test_a_tick_log_that_is_not_a_regular_file_is_refused_and_never_written_thro
     elsewhere.write_text("keep\n")
     {"symlink": lambda: log.symlink_to(elsewhere), "fifo": lambda: os.mkfifo(log), "folder": log.mkdir}[kind]()
     assert project.run("cron", "add", "later", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
-    result = project.process("cron", "tick", "--log", str(log), timeout=20)
+    result = project.fork("cron", "tick", "--log", str(log), timeout=20)
     if kind == "folder":  # click's own check of a FILE option, as for --crontab-file
         assert result.code == 2 and "is a directory" in result.err, result.err
     else:
@@ -382,15 +381,6 @@ def test_a_crontab_file_over_the_cap_is_refused_and_kept(project, tmp_path):
 
 # --- 4. concurrent installs, exact markers --------------------------------------------------------
 
-INSTALLER = textwrap.dedent("""
-    import sys
-    from sxctl.cli import main
-    print("ready", flush=True)
-    sys.stdin.read(1)  # the test releases all installers at once
-    main(sys.argv[1:])
-""")
-
-
 @pytest.mark.slow
 def test_four_projects_installing_at_once_all_keep_their_block(tmp_path, project):
     """The crontab edit is a read-modify-write: without sxctl's lock the last writer drops the
@@ -405,17 +395,10 @@ def test_four_projects_installing_at_once_all_keep_their_block(tmp_path, project
     lost = []
     for trial in range(4):
         store.unlink(missing_ok=True)
-        procs = [subprocess.Popen([sys.executable, "-c", INSTALLER, "--project", str(root), "cron", "export",
-                                   "--target", "crontab", "--install"], env=envs[i], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for i, root in enumerate(roots)]
-        for proc in procs:
-            assert proc.stdout.readline() == "ready\n"
-        for proc in procs:
-            proc.stdin.write("go")
-            proc.stdin.flush()
-        outs = [proc.communicate(timeout=60) for proc in procs]
-        assert [proc.returncode for proc in procs] == [0] * 4, outs
+        installs = start_together(project, [["--project", str(root), "cron", "export", "--target", "crontab",
+                                             "--install"] for root in roots], tmp_path / f"go-{trial}", envs=envs)
+        done = [install.wait(timeout=60) for install in installs]
+        assert [result.code for result in done] == [0] * 4, done
         text = store.read_text()
         missing = [str(root) for root in roots if f"# BEGIN sxctl cron tick for {root} (" not in text]
         if missing:

@@ -11,7 +11,7 @@ import pytest
 
 from sxctl import faults
 from sxctl.clock import FakeClock
-from tests.conftest import now_ms, tree
+from tests.conftest import forks, now_ms, tree
 
 OLD = "2026_09_21_quiet_euler"
 NEW = "2026_09_21_brave_curie"
@@ -657,18 +657,15 @@ def test_two_keyed_sends_into_two_sessions_at_once_write_one_message(project):
     the project's key lock: one message per key, whichever session it landed in. (The other
     session is one no agent was seen in: a new message pinned to one whose agent left for NEW
     is refused, test_superseded.py.)"""
-    import subprocess
-    import sys
-
     project.session(OLD, live=None)
     project.session(NEW, live=True)
     env = project.env()
     for n in range(12):
-        procs = [subprocess.Popen([sys.executable, "-m", "sxctl", *pin, "inbox", "send", f"n{n}", "--key", f"k{n}",
-                                   "--no-wait", "-q"], cwd=project.root, env=env, stderr=subprocess.PIPE)
-                 for pin in (["--session", OLD], ["--session", NEW])]
-        for proc in procs:
-            assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        sends = [forks().start([*pin, "inbox", "send", f"n{n}", "--key", f"k{n}", "--no-wait", "-q"], cwd=project.root,
+                               env=env) for pin in (["--session", OLD], ["--session", NEW])]
+        for send in sends:
+            result = send.wait()
+            assert result.code == 0, result.err
     texts = [json.loads(path.read_text())["text"]
              for path in project.root.glob(".scorpiox/sessions/*/inbox/*.json")]
     assert sorted(texts) == sorted(f"n{n}" for n in range(12)), texts

@@ -3,33 +3,27 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import multiprocessing
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from sxctl.clock import FakeClock
-from tests.conftest import now_ms, tree
+from tests.conftest import RACER, RandomKiller, now_ms, start_together, timed_run, tree
 
 pytestmark = pytest.mark.slow
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
 
 # one process per sender, each running `sxctl inbox send` `count` times in a row (the whole
-# command, argument parsing to exit status, without paying an interpreter start-up per message)
-SENDER = r"""
-import sys, time, os
+# command, argument parsing to exit status, without paying a process start per message)
+SENDER = RACER + r"""
 from sxctl.cli.root import cli
-start_file, sender, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-while not os.path.exists(start_file):
-    time.sleep(0.001)
+sender, count = sys.argv[2], int(sys.argv[3])
 for n in range(count):
     try:
         cli.main(args=["inbox", "send", f"{sender}-{n}", "--mode", "queue", "-q"])
@@ -39,25 +33,13 @@ for n in range(count):
 """
 
 
-def _start_together(project, argvs: list[list[str]], start_file: Path) -> list[subprocess.Popen]:
-    procs = [
-        subprocess.Popen(argv, cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for argv in argvs
-    ]
-    time.sleep(0.5)  # let every interpreter start before the gun
-    start_file.touch()
-    return procs
-
-
 def test_eight_senders_thirty_messages_each_consumed_exactly_once_in_order(project, consumer_factory, tmp_path):
     folder = project.session()
     consumer = consumer_factory(folder)
     start = tmp_path / "go"
-    procs = _start_together(
-        project, [[sys.executable, "-c", SENDER, str(start), f"s{i}", "30"] for i in range(8)], start)
-    for proc in procs:
-        _, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err.decode()
+    for run in start_together(project, [[f"s{i}", "30"] for i in range(8)], start, SENDER):
+        result = run.wait(timeout=600)
+        assert result.code == 0, result.err
     records = consumer.stop()
     violations = [r for r in records if "violation" in r]
     assert violations == []
@@ -77,20 +59,12 @@ def test_eight_senders_thirty_messages_each_consumed_exactly_once_in_order(proje
 def test_sixteen_concurrent_senders_with_one_key_write_one_message(project, tmp_path, round_):
     folder = project.session(live=False)
     start = tmp_path / "go"
-    waiter = f"import os,sys,time\nwhile not os.path.exists({str(start)!r}): time.sleep(0.001)\n" \
-             "from sxctl.cli import main\nmain()"
     key = f"deploy-{round_}"
-    procs = _start_together(
-        project,
-        [[sys.executable, "-c", waiter, "inbox", "send", "deploy finished", "--key", key, "--json"]
-         for _ in range(16)],
-        start,
-    )
     docs = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.decode()
-        docs.append(json.loads(out))
+    for run in start_together(project, [["inbox", "send", "deploy finished", "--key", key, "--json"]] * 16, start):
+        result = run.wait(timeout=120)
+        assert result.code == 0, result.err
+        docs.append(result.json())
     assert len({d["stem"] for d in docs}) == 1
     assert sum(1 for d in docs if not d["duplicate"]) <= 1
     inbox = folder / "inbox"
@@ -311,23 +285,20 @@ def test_sigkill_at_random_moments_never_shows_a_partial_message(project, consum
     image = project.root.parent / "a.png"
     image.write_bytes(PNG)
     rng = random.Random(20261130)
-    argv = [sys.executable, "-m", "sxctl", "inbox", "send", "--no-wait", "--image", str(image)]
+    argv = ["inbox", "send", "--no-wait", "--image", str(image)]
     runs = []
     for _ in range(3):
-        started = time.monotonic()
-        subprocess.run([*argv, "calibrate"], cwd=project.root, env=project.env(), check=True, capture_output=True)
-        runs.append(time.monotonic() - started)
-    full_run = sorted(runs)[1]
-    kills = sent = 0
-    while sent < 40 or (kills < 8 and sent < 120):  # a loaded machine stretches the runs: keep going
-        proc = subprocess.Popen([*argv, f"img-{sent}"], cwd=project.root, env=project.env(),
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        took, calibration = timed_run([*argv, "calibrate"], cwd=project.root, env=project.env())
+        assert calibration.code == 0, calibration.err
+        runs.append(took)
+    killer = RandomKiller(rng, sorted(runs)[1], 0.2, 1.0)
+    sent = 0
+    # forty sends at least, and forty kills (a send that ended first is not one) unless 120 sends did
+    # not get them (a loaded machine stretches the runs)
+    while sent < 40 or (killer.kills < 40 and sent < 120):
+        killer.run([*argv, f"img-{sent}"], cwd=project.root, env=project.env())
         sent += 1
-        time.sleep(rng.uniform(0.2, 1.0) * full_run)
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            kills += 1
-        proc.wait()
+    kills = killer.kills
     records = consumer.stop()
     assert kills >= 5, "the kill window missed every writer; the test proved nothing"
     assert [r for r in records if "violation" in r] == []
