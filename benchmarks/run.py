@@ -1,6 +1,6 @@
 """sxctl benchmarks: ratios against baselines measured in the same run, interleaved.
 
-    python benchmarks/run.py            # the full table (about a minute)
+    python benchmarks/run.py            # the full table (some minutes: it runs the test suite once)
     python benchmarks/run.py --quick    # fewer repetitions
 
 Each row is a median of at least 15 runs (5 with --quick), taken in turn with its baseline so
@@ -258,6 +258,7 @@ def main() -> int:
         rows.append(("(f) API send loop throughput / bare loop", throughput, ">= 0.8", throughput >= 0.8))
 
         rows += rehearsal_rows(root, 1 if quick else 3)
+        rows.append(suite_row())
         rows += scale_rows(root, quick)
         rows += dst_rows(root, max(5, runs // 3), env())
 
@@ -375,6 +376,16 @@ def tick_row(root: Path, runs: int) -> tuple[str, float, str, bool]:
             shutil.rmtree(copy)
     ratio = statistics.median(samples[10_000]) / statistics.median(samples[100])
     return ("(j) cron tick (50 dispatched), 10k jobs + 90% ledger / 100 jobs", ratio, "<= 5", ratio <= 5)
+
+
+def suite_row() -> tuple[str, float, str, bool]:
+    """The whole test suite, slow tests included, on 2 workers (the README's second command, as
+    the machine has 2 cores), in seconds: a tool developers run many times a day."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q", "-p", "no:randomly"], cwd=REPO,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    seconds = time.perf_counter() - started
+    return ("(n) the whole test suite on 2 workers, seconds", seconds, "<= 120", seconds <= 120)
 
 
 def rehearsal_rows(root: Path, runs: int) -> list[tuple[str, float, str, bool]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import Clock
-from ...errors import ExitStatus, SxctlError, UsageError
+from ...errors import ErrorCode, ExitStatus, SxctlError, UsageError
 from ...inbox.message import MAX_MESSAGE_BYTES, InboxMessage
 from ...inbox.request import SendRequest
 from ...inbox.sending import send
@@ -117,6 +117,8 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
         kind = "resource" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "internal"
         raise DispatchFailure("dispatch_rejected", kind, str(error)) from None
     except SxctlError as error:
+        if error.code == ErrorCode.INTERRUPTED:  # Ctrl-C or SIGTERM while it wrote: the message is there,
+            raise  # so the run is no failure: the pass ends (exit 130, naming it), the next settles it as unknown
         if error.exit_code in _TARGET_REFUSED:  # the target as it is: a symbolic link, a folder gone, …
             raise DispatchFailure("executor_precondition", "precondition", error.message) from None
         raise DispatchFailure("dispatch_rejected", "internal", error.message) from None
