@@ -10,11 +10,11 @@ import errno
 import fcntl
 import os
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import ErrorCode, InvalidDataError, NotFoundError, SxctlError, SystemRefusedError
+from .scratch import in_scratch
 
 #: a temp file untouched this long was left by a writer that crashed: the callbacks writer sweeps
 #: its own, `doctor` warns about any, `inbox clean` removes the inbox's by default
@@ -25,37 +25,6 @@ FRESH_TEMP_MS = 1_000
 _PROBE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _umask: int | None = None
-#: the folders below which writes need no fsync (`scratch_writes`), resolved, with a trailing separator;
-#: and the folders written into meanwhile, resolved (a rehearsal writes into a few thousands of times)
-_scratch: list[str] = []
-_resolved: dict[str, str] = {}
-
-
-@contextmanager
-def scratch_writes(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Within this block, files written below `folder` are not fsynced: `cron simulate` runs
-    real passes in a copy it throws away, and a power cut loses nothing there. Every write stays
-    atomic (temp, then rename), and writes anywhere else, in any thread, stay durable."""
-    scratch = os.path.join(os.path.realpath(folder), "")
-    _scratch.append(scratch)
-    try:
-        yield
-    finally:
-        _scratch.remove(scratch)
-        if not _scratch:
-            _resolved.clear()
-
-
-def _needs_fsync(folder: str) -> bool:
-    """Unless `folder`, its links resolved, is below a scratch folder: a write into it is fsynced."""
-    if not _scratch:
-        return True
-    real = _resolved.get(folder)
-    if real is None:
-        real = _resolved[folder] = os.path.join(os.path.realpath(folder), "")
-    return not any(real.startswith(prefix) for prefix in _scratch)
-
-
 def _process_umask() -> int:
     """Read once: whether `open(..., mode)` already yields `mode` (then no fchmod is needed)."""
     global _umask
@@ -71,7 +40,7 @@ def default_temp_path(target: str | os.PathLike) -> str:
 
 
 def fsync_dir(folder: str | os.PathLike[str]) -> None:
-    if not _needs_fsync(os.fspath(folder)):
+    if in_scratch(os.fspath(folder)):
         return
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -135,7 +104,7 @@ class PendingFile:
         self.folder = os.path.dirname(self.target) or "."
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, mode)
         self._owns_temp = True  # False once published or removed: the name may be reused
-        self.durable = _needs_fsync(self.folder)
+        self.durable = not in_scratch(self.folder)
         try:
             try:  # held until the temp is published or removed: a lock the kernel drops when a writer dies
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -130,9 +130,14 @@ def hermetic(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
             monkeypatch.setenv(name, value)
     monkeypatch.chdir(base / "cwd")
     time.tzset()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     yield base / "home"
     monkeypatch.undo()
     time.tzset()
+    leaked = [signal.Signals(n).name for n, handler in handlers.items() if signal.getsignal(n) is not handler]
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    assert not leaked, f"the test left its own handler of {', '.join(leaked)}: a later test's Ctrl-C would go to it"
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

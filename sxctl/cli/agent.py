@@ -79,11 +79,16 @@ def run(init, exec_cmd, turn_seconds, poll_ms, idle_exit, max_turns, model, forc
     from ..api import run_agent
 
     s = settings()
-    run_agent(renderer(s.json), init=init, exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
-              idle_exit=idle_exit, max_turns=max_turns, model=model, force=force,
-              session=s.session or os.environ.get("SXCTL_SESSION") or None, project=s.project,
-              capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock, tokens_per_turn=tokens_per_turn,
-              rl_per_turn=rl_per_turn, rl_window=rl_window)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        run_agent(renderer(s.json), init=init, exec_cmd=exec_cmd, turn_seconds=turn_seconds, poll_ms=poll_ms,
+                  idle_exit=idle_exit, max_turns=max_turns, model=model, force=force,
+                  session=s.session or os.environ.get("SXCTL_SESSION") or None, project=s.project,
+                  capture_output=s.json, on_ready=_stop_on_signals, clock=s.clock, tokens_per_turn=tokens_per_turn,
+                  rl_per_turn=rl_per_turn, rl_window=rl_window)
+    finally:  # the agent's handlers end with it: a caller in the same process keeps its own Ctrl-C
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _stop_on_signals(agent) -> None:

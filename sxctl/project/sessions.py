@@ -11,7 +11,7 @@ from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..errors import ErrorCode, InvalidDataError, NotFoundError, UsageError
-from ..fsio import open_regular
+from ..fsio import read_bytes_capped
 from ..jsondata import strict_loads
 from ..record import Factory, record
 from ..report import Reporter
@@ -29,10 +29,8 @@ _STATS_CAP = 4 * 1024 * 1024
 def read_stats(session_dir: Path) -> dict[str, Any] | None:
     """`stats.json` as an object, or None when missing or unreadable (state `unknown`)."""
     try:
-        fd = open_regular(session_dir / "stats.json")
-        with os.fdopen(fd, "rb") as handle:
-            raw = handle.read(_STATS_CAP)
-        data = strict_loads(raw)  # a key twice is a file that lies: which one the agent meant is unknown
+        # a key twice is a file that lies: which one the agent meant is unknown
+        data = strict_loads(read_bytes_capped(session_dir / "stats.json", _STATS_CAP))
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict):

@@ -12,6 +12,7 @@ from sxctl import fsio
 from sxctl.clock import FakeClock
 from sxctl.errors import EXIT_BY_CODE, ConflictError, ErrorCode, InvalidDataError, SxctlError, UsageError
 from sxctl.locks import writer_lock
+from sxctl.scratch import scratch_writes
 from sxctl.timeparse import format_duration_ms, format_relative_ms, parse_duration_ms, parse_time_ms
 
 
@@ -132,7 +133,7 @@ def test_scratch_writes_skip_fsync_only_below_the_scratch_folder(tmp_path, monke
     scratch.mkdir()
     outside.mkdir()
     (scratch / "out").symlink_to(outside)
-    with fsio.scratch_writes(scratch):
+    with scratch_writes(scratch):
         fsio.atomic_write(scratch / "store.json", b"{}")
         assert synced == []
         fsio.atomic_write(outside / "store.json", b"{}")
@@ -142,6 +143,27 @@ def test_scratch_writes_skip_fsync_only_below_the_scratch_folder(tmp_path, monke
     fsio.atomic_write(scratch / "store.json", b"[]")
     assert len(synced) == 6  # the block is over: durable again
     assert (scratch / "store.json").read_bytes() == b"[]" and (outside / "ledger.json").read_bytes() == b"{}"
+
+
+def test_a_lock_in_the_scratch_folder_is_the_process_own_and_one_through_a_link_out_is_taken(tmp_path):
+    """`cron simulate`'s copy has one writer: its scheduler locks are held without a lock
+    directory. A sentinel anywhere else, or reached through a link that leads out, is locked
+    on disk as always."""
+    from sxctl.locks import MkdirLock
+
+    scratch, outside = tmp_path / "scratch", tmp_path / "project"
+    scratch.mkdir()
+    outside.mkdir()
+    (scratch / "out").symlink_to(outside)
+    with scratch_writes(scratch):
+        with MkdirLock(scratch / "cron-jobs.lock", boot_id="sxctl-a", wait_s=0, what="the store") as lock:
+            lock.check_held()
+            assert sorted(os.listdir(scratch)) == ["out"]  # no sentinel, no lock directory, no note
+        with MkdirLock(scratch / "out" / "cron-jobs.lock", boot_id="sxctl-a", wait_s=0, what="the store"):
+            assert "cron-jobs.lock.lock" in os.listdir(outside)
+            with pytest.raises(ConflictError):  # a real lock: a second holder waits, then is refused
+                MkdirLock(outside / "cron-jobs.lock", boot_id="sxctl-b", wait_s=0, what="the store").acquire()
+    assert "cron-jobs.lock.lock" not in os.listdir(outside)
 
 
 def test_atomic_write_keeps_mode_of_existing_file_when_asked(tmp_path):

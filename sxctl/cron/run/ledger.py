@@ -1,6 +1,6 @@
 """The comis execution ledger `cron-executions.jsonl`: executions paired from their rows (the
-row format is cron/run/ledger_rows.py's), the runs projection, fast tail reads, full scans and the
-whole-file rewrite (spec cron-ledger.md).
+row format is cron/run/ledger_rows.py's), the runs projection, fast tail reads and full scans
+(spec cron-ledger.md; a pass adds rows through cron/run/ledger_write.py).
 
 Readers never lock: they read one open descriptor, so a concurrent atomic replace cannot mix
 two versions of the file.
@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ... import faults, jsondata
-from ...errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
-from ...fsio import PendingFile, file_stamp, open_regular, read_refusal
-from ...jsondata import compact_json
-from ...locks import MkdirLock
+from ... import jsondata
+from ...errors import InvalidDataError
+from ...fsio import open_regular, read_refusal
 from .ledger_rows import IDENTITY_KEYS, check_row
 
 DEFAULT_MAX_LOG_BYTES = 2_000_000
@@ -113,7 +110,7 @@ class LedgerError(Exception):
         self.line = line
 
 
-def _pair(groups: dict[str, Group], row: dict[str, Any], line: int, forward: bool) -> None:
+def pair_row(groups: dict[str, Group], row: dict[str, Any], line: int, forward: bool) -> None:
     """Pairing rules. A forward scan meets a start before its terminal, a reverse scan after it;
     either way a terminal that comes first in the file has no start."""
     group = groups.setdefault(row["executionId"], Group(first_line=line))
@@ -206,23 +203,13 @@ def scan_ledger(path: Path, *, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, full:
         _check_envelope(max(size, len(raw)), raw[-1:], max_log_bytes)
         for number, line in enumerate(raw.split(b"\n")[:-1], 1):
             row = _parse_line(line, number, full)
-            _pair(ledger.groups, row, number, forward=True)
+            pair_row(ledger.groups, row, number, forward=True)
             ledger.lines.append((row["executionId"], line + b"\n"))
         if ledger.logical_size() > max_log_bytes:
             raise LedgerError("Cron execution ledger cannot honor unmatched terminal reservations", None)
     except LedgerError as error:
         raise _fail(path, ledger.digest, error) from None
     return ledger
-
-
-def cached_ledger(path: Path, cache: dict[str, Any]) -> Ledger | None:
-    """A copy of the ledger a pass of this process last wrote (`append_rows`'s `cache`), while
-    the file is still that one (the same inode, size and modification time); None otherwise."""
-    stamp = file_stamp(path)
-    ledger = cache.get("ledger")
-    if ledger is None or stamp is None or cache.get("stamp") != stamp:
-        return None
-    return Ledger(path, ledger.raw, dict(ledger.groups), list(ledger.lines))  # `append_rows` copies a group it changes
 
 
 def _reverse_lines(handle, size: int) -> Iterator[tuple[int, bytes]]:
@@ -281,7 +268,7 @@ def _tail_groups(path: Path, limit: int, matches, max_log_bytes: int) -> list[Gr
             wanted: list[Group] = []
             for number, line in _reverse_lines(handle, size):
                 row = _parse_line(line, number, False)
-                _pair(groups, row, number, forward=False)
+                pair_row(groups, row, number, forward=False)
                 group = groups[row["executionId"]]
                 if group.first_line == number and matches(group):
                     wanted.append(group)
@@ -308,89 +295,3 @@ def run_evidence(run: dict[str, Any]) -> bool:
 
 
 # --- writing (only ever a whole-file rewrite under the ledger lock) ---------------------------------
-
-def _retain(ledger: Ledger, protected: set[str], retain: int, max_log_bytes: int, size: int) -> set[str]:
-    """Execution ids to drop: oldest complete groups beyond `retain`, then while the logical size
-    exceeds the ceiling (cron-ledger.md §6). Protected and incomplete groups are never dropped.
-    `size`: the bytes of the ledger's lines."""
-    open_starts = sum(1 for g in ledger.groups.values() if g.terminal is None)
-    if len(ledger.groups) - open_starts <= retain and size + open_starts * MAX_ROW_BYTES <= max_log_bytes:
-        return set()  # within both: nothing to sort out (a pass appends a row at a time)
-    complete = sorted((g for g in ledger.groups.values() if g.terminal is not None), key=lambda g: g.sort_key)
-    droppable = [g for g in complete if g.execution_id not in protected]
-    dropped: set[str] = set()
-    excess = len(complete) - retain
-    while excess > 0 and droppable:
-        dropped.add(droppable.pop(0).execution_id)
-        excess -= 1
-    sizes: dict[str, int] = {}
-    for execution_id, line in ledger.lines:
-        sizes[execution_id] = sizes.get(execution_id, 0) + len(line)
-    logical = sum(size for eid, size in sizes.items() if eid not in dropped) + open_starts * MAX_ROW_BYTES
-    while logical > max_log_bytes:
-        if not droppable:
-            raise ConflictError("Cron execution ledger has no safely prunable capacity", code=ErrorCode.CAPACITY,
-                                file=ledger.path)
-        victim = droppable.pop(0).execution_id
-        dropped.add(victim)
-        logical -= sizes[victim]
-    return dropped
-
-
-def append_rows(
-    path: Path,
-    rows: list[dict[str, Any]],
-    *,
-    locks: list[MkdirLock],
-    protected: set[str],
-    max_log_bytes: int = DEFAULT_MAX_LOG_BYTES,
-    retain: int = 1000,
-    cache: dict[str, Any] | None = None,
-) -> None:
-    """Add rows by rewriting the whole ledger (never appending in place), applying retention.
-    `locks` (the store lock, then the ledger lock) are held by the caller and re-checked right
-    before the rename. `cache` (a pass's own dict) keeps the ledger as last written: while the
-    file is still that one (same inode, size and mtime), it is not scanned again."""
-    stamp = file_stamp(path)
-    if cache is not None and cache.get("stamp") == stamp and stamp is not None:
-        ledger = cache.pop("ledger")
-    else:
-        ledger = scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
-    if cache is not None:
-        cache.clear()  # whatever happens below, the next append trusts only a completed write
-    added: list[bytes] = []
-    for row in rows:
-        line = compact_json(row)
-        if row["recordType"] == "terminal" and len(line) > MAX_ROW_BYTES:
-            raise ConflictError("Cron execution terminal exceeds its reserved byte ceiling",
-                code=ErrorCode.CAPACITY, file=path)
-        problem = check_row(row, full=True)
-        if problem:
-            raise SxctlError(f"refusing to write an invalid ledger row: {problem}")
-        found = ledger.groups.get(row["executionId"])
-        if found is not None:  # a copy changes: a pass's own ledger may share the group (`cached_ledger`)
-            ledger.groups[row["executionId"]] = Group(found.start, found.terminal, found.first_line)
-        try:
-            _pair(ledger.groups, row, len(ledger.lines) + 1, forward=True)
-        except LedgerError as error:
-            raise SxctlError(f"refusing to write a ledger row: {error.message}") from None
-        ledger.lines.append((row["executionId"], line))
-        added.append(line)
-    dropped = _retain(ledger, protected, retain, max_log_bytes, len(ledger.raw) + sum(map(len, added)))
-    data = b"".join(line for execution_id, line in ledger.lines if execution_id not in dropped) if dropped \
-        else ledger.raw + b"".join(added)  # `raw` is its lines, as read or last written
-    with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
-        pending.write_all(data)
-        def before_rename() -> None:
-            faults.hit("before-rename")
-            for lock in locks:
-                lock.check_held()
-
-        pending.commit(before_rename)
-    if cache is not None:
-        if dropped:
-            ledger.lines = [(eid, line) for eid, line in ledger.lines if eid not in dropped]
-        ledger.raw = data
-        for eid in dropped:
-            ledger.groups.pop(eid, None)
-        cache.update(ledger=ledger, stamp=file_stamp(path))

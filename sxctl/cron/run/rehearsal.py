@@ -5,8 +5,10 @@ simulated agent that reads every message at once (none while it is down, none wh
 Nothing in the project is written; nothing is delivered, no wake gate runs.
 
 A pass in which nothing can happen is counted, not run (`_quiet_until`): no job comes due in it,
-none is held or deferred, no claim or spend attribution is open, and the agent did not just come
-back. The copy is scratch: its writes stay atomic but are not fsynced (fsio.scratch_writes)."""
+none is held or deferred, no claim is open, no open run's tokens would be attributed otherwise
+than by a later pass, and the agent did not just come back. The copy is scratch: nobody else
+reads or writes it (scratch.scratch_writes), so its writes are not fsynced and its locks are not
+taken on disk."""
 
 from __future__ import annotations
 
@@ -15,17 +17,19 @@ import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from ...clock import FakeClock
 from ...errors import ErrorCode, SxctlError, UsageError
-from ...fsio import scratch_writes
 from ...interrupts import sigterm_interrupts
 from ...project import ProjectLayout
 from ...report import Reporter
+from ...scratch import scratch_writes
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from ..policy.hosts import pinned_elsewhere
+from ..spend.ledger import OPEN_FOR_MS
 from ..store.file import read_store
 from ..store.targets import run_target_project
 from ..store.workspace import Workspace
@@ -62,6 +66,10 @@ class SimulatedDispatcher(Dispatcher):
     """Dispatch inside the copy only: inbox messages go to the copied sessions; a delivery is
     accepted without running SXCTL_DELIVER_CMD; a target outside the copy is not reached."""
 
+    @cached_property
+    def copy_root(self) -> str:
+        return os.path.realpath(self.workspace.parent)
+
     def dispatch(self, job: dict[str, Any], occurrence: Occurrence) -> dict[str, Any]:
         if job["payload"]["kind"] == "delivery":
             if not self.environ.get("SXCTL_DELIVER_CMD"):  # the real pass fails it: so does the rehearsal
@@ -71,7 +79,7 @@ class SimulatedDispatcher(Dispatcher):
             return {"kind": "delivery_only", "delivery": {"status": "accepted", "deliveredChunks": 1,
                                                           "settledAtMs": self.clock.now_ms()}}
         where = run_target_project(job, self.project, workspace=self.workspace)
-        if not Path(os.path.realpath(where)).is_relative_to(os.path.realpath(self.workspace.parent)):
+        if not Path(os.path.realpath(where)).is_relative_to(self.copy_root):
             failure = DispatchFailure("executor_precondition", "precondition",
                                       f"its target {where} is outside the project: not rehearsed")
             self.reasons[occurrence.execution_id] = str(failure)
@@ -101,9 +109,12 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             held: set[tuple[Any, ...]] = set()
             told: dict[tuple[str, str], dict[str, Any]] = {}  # (session folder, stem) -> the run event that sent it
             sends = _sessions_of(sim_ws, sim_project)
-            ledger_cache: dict[str, Any] = {}  # the copy's ledger as its last pass wrote it
+            own_writes: dict[str, Any] = {}  # the copy's store and ledger as its last pass wrote them
             read: dict[Path, int] = {}  # each agent's newest read, on the file system's clock
             at, quiet_until, was_up = from_ms, from_ms, False
+            # when the agent's figures change (a usage step, the agent or the machine going away):
+            # an open run's tokens are attributed alike by any pass before the next change
+            changes = sorted({start for start, _ in usage or []} | {start for start, _ in agent_down + off})
             while at <= until_ms:
                 back = next((end for start, end in off if start <= at < end), None)
                 if back is not None:  # the machine is off: no pass, no agent; the pass grid goes on
@@ -121,8 +132,11 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
                 was_up = up
                 for home in homes if up else ():
                     _write_stats(home, at, _usage_at(usage, at), read.get(home, 0))
+                change = next((instant for instant in changes if instant > at), None)
+                settle_by = (LATEST_SCHEDULABLE_MS if change is None  # the last pass before it
+                             else at + (change - 1 - at) // pass_every_ms * pass_every_ms)
                 report, quiet_until = _one_pass(sim_ws, sim_project, at, environ, max_per_pass, max_catchup,
-                                                result.pings, ledger_cache)
+                                                result.pings, own_writes, max(at + 1, settle_by))
                 result.passes += 1
                 result.events += [real_paths(event, copies) for event in _events(report, at, held, told, sends)]
                 for home in homes if up else ():
@@ -176,18 +190,19 @@ def _write_stats(session_dir: Path, at: int, usage: Any = None, read_ns: int = 0
 
 def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str], max_per_pass: int,
               max_catchup: int | None, pings: list[dict[str, Any]],
-              ledger_cache: dict[str, Any]) -> tuple[PassReport, int]:
-    """The real pass at `at`, and the first instant at which a later one has anything to do."""
+              own_writes: dict[str, Any], settle_by: int) -> tuple[PassReport, int]:
+    """The real pass at `at`, and the first instant at which a later one has anything to do
+    (`settle_by`: the latest at which a pass attributes the open runs as the next one would)."""
     clock = FakeClock(at)
     report = Reporter()
     options = TickOptions(project=project, max_per_pass=max_per_pass, max_catchup=max_catchup,
                           terminalize_orphans=True, no_gates=True)
-    scheduler = SchedulerPass(ws, options, environ=environ, clock=clock, report=report, ledger_cache=ledger_cache)
+    scheduler = SchedulerPass(ws, options, environ=environ, clock=clock, report=report, own_writes=own_writes)
     scheduler.pinger = RecordingPinger(clock.now_ms, pings)  # a rehearsal sends no ping: it records them
     scheduler.dispatcher = SimulatedDispatcher(options.project, options.to, ws.root, options.turn_mode,
                                                options.deliver_timeout, True, environ, clock, report)
     try:
-        return scheduler.run(), _quiet_until(scheduler, at)
+        return scheduler.run(), _quiet_until(scheduler, at, settle_by)
     except SxctlError as error:
         if error.code == ErrorCode.CLOCK_BEHIND:
             raise UsageError(f"--from {format_ms(at, '%Y-%m-%d %H:%M UTC')} is before a run the ledger "
@@ -195,16 +210,20 @@ def _one_pass(ws: Workspace, project: Path, at: int, environ: Mapping[str, str],
         raise
 
 
-def _quiet_until(scheduler: SchedulerPass, at: int) -> int:
+def _quiet_until(scheduler: SchedulerPass, at: int, settle_by: int) -> int:
     """After the pass at `at`: the first instant at which a pass has anything to decide — the
-    earliest time a job comes due; at once (`at + 1`) while one is due (held, deferred), a claim
-    is open, or a run's tokens wait to be attributed. A due job pinned to another host was told
-    as such by this pass (or an earlier one) and changes nothing after."""
+    earliest time a job comes due; at once (`at + 1`) while one is due (held, deferred) or a
+    claim is open. While a run's tokens wait to be attributed, no later than `settle_by` (the
+    agent's figures are the same until then) nor than the first instant the run is a day open
+    (spend/ledger.OPEN_FOR_MS). A due job pinned to another host was told as such by this pass
+    (or an earlier one) and changes nothing after."""
     book = scheduler.attribution.book
-    if scheduler.store.get("activeClaims") or (book is not None and book.open):
+    if scheduler.store.get("activeClaims"):
         return at + 1
     first = LATEST_SCHEDULABLE_MS
-    for job, record in scheduler.scheduled() if scheduler.store else ():
+    if book is not None and book.open:
+        first = min(settle_by, min(run["dispatchedAtMs"] for run in book.open) + OPEN_FOR_MS + 1)
+    for job, record in scheduler.scheduled(after=True) if scheduler.store else ():
         assert job.due_ms is not None  # `scheduled` yields only jobs with a due time
         if not schedule_computable(record["schedule"]):
             continue  # never run: a warning each pass, nothing else

@@ -25,10 +25,9 @@ from ..policy.job import Job
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
-from ..store import file as store_file
 from ..store.clock_repair import acknowledged, forget_passed
-from ..store.file import check_ownership, find_job, read_store, store_lock, write_store
-from ..store.schema import canonical_store, root_run_id_for, work_kind_of
+from ..store.file import check_ownership, find_job, refuse_if_handed_off, store_lock
+from ..store.schema import root_run_id_for, work_kind_of
 from ..store.workspace import Workspace
 from ..timeline.admission import Admission
 from ..timeline.burst import CatchupBudget, budget_of, defer
@@ -38,13 +37,11 @@ from ..timeline.schedule import next_run, schedule_computable
 from ..timeline.views import cross_check, stop_on_cross_checks
 from .dispatch import Dispatcher, Occurrence
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
-from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, append_rows, cached_ledger, project_run, scan_ledger
+from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, project_run
 from .ledger_rows import start_row, unsettled_outcome
+from .pass_files import PassFiles
 from .pass_report import PassReport
 from .pings import DEFAULT_TIMEOUT_S, Pinger
-
-LEDGER_LOCK_WAIT_S = 35.0  # beyond the 30 s staleness rule: the store lock is ours, so a ledger lock
-#                             without an owner note can only belong to a dead pass or to a brief comis write
 
 
 @dataclass
@@ -75,9 +72,9 @@ class SchedulerPass:
 
     def __init__(self, ws: Workspace, options: TickOptions, *, environ: Mapping[str, str] = os.environ,
                  clock: Clock = SYSTEM_CLOCK, report: Reporter | None = None,
-                 ledger_cache: dict[str, Any] | None = None) -> None:
-        """`ledger_cache`: the ledger as an earlier pass of this process wrote it, for the only writer
-        of a workspace (`cron simulate`'s copy): trusted while the file is that one; one store read."""
+                 own_writes: dict[str, Any] | None = None) -> None:
+        """`own_writes`: the only writer of a workspace (`cron simulate`'s copy) keeps there the
+        store and the ledger as its last pass wrote them (cron/run/pass_files.py)."""
         self.ws = ws
         self.options = options
         self.environ = environ
@@ -89,13 +86,12 @@ class SchedulerPass:
         self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/run/pings.py)
         self.stopping: Callable[[], bool] = lambda: False  # SIGTERM or Ctrl-C came: claim no further run
         self.lock: MkdirLock | None = None
+        self._built: dict[str, tuple[dict[str, Any], Job]] = {}  # job id -> (record, Job) as `scheduled` built it
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
         self.orphans: list = []
         self.policy: dict[str, Any] = {"formatVersion": 1, "jobs": {}}
-        self.store_cache: dict[str, Any] = {}  # the jobs' bytes, ids and names, from one store write to the next
-        self.ledger_cache: dict[str, Any] = {} if ledger_cache is None else ledger_cache  # as last written
-        self.sole_writer = ledger_cache is not None
+        self.files = PassFiles(ws, self.boot_id, own_writes)
         self.admission = Admission(self.policy, self.ledger, project=options.project, to=options.to, clock=clock,
                                    report=self.report, workspace=ws.root)
         self.dispatcher = Dispatcher(options.project, options.to, ws.root, options.turn_mode, options.deliver_timeout,
@@ -112,7 +108,7 @@ class SchedulerPass:
 
     def _locked(self, body) -> PassReport:
         self.ws.refuse_symlinks()
-        store = read_store(self.ws)
+        store = self.files.read_store()
         check_ownership(self.ws, store, self.environ, self.options.force, self.report)
         if store is None:
             self.result.store_exists = False
@@ -131,8 +127,8 @@ class SchedulerPass:
                 return self.result
             raise
         try:
-            store_file.refuse_if_handed_off(self.ws)  # under the lock: a hand-off that held it first left its mark
-            self.store = canonical_store((None if self.sole_writer else read_store(self.ws)) or store)  # validated
+            refuse_if_handed_off(self.ws)  # under the lock: a hand-off that held it first left its mark
+            self.store = self.files.locked_store(store)  # validated
             self._load_and_check(self.store)
             body()
         finally:
@@ -143,9 +139,7 @@ class SchedulerPass:
         return self.result
 
     def _load_and_check(self, store: dict[str, Any]) -> None:
-        self.ledger = ((cached_ledger(self.ws.ledger, self.ledger_cache) if self.sole_writer else None)
-                       or scan_ledger(self.ws.ledger, max_log_bytes=self.options.max_log_bytes)
-                       or Ledger(self.ws.ledger, b""))
+        self.ledger = self.files.read_ledger(self.options.max_log_bytes)
         now = self.clock.now_ms()
         self.policy = read_policy(self.ws)
         problems = cross_check(store, self.ledger, self.ws, now, acknowledged(self.policy))
@@ -199,10 +193,15 @@ class SchedulerPass:
             raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
         self._run_occurrence(job, manual=True)
 
-    def scheduled(self) -> Iterator[tuple[Job, dict[str, Any]]]:
-        """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter)."""
+    def scheduled(self, *, after: bool = False) -> Iterator[tuple[Job, dict[str, Any]]]:
+        """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter).
+        `after` the pass, for their due times, hosts and schedules (which a pass changes only in
+        the jobs it touched): the others as the pass built them."""
         for record in self.store["jobs"]:
-            job = self.admission.job(record)
+            built = self._built.get(record["id"]) if after else None
+            if built is None or built[0] is not record or record["id"] in self.admission.touched:
+                built = self._built[record["id"]] = (record, self.admission.job(record))
+            job = built[1]
             if not (job.built_in or job.status != "scheduled" or job.due_ms is None):
                 yield job, record
 
@@ -238,19 +237,15 @@ class SchedulerPass:
         if self.admission.policy_changed:
             write_policy(self.ws, self.policy, self.store, self.lock)
             self.admission.policy_changed = False
-        write_store(self.ws, self.store, self.lock, touched=self.admission.touched, cache=self.store_cache)
+        self.files.write_store(self.store, self.lock, self.admission.touched)
         self.admission.store_changed = False
 
     def _append(self, *rows: dict[str, Any]) -> None:
         if self.options.dry_run:
             return
-        protected = {claim["executionId"] for claim in self.store["activeClaims"]}
         assert self.lock is not None  # a pass writes only while it holds the store lock
-        with MkdirLock(self.ws.ledger_sentinel, boot_id=self.boot_id, wait_s=LEDGER_LOCK_WAIT_S,
-                       what="the cron ledger") as ledger_lock:
-            append_rows(self.ws.ledger, list(rows), locks=[self.lock, ledger_lock], protected=protected,
-                        max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions,
-                        cache=self.ledger_cache)
+        self.files.append(list(rows), self.lock, {claim["executionId"] for claim in self.store["activeClaims"]},
+                          max_log_bytes=self.options.max_log_bytes, retain=self.options.retain_executions)
 
     # --- reconciliation (runner.md §3) ---------------------------------------------------------------
 

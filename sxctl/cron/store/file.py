@@ -281,12 +281,12 @@ def write_store(ws: Workspace, store: dict[str, Any], lock: MkdirLock,
 
 def _encode_reusing(canonical: dict[str, Any], touched: Collection[str], cache: dict[str, Any]) -> bytes:
     """`compact_json(canonical)`, byte for byte, with each untouched job encoded once per pass
-    (`cache` keeps the jobs' order and bytes from one write to the next)."""
+    (`cache` keeps the jobs' order and bytes as last written, from one write to the next)."""
     jobs = canonical["jobs"]
     order = [job["id"] for job in jobs]
     if cache.get("order") != order:
         cache.update(order=order, parts=[compact_json(job)[:-1] for job in jobs])
-    parts = list(cache["parts"])
+    parts = cache["parts"]
     for index, job in enumerate(jobs):
         if job["id"] in touched:
             parts[index] = compact_json(job)[:-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ...errors import ErrorCode, NotFoundError, SxctlError, UsageError
@@ -14,41 +15,42 @@ from ...fsio import refuse_symlinks_below
 
 @dataclass(frozen=True)
 class Workspace:
-    """A comis agent workspace: the folder that holds `.scheduler/`."""
+    """A comis agent workspace: the folder that holds `.scheduler/` (its paths made once: a
+    rehearsal's passes ask for them tens of thousands of times)."""
 
     root: Path
 
-    @property
+    @cached_property
     def scheduler(self) -> Path:
         return self.root / ".scheduler"
 
-    @property
+    @cached_property
     def store(self) -> Path:
         return self.scheduler / "cron-jobs.json"
 
-    @property
+    @cached_property
     def store_sentinel(self) -> Path:
         return self.scheduler / "cron-jobs.lock"
 
-    @property
+    @cached_property
     def ledger(self) -> Path:
         return self.scheduler / "cron-executions.jsonl"
 
-    @property
+    @cached_property
     def ledger_sentinel(self) -> Path:
         return self.scheduler / "cron-executions.lock"
 
-    @property
+    @cached_property
     def policy(self) -> Path:
         """sxctl's per-job settings beside the comis store (cron/policy/file.py)."""
         return self.scheduler / "sxctl-policy.json"
 
-    @property
+    @cached_property
     def handed_off(self) -> Path:
         """The mark `cron handoff` leaves (cron/store/handoff.py): sxctl's passes stay out."""
         return self.scheduler / "sxctl-handed-off.json"
 
-    @property
+    @cached_property
     def reset_intent(self) -> Path:
         return self.scheduler / "cron-reset-intent.json"
 

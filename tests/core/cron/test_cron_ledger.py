@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import uuid
 
 import pytest
 
 from sxctl.cron.run.ledger import recent_runs, scan_ledger
+from sxctl.cron.run.ledger_write import append_rows
+from sxctl.scratch import scratch_writes
 
 HEARTBEAT_JOB = "e133105c-a6c1-4169-a2e1-e58c2c93357d"
 
@@ -164,3 +167,26 @@ def test_full_scan_groups(tmp_path):
     assert scan_ledger(tmp_path / "missing.jsonl") is None
     (tmp_path / "empty.jsonl").write_bytes(b"")
     assert scan_ledger(tmp_path / "empty.jsonl").groups == {}
+
+
+def test_the_ledger_is_appended_in_place_only_in_a_scratch_copy_it_last_wrote(tmp_path):
+    """A rehearsal's ledger grows by ~1,500 rows a day: in its copy, which nobody else reads,
+    rows are added at the end (the same bytes a rewrite gives); everywhere else the ledger is
+    rewritten and renamed, as comis's readers expect."""
+    for scratch in (True, False):
+        folder = tmp_path / ("scratch" if scratch else "project")
+        folder.mkdir()
+        path = folder / "cron-executions.jsonl"
+        path.write_bytes(b"")
+        cache: dict = {}
+        inodes = []
+        with scratch_writes(tmp_path / "scratch"):
+            for n in range(3):
+                execution, when = str(uuid.UUID(int=n + 1)), 1_700_000_000_000 + n * 60_000
+                append_rows(path, [_row(execution, "a", "started", when), _row(execution, "a", "terminal", when)],
+                            locks=[], protected=set(), cache=cache)
+                inodes.append(os.stat(path).st_ino)
+        assert (len(set(inodes)) == 1) is scratch, inodes  # appended in place: one file throughout
+        assert len(scan_ledger(path).groups) == 3
+    assert (tmp_path / "scratch" / "cron-executions.jsonl").read_bytes() == \
+        (tmp_path / "project" / "cron-executions.jsonl").read_bytes()

@@ -395,3 +395,34 @@ def test_a_week_of_minute_passes_is_rehearsed_whole():
     from sxctl.cron.run.rehearsal import MAX_PASSES, passes_needed
 
     assert passes_needed(NINE, NINE + 7 * 24 * HOUR, MIN, []) == MAX_PASSES
+
+
+def test_a_sole_writer_pass_trusts_its_own_store_only_while_the_file_is_the_one_it_wrote(project):
+    """`cron simulate`'s passes skip reading back the store they wrote (`own_writes`). Once
+    another writer replaced the file, the next pass reads and validates it again: a job paused
+    meanwhile does not run, and a store broken meanwhile is exit 5 naming it."""
+    from sxctl.cron.run.tick import SchedulerPass, TickOptions
+    from sxctl.cron.store.workspace import Workspace
+    from sxctl.errors import InvalidDataError
+
+    folder = project.root / ".scorpiox" / "sessions" / SID
+    folder.mkdir(parents=True)
+    assert project.run("cron", "add", "beat", "--every", "1m", "--payload", "heartbeat-event", "--text", "b",
+                       clock=FakeClock(NINE - MIN)).code == 0
+    ws, own = Workspace(project.root), {}
+
+    def one_pass(at: int) -> list:
+        (folder / "stats.json").write_text(json.dumps({"updated_ms": at, "model": "m"}))
+        options = TickOptions(project=project.root, terminalize_orphans=True, no_gates=True)
+        return SchedulerPass(ws, options, clock=FakeClock(at), own_writes=own).run().runs
+
+    assert [run["name"] for run in one_pass(NINE)] == ["beat"]
+    assert own["store"]["bytes"] == (project.root / ".scheduler" / "cron-jobs.json").read_bytes()
+    assert [run["name"] for run in one_pass(NINE + MIN)] == ["beat"]
+    assert project.run("cron", "pause", "beat", clock=FakeClock(NINE + MIN + 1)).code == 0
+    assert one_pass(NINE + 2 * MIN) == []
+    store = project.root / ".scheduler" / "cron-jobs.json"
+    store.write_bytes(store.read_bytes().replace(b'"formatVersion":1', b'"formatVersion":7'))
+    with pytest.raises(InvalidDataError) as error:
+        one_pass(NINE + 3 * MIN)
+    assert str(store) in error.value.message
