@@ -104,7 +104,8 @@ class PendingFile:
         self.folder = os.path.dirname(self.target) or "."
         self._fd: int | None = os.open(self.temp, _OPEN_FLAGS, mode)
         self._owns_temp = True  # False once published or removed: the name may be reused
-        self.durable = not in_scratch(self.folder)
+        self.scratch = in_scratch(self.folder)
+        self.durable = not self.scratch
         try:
             try:  # held until the temp is published or removed: a lock the kernel drops when a writer dies
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -160,6 +161,8 @@ class PendingFile:
             raise
         self._close()  # only now: its lock says "a live writer holds this temp" until it is published
         self._owns_temp = False
+        if self.scratch:
+            _written[self.target] = file_stamp(self.target)
         if self.durable:
             fsync_dir(self.folder)
 
@@ -290,6 +293,17 @@ def ensure_private_dir(folder: Path) -> Path:
         os.chown(folder, *owner)
     fsync_dir(folder.parent)
     return folder
+
+
+#: the files this process wrote below a scratch folder, each with its stamp right after (`written_here`)
+_written: dict[str, tuple[int, int, int] | None] = {}
+
+
+def written_here(path: str) -> bool:
+    """Whether `path` lies below a scratch folder and is still the file this process last wrote
+    there (`cron simulate` reads its own files back unchecked: schema_kit.read_checked_file)."""
+    stamp = _written.get(path)
+    return stamp is not None and in_scratch(os.path.dirname(path) or ".") and stamp == file_stamp(path)
 
 
 def file_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:

@@ -1,7 +1,9 @@
 """Scratch folders: `cron simulate` runs real passes in a private copy it throws away, which no
 other process reads or writes and a power cut loses nothing of. Below one, a write is not
-fsynced (fsio), a scheduler lock is the process's own (locks.MkdirLock) and the ledger's rows
-are appended in place (cron/run/ledger_write.append_rows); anywhere else nothing changes."""
+fsynced (fsio), a scheduler lock is the process's own (locks.MkdirLock), the ledger's rows are
+appended in place (cron/run/ledger_write.append_rows), and a file of sxctl's own that this
+process wrote there is not checked again when read back (`ours`; cron/store/schema_kit.
+read_checked_file, fsio.written_here: the files copied in are); anywhere else nothing changes."""
 
 from __future__ import annotations
 
@@ -38,3 +40,4 @@ def in_scratch(folder: str) -> bool:
     if real is None:
         real = _resolved[folder] = os.path.join(os.path.realpath(folder), "")
     return any(real.startswith(prefix) for prefix in _scratch)
+

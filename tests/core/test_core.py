@@ -307,3 +307,31 @@ def test_writer_lock_times_out_with_lock_busy(tmp_path):
         thread.join()
     with writer_lock(lock_path, 1, "callbacks"):
         assert stat.S_IMODE(lock_path.stat().st_mode) == 0o600
+
+
+def test_only_a_file_this_process_wrote_in_its_scratch_copy_is_read_back_unchecked(tmp_path):
+    """`cron simulate` reads back its own files without checking them again (they are sxctl's
+    output); a file copied into the copy, changed by anyone since, or outside it is checked."""
+    from sxctl.cron.policy.file import ROOT
+    from sxctl.cron.store.schema_kit import read_checked_file
+
+    scratch, outside = tmp_path / "scratch", tmp_path / "project"
+    scratch.mkdir()
+    outside.mkdir()
+    bad = b'{"formatVersion": 9, "jobs": {}}'
+    with scratch_writes(scratch):
+        for folder in (scratch, outside):
+            fsio.atomic_write(folder / "sxctl-policy.json", bad)
+        assert fsio.written_here(str(scratch / "sxctl-policy.json"))
+        assert read_checked_file(scratch / "sxctl-policy.json", 1 << 20, "policy", ROOT)["formatVersion"] == 9
+        with pytest.raises(InvalidDataError):  # outside the scratch folder: checked as always
+            read_checked_file(outside / "sxctl-policy.json", 1 << 20, "policy", ROOT)
+        (scratch / "copied.json").write_bytes(bad)  # a copy of the user's file, not written by sxctl
+        with pytest.raises(InvalidDataError):
+            read_checked_file(scratch / "copied.json", 1 << 20, "policy", ROOT)
+        (scratch / "sxctl-policy.json").write_bytes(bad + b" ")  # changed since: checked again
+        with pytest.raises(InvalidDataError):
+            read_checked_file(scratch / "sxctl-policy.json", 1 << 20, "policy", ROOT)
+    fsio.atomic_write(scratch / "sxctl-policy.json", bad)  # the block is over: checked as always
+    with pytest.raises(InvalidDataError):
+        read_checked_file(scratch / "sxctl-policy.json", 1 << 20, "policy", ROOT)

@@ -244,12 +244,15 @@ def read_checked_file(path: Path, cap: int, what: str, root: Node,
     not JSON (a key twice included: which one was meant is unknown) or off the schema. `job_at`:
     the name of the job a JSON path of the file is in (None: none readable), for the message."""
     from ...errors import InvalidDataError
-    from ...fsio import read_data_file
+    from ...fsio import read_data_file, written_here
     from ...jsondata import strict_loads
 
+    trusted = written_here(str(path))  # this process wrote it in its scratch copy (sxctl/scratch.py)
     raw = read_data_file(path, cap)
     if raw is None:
         return None
+    if trusted:
+        return json.loads(raw)
     if len(raw) > cap:
         raise InvalidDataError(str(path), f"{what} is larger than {cap} bytes")
     try:
