@@ -47,8 +47,8 @@ class Simulation:
 def _time(flag: str, value: str, tz: str | None) -> int:
     try:
         return parse_local_time_ms(value, tz)
-    except UsageError as error:
-        raise UsageError(f"invalid {flag} {value!r}: {error.message}") from None
+    except UsageError as error:  # its hint too: a word (`tomorrow`) or a bare date names the form to use
+        raise UsageError(f"invalid {flag} {value!r}: {error.message}", **error.extra) from None
 
 
 USAGE_FILE_CAP = 1024 * 1024

@@ -7,12 +7,13 @@ import contextlib
 import io
 import os
 import re
+import tempfile
 
 import sxctl.api
 from tests.conftest import REPO
 
 
-def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
+def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path, monkeypatch):
     from tests.conftest import Agent
 
     guide = (REPO / "docs" / "api.md").read_text()
@@ -23,6 +24,9 @@ def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
     assert {name for name in functions if not re.search(rf"\b{name}\(", examples)} == set()
     agent = Agent(project, "--turn-seconds", "0.1")
     os.chdir(project.root)  # the hermetic fixture puts the working folder back
+    scratch = tmp_path / "temp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # an example that leaves a folder behind is a bad example
     try:
         for code, expected in pairs:
             out = io.StringIO()
@@ -31,6 +35,7 @@ def test_api_guide_examples_run_and_print_what_they_say(project, tmp_path):
             assert out.getvalue() == expected, f"{code}\nprinted:\n{out.getvalue()}"
     finally:
         agent.stop()
+    assert os.listdir(scratch) == []
 
 
 def _command_table(guide: str) -> dict[str, str]:

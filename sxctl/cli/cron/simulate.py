@@ -82,13 +82,18 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
 
     def human() -> None:
         events = doc["events"]
-        say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])} to {at(doc['until_ms'])}; nothing was written")
+        if doc["truncated"]:  # the header says what was rehearsed, with or without -q's warnings
+            say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])}, cut before {at(doc['stopped_at_ms'])} (the most "
+                f"one rehearsal runs), not to {at(doc['until_ms'])}; nothing was written")
+        else:
+            say(f"{doc['passes']} pass(es) from {at(doc['from_ms'])} to {at(doc['until_ms'])}; nothing was written")
         for span in doc["machine_down"]:
             say(f"machine down from {at(span['from_ms'])} to {at(span['to_ms'])}: no pass ran")
         if doc["pings"]:
             say(f"{len(doc['pings'])} ping(s) recorded, none sent (--json lists them, URLs masked)")
         if not events:
-            say("no occurrence came due")
+            say("no pass ran: the machine was down all along" if doc["passes"] == 0 and doc["machine_down"]
+                else "no occurrence came due")
             return
         table(["PASS", "JOB", "OCCURRENCE", "FATE", "DETAIL"],
               [[at(e["pass_ms"]), e["job"], at(e["occurrence_ms"]), FATE_WORDS[e["fate"]], what(e)] for e in events])

@@ -10,7 +10,7 @@ import pytest
 
 from sxctl.clock import FakeClock
 from sxctl.cron.run.ledger import scan_ledger
-from tests.conftest import EXAMPLES, inbox_messages, now_ms, start_together
+from tests.conftest import EXAMPLES, REPO, inbox_messages, now_ms, start_together
 
 NOW = 1_789_974_090_000
 
@@ -208,6 +208,8 @@ def test_a_pass_with_nothing_due_says_so_unless_quiet(project):
     day = "" if due // 86_400_000 == start // 86_400_000 else time.strftime("%Y-%m-%d ", time.gmtime(due / 1000))
     assert idle.code == 0 and idle.out == ""
     assert idle.err.startswith(f"sxctl: nothing due; next run: later at {day}{shown} UTC"), idle.err
+    guide = (REPO / "docs" / "guides" / "scheduler.md").read_text()  # it said `next due:` (a newcomer's finding)
+    assert "`sxctl: nothing due; next run: nightly at 02:00\nUTC`" in guide
     quiet = project.run("-q", "cron", "tick", clock=FakeClock(start))
     assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
     document = project.run("cron", "tick", "--json", clock=FakeClock(start))

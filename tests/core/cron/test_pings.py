@@ -31,6 +31,15 @@ class Endpoint(ThreadingHTTPServer):
         self.delay = 0.0
         self.down = False
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self.answered = threading.Event()  # a request handled to its end (or its error)
+
+    def process_request_thread(self, request, client_address) -> None:
+        super().process_request_thread(request, client_address)
+        self.answered.set()
+
+    def handle_error(self, request, client_address) -> None:
+        """A pass that timed out hung up before the answer (BrokenPipeError): socketserver would
+        print a traceback from this thread into whichever test's stderr is captured by then."""
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -178,6 +187,17 @@ def test_a_slow_endpoint_delays_a_pass_by_at_most_its_timeout(sched, endpoint):
     assert elapsed < 0.3 + 1.5, elapsed  # one timeout; then the endpoint is not tried again this pass
     assert "no answer within 0.3s" in result.err or "timed out" in result.err  # whichever limit fires first
     assert result.err.count("ping to") == 1  # the endpoint is not tried again in this pass
+
+
+def test_an_endpoint_whose_caller_hung_up_writes_nothing_into_a_later_test(sched, endpoint, capfd):
+    """The pass timed out and hung up; the answer then broke its pipe in the server's thread, and
+    socketserver printed the traceback into whichever test's stderr was captured by then."""
+    endpoint.delay = 0.5
+    _delivery(sched, NINE - MIN, "job", "--ping-url", f"{endpoint.url}/{SECRET}")
+    result = sched.run(NINE, "cron", "tick", "--ping-timeout", "0.1", env=sched.env(SXCTL_DELIVER_CMD="cat"))
+    assert result.code == 0
+    assert endpoint.answered.wait(5)
+    assert capfd.readouterr().err == ""
 
 
 def test_cron_simulate_records_pings_and_sends_none(sched, endpoint):

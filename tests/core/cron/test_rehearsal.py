@@ -166,7 +166,34 @@ def test_cron_simulate_writes_nothing_in_the_project(policies):
 ])
 def test_cron_simulate_refuses_bad_spans_in_one_line(policies, args, message):
     result = policies.run("cron", "simulate", *args, clock=FakeClock(NINE))
-    assert result.code == 2 and message in result.err and len(result.err.strip().splitlines()) == 1
+    lines = [line for line in result.err.strip().splitlines() if not line.startswith("sxctl: hint: ")]
+    assert result.code == 2 and message in result.err and len(lines) == 1
+
+
+@pytest.mark.parametrize(("value", "hint"), [("tomorrow", "not words"), ("2026-12-01", "has no time of day")])
+def test_a_word_or_a_bare_date_for_a_simulated_span_gets_the_hint_the_other_commands_give(policies, value, hint):
+    """A newcomer's `--from tomorrow` got "Invalid naive wall-clock timestamp" and nothing else."""
+    result = policies.run("cron", "simulate", "--from", value, "--until", "2026-12-03T00:00Z", clock=FakeClock(NINE))
+    assert result.code == 2 and f"invalid --from {value!r}" in result.err
+    assert hint in result.err.splitlines()[-1] and result.err.splitlines()[-1].startswith("sxctl: hint: ")
+
+
+def test_the_header_says_where_a_cut_rehearsal_stopped_even_with_q(policies, monkeypatch):
+    """With -q the warning is gone; the header said "N passes from X to <the span asked for>"."""
+    import sxctl.cron.run.rehearsal
+    monkeypatch.setattr(sxctl.cron.run.rehearsal, "MAX_PASSES", 5)
+    result = policies.run("-q", "cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + 48 * HOUR),
+                          "--pass-every", "10m", "--tz", "UTC", clock=FakeClock(NINE))
+    assert result.code == 0 and result.err == ""
+    assert result.out.splitlines()[0] == ("5 pass(es) from 2026-12-01 09:00 UTC, cut before 2026-12-01 09:50 UTC (the "
+                                          "most one rehearsal runs), not to 2026-12-03 09:00 UTC; nothing was written")
+
+
+def test_a_machine_down_all_along_is_said_so_not_that_nothing_came_due(policies):
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR), "--machine-down",
+                          f"{iso(NINE - HOUR)}..{iso(NINE + 2 * HOUR)}", clock=FakeClock(NINE))
+    assert result.code == 0 and "no pass ran: the machine was down all along" in result.out
+    assert "no occurrence came due" not in result.out
 
 
 def test_a_huge_span_runs_a_capped_number_of_passes_and_says_so(policies, monkeypatch):
