@@ -51,18 +51,23 @@ class _Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
+def sigterm_interrupts(*, hangup: bool = False) -> Iterator[None]:
     """While a command waits, SIGTERM ends the wait as Ctrl-C does — exit 130 with where the
-    message is (and its JSON document) — instead of ending the process without a word."""
+    message is (and its JSON document) — instead of ending the process without a word. With
+    `hangup`, SIGHUP (a closed terminal) too, for a command that must clean up after itself
+    (`cron simulate`'s copy); a signal the process was started ignoring (nohup) stays ignored."""
     def terminated(signum, frame):
         raise _Terminated()
 
+    previous = {}
     try:
-        previous = signal.signal(signal.SIGTERM, terminated)
+        for signum in (signal.SIGTERM, signal.SIGHUP) if hangup else (signal.SIGTERM,):
+            if signum == signal.SIGTERM or signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, terminated)
     except ValueError:  # not the main thread: signals are the main thread's
-        yield
-        return
+        pass
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -112,6 +112,15 @@ _REFRESHER = _Refresher()
 os.register_at_fork(after_in_child=_REFRESHER.forked)
 
 
+def check_sentinel(sentinel: Path) -> None:
+    """A mkdir lock's sentinel and owner note are regular files or absent: a link, a FIFO or a
+    folder there is refused (exit 5 naming it), never opened or followed."""
+    for path in (Path(sentinel), Path(f"{sentinel}.owner")):
+        refuse_symlink(path)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise SxctlError(f"refusing to use {path}: not a regular file", code=ErrorCode.INVALID_DATA, file=path)
+
+
 class MkdirLock:
     """The lock comis (proper-lockfile) uses: the directory `<realpath(sentinel)>.lock`.
 
@@ -153,11 +162,7 @@ class MkdirLock:
             self.lockdir = Path(f"{self.sentinel}.lock")
             return
         self._host = socket.gethostname()
-        refuse_symlink(self.sentinel)
-        refuse_symlink(self.note)
-        if os.path.lexists(self.note) and not os.path.isfile(self.note):
-            raise SxctlError(f"refusing to use {self.note}: not a regular file",
-                code=ErrorCode.INVALID_DATA, file=self.note)
+        check_sentinel(self.sentinel)
         fd = os.open(self.sentinel, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
         os.close(fd)
         self.lockdir = Path(os.path.realpath(self.sentinel) + ".lock")

@@ -17,8 +17,9 @@ from ..cron.store.file import read_store
 from ..errors import SxctlError, UsageError
 from ..fsio import read_data_file
 from ..jsondata import strict_loads
+from ..project.usage import FIGURES, read_usage
 from ..record import record
-from ..timeparse import display_zone, displayed_in, format_duration_ms, parse_local_time_ms, zone_label
+from ..timeparse import display_zone, displayed_in, format_duration_ms, format_ms, parse_local_time_ms, zone_label
 from .scope import find_workspace, target_project
 
 if TYPE_CHECKING:
@@ -135,10 +136,53 @@ def simulate_schedule(*, from_time: str, until: str, agent_down: Sequence[str] =
         result = rehearse(ws, target_project(ws, project, session=session), from_ms=start, until_ms=end,
                           pass_every_ms=every_ms, agent_down=spans, environ=environ, max_per_pass=max_per_pass,
                           max_catchup=max_catchup, usage=steps, machine_down=off)
-    if steps is None:  # a token cap rehearsed by an agent that spends nothing never bites: said, not silent
-        capped = sorted(job.name for job in jobs_of(store, read_policy(ws), ws.root) if job.token_cap is not None)
-        if capped:
-            warnings.append(f"{', '.join(capped[:3])}{' …' if len(capped) > 3 else ''}: --max-tokens-per-day is "
-                            "rehearsed with an agent that spends no tokens, so it never stops a run; give --usage "
-                            "with total_tokens growing over the span")
+    warnings += _guard_warnings(jobs_of(store, read_policy(ws), ws.root), steps)
     return Simulation(ws, zone, result, warnings)
+
+
+#: the figures each spend guard reads (cron/spend/guards.py)
+GUARD_FIGURES = {"rateLimitCeiling": ("rl_5h", "rl_7d"), "maxSessionTokens": ("total_tokens",),
+                 "maxTokensPerDay": ("total_tokens",)}
+GUARD_FLAGS = {"rateLimitCeiling": "--rate-limit-ceiling", "maxSessionTokens": "--max-session-tokens",
+               "maxTokensPerDay": "--max-tokens-per-day"}
+
+
+def _guard_warnings(jobs: list[Any], steps: list[tuple[int, Any]] | None) -> list[str]:
+    """What the simulated agent's figures leave untested, said, not silent: a guard rehearsed
+    with an agent that reports no usage (no --usage: a cap never bites, a ceiling never holds),
+    a figure a guard reads that a --usage block lacks or cannot give, a name no agent reports."""
+    used: dict[str, list[str]] = {}
+    for job in jobs:
+        for key in GUARD_FIGURES:
+            if job.guards.get(key) is not None:
+                used.setdefault(key, []).append(job.name)
+    if not used:
+        return []
+
+    def names(key: str) -> str:
+        found = sorted(used[key])
+        return f"{', '.join(found[:3])}{' …' if len(found) > 3 else ''}"
+
+    if steps is None:
+        effect = {"rateLimitCeiling": "it never holds a run", "maxSessionTokens": "it never stops a run",
+                  "maxTokensPerDay": "its runs add no tokens to the day's count (only tokens counted before can "
+                                     "stop one)"}
+        return [f"{names(key)}: {GUARD_FLAGS[key]} is rehearsed with an agent that reports no usage: {effect[key]}; "
+                f"give --usage with {' and '.join(GUARD_FIGURES[key])}" for key in used]
+    warnings = []
+    for at, block in steps:
+        when = "the --usage block" if at == 0 else f"the --usage step from {format_ms(at, '%Y-%m-%d %H:%M UTC')}"
+        figures = read_usage({"usage": block})
+        for key in used:
+            for figure in GUARD_FIGURES[key]:
+                if figure in figures.unreadable:
+                    warnings.append(f"{when}: {figure} {figures.unreadable[figure]}: {GUARD_FLAGS[key]} of "
+                                    f"{names(key)} finds it unreadable (--on-missing-usage decides)")
+        if isinstance(block, dict):
+            for name in sorted(set(block) - set(FIGURES)):
+                import difflib  # only a name no agent reports pays for it
+
+                close = difflib.get_close_matches(name, FIGURES, n=1, cutoff=0.6)
+                warnings.append(f"{when}: {name!r} is no figure an agent reports"
+                                + (f" (did you mean {close[0]}?)" if close else ""))
+    return list(dict.fromkeys(warnings))

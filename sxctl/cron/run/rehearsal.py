@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import FakeClock
-from ...errors import ErrorCode, SxctlError, UsageError
+from ...errors import ErrorCode, SxctlError, SystemRefusedError, UsageError
 from ...interrupts import sigterm_interrupts
 from ...project import ProjectLayout
 from ...report import Reporter
@@ -37,7 +36,7 @@ from ..timeline.catchup import skipped_count
 from ..timeline.schedule import schedule_computable
 from .dispatch import Dispatcher, DispatchFailure, Occurrence
 from .pings import RecordingPinger
-from .rehearsal_copy import copy_workspace, real_paths, scratch_parent
+from .rehearsal_copy import copy_folder, copy_workspace, real_paths, refuse_what_a_pass_refuses
 from .tick import PassReport, SchedulerPass, TickOptions
 
 MAX_PASSES = 10_081  # a week of minute passes, both ends: the most one rehearsal runs (it says where it stopped)
@@ -101,8 +100,9 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
     hold the skipping to)."""
     off = list(machine_down or [])
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down, off)
-    with sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="sxctl-simulate-", dir=scratch_parent()) as temp, \
-            scratch_writes(temp):  # SIGTERM (a CI cancel) ends it as Ctrl-C does: the copy is removed
+    refuse_what_a_pass_refuses(ws)
+    # SIGTERM (a CI cancel) and SIGHUP end it as Ctrl-C does: the copy is removed
+    with sigterm_interrupts(hangup=True), copy_folder(ws, project) as temp, scratch_writes(temp):
         copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`real_paths`)
         try:  # an error names the user's own file, not the throw-away copy
             sim_ws, sim_project, homes = copy_workspace(ws, project, Path(temp), from_ms, copies)
@@ -143,9 +143,15 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
                     read[home] = max(read.get(home, 0), _read_all(home, at, told))
                 at += pass_every_ms
         except SxctlError as error:
+            if error.code == ErrorCode.INTERRUPTED:  # a send in the copy named the message it wrote there
+                raise SxctlError("interrupted (nothing was written in the project)", code=ErrorCode.INTERRUPTED) \
+                    from None
             error.message = real_paths({"m": error.message}, copies)["m"]
             error.file = real_paths({"f": error.file}, copies)["f"]
             raise
+        except OSError as error:  # a full or failing disk under the copy: named, as every refusal is
+            raise SystemRefusedError(f"cannot write the rehearsal's copy in {temp}: {error.strerror or error}"
+                                     " (TMPDIR chooses where it goes)", file=error.filename or temp) from None
     return result
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...errors import InvalidDataError
+from ...errors import InvalidDataError, UsageError
+from ...locks import check_sentinel, pid_alive
 from ...project import ProjectLayout, list_sessions
 from ...project.layout import SCORPIOX_DIR
 from ...timeparse import format_ms
@@ -29,18 +33,64 @@ SHM = "/dev/shm"
 SHM_ROOM = 1 << 30
 
 
-def scratch_parent() -> str | None:
-    """Where the throw-away copy goes: the folder TMPDIR names when it is set (tempfile's own
-    rule); else /dev/shm, a file system in memory, when it is there with room (each pass rewrites
-    the files it changes: on a disk, renames and lock folders cost most of a rehearsal); else the
-    system's temp folder."""
+def scratch_parent() -> str:
+    """Where the throw-away copy goes: the folder TMPDIR names when it is set; else /dev/shm, a
+    file system in memory, when it is there with room (each pass rewrites the files it changes:
+    on a disk, renames and lock folders cost most of a rehearsal); else the system's temp folder."""
     if os.environ.get("TMPDIR"):
-        return None
+        return os.environ["TMPDIR"]
     try:
         found = os.statvfs(SHM)
     except OSError:
-        return None
-    return SHM if found.f_bavail * found.f_frsize >= SHM_ROOM and os.access(SHM, os.W_OK | os.X_OK) else None
+        return tempfile.gettempdir()
+    if found.f_bavail * found.f_frsize >= SHM_ROOM and os.access(SHM, os.W_OK | os.X_OK):
+        return SHM
+    return tempfile.gettempdir()
+
+
+def refuse_what_a_pass_refuses(ws: Workspace) -> None:
+    """The user's workspace as a real pass first checks it: a linked `.scheduler/` or file in it,
+    a lock sentinel that is no regular file (a FIFO) stop every pass, so they stop the rehearsal
+    (its copy has none of them, and would have predicted runs)."""
+    ws.refuse_symlinks()
+    for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
+        check_sentinel(sentinel)
+
+
+@contextmanager
+def copy_folder(ws: Workspace, project: Path) -> Iterator[str]:
+    """The private temporary folder of the copy (`scratch_parent`), named with this process's id:
+    never inside the workspace or the project (a TMPDIR there is refused: the copy would be made
+    in what it copies, where a live agent reads); copies of rehearsals that died (SIGKILL: no
+    clean-up ran) are removed first."""
+    parent = scratch_parent()
+    real = Path(os.path.realpath(parent))
+    for folder in (ws.root, project):
+        if inside(real, Path(os.path.realpath(folder))):
+            raise UsageError(f"TMPDIR {parent} is inside {folder}: the rehearsal's copy would be made in what it "
+                             "copies; point TMPDIR to a folder outside it")
+    _remove_dead_copies(real)
+    with tempfile.TemporaryDirectory(prefix=f"{COPY_PREFIX}{os.getpid()}-", dir=real) as temp:
+        yield temp
+
+
+COPY_PREFIX = "sxctl-simulate-"
+
+
+def _remove_dead_copies(parent: Path) -> None:
+    """The copies in `parent` of this user's rehearsals whose process is gone."""
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for entry in entries:
+        found = re.fullmatch(rf"{COPY_PREFIX}(\d+)-\w+", entry.name)
+        try:
+            mine = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+            if found and mine and not pid_alive(int(found.group(1))):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def copy_workspace(ws: Workspace, project: Path, temp: Path, from_ms: int,
@@ -66,7 +116,7 @@ def copy_workspace(ws: Workspace, project: Path, temp: Path, from_ms: int,
     homes = [_home(project, sim_project, from_ms, temp, copies, oldest)]
     for target, sim_target in _targets(sim_ws, ws.root, temp, {str(real_project)}, copies):
         homes.append(_home(target, sim_target, from_ms, temp, copies, oldest))
-    return sim_ws, sim_project, homes
+    return sim_ws, sim_project, [home for home in homes if home is not None]
 
 
 def _targets(sim_ws: Workspace, workspace: Path, temp: Path, seen: set[str],
@@ -127,9 +177,21 @@ DAY_MS = 86_400_000
 
 
 def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, copies: dict[str, str],
-          oldest: int | None) -> Path:
+          oldest: int | None) -> Path | None:
     """`project`'s sessions (None: none) copied into `sim_project` (`_copy_sessions`), none of them
-    live; the session the simulated agent runs in."""
+    live; the session the simulated agent runs in — None when `.scorpiox` or its `sessions` is a
+    symbolic link: the agent refuses to run there, and the copy holds a link at its place to an
+    empty folder of the copy, which the pass meets as it meets the real one."""
+    linked = next((path for path in (project / SCORPIOX_DIR, ProjectLayout(project).sessions)
+                   if os.path.islink(path)), None) if project is not None else None
+    if project is not None and linked is not None:
+        behind = temp / "linked" / f"home-{len(copies)}"
+        behind.mkdir(parents=True)
+        copied = sim_project / linked.relative_to(project)
+        copied.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(behind, copied)
+        copies[str(behind)] = str(linked)
+        return None
     sessions = ProjectLayout(project).sessions if project is not None else None
     target = ProjectLayout(sim_project).sessions
     if sessions is not None and sessions.is_dir() and not sessions.is_symlink():

@@ -282,7 +282,70 @@ def test_a_rehearsal_never_writes_through_links_and_refuses_what_the_pass_refuse
     policy.rename(moved)
     policy.symlink_to(moved)
     refused = project.run(*span[:-1], clock=before)
-    assert refused.code == 5 and refused.err == f"sxctl: invalid data in {policy}: refusing to use it: it is a symbolic link\n"
+    tick = project.run("cron", "tick", clock=before)
+    assert refused.code == tick.code == 5 and refused.err == tick.err == \
+        f"sxctl: refusing to use {policy}: it is a symbolic link\n"
+
+
+@pytest.mark.parametrize("hostile", ["scheduler-link", "lock-fifo", "scorpiox-link", "sessions-link"])
+def test_a_rehearsal_refuses_or_waits_where_the_real_pass_does(project, tmp_path, hostile):
+    """Attacker: a linked `.scheduler/`, a FIFO for the store's lock sentinel, a linked `.scorpiox`
+    or `sessions`: real passes stop (exit 5) or find no agent, and the rehearsal predicted runs."""
+    before = FakeClock(int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp() * 1000))
+    project.session()
+    assert project.run("cron", "add", "hb", "--every", "1h", "--payload", "heartbeat-event", "--text", "hb",
+                       clock=before).code == 0
+    moved = tmp_path / "elsewhere"
+    if hostile == "scheduler-link":
+        (project.root / ".scheduler").rename(moved)
+        (project.root / ".scheduler").symlink_to(moved)
+    elif hostile == "lock-fifo":
+        (project.root / ".scheduler" / "cron-jobs.lock").unlink()
+        os.mkfifo(project.root / ".scheduler" / "cron-jobs.lock")
+    else:
+        linked = project.root / ".scorpiox" / "sessions" if hostile == "sessions-link" else project.root / ".scorpiox"
+        linked.rename(moved)
+        linked.symlink_to(moved)
+    simulated = project.run("cron", "simulate", "--from", "2026-12-01T05:00Z", "--until", "2026-12-01T07:00Z",
+                            "--json", clock=before)
+    tick = project.run("cron", "tick", "--json", clock=FakeClock(before.now_ms() + HOUR))
+    if hostile in ("scheduler-link", "lock-fifo"):
+        assert simulated.code == tick.code == 5, (simulated.err, tick.err)
+        assert simulated.json()["error"]["message"] == tick.json()["error"]["message"]
+    else:  # no agent can run there: held for one, then given up, never dispatched
+        assert simulated.code == 0, simulated.err
+        fates = [event["fate"] for event in simulated.json()["events"]]
+        assert "dispatched" not in fates and "catch_up" not in fates and "held" in fates, fates
+
+
+def test_a_tmpdir_inside_the_project_is_refused_and_nothing_is_written(policies):
+    """Attacker: TMPDIR=$PROJECT/.scheduler made the copy there, in the real project, and said
+    "nothing was written"; in the inbox, the copy copied itself into itself."""
+    project = policies
+    before = snapshot(project.root)
+    for inside in (project.root / ".scheduler", project.root / ".scorpiox" / "sessions" / SID / "inbox"):
+        result = project.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR),
+                             env=project.env(TMPDIR=str(inside)), clock=FakeClock(NINE))
+        assert result.code == 2 and f"TMPDIR {inside} is inside {project.root}" in result.err, result.err
+    assert snapshot(project.root) == before
+
+
+def test_a_copy_left_by_a_killed_rehearsal_is_removed_by_the_next(policies, tmp_path):
+    """SIGKILL runs no clean-up: its copy (in memory, often) stayed for good."""
+    import subprocess
+    import sys
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    left = scratch / f"sxctl-simulate-{dead.stdout.strip()}-abc123"
+    (left / "workspace").mkdir(parents=True)
+    alive = scratch / f"sxctl-simulate-{os.getpid()}-def456"  # a rehearsal still running: kept
+    alive.mkdir()
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR),
+                          env=policies.env(TMPDIR=str(scratch)), clock=FakeClock(NINE))
+    assert result.code == 0, result.err
+    assert sorted(os.listdir(scratch)) == [alive.name]
 
 
 def test_naive_times_are_read_in_the_local_zone_they_are_shown_in(policies):
@@ -453,3 +516,37 @@ def test_a_sole_writer_pass_trusts_its_own_store_only_while_the_file_is_the_one_
     with pytest.raises(InvalidDataError) as error:
         one_pass(NINE + 3 * MIN)
     assert str(store) in error.value.message
+
+
+def test_a_send_interrupted_in_the_copy_is_not_said_to_have_written_into_the_project(policies, monkeypatch):
+    """Attacker: Ctrl-C during a rehearsal said "interrupted: 1796599740_000000000 was written and
+    is pending in <the user's inbox>" (the copy's path made the user's): nothing was written there."""
+    from sxctl.cron.run import rehearsal
+    from sxctl.errors import ErrorCode, SxctlError
+
+    def cut(self, job, occurrence):
+        inbox = self.workspace / ".scorpiox" / "sessions" / SID / "inbox"
+        raise SxctlError(f"interrupted: 1796599740_000000000 was written and is pending in {inbox}",
+                         code=ErrorCode.INTERRUPTED)
+
+    monkeypatch.setattr(rehearsal.SimulatedDispatcher, "dispatch", cut)
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR), clock=FakeClock(NINE))
+    assert result.code == 130 and result.err == "sxctl: interrupted (nothing was written in the project)\n"
+
+
+def test_a_full_disk_under_the_copy_is_exit_8_naming_where_the_copy_goes(policies, monkeypatch, tmp_path):
+    """Attacker: `ulimit -f 2` gave exit 8 "File too large", naming nothing."""
+    import errno
+
+    from sxctl.cron.run import rehearsal
+
+    def full(*args, **kwargs):
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(rehearsal, "_write_stats", full)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    result = policies.run("cron", "simulate", "--from", iso(NINE), "--until", iso(NINE + HOUR),
+                          env=policies.env(TMPDIR=str(scratch)), clock=FakeClock(NINE))
+    assert result.code == 8 and f"cannot write the rehearsal's copy in {scratch}/sxctl-simulate-" in result.err
+    assert "File too large (TMPDIR chooses where it goes)" in result.err and os.listdir(scratch) == []

@@ -171,9 +171,12 @@ def test_a_message_sent_by_a_killed_pass_and_read_is_in_the_copy(project, monkey
 
 @pytest.mark.slow
 @pytest.mark.real_time
-def test_sigterm_ends_a_rehearsal_as_ctrl_c_does_and_removes_its_copy(project, tmp_path):
-    """A CI runner cancelling its step sends SIGTERM: the copy (in memory, when /dev/shm has room)
-    stayed behind for good. It ends as Ctrl-C does (exit 130), the copy removed."""
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_ends_a_rehearsal_as_ctrl_c_does_and_removes_its_copy(project, tmp_path, signum):
+    """A CI runner cancelling its step sends SIGTERM, a closed terminal SIGHUP: the copy (in
+    memory, when /dev/shm has room) stayed behind for good. It ends as Ctrl-C does (exit 130), the
+    copy removed, and says nothing was written (a send cut in the copy said a message "was written
+    and is pending" in the user's inbox)."""
     import signal
     import subprocess
     import sys
@@ -188,12 +191,15 @@ def test_sigterm_ends_a_rehearsal_as_ctrl_c_does_and_removes_its_copy(project, t
     env = {**os.environ, "TMPDIR": str(scratch), "PYTHONPATH": str(Path(rehearsal.__file__).parents[3])}
     started = subprocess.Popen([sys.executable, "-m", "sxctl", "--project", str(project.root), "cron", "simulate",
                                 "--from", "2030-01-01T00:00Z", "--until", "2030-01-07T00:00Z", "--json"],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not list(scratch.glob("sxctl-simulate-*/*/.scheduler")) and time.monotonic() < deadline:
         time.sleep(0.05)  # the copy is made: its passes run
     assert list(scratch.glob("sxctl-simulate-*")), "the rehearsal never started"
-    started.send_signal(signal.SIGTERM)
-    _, err = started.communicate(timeout=60)
+    started.send_signal(getattr(signal, signum))
+    out, err = started.communicate(timeout=60)
     assert started.returncode == 130, err
     assert list(scratch.iterdir()) == [], list(scratch.iterdir())
+    error = json.loads(out.decode().strip().splitlines()[-1])["error"]
+    assert error["message"] in ("interrupted", "interrupted (nothing was written in the project)"), error

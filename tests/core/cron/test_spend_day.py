@@ -328,12 +328,42 @@ def test_cron_simulate_says_a_token_cap_rehearsed_without_usage_never_bites(sche
     sched.add(NINE - HOUR, "k", "--every", "1h", "--payload", "heartbeat-event", "--text", "k",
               "--max-tokens-per-day", "1000")
     plain = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T12:00Z")
-    assert plain.code == 0 and "k: --max-tokens-per-day is rehearsed with an agent that spends no tokens" in plain.err
+    assert plain.code == 0 and "k: --max-tokens-per-day is rehearsed with an agent that reports no usage: its runs add no " \
+        "tokens to the day's count" in plain.err
     steps = sched.root / "usage.json"
     steps.write_text(json.dumps({"total_tokens": 5}))
     given = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T12:00Z",
                       "--usage", str(steps))
-    assert given.code == 0 and "spends no tokens" not in given.err
+    assert given.code == 0 and given.err == ""
+
+
+@pytest.mark.parametrize(("block", "said"), [
+    ({"total_tokens": 5, "rl_5h": 0.1, "rl_7d": 0.1}, None),
+    ({"total_tokens": 5, "rl_5h": 5, "rl_7d": 0.1}, "rl_5h is 5, above 1.0 (a fraction of the limit): --rate-limit-ceiling of r "
+                                      "finds it unreadable (--on-missing-usage decides)"),
+    ({"total_tokens": 5, "rl_5h": 0.1, "rl_7d": 0.1, "rl5h": 0.95}, "'rl5h' is no figure an agent reports (did you mean rl_5h?)"),
+    ({"rl_5h": 0.1, "rl_7d": 0.1}, "total_tokens missing: --max-tokens-per-day of k finds it unreadable"),
+    (None, "r: --rate-limit-ceiling is rehearsed with an agent that reports no usage: it never holds a run"),
+])
+def test_cron_simulate_says_which_figure_a_guard_cannot_read_in_the_usage_it_was_given(sched, block, said):  # noqa: F811
+    """Attacker: `{"rl_5h": 5}`, a typo `rl5h`, or no --usage at all: every run `dispatched`,
+    no word that the guards were never tested (status and doctor name the figure)."""
+    sched.add(NINE - HOUR, "k", "--every", "1h", "--payload", "heartbeat-event", "--text", "k",
+              "--max-tokens-per-day", "1000")
+    sched.add(NINE - HOUR, "r", "--every", "1h", "--payload", "heartbeat-event", "--text", "r",
+              "--rate-limit-ceiling", "0.5")
+    given = []
+    if block is not None:
+        (sched.root / "usage.json").write_text(json.dumps(block))
+        given = ["--usage", str(sched.root / "usage.json")]
+    result = sched.run(NINE, "cron", "simulate", "--from", "2026-12-01T09:00Z", "--until", "2026-12-01T10:00Z",
+                       "--json", *given)
+    assert result.code == 0, result.err
+    warnings = [w for w in result.json()["warnings"] if "after now" not in w]
+    if said is None:
+        assert warnings == []
+    else:
+        assert any(said in warning for warning in warnings), warnings
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
