@@ -258,6 +258,14 @@ class Job:
         return self.local(ms).date().isoformat()
 
 
+def due_no_sooner_than(record: dict[str, Any]) -> int | None:
+    """A bound of `Job.due_ms` read from the stored record alone: its next run (None: none).
+    `--jitter` only delays a run (`Job.run_at`), so a pass skips building the Jobs of the
+    records not due yet, and a rehearsal wakes no later than the first of them comes due."""
+    next_run_ms: int | None = record["lifecycle"].get("nextRunAtMs")
+    return next_run_ms
+
+
 def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -> Job:
     """The Job of a stored record, with its entry of the policy document `policy` (read_policy)
     and its target resolved against `workspace` (the folder holding the store)."""

@@ -28,6 +28,7 @@ from ...report import Reporter
 from ...scratch import scratch_writes
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms
 from ..policy.hosts import pinned_elsewhere
+from ..policy.job import due_no_sooner_than
 from ..spend.ledger import OPEN_FOR_MS
 from ..store.file import read_store
 from ..store.targets import run_target_project
@@ -100,7 +101,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
     hold the skipping to)."""
     off = list(machine_down or [])
     result = Rehearsal(from_ms, until_ms, pass_every_ms, agent_down, off)
-    refuse_what_a_pass_refuses(ws)
+    refuse_what_a_pass_refuses(ws, environ)
     # SIGTERM (a CI cancel) and SIGHUP end it as Ctrl-C does: the copy is removed
     with sigterm_interrupts(hangup=True), copy_folder(ws, project) as temp, scratch_writes(temp):
         copies = {temp: str(ws.root)}  # the copy's folders -> the user's own (`real_paths`)
@@ -229,15 +230,18 @@ def _quiet_until(scheduler: SchedulerPass, at: int, settle_by: int) -> int:
     first = LATEST_SCHEDULABLE_MS
     if book is not None and book.open:
         first = min(settle_by, min(run["dispatchedAtMs"] for run in book.open) + OPEN_FOR_MS + 1)
-    for job, record in scheduler.scheduled(after=True) if scheduler.store else ():
+    for job, record in scheduler.scheduled(after=True, due_by=at) if scheduler.store else ():
         assert job.due_ms is not None  # `scheduled` yields only jobs with a due time
         if not schedule_computable(record["schedule"]):
             continue  # never run: a warning each pass, nothing else
-        if job.due_ms > at:
+        if job.due_ms > at:  # jittered past `at`
             first = min(first, job.due_ms)
         elif pinned_elsewhere(job.host, scheduler.host) is None:
             return at + 1
-    return first
+    # the others: none comes due before its stored next run (a jittered one: at worst a pass too early)
+    later = [soonest for record in scheduler.store.get("jobs", ())
+             if (soonest := due_no_sooner_than(record)) is not None and soonest > at]
+    return min([first, *later])
 
 
 def _sessions_of(sim_ws: Workspace, sim_project: Path) -> dict[str, Path]:

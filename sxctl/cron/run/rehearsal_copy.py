@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,10 @@ from ...errors import InvalidDataError, UsageError
 from ...locks import check_sentinel, pid_alive
 from ...project import ProjectLayout, list_sessions
 from ...project.layout import SCORPIOX_DIR
+from ...report import Reporter
 from ...timeparse import format_ms
 from ..spend.file import spend_path
-from ..store.file import read_store
+from ..store.file import check_ownership, read_store, refuse_if_handed_off
 from ..store.targets import endpoint_of, holds_project, inside, linked_through, resolve_project
 from ..store.workspace import Workspace
 from .ledger import MAX_MAX_LOG_BYTES, scan_ledger
@@ -48,13 +49,16 @@ def scratch_parent() -> str:
     return tempfile.gettempdir()
 
 
-def refuse_what_a_pass_refuses(ws: Workspace) -> None:
+def refuse_what_a_pass_refuses(ws: Workspace, environ: Mapping[str, str]) -> None:
     """The user's workspace as a real pass first checks it: a linked `.scheduler/` or file in it,
-    a lock sentinel that is no regular file (a FIFO) stop every pass, so they stop the rehearsal
-    (its copy has none of them, and would have predicted runs)."""
+    a lock sentinel that is no regular file (a FIFO), a comis daemon that owns it, its built-in
+    jobs, a pending reset or a hand-off stop every pass, so they stop the rehearsal (its copy has
+    none of them, and would have predicted runs)."""
     ws.refuse_symlinks()
     for sentinel in (ws.store_sentinel, ws.ledger_sentinel):
         check_sentinel(sentinel)
+    check_ownership(ws, read_store(ws), environ, False, Reporter())
+    refuse_if_handed_off(ws)
 
 
 @contextmanager

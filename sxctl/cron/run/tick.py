@@ -21,7 +21,7 @@ from ...locks import MkdirLock
 from ...report import Reporter
 from ..policy.file import read_policy, write_policy
 from ..policy.hosts import pinned_elsewhere, this_host
-from ..policy.job import Job
+from ..policy.job import Job, due_no_sooner_than
 from ..policy.maintenance import prune_windows
 from ..policy.overlap import record_replaced, replace_previous
 from ..spend.ledger import Attribution
@@ -193,11 +193,15 @@ class SchedulerPass:
             raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
         self._run_occurrence(job, manual=True)
 
-    def scheduled(self, *, after: bool = False) -> Iterator[tuple[Job, dict[str, Any]]]:
-        """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter).
-        `after` the pass, for their due times, hosts and schedules (which a pass changes only in
-        the jobs it touched): the others as the pass built them."""
+    def scheduled(self, *, after: bool = False, due_by: int | None = None) -> Iterator[tuple[Job, dict[str, Any]]]:
+        """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter);
+        `due_by`: only those that may be due by then (`due_no_sooner_than`). `after` the pass, for
+        their due times, hosts and schedules (which a pass changes only in the jobs it touched):
+        the others as the pass built them."""
         for record in self.store["jobs"]:
+            soonest = due_no_sooner_than(record)
+            if due_by is not None and (soonest is None or soonest > due_by):
+                continue
             built = self._built.get(record["id"]) if after else None
             if built is None or built[0] is not record or record["id"] in self.admission.touched:
                 built = self._built[record["id"]] = (record, self.admission.job(record))
@@ -208,7 +212,7 @@ class SchedulerPass:
     def _due(self) -> list[dict[str, Any]]:
         now = self.clock.now_ms()
         due = []
-        for job, record in self.scheduled():
+        for job, record in self.scheduled(due_by=now):
             if job.due_ms is None or job.due_ms > now:
                 continue
             pinned = pinned_elsewhere(job.host, self.host)

@@ -550,3 +550,17 @@ def test_a_full_disk_under_the_copy_is_exit_8_naming_where_the_copy_goes(policie
                           env=policies.env(TMPDIR=str(scratch)), clock=FakeClock(NINE))
     assert result.code == 8 and f"cannot write the rehearsal's copy in {scratch}/sxctl-simulate-" in result.err
     assert "File too large (TMPDIR chooses where it goes)" in result.err and os.listdir(scratch) == []
+
+
+def test_a_workspace_handed_off_to_comis_is_refused_by_the_rehearsal_as_by_the_pass(project):
+    """The copy carried no hand-off mark, reset intent or daemon lock: a workspace no pass may
+    touch was rehearsed as if sxctl's passes ran it."""
+    before = FakeClock(int(datetime(2026, 12, 1, 5, tzinfo=UTC).timestamp() * 1000))
+    project.session()
+    assert project.run("cron", "add", "hb", "--every", "1h", "--payload", "heartbeat-event", "--text", "hb",
+                       clock=before).code == 0
+    assert project.run("cron", "handoff", "--accept-policy-loss", clock=before).code == 0
+    simulated = project.run("cron", "simulate", "--from", "2026-12-01T05:00Z", "--until", "2026-12-01T07:00Z",
+                            "--json", clock=before)
+    tick = project.run("cron", "tick", "--json", clock=before)
+    assert simulated.code == tick.code != 0 and simulated.json()["error"] == tick.json()["error"], simulated.out
