@@ -235,14 +235,15 @@ class MkdirLock:
         return False
 
     def _held_by_dead_sxctl(self, st: os.stat_result) -> bool:
-        """Whether a dead sxctl process on this host held this very directory: its published note
-        (written only once the directory carried its mark) finds the mark still there, or a note it
-        prepared but never published is at most 2 s older than a directory nobody has marked yet
-        (it died between its mkdir and its mark)."""
+        """Whether a dead sxctl process on this host held this very directory: its note (published
+        or only prepared: it died between its mark and publishing the note) finds its mark still
+        there, or a note it prepared but never published is at most 2 s older than a directory
+        nobody has marked yet (it died between its mkdir and its mark). A mark dates the directory
+        up to a second back, so only the mark itself tells a prepared note's directory then."""
         for note, published in self._dead_notes():
+            if note.get("mtimeNanos") == st.st_mtime_ns % 1_000_000_000:
+                return True
             if published:
-                if note.get("mtimeNanos") == st.st_mtime_ns % 1_000_000_000:
-                    return True
                 continue
             acquired = note.get("acquired_ms")
             if isinstance(acquired, int) and (

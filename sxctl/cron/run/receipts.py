@@ -15,7 +15,7 @@ from ...inbox.folder import inbox_dirs
 from ...inbox.manage import evidence_for_key
 from ...inbox.message import check_stem
 from ...inbox.places import follow
-from ...project import ProjectLayout, as_session, check_session_id, list_sessions, session_info
+from ...project import ProjectLayout, SessionInfo, as_session, check_session_id, list_sessions, session_info
 from ...timeparse import format_duration_ms, shown_time
 from ..store.targets import holds_project, run_target_project
 
@@ -31,16 +31,17 @@ def names_a_message(session_id: str, stem: str) -> bool:
     return True
 
 
-def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
+def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM_CLOCK,
+                info: SessionInfo | None = None) -> dict[str, Any]:
     """Where the message `stem` of session `session_id` is now, in the words every view uses:
     `read` (with `readAtMs`, when it was moved to done/), `pending` (with `ageMs`), `retracted`,
-    or `lost`."""
+    or `lost`. `info`: the session as the caller read it already (the spend attribution)."""
     if not names_a_message(session_id, stem):  # a ledger row is a file: it may name `..` or a path
         return {"state": "lost", "reason": "not_a_message_of_this_project"}
     folder = ProjectLayout(project).sessions / session_id
     if not os.path.isdir(folder) or os.path.islink(folder):
         return {"state": "lost", "reason": "session_gone"}
-    session = as_session(session_info(folder, clock), project, "flag")
+    session = as_session(info if info is not None else session_info(folder, clock), project, "flag")
     name = f"{stem}.json"
     for inbox in inbox_dirs(session):
         state = inbox.state_of(stem)

@@ -113,6 +113,7 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
             own_writes: dict[str, Any] = {}  # the copy's store and ledger as its last pass wrote them
             read: dict[Path, int] = {}  # each agent's newest read, on the file system's clock
             at, quiet_until, was_up = from_ms, from_ms, False
+            unread = True  # a message may wait for the agents (the copied inboxes, or sent while they were away)
             # when the agent's figures change (a usage step, the agent or the machine going away):
             # an open run's tokens are attributed alike by any pass before the next change
             changes = sorted({start for start, _ in usage or []} | {start for start, _ in agent_down + off})
@@ -140,8 +141,10 @@ def rehearse(ws: Workspace, project: Path, *, from_ms: int, until_ms: int, pass_
                                                 result.pings, own_writes, max(at + 1, settle_by))
                 result.passes += 1
                 result.events += [real_paths(event, copies) for event in _events(report, at, held, told, sends)]
-                for home in homes if up else ():
+                unread = unread or bool(report.runs)
+                for home in homes if up and unread else ():
                     read[home] = max(read.get(home, 0), _read_all(home, at, told))
+                unread = unread and not up
                 at += pass_every_ms
         except SxctlError as error:
             if error.code == ErrorCode.INTERRUPTED:  # a send in the copy named the message it wrote there

@@ -192,12 +192,12 @@ def _readiness(run: dict[str, Any], figures: Figures) -> tuple[int | None, str |
     reports the turn it starts) cannot tell that the turn for it is over. Both times are the file
     system's, so an agent's clock that lies cannot close a run early."""
     project = Path(run["project"])
-    receipt = consumption(project, run["sessionId"], run["stem"], figures.clock)
+    info = figures.session(project, run["sessionId"])  # one reading of the session for both
+    receipt = consumption(project, run["sessionId"], run["stem"], figures.clock, info)
     if receipt["state"] in ("retracted", "lost"):
         return None, f"its message is {receipt['state']}"
     if receipt["state"] != "read" or "forwardedTo" in receipt:
         return None, "its message went to another session" if "forwardedTo" in receipt else None
-    info = figures.session(project, run["sessionId"])
     if info is None or info.state == "unknown":
         return None, "the session is gone"
     if info.state == "stale" or figures.written_ms(project, run["sessionId"]) <= receipt["readAtMs"]:

@@ -571,6 +571,27 @@ def test_holder_killed_right_after_mkdir_is_recognised_by_its_prepared_note(proj
     assert [p.name for p in ws.iterdir() if p.name.endswith(".tmp")] == []
 
 
+def test_holder_killed_between_its_mark_and_its_note_is_recognised_by_the_mark(project, ws):
+    """The mark dates the directory up to a second before the note was prepared: a holder killed
+    between the two kept every pass out for 30 s (`lock_busy` in the SIGKILL tests, 1 run in 10
+    under load)."""
+    import socket
+
+    (ws / "cron-jobs.lock").touch()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    acquired = time.time_ns() // 1_000_000  # it prepared its note, made the directory, marked it …
+    (ws / "cron-jobs.lock.lock").mkdir()
+    nanos = 987_654_321
+    mark = (acquired * 1_000_000 - 900_000_000) // 1_000_000_000 * 1_000_000_000 + nanos  # 0.1-1.9 s back
+    os.utime(ws / "cron-jobs.lock.lock", ns=(mark, mark))
+    (ws / f"cron-jobs.lock.owner.{dead.pid}-00ee.tmp").write_text(json.dumps({  # … and died before publishing
+        "pid": dead.pid, "host": socket.gethostname(), "bootId": "sxctl-dead", "acquired_ms": acquired,
+        "mtimeNanos": nanos}))
+    result = project.run("cron", "pause", "next-check-in", "--lock-wait", "0")
+    assert result.code == 0, result.err
+
+
 def test_a_pass_checks_and_encodes_only_what_it_changed_and_misses_nothing_it_could_break():
     """The fast path of a scheduler pass's store writes: bytes equal to the full encoding, and
     every rule a changed job or a claim can break still refused."""
