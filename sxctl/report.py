@@ -19,6 +19,12 @@ class Reporter:
         """Whether notes go unseen (-q): a note that costs work to compose may be left out."""
         return False
 
+    @property
+    def heard(self) -> bool:
+        """Whether warnings are heard at all: a check that can only warn may be skipped when not
+        (`cron simulate`'s passes, whose own warnings nobody sees: `Unheard`)."""
+        return True
+
     def note(self, message: str) -> None:
         self.notes.append(message)
 
@@ -28,3 +34,11 @@ class Reporter:
     def detail(self, message: str) -> None:
         """Extra detail shown only with -v."""
         self.details.append(message)
+
+
+class Unheard(Reporter):
+    """A reporter whose warnings nobody sees (a rehearsal's passes): kept, but `heard` is False."""
+
+    @property
+    def heard(self) -> bool:
+        return False

@@ -357,7 +357,7 @@ def warn_if_not_live(session: Session, report: Reporter) -> None:
 
 def check_rotation_after_write(session: Session, clock: Clock, report: Reporter) -> None:
     """After writing to a live session, warn when another folder became the freshest live one."""
-    if session.state != "live":
+    if session.state != "live" or not report.heard:
         return
     freshest = freshest_live(list_sessions(session.project, clock))
     if freshest is not None and freshest.id != session.id:
