@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from pathlib import Path
 
 from .errors import ConflictError, ErrorCode, SxctlError
@@ -137,17 +138,20 @@ class MkdirLock:
     """
 
     def __init__(self, sentinel: Path, *, boot_id: str, wait_s: float, what: str) -> None:
-        self.sentinel = Path(sentinel)
+        self.sentinel = sentinel if isinstance(sentinel, Path) else Path(sentinel)
         self.boot_id = boot_id
         self.wait_s = wait_s
         self.what = what
         self.lockdir: Path | None = None
-        self.note = Path(f"{sentinel}.owner")
         # never a whole millisecond: comis refreshes its locks with millisecond timestamps
         self._nanos = random.randrange(1_000_000_000) | 1
         self._mtime_ns: int | None = None
         self._lost = False
         self._scratch = False
+
+    @cached_property
+    def note(self) -> Path:
+        return Path(f"{self.sentinel}.owner")
 
     def __enter__(self) -> MkdirLock:
         self.acquire()
@@ -158,8 +162,7 @@ class MkdirLock:
 
     def acquire(self) -> None:
         if in_scratch(os.path.dirname(self.sentinel) or "."):
-            self._scratch = True
-            self.lockdir = Path(f"{self.sentinel}.lock")
+            self._scratch = True  # its lock directory is never made: `lockdir` stays None
             return
         self._host = socket.gethostname()
         check_sentinel(self.sentinel)

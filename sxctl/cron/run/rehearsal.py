@@ -299,21 +299,23 @@ def _read_all(session_dir: Path, at: int, told: dict[tuple[str, str], dict[str, 
     """The simulated agent reads every pending message at once: moved to done/, its text kept
     on the run event that sent it. Returned: when the last was read, on the file system's clock
     (0: none was)."""
-    inbox = session_dir / "inbox"
+    inbox = os.path.join(session_dir, "inbox")  # strings: a day's rehearsal reads thousands of messages
+    done = os.path.join(inbox, "done")
     read_ns = 0
-    if not inbox.is_dir():
+    if not os.path.isdir(inbox):
         return read_ns
-    (inbox / "done").mkdir(exist_ok=True)
+    os.makedirs(done, exist_ok=True)
+    folder = os.path.normpath(session_dir)
     for name in sorted(os.listdir(inbox)):
         if not name.endswith(".json"):
             continue
-        stem = name[:-len(".json")]
         try:
-            text = json.loads((inbox / name).read_text(encoding="utf-8")).get("text")
-        except (OSError, ValueError):
+            with open(os.path.join(inbox, name), encoding="utf-8") as handle:
+                text = json.load(handle).get("text")
+        except (OSError, ValueError, AttributeError):
             text = None
-        os.rename(inbox / name, inbox / "done" / name)
-        read_ns = max(read_ns, os.lstat(inbox / "done" / name).st_ctime_ns)
-        if (os.path.normpath(session_dir), stem) in told:
-            told[(os.path.normpath(session_dir), stem)].update(told=text, read_ms=at)
+        os.rename(os.path.join(inbox, name), os.path.join(done, name))
+        read_ns = max(read_ns, os.lstat(os.path.join(done, name)).st_ctime_ns)
+        if (folder, name[:-len(".json")]) in told:
+            told[(folder, name[:-len(".json")])].update(told=text, read_ms=at)
     return read_ns
