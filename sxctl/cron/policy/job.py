@@ -181,6 +181,11 @@ class Job:
     entry: dict[str, Any]
 
     @property
+    def guarded(self) -> bool:
+        """Whether any spend guard setting applies to it, its own or the workspace budget's."""
+        return bool(self.guards["source"])
+
+    @property
     def token_cap(self) -> int | None:
         """--max-tokens-per-day, the job's own or the workspace budget's."""
         cap: int | None = self.guards.get("maxTokensPerDay")

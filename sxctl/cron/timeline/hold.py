@@ -70,6 +70,8 @@ class Agents:
 
     def verdict(self, job: Job) -> GuardVerdict | None:
         """The spend guards' verdict on the job now (None: it has none)."""
+        if not job.guarded:  # most jobs: no figures to judge (a list of 10,000 asks for each)
+            return None
         return spend_verdict(job.record, job.guards, project=self.project, to=self.to, clock=self.clock,
                              workspace=self.workspace)
 
