@@ -162,6 +162,14 @@ def load_zone(name: str):
         raise UsageError("Invalid wall-clock timezone", hint=zone_hint(name)) from None
 
 
+#: abbreviations of summer time that are no zone name (tzdata has CET, EET, EST, MST, … but not
+#: these): the place a user of one most likely meant
+_SUMMER_ABBREVIATIONS = {"CEST": "Europe/Berlin", "BST": "Europe/London",
+                         "EEST": "Europe/Athens", "WEST": "Europe/Lisbon", "EDT": "America/New_York",
+                         "CDT": "America/Chicago", "MDT": "America/Denver", "PDT": "America/Los_Angeles",
+                         "AEDT": "Australia/Sydney", "NZDT": "Pacific/Auckland"}
+
+
 def zone_hint(name: str) -> str:
     """What an unknown zone name may have meant: `Berlin` -> Europe/Berlin, `Europe/Berln` ->
     Europe/Berlin (the error message itself stays comis's)."""
@@ -169,6 +177,10 @@ def zone_hint(name: str) -> str:
     by_city = [zone for zone in zones if zone.rsplit("/", 1)[-1].lower() == name.lower().replace(" ", "_")]
     import difflib  # lazy: only a mistyped zone pays for it (every command loads this module)
 
+    summer = _SUMMER_ABBREVIATIONS.get(name.upper())
+    if summer is not None:  # `CEST` was offered `EST`, a zone six hours away
+        return (f"{name} is a summer-time abbreviation, not a zone: use the place, e.g. {summer} (its zone "
+                "changes to summer time by itself)")
     close = by_city or difflib.get_close_matches(name, zones, n=3, cutoff=0.75)
     if close:
         return f"did you mean {' or '.join(close)}? (IANA zone names: Region/City, e.g. America/New_York)"

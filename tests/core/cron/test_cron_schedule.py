@@ -152,6 +152,15 @@ def test_a_mistyped_zone_gets_comis_message_and_a_hint_naming_the_zone(project, 
     assert f"hint: did you mean {meant}" in result.err
 
 
+@pytest.mark.parametrize(("tz", "meant"), [("CEST", "Europe/Berlin"), ("pdt", "America/Los_Angeles")])
+def test_a_summer_time_abbreviation_is_pointed_to_a_place_not_to_a_zone_hours_away(project, tz, meant):
+    """Newcomer: `--tz CEST` got "did you mean EST or CET?" — EST is six hours from Berlin."""
+    result = project.run("cron", "next", "--cron", "0 9 * * *", "--tz", tz, "-n", "1")
+    assert result.code == 2 and "Invalid cron timezone" in result.err
+    assert f"is a summer-time abbreviation, not a zone: use the place, e.g. {meant}" in result.err
+    assert "EST" not in result.err.replace("CEST", "")
+
+
 def test_an_ambiguous_time_hints_at_fold(project):
     result = project.run("cron", "next", "--at", "2026-10-25 02:30", "--tz", "Europe/Berlin")
     assert result.code == 2 and "--fold earlier" in result.err and "--fold later" in result.err
