@@ -138,7 +138,7 @@ class OutcomeShape(Node):
     """Structural check only: an object whose `kind` is known (details are `validate`'s job)."""
 
     def check(self, value: Any, path: str) -> None:
-        if not isinstance(value, dict) or value.get("kind") not in OUTCOMES:
+        if not isinstance(value, dict) or not isinstance(value.get("kind"), str) or value["kind"] not in OUTCOMES:
             raise SchemaError((path, ".kind"), f"must be one of {', '.join(OUTCOMES)}")
 
 
