@@ -84,6 +84,8 @@ def _put(entry: dict[str, Any], key: str, value: Any) -> None:
 def effective_guards(entry: dict[str, Any], budget: dict[str, Any] | None) -> dict[str, Any]:
     """The guards a job follows: each setting of its own, else the workspace budget's, else none
     (`onMissingUsage` defaults to `run`), with where each came from (`source`: key -> job|budget)."""
+    if not entry and not budget:  # most jobs (a list of 10,000 asks for each): no setting anywhere
+        return {"source": {}, "onMissingUsage": "run"}
     found: dict[str, Any] = {"source": {}}
     for key in GUARD_KEYS:
         if key in entry:
