@@ -138,7 +138,7 @@ def _parse_line(raw: bytes, line: int, full: bool) -> dict[str, Any]:
     if not raw or len(raw) + 1 >= MAX_ROW_BYTES:
         raise LedgerError("Cron execution ledger contains an empty or oversized row", line)
     try:
-        row = jsondata.loads(raw)
+        row = jsondata.strict_loads(raw)  # a key twice: which one was meant is unknown, as in the store
     except ValueError:
         raise LedgerError("Cron execution ledger contains invalid JSON", line) from None
     problem = check_row(row, full=full)

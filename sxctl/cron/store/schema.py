@@ -158,7 +158,7 @@ class JobNode(Node):
             raise SchemaError(path, "must be an object")
         payload = value.get("payload")
         kind = payload.get("kind") if isinstance(payload, dict) else None
-        if kind not in JOB_VARIANTS:
+        if not isinstance(kind, str) or kind not in JOB_VARIANTS:  # a list there is no crash
             raise SchemaError((path, ".payload.kind"), f"must be one of {', '.join(JOB_VARIANTS)}")
         return JOB_VARIANTS[kind]
 

@@ -102,8 +102,8 @@ class Enum(Node):
 
     values: tuple[Any, ...]
 
-    def check(self, value: Any, path: Any) -> None:
-        if isinstance(value, bool) or value not in self.values:
+    def check(self, value: Any, path: Any) -> None:  # 1.0 is no 1 (a format version, a count): refused
+        if isinstance(value, (bool, float)) or value not in self.values:
             shown = ", ".join(json.dumps(v) for v in self.values)
             raise SchemaError(path, f"must be one of {shown}")
 
@@ -306,7 +306,7 @@ def fast_check(node: Node) -> Callable[[Any], bool]:
         if kind is Int:
             return f"(type({v}) is int and {node.lo} <= {v} <= {node.hi})"
         if kind is Enum:
-            return f"(type({v}) is not bool and {v} in {bind(node.values)})"
+            return f"(type({v}) is not bool and type({v}) is not float and {v} in {bind(node.values)})"
         if kind is Bool:
             return f"(type({v}) is bool)"
         if kind is Nullable:

@@ -17,7 +17,7 @@ from sxctl.cron.store.schema import validate_store
 from tests.conftest import EXAMPLES
 
 SEED = int(os.environ.get("SXCTL_TEST_SEED", "4141"))
-ODD_VALUES = (None, True, False, 0, -1, 1.5, 2**53, "", "x", "ü" * 3, "a" * 300, [], {}, [1], {"k": 1},
+ODD_VALUES = (None, True, False, 0, -1, 1.5, 1.0, 2**53, "", "x", ["heartbeat_event"], "ü" * 3, "a" * 300, [], {}, [1], {"k": 1},
               "cron", "every", "at", "scheduled", "heartbeat_event", "agent_turn", 1_700_000_000_000)
 
 
@@ -114,3 +114,26 @@ def test_a_ledger_outcome_whose_kind_is_no_string_is_refused_not_a_crash():
     rows = [json.loads(line) for line in (EXAMPLES / "cron-executions.jsonl").read_text().splitlines()]
     terminal = next(row for row in rows if row["recordType"] == "terminal")
     assert check_row({**terminal, "outcome": {"kind": {"k": 1}}}, full=True) == "Cron execution ledger contains an invalid row"
+
+
+def test_hostile_values_where_a_kind_or_a_version_belongs_are_refused_not_crashes(project):
+    """Attacker: `payload.kind` a list was `internal error: TypeError` (exit 1) in every reader;
+    `formatVersion` 1.0 was accepted and written back; a ledger row's key given twice was read."""
+    assert project.run("cron", "add", "hb", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
+    store = project.root / ".scheduler" / "cron-jobs.json"
+    good = store.read_bytes()
+    doc = json.loads(good)
+    doc["jobs"][0]["payload"]["kind"] = ["heartbeat_event"]
+    store.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    for args in (("cron", "list"), ("cron", "validate"), ("cron", "tick"), ("status", "--json")):
+        result = project.run(*args)
+        assert result.code in (0, 5) and "internal error" not in result.err + result.out, (args, result.err)
+    assert project.run("cron", "list").code == 5
+    store.write_bytes(good.replace(b'{"formatVersion":1,', b'{"formatVersion":1.0,'))
+    refused = project.run("cron", "pause", "hb")
+    assert refused.code == 5 and "formatVersion" in refused.err and store.read_bytes().startswith(b'{"formatVersion":1.0')
+    store.write_bytes(good)
+    ledger = project.root / ".scheduler" / "cron-executions.jsonl"
+    ledger.write_text((EXAMPLES / "cron-executions.jsonl").read_text().replace('"trigger":', '"trigger":"manual","trigger":', 1))
+    result = project.run("cron", "validate")
+    assert result.code == 5 and "cron-executions.jsonl" in result.err, result.err
