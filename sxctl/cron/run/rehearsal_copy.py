@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import InvalidDataError, UsageError
 from ...locks import check_sentinel, pid_alive
-from ...project import ProjectLayout, list_sessions
+from ...project import ProjectLayout, freshest_live, list_sessions
 from ...project.layout import SCORPIOX_DIR
 from ...report import Reporter
 from ...timeparse import format_ms
@@ -198,7 +198,11 @@ def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, cop
         return None
     sessions = ProjectLayout(project).sessions if project is not None else None
     target = ProjectLayout(sim_project).sessions
+    chosen = None  # the session the agent is live in now, else the newest: the simulated agent runs there
     if sessions is not None and sessions.is_dir() and not sessions.is_symlink():
+        assert project is not None
+        known = list_sessions(project)
+        chosen = freshest_live(known) or (known[0] if known else None)
         _copy_sessions(sessions, target, temp, copies, oldest)
     target.mkdir(parents=True, exist_ok=True)
     for folder in target.iterdir():  # only the simulated agent is ever live
@@ -206,7 +210,8 @@ def _home(project: Path | None, sim_project: Path, from_ms: int, temp: Path, cop
         if folder.is_dir() and not folder.is_symlink() and stats.is_file() and not stats.is_symlink():
             stats.unlink()
     infos = list_sessions(sim_project)
-    session_dir = infos[0].dir if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent"
+    session_dir = (target / chosen.id if chosen is not None and (target / chosen.id).is_dir() else infos[0].dir
+                   if infos else target / f"{format_ms(from_ms, '%Y_%m_%d')}_simulated_agent")
     session_dir.mkdir(exist_ok=True)
     return session_dir
 

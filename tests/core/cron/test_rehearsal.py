@@ -564,3 +564,19 @@ def test_a_workspace_handed_off_to_comis_is_refused_by_the_rehearsal_as_by_the_p
                             "--json", clock=before)
     tick = project.run("cron", "tick", "--json", clock=before)
     assert simulated.code == tick.code != 0 and simulated.json()["error"] == tick.json()["error"], simulated.out
+
+
+def test_the_simulated_agent_runs_in_the_session_the_agent_is_live_in_not_the_last_by_name(project):
+    """Newcomer: after a restart into `gentle_lovelace`, a job pinned to the old `nimble_fermi`
+    was rehearsed as read at once — the simulated agent had picked the session last by name."""
+    from tests.conftest import now_ms
+
+    now = now_ms() // MIN * MIN  # the agents as they are now: the real clock
+    old = project.session("2026_12_06_nimble_fermi", age_ms=3 * HOUR)  # stopped long ago
+    project.session("2026_12_06_gentle_lovelace")  # the live one
+    assert project.run("cron", "add", "named", "--every", "10m", "--to", old.name, "--payload", "agent-turn",
+                       "--text", "n", clock=FakeClock(now)).code == 0
+    doc = project.run("cron", "simulate", "--from", iso(now), "--until", iso(now + 30 * MIN), "--json",
+                      clock=FakeClock(now)).json()
+    sent = [event for event in doc["events"] if event["fate"] in ("dispatched", "catch_up")]
+    assert sent and all(event.get("read_ms") is None for event in sent), sent  # nobody reads the old session
