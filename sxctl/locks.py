@@ -327,7 +327,6 @@ class MkdirLock:
 
     def release(self) -> None:
         if self._scratch:
-            self.lockdir = None
             return
         _REFRESHER.remove(self)
         if self.lockdir is not None and not self._lost:

@@ -2,8 +2,8 @@
 other process reads or writes and a power cut loses nothing of. Below one, a write is not
 fsynced (fsio), a scheduler lock is the process's own (locks.MkdirLock), the ledger's rows are
 appended in place (cron/run/ledger_write.append_rows), and a file of sxctl's own that this
-process wrote there is not checked again when read back (`ours`; cron/store/schema_kit.
-read_checked_file, fsio.written_here: the files copied in are); anywhere else nothing changes."""
+process wrote there is not checked again when read back (fsio.written_here, in cron/store/
+schema_kit.read_checked_file; the files copied in are); anywhere else nothing changes."""
 
 from __future__ import annotations
 

@@ -72,9 +72,11 @@ def append_rows(
     file is still that one (same inode, size and mtime), it is not scanned again — and in a
     scratch copy (scratch.scratch_writes), which nobody else reads, the rows are appended to it."""
     stamp = file_stamp(path)
-    kept = cache.pop("ledger", None) if cache is not None and cache.get("stamp") == stamp is not None else None
+    kept: Ledger | None = None
+    if cache is not None and stamp is not None and cache.get("stamp") == stamp:
+        kept = cache.pop("ledger")
     cached = kept is not None
-    ledger = kept if kept is not None else scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
+    ledger = kept or scan_ledger(path, max_log_bytes=max_log_bytes) or Ledger(path, b"")
     if cache is not None:
         cache.clear()  # whatever happens below, the next append trusts only a completed write
     added: list[bytes] = []

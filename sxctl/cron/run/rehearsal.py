@@ -233,7 +233,7 @@ def _quiet_until(scheduler: SchedulerPass, at: int, settle_by: int) -> int:
     first = LATEST_SCHEDULABLE_MS
     if book is not None and book.open:
         first = min(settle_by, min(run["dispatchedAtMs"] for run in book.open) + OPEN_FOR_MS + 1)
-    for job, record in scheduler.scheduled(after=True, due_by=at) if scheduler.store else ():
+    for job, record in scheduler.scheduled(due_by=at) if scheduler.store else ():
         assert job.due_ms is not None  # `scheduled` yields only jobs with a due time
         if not schedule_computable(record["schedule"]):
             continue  # never run: a warning each pass, nothing else
@@ -309,6 +309,7 @@ def _read_all(session_dir: Path, at: int, told: dict[tuple[str, str], dict[str, 
     for name in sorted(os.listdir(inbox)):
         if not name.endswith(".json"):
             continue
+        stem = name[:-len(".json")]
         try:
             with open(os.path.join(inbox, name), encoding="utf-8") as handle:
                 text = json.load(handle).get("text")
@@ -316,6 +317,6 @@ def _read_all(session_dir: Path, at: int, told: dict[tuple[str, str], dict[str, 
             text = None
         os.rename(os.path.join(inbox, name), os.path.join(done, name))
         read_ns = max(read_ns, os.lstat(os.path.join(done, name)).st_ctime_ns)
-        if (folder, name[:-len(".json")]) in told:
-            told[(folder, name[:-len(".json")])].update(told=text, read_ms=at)
+        if (folder, stem) in told:
+            told[(folder, stem)].update(told=text, read_ms=at)
     return read_ns

@@ -86,7 +86,6 @@ class SchedulerPass:
         self.pinger = Pinger(timeout=options.ping_timeout, now_ms=clock.now_ms)  # --ping-url (cron/run/pings.py)
         self.stopping: Callable[[], bool] = lambda: False  # SIGTERM or Ctrl-C came: claim no further run
         self.lock: MkdirLock | None = None
-        self._built: dict[str, tuple[dict[str, Any], Job]] = {}  # job id -> (record, Job) as `scheduled` built it
         self.store: dict[str, Any] = {}
         self.ledger = Ledger(ws.ledger, b"")
         self.orphans: list = []
@@ -194,19 +193,14 @@ class SchedulerPass:
             raise ConflictError("Cron job has an active execution", code=ErrorCode.ACTIVE_CLAIM)
         self._run_occurrence(job, manual=True)
 
-    def scheduled(self, *, after: bool = False, due_by: int | None = None) -> Iterator[tuple[Job, dict[str, Any]]]:
+    def scheduled(self, *, due_by: int | None = None) -> Iterator[tuple[Job, dict[str, Any]]]:
         """The jobs a pass runs when they are due (`Job.due_ms`, comis's next run plus --jitter);
-        `due_by`: only those that may be due by then (`due_no_sooner_than`). `after` the pass, for
-        their due times, hosts and schedules (which a pass changes only in the jobs it touched):
-        the others as the pass built them."""
+        `due_by`: only those that may be due by then (`due_no_sooner_than`)."""
         for record in self.store["jobs"]:
             soonest = due_no_sooner_than(record)
             if due_by is not None and (soonest is None or soonest > due_by):
                 continue
-            built = self._built.get(record["id"]) if after else None
-            if built is None or built[0] is not record or record["id"] in self.admission.touched:
-                built = self._built[record["id"]] = (record, self.admission.job(record))
-            job = built[1]
+            job = self.admission.job(record)
             if not (job.built_in or job.status != "scheduled" or job.due_ms is None):
                 yield job, record
 

@@ -288,7 +288,7 @@ def fast_check(node: Node) -> Callable[[Any], bool]:
     a 10,000-job store value by value cost a method call and a path per leaf. False says only
     "not sure" — `check` then walks the value for the exact error (or accepts it: a non-ASCII
     string, a subclass of dict)."""
-    env: dict[str, Any] = {"MISSING": _MISSING, "SchemaError": SchemaError}
+    env: dict[str, Any] = {"MISSING": _MISSING}
     counter = [0]
 
     def bind(value: Any) -> str:
@@ -317,6 +317,12 @@ def fast_check(node: Node) -> Callable[[Any], bool]:
             return "True"
         return f"{bind(predicate(node))}({v})"
 
+    def define(body: str) -> Callable[[Any], bool]:
+        """`lambda value: <body>` as a compiled function over `env` (built from the schema only)."""
+        scope: dict[str, Any] = {}
+        exec(compile(f"def f(value):\n    return {body}\n", "<schema fast path>", "exec"), env, scope)  # noqa: S102
+        return scope["f"]
+
     def predicate(node: Any) -> Callable[[Any], bool]:
         kind = type(node)
         if kind is Obj:
@@ -326,12 +332,7 @@ def fast_check(node: Node) -> Callable[[Any], bool]:
                 got = f"({v} := value.get({field.name!r}, MISSING))"
                 tests.append(f"({got} is not MISSING and {expr(field.node, v)})" if field.required
                              else f"({got} is MISSING or {expr(field.node, v)})")
-            body = " and ".join(tests) or "True"
-            source = (f"def f(value):\n    return type(value) is dict and {bind(node.known)}.issuperset(value) "
-                      f"and {body}\n")
-            scope: dict[str, Any] = {}
-            exec(compile(source, "<schema fast path>", "exec"), env, scope)  # noqa: S102 - built from the schema only
-            return scope["f"]
+            return define(" and ".join([f"type(value) is dict and {bind(node.known)}.issuperset(value)", *tests]))
         if kind is Union:
             variants = {tag: predicate(variant) for tag, variant in node.variants.items()}
             key = node.key
@@ -346,10 +347,7 @@ def fast_check(node: Node) -> Callable[[Any], bool]:
             return lambda value: type(value) is list and len(value) <= limit and (
                 item is None or all(item(entry) for entry in value))
         if kind in (Str, Int, Enum, Bool, Nullable, Check, Node):
-            source = f"def f(value):\n    return {expr(node, 'value')}\n"
-            scope = {}
-            exec(compile(source, "<schema fast path>", "exec"), env, scope)  # noqa: S102
-            return scope["f"]
+            return define(expr(node, "value"))
 
         def checked(value: Any) -> bool:  # a node with its own rules (a job, a map): its own check
             try:
