@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..collector import collector_paused
 from ..cron.policy.file import read_policy
 from ..cron.policy.keys import workspace_view
 from ..cron.run.failures import failed_one_shots_of
@@ -56,13 +57,14 @@ def list_jobs(*, tz: str | None = None, workspace=None, project=None, session: s
     ws = find_workspace(workspace, project=project, session=session)
     store = store_or_empty(ws)
     zone = display_zone(tz)
-    with displayed_in(zone):  # the times in a job's note too
-        policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session), clock)
-    failed = failed_one_shots_of(ws, store, ledger_ceiling())
-    return JobList(ws, default_agent_id(store, agent, os.environ),
-                   [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
-                            preview=previews.get(job["id"])) for job in store["jobs"]],
-                   zone, workspace_view(policy))
+    with collector_paused():  # a Job, a preview and a row of each job: nothing cyclic
+        with displayed_in(zone):  # the times in a job's note too
+            policy, previews = _counted(ws, store, read_policy(ws), target_project(ws, project, session=session),
+                                        clock)
+        failed = failed_one_shots_of(ws, store, ledger_ceiling())
+        rows = [job_row(job, policy, workspace=ws.root, failure=failed.get(job["id"]),
+                        preview=previews.get(job["id"])) for job in store["jobs"]]
+    return JobList(ws, default_agent_id(store, agent, os.environ), rows, zone, workspace_view(policy))
 
 
 @record

@@ -271,34 +271,42 @@ def due_no_sooner_than(record: dict[str, Any]) -> int | None:
     return next_run_ms
 
 
-def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path) -> Job:
+def job_of(record: dict[str, Any], policy: Mapping[str, Any], workspace: Path,
+           unset: dict[str, Any] | None = None) -> Job:
     """The Job of a stored record, with its entry of the policy document `policy` (read_policy)
-    and its target resolved against `workspace` (the folder holding the store)."""
+    and its target resolved against `workspace` (the folder holding the store). `unset`: the
+    `policy_fields` of a job without an entry, when the caller builds many."""
     entry = policy["jobs"].get(record["id"], {})
+    fields = policy_fields(record["id"], entry, policy) if entry or unset is None else unset
+    endpoint = endpoint_of(record)
+    life = record["lifecycle"]
+    return Job(
+        id=record["id"], name=record["name"], built_in=record["source"] == "built_in", schedule=record["schedule"],
+        status=life["status"], next_run_ms=life.get("nextRunAtMs"), zone_name=job_zone_name(record, entry),
+        target_project=resolve_project(endpoint["channelInstanceId"], workspace) if endpoint else None,
+        record=record, entry=entry, **fields)  # its own entry: the pass writes the one it adds
+
+
+def policy_fields(job_id: str, entry: dict[str, Any], policy: Mapping[str, Any]) -> dict[str, Any]:
+    """The Job fields its policy entry (`{}`: it has none) and the workspace's settings give."""
     hours = entry.get("activeHours")
     active = None
     if hours is not None:
         start, end = parse_active_hours(hours)
         active = ActiveHours(hours, start, end, tuple(entry.get("activeDays", DAYS)))
-    endpoint = endpoint_of(record)
-    workspace_window = policy.get("maintenance")
-    return Job(
-        id=record["id"], name=record["name"], built_in=record["source"] == "built_in", schedule=record["schedule"],
-        status=record["lifecycle"]["status"], next_run_ms=record["lifecycle"].get("nextRunAtMs"),
-        zone_name=job_zone_name(record, entry),
-        target_project=resolve_project(endpoint["channelInstanceId"], workspace) if endpoint else None,
+    return dict(
         hold_max_ms=entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), catch_up=entry.get("catchUp", "once"),
         stale_after_ms=entry.get("staleAfterMs", 0), missed_note=entry.get("missedNote", True), active=active,
         max_runs_per_day=entry.get("maxRunsPerDay"), max_runs=entry.get("maxRuns"), until_ms=entry.get("untilMs"),
         max_unconsumed=entry.get("maxUnconsumed"), overlap=entry.get("overlap", "queue"),
-        jitter_offset_ms=jitter_offset_ms(record["id"], entry.get("jitterMs")), host=entry.get("host"),
+        jitter_offset_ms=jitter_offset_ms(job_id, entry.get("jitterMs")), host=entry.get("host"),
         guards=effective_guards(entry, policy.get("budget")),
-        windows=tuple(w for w in (workspace_window, entry.get("maintenance")) if w),
+        windows=tuple(w for w in (policy.get("maintenance"), entry.get("maintenance")) if w),
         has_policy=bool(entry), counted_runs=entry.get("runs", 0), counted_day=entry.get("day"),
-        limits_from_ms=entry.get("limitsFromMs", 0), ran_ahead=frozenset(entry.get("ranAheadMs", ())),
-        record=record, entry=entry)
+        limits_from_ms=entry.get("limitsFromMs", 0), ran_ahead=frozenset(entry.get("ranAheadMs", ())))
 
 
 def jobs_of(store: Mapping[str, Any], policy: Mapping[str, Any], workspace: Path) -> list[Job]:
     """Every job of the store, as sxctl decides about it."""
-    return [job_of(record, policy, workspace) for record in store["jobs"]]
+    unset = policy_fields("", {}, policy)  # most jobs have no entry: their fields are these
+    return [job_of(record, policy, workspace, unset) for record in store["jobs"]]

@@ -13,6 +13,7 @@ from typing import Any
 
 from ... import faults
 from ...clock import SYSTEM_CLOCK, Clock
+from ...collector import collector_paused
 from ...errors import ConflictError, ErrorCode, InvalidDataError, NotFoundError, SxctlError, UsageError
 from ...fsio import PendingFile, atomic_write, ensure_private_dir, fsync_dir, link_create, read_data_file
 from ...jsondata import compact_json, strict_loads
@@ -35,7 +36,8 @@ def parse_store(path: Path, raw: bytes) -> dict[str, Any]:
     if len(raw) > STORE_CAP:
         raise InvalidDataError(str(path), "Cron store exceeds its byte ceiling")
     try:
-        store = strict_loads(raw)
+        with collector_paused():
+            store = strict_loads(raw)
     except ValueError as exc:
         raise InvalidDataError(str(path), f"Cron store contains invalid JSON ({exc})") from None
     if isinstance(store, list):

@@ -43,6 +43,26 @@ def test_examples_load_and_list(project, ws):
     assert any("every 30m" in line and "heartbeat" in line for line in human)
 
 
+def test_reading_the_store_pauses_the_cycle_collector_only_while_it_builds(project, ws):
+    """`cron list` pauses Python's cycle collector while it parses and builds (sxctl.collector):
+    after it, and after a store it refuses, the collector runs again (a `watch` in the same
+    process must collect), and a collector the caller had paused stays paused."""
+    import gc
+
+    assert gc.isenabled()
+    assert cron(project, "list", "--json").code == 0
+    assert gc.isenabled()
+    (ws / "cron-jobs.json").write_bytes(b'{"formatVersion": 1, "jobs": [')
+    assert cron(project, "list", "--json").code == 5
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert cron(project, "list", "--json").code == 5
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_example_store_passes_the_independent_checker():
     assert check_store_bytes((EXAMPLES / "cron-jobs.json").read_bytes()) == []
 
