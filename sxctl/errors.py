@@ -25,6 +25,7 @@ class ExitStatus(IntEnum):
     OS_REFUSED = 8
     DOCTOR_FAILED = 9
     RUN_FAILED = 10  # `cron run`: a run it made did not succeed (not in the spec's table)
+    CHANGES_PENDING = 11  # `cron plan --detailed-exitcode`: apply would change something (not an error)
     INTERRUPTED = 130  # Ctrl-C, SIGTERM while waiting: 128 + SIGINT
     BROKEN_PIPE = 141  # the reader of stdout went away: what a shell reports for SIGPIPE (128 + 13)
 
@@ -126,6 +127,8 @@ EXIT_MEANINGS: dict[int, str] = {
     9: "`doctor` found a failing check (each is named, with the command that fixes it)",
     10: "`cron run`: a run it made did not succeed (failed or unknown); the reason is printed, "
         "`sxctl cron runs NAME` shows the run",
+    11: "`cron plan --detailed-exitcode`: `cron apply` would change something (the plan is printed; "
+        "0: nothing would change)",
     130: "interrupted (Ctrl-C; SIGTERM while writing or waiting); a send interrupted once its message was written, "
          "or while waiting, says where the message is",
     141: "the reader of standard output went away (piped into `head`): silently, as a shell reports SIGPIPE",

@@ -41,5 +41,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "engines": ("export_scheduler", "hand_off", "SchedulerExport", "Handoff"),
     "doctor_report": ("doctor", "DoctorReport"),
     "repair": ("repair_scheduler", "Repair"),
+    "schedule_file": ("plan_schedule", "apply_schedule", "dump_schedule", "schedule_drift", "SchedulePlan",
+                      "ScheduleDump"),
 }
 __getattr__, __all__ = lazy_parts(__name__, globals(), _PARTS)

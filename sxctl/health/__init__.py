@@ -21,6 +21,7 @@ from .engine_checks import check_crontab_entry
 from .findings import Findings
 from .host_checks import check_hosts, check_pings
 from .maintenance_check import check_maintenance, check_paused_by_sxctl
+from .schedule_file_check import check_schedule_file
 from .session_checks import (
     check_agent,
     check_history,
@@ -68,6 +69,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
             found.guard("job targets", lambda: check_job_targets(found, ws, files[0]))
             found.guard("maintenance", lambda: check_maintenance(found, ws, files[0], now))
             found.guard("paused jobs", lambda: check_paused_by_sxctl(found, ws, files[0]))
+            found.guard("schedule file", lambda: check_schedule_file(found, ws, files[0]))
             found.guard("spend guards", lambda: check_spend(found, ws, files[0], project or ws.root, session, clock))
             found.guard("failed runs", lambda: check_failed_runs(found, files, clock, ws))
         found.guard("ledger", lambda: check_ledger(found, ws, files, max_log_bytes, environ))

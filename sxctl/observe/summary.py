@@ -14,6 +14,7 @@ from ..cron.run.failures import failed_one_shots_of, last_failures
 from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
+from ..cron.schedule_file.drift import drift_of
 from ..cron.spend.file import read_book
 from ..cron.store.clock_repair import REPAIR_HINT, acknowledged
 from ..cron.store.file import read_store
@@ -100,6 +101,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "failed": failed,  # jobs whose last run failed: why, and `cron runs NAME`
         "paused_by_sxctl": paused_by_sxctl(store, policy),
         "maintenance": open_windows(full_policy, store, now_ms),  # skipping now, or to come
+        # jobs changed by hand since the last `cron apply` (None: no apply made here)
+        "schedule_drift": drift_of(store, full_policy, ws.root).to_json() if "applied" in full_policy else None,
     }
 
 
@@ -189,6 +192,10 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
         problems.append({"code": code, "message": f"cron job {paused['name']}: {paused['message']}"})
     for window in cron.get("maintenance", []):
         problems.append({"code": "cron_maintenance", "message": maintenance_message(window)})
+    drift = cron.get("schedule_drift")
+    for job in (drift or {}).get("jobs", []):
+        problems.append({"code": "cron_schedule_drift", "message": f"cron job {job['name']}: {job['change']} by hand "
+                         "since the last `cron apply`; `sxctl cron plan` shows how"})
     for failed in cron.get("failed", []):
         problems.append({"code": "cron_run_failed",
                          "message": f"cron job {failed['name']}: its last run failed: {failed['reason']}; "

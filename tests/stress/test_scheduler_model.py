@@ -457,6 +457,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.stats_updated: int | None = None
         self.model = Model()
         self.serial = 0
+        self.m_every = ""  # the period of job `m`, made by `cron apply`
         self.heartbeat()
 
     def teardown(self) -> None:
@@ -482,7 +483,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert "Traceback" not in result.err and result.code != 1, (args, result)
         return result
 
-    def expect(self, args: tuple[str, ...], code: int):
+    def expect(self, args: tuple[str, ...], code: int, *, may_change_nothing: bool = False):
         """Run a command the model predicts `code` for; a refusal leaves every file as it was. An
         edit, like a pass, is `clock_behind` (5) while the clock is before the latest claim or
         start: a schedule recomputed then would re-arm an occurrence that ran (a usage error the
@@ -490,6 +491,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         before = self.snapshot()
         behind = "cron-jobs.json" in before and View.read(self.root).latest_time() > self.now
         allowed = {code} if not behind else {5} if code in (0, 3, 4) else {code, 5}
+        if behind and may_change_nothing:
+            allowed.add(0)  # `cron apply` with nothing to change writes nothing, and needs no clock
         result = self.sxctl(*args)
         assert result.code in allowed, f"{args}: exit {result.code}, expected {allowed}: {result.err}"
         code = result.code
@@ -564,11 +567,17 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NAMES), change=st.one_of(
         st.tuples(st.sampled_from(["pause", "resume", "remove", "text"]), st.none()),
         st.tuples(st.just("schedule"), st.sampled_from(["a", "b"])),
-        st.tuples(st.just("policy"), POLICY_CHANGES)))
+        st.tuples(st.just("policy"), POLICY_CHANGES),
+        st.tuples(st.just("apply"), st.tuples(st.booleans(), st.sampled_from(["4m", "2h"]),
+                                              st.sampled_from([None, 2, 5]), st.booleans()))))
     def edit(self, name, change):
-        """`cron pause`, `resume`, `remove`, or `update` of the text, the schedule or a policy."""
-        job, code = self.editable(name)
+        """`cron pause`, `resume`, `remove`, `update` of the text, the schedule or a policy — or
+        `cron apply` of a schedule file (`apply`: job `m`, which only apply makes)."""
         what, value = change
+        if what == "apply":
+            self.apply(*value)
+            return
+        job, code = self.editable(name)
         if what == "remove":
             code = self.expect(("cron", "remove", name, "--yes"), code).code
             if code == 0 and job is not None:
@@ -618,6 +627,44 @@ class SchedulerMachine(RuleBasedStateMachine):
             else:
                 job.policy[key] = chosen
             job.since[key] = self.model.step
+
+    def apply(self, present, every, limit, prune):
+        """`cron apply` of a schedule file that declares job `m` (a new text each time: every apply
+        with it changes the job), or none (`--prune` then removes `m`, which only apply made);
+        the jobs made by hand (`a`-`d`) are never touched."""
+        job = self.model.by_name("m")
+        token = self.token("m")
+        text = ""
+        if present:
+            text = (f'[jobs.m]\nevery = "{every}"\nanchor = "2026-12-01T08:00:00Z"\npayload = "heartbeat-event"\n'
+                    f'text = "{token}"\n' + (f"max-runs-per-day = {limit}\n" if limit else ""))
+        (self.root / "sxctl.toml").write_text(text)
+        before = View.read(self.root)
+        code = 4 if job is not None and (present or prune) and before.claimed(job.id) else 0  # active_claim
+        hand_made = {j.id: before.job(j.id) for j in self.model.jobs.values() if j.name != "m"}
+        result = self.expect(("cron", "apply", *(["--prune"] if prune else [])), code,
+                             may_change_nothing=not present)
+        if result.code != 0:
+            return
+        after = View.read(self.root)
+        assert {job_id: after.job(job_id) for job_id in hand_made} == hand_made, "apply touched a job made by hand"
+        FIGURES["applies"] += 1
+        if present and job is None:
+            stored = next(record for record in after.store["jobs"] if record["name"] == "m")
+            self.model.jobs[stored["id"]] = Job("m", stored["id"], "every", "UTC", {token},
+                                                {"maxRunsPerDay": limit} if limit else {},
+                                                dict.fromkeys(POLICY_KEY.values(), self.model.step))
+        elif present and job is not None:
+            job.tokens.add(token)
+            job.epoch += self.m_every != every  # a new period: new occurrences
+            if job.policy.get("maxRunsPerDay") != limit:
+                job.policy.pop("maxRunsPerDay", None)
+                job.policy.update({"maxRunsPerDay": limit} if limit else {})
+                job.since["maxRunsPerDay"] = self.model.step
+        elif job is not None and prune:
+            job.removed = True
+        if present:
+            self.m_every = every
 
     # --- time and the agent ------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ COMMANDS = {
     "next": "view:next_", "status": "checks:status", "runs": "checks:runs", "validate": "checks:validate",
     "wake": "wake:wake", "tick": "tick:tick_command", "run": "tick:run", "export": "engines:export",
     "handoff": "engines:handoff", "simulate": "simulate:simulate", "defaults": "edit:defaults",
-    "budget": "budget:budget", "repair": "repair:repair",
+    "budget": "budget:budget", "repair": "repair:repair", "plan": "schedule_file:plan",
+    "apply": "schedule_file:apply", "dump": "schedule_file:dump",
 }
 
 

@@ -20,8 +20,8 @@ from ...fsio import PendingFile, read_data_file
 from ...jsondata import compact_json
 from ...locks import MkdirLock
 from ...timeparse import is_iana_zone_name, parse_time_in_zone_ms
-from ..run.pings import MAX_URL_LEN, check_ping_url, mask_url, url_rule
-from ..spend.rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards, describe_guards
+from ..run.pings import MAX_URL_LEN, check_ping_url, url_rule
+from ..spend.rules import BUDGET, GUARD_FIELDS, SPEND_SKIP_REASONS, GuardOptions, apply_guards
 from ..store.file import job_named_by
 from ..store.schema import EPOCH_MS, job_named_at
 from ..store.schema_kit import (
@@ -43,8 +43,18 @@ from ..store.schema_kit import (
 from ..store.workspace import Workspace
 from ..timeline.schedule import load_cron_zone
 from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
-from .jitter import MAX_JITTER_MS, jitter_offset_ms
-from .keys import CLOCK_REPAIR, DEFAULTS, MAX_RAN_AHEAD, OVERLAP_MODES, WINDOW, WORKSPACE_KEYS, needs_format_3
+from .jitter import MAX_JITTER_MS
+from .keys import (
+    CLOCK_REPAIR,
+    DEFAULTS,
+    MAX_RAN_AHEAD,
+    OVERLAP_MODES,
+    WINDOW,
+    WORKSPACE_KEYS,
+    Applied,
+    needs_format_3,
+    needs_format_4,
+)
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
 READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
@@ -73,6 +83,8 @@ def _version_rule(doc: Any) -> str | None:
     """Format 1 has no zones; format 2 is format 1 plus an entry's optional `tz`; format 3 adds
     the keys of `policy_keys.needs_format_3` (overlap, catch-up budget, maintenance windows,
     jitter, host pinning, pings, the spend guards)."""
+    if doc["formatVersion"] < 4 and needs_format_4(doc):
+        return f"{needs_format_4(doc)} needs formatVersion 4"
     if doc["formatVersion"] < 3 and needs_format_3(doc):
         return f"{needs_format_3(doc)} needs formatVersion 3"
     if doc["formatVersion"] == 1 and any("tz" in entry for entry in doc["jobs"].values()):
@@ -84,6 +96,8 @@ def format_version(jobs: dict[str, Any], top: dict[str, Any] | None = None) -> i
     """The version a file with these entries (and workspace keys `top`) is written as: 1 (what
     every sxctl reads) unless an entry keeps a zone (2) or a format-3 key (3); an sxctl that
     knows only an older format refuses the file, exit 5, rather than drop what it cannot honour."""
+    if needs_format_4({**(top or {}), "jobs": jobs}):
+        return 4
     if needs_format_3({**(top or {}), "jobs": jobs}):
         return 3
     return 2 if any("tz" in entry for entry in jobs.values()) else 1
@@ -148,10 +162,11 @@ ENTRY = Obj([
                                req("atMs", EPOCH_MS)]), max_items=RECENT_SKIPS)),
     ])),
 ])
-ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3))), req("jobs", Map(ENTRY, 100_000)),
+ROOT = Check(Obj([req("formatVersion", Enum((1, 2, 3, 4))), req("jobs", Map(ENTRY, 100_000)),
                   opt("defaults", DEFAULTS), opt("maintenance", WINDOW),  # format 3: the workspace's
                   opt("budget", BUDGET),  # format 3: the workspace's spend guards (cron/spend/rules.py)
-                  opt("clockRepair", CLOCK_REPAIR)]),  # format 3: cron/store/clock_repair.py
+                  opt("clockRepair", CLOCK_REPAIR),  # format 3: cron/store/clock_repair.py
+                  opt("applied", Applied())]),  # format 4: the last `cron apply` (cron/schedule_file/)
              _version_rule)
 
 
@@ -376,25 +391,3 @@ def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, 
     skips["total"] += count
     skips["recent"] = [*skips["recent"], {"scheduledForMs": first_ms, "lastMs": last_ms, "count": count,
                                           "reason": reason, "atMs": now_ms}][-RECENT_SKIPS:]
-
-
-def describe(entry: dict[str, Any]) -> dict[str, Any]:
-    """A job's policy for `cron list/show --json`: every setting with its default filled in."""
-    return {
-        "holdMaxMs": entry.get("holdMaxMs", DEFAULT_HOLD_MAX_MS), "catchUp": entry.get("catchUp", "once"),
-        "staleAfterMs": entry.get("staleAfterMs"), "missedNote": entry.get("missedNote", True),
-        "maxUnconsumed": entry.get("maxUnconsumed"), "maxRunsPerDay": entry.get("maxRunsPerDay"),
-        "untilMs": entry.get("untilMs"), "maxRuns": entry.get("maxRuns"), "runs": entry.get("runs", 0),
-        "activeHours": entry.get("activeHours"), "activeDays": entry.get("activeDays"),
-        "paused": entry.get("paused"), "skips": entry.get("skips", {"total": 0, "recent": []}),
-        "tz": entry.get("tz"), "overlap": entry.get("overlap", "queue"), "maintenance": entry.get("maintenance"),
-        "jitterMs": entry.get("jitterMs"), "host": entry.get("host", ANY),
-        "pingUrl": mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None,  # never shown whole
-        **describe_guards(entry),
-    }
-
-
-def describe_job(job_id: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """`describe` with what depends on the job's id: its fixed jitter offset (`jitterOffsetMs`)."""
-    return {**describe(entry), "jitterOffsetMs": jitter_offset_ms(job_id, entry.get("jitterMs"))
-            if entry.get("jitterMs") else None}

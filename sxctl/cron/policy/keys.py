@@ -11,7 +11,7 @@ from typing import Any
 
 from ..spend.rules import GUARD_KEYS, SPEND_SKIP_REASONS
 from ..store.schema import EPOCH_MS
-from ..store.schema_kit import Arr, Check, Int, Obj, Str, opt, req
+from ..store.schema_kit import Arr, Check, Int, Node, Obj, SchemaError, Str, opt, req
 
 #: what a due occurrence does while the job's previous message is still unread (`--overlap`)
 OVERLAP_MODES = ("queue", "skip", "replace")
@@ -21,7 +21,7 @@ FORMAT_3_SKIPS = ("overlap", "maintenance", "ran_ahead", *SPEND_SKIP_REASONS)
 FORMAT_3_ENTRY_KEYS = ("overlap", "maintenance", "jitterMs", "host", "pingUrl", "ranAheadMs", *GUARD_KEYS)
 #: the workspace's own settings, beside `jobs` (format 3; `budget`: the spend guards, cron/spend/rules.py;
 #: `clockRepair`: cron/store/clock_repair.py)
-WORKSPACE_KEYS = ("defaults", "maintenance", "budget", "clockRepair")
+WORKSPACE_KEYS = ("defaults", "maintenance", "budget", "clockRepair", "applied")
 #: the records a clock repair acknowledges, and the occurrences it keeps per job, at most (a ledger at
 #: comis's largest ceiling, 32 MiB, holds fewer runs)
 MAX_RAN_AHEAD = 200_000
@@ -55,6 +55,46 @@ def _window_rule(window: Any) -> str | None:
 #: in it, or found due by a pass in it, are skipped (reason `maintenance`), never caught up
 WINDOW = Check(Obj([req("fromMs", EPOCH_MS), req("untilMs", EPOCH_MS), req("reason", Str(1, MAX_REASON))]),
                _window_rule)
+
+
+class Declared(Node):
+    """A declared form as the last `cron apply` left it (schedule_file/declared.py): an object of
+    at most 64 keys, each a flag's name, whose values are null, true/false, numbers, strings, or
+    objects of these (a workspace's budget or window)."""
+
+    def check(self, value: Any, path: Any, depth: int = 0) -> None:
+        if not isinstance(value, dict) or len(value) > 64:
+            raise SchemaError(path, "must be an object of at most 64 keys")
+        for key, item in value.items():
+            if not 1 <= len(key) <= 64:
+                raise SchemaError(path, "keys must be 1-64 characters")
+            if isinstance(item, dict) and depth == 0:
+                self.check(item, (path, f".{key}"), depth + 1)
+            elif not (item is None or isinstance(item, (bool, int, float))
+                      or (isinstance(item, str) and len(item) <= 4096)):
+                raise SchemaError((path, f".{key}"), "must be null, true, false, a number or a string")
+
+
+class Applied(Node):
+    """`applied` (format 4): the last `cron apply` — the schedule file's digest and path, and for
+    each job it manages (by id) its name and declared form, its long texts as digests."""
+
+    def __init__(self) -> None:
+        self.job = Obj([req("name", Str(1, 1024)), req("declared", Declared())])
+        self.shape = Obj([req("digest", Str(71, 71)), req("file", Str(1, 4096)), req("jobs", Node()),
+                          req("workspace", Declared())])
+
+    def check(self, value: Any, path: Any) -> None:
+        self.shape.check(value, path)
+        if not isinstance(value["jobs"], dict) or len(value["jobs"]) > 100_000:
+            raise SchemaError((path, ".jobs"), "must be an object of at most 100000 jobs")
+        for job_id, job in value["jobs"].items():
+            self.job.check(job, (path, f".jobs[{job_id!r}]"))
+
+
+def needs_format_4(doc: dict[str, Any]) -> str | None:
+    """What in the policy document `doc` needs format 4 (a `cron apply`'s record), or None."""
+    return "the last cron apply" if "applied" in doc else None
 
 
 def needs_format_3(doc: dict[str, Any]) -> str | None:

@@ -16,8 +16,9 @@ from ...clock import Clock
 from ...errors import ErrorCode, InvalidDataError, SxctlError, UsageError
 from ...fsio import read_data_file
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
-from ..policy.file import FILE_CAP, describe_job, read_policy
+from ..policy.file import FILE_CAP, read_policy
 from ..policy.jitter import check_jitter
+from ..policy.listing import describe_job
 from ..run.heartbeat import newest_pass_ms
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..run.pings import mask_url

@@ -1,0 +1,360 @@
+"""Reading a schedule file (`sxctl.toml`, TOML): one table per job under `[jobs]`, keyed as the
+flags of `cron add`, and the workspace's own settings under `[workspace]`. Every value is checked
+as the flag would be and normalized (schedule_file/declared.py); anything wrong is one line naming
+the file, the line when it can be found, the key and what is wrong (exit 2, like a mistyped flag)."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import Any
+
+from ...errors import NotFoundError, SxctlError, UsageError
+from ...fsio import read_data_file
+from ...timeparse import parse_duration_ms, parse_time_in_zone_ms, parse_time_ms
+from ..policy.file import PolicyOptions, apply_options, parse_active_days
+from ..policy.keys import MAX_CATCHUP, unsafe_text
+from ..spend.rules import GuardOptions, apply_guards
+from ..store.authoring import PAYLOAD_KINDS, TEXT_LIMIT, WAKE_GATE_LIMIT, check_name
+from ..timeline.schedule import CronPattern, honoured_zone_name
+from .declared import DAYS, KEYS, SOURCES, default_of, real_project
+
+DEFAULT_NAME = "sxctl.toml"
+FILE_CAP = 1024 * 1024  # a schedule file of 1,000 jobs with long prompts is well under this
+WORKSPACE_KEYS = ("max-catchup", "budget", "maintenance")
+BUDGET_KEYS = ("rate-limit-ceiling", "max-session-tokens", "max-tokens-per-day", "on-missing-usage")
+WINDOW_KEYS = ("from", "until", "reason")
+#: keys a file may not give, and what to give instead
+REFUSED = {"ping-url": "give ping-url-env = \"VARIABLE\": a ping URL is a secret, read from the environment",
+           "in": "give at = TIME: a schedule file has no `now` to count from",
+           "new-name": "rename the table: a job is its table's name"}
+
+
+@dataclass
+class ScheduleFile:
+    """A schedule file, read and checked: its `jobs` (name -> declared form, every key filled in;
+    `anchor` None when the file leaves it out), the `workspace` settings it names (key -> value,
+    as the policy file keeps them), and its sha256 `digest`."""
+
+    path: Path
+    digest: str
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    workspace: dict[str, Any] = field(default_factory=dict)
+
+
+class _Lines:
+    """Where a key is in the file's text, for messages (TOML's reader gives no positions): the
+    line of `[jobs.NAME]` or `[workspace…]`, then of the key below it; None when it is written
+    another way (an inline table, a dotted key)."""
+
+    def __init__(self, text: str) -> None:
+        self.lines = text.splitlines()
+
+    def find(self, table: tuple[str, ...], key: str | None = None) -> int | None:
+        header = None
+        for number, line in enumerate(self.lines, 1):
+            found = re.fullmatch(r"\s*\[([^\[\]]+)\]\s*(#.*)?", line)
+            if found is not None:
+                if header is not None and key is not None:
+                    return header
+                parts = tuple(part.strip().strip("\"'") for part in re.split(r"\.(?=(?:[^\"']|\"[^\"]*\"|'[^']*')*$)",
+                                                                             found.group(1)))
+                if parts == table:
+                    header = number
+                    if key is None:
+                        return number
+                continue
+            if header is not None and key is not None and re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
+                return number
+        return header
+
+
+class _Reader:
+    """The checks of one file, with its path and lines for the messages."""
+
+    def __init__(self, path: Path, text: str, environ: Mapping[str, str], now_ms: int, default_project: str):
+        self.path, self.lines, self.environ, self.now_ms = path, _Lines(text), environ, now_ms
+        self.default_project = real_project(default_project)
+        self.gate_language = "js"
+
+    def error(self, table: tuple[str, ...], key: str | None, message: str, hint: str | None = None) -> UsageError:
+        line = self.lines.find(table, key)
+        where = f"{self.path}:{line}" if line is not None else str(self.path)
+        name = ".".join((*table, key) if key else table)
+        return UsageError(f"{where}: {name}: {message}", hint=hint)
+
+    def unknown(self, table: tuple[str, ...], key: str, known: list[str]) -> UsageError:
+        if key in REFUSED:
+            return self.error(table, key, "not a key of a schedule file", hint=REFUSED[key])
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        return self.error(table, key, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                          hint=None if close else f"a job takes the keys of `cron add`: {', '.join(known)}")
+
+    # --- the jobs ---------------------------------------------------------------------------------
+
+    def job(self, name: str, table: Any) -> dict[str, Any]:
+        where = ("jobs", name)
+        if not isinstance(table, dict):
+            raise self.error(where, None, "must be a table ([jobs.NAME] and its keys)")
+        try:
+            check_name(name)
+        except UsageError as error:
+            raise self.error(where, None, error.message) from None
+        if (why := unsafe_text(name)) is not None:
+            raise self.error(where, None, f"not a job name: {why}")
+        known = sorted([*(k for k in KEYS if k != "ping-url"), *SOURCES])
+        for key in table:
+            if key not in known:
+                raise self.unknown(where, key, known)
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            target: str = SOURCES.get(key) or key
+            if target in values or (target != key and target in table):
+                raise self.error(where, key, f"give {target} or {key}, not both")
+            values[target] = self.source(where, key, value) if key in SOURCES else self.value(where, key, value)
+        gate = table.get("wake-gate")
+        self.gate_language = "ts" if isinstance(gate, str) and gate.endswith((".ts", ".mts")) else "js"
+        return self.declared(where, values)
+
+    def source(self, where: tuple[str, ...], key: str, value: Any) -> Any:
+        """A value the file points at: an environment variable, a file beside the schedule file."""
+        if not isinstance(value, str) or not value:
+            raise self.error(where, key, "must be a string")
+        if key == "ping-url-env":
+            if value not in self.environ:
+                raise self.error(where, key, f"the environment variable {value} is not set here",
+                                 hint=f"set {value} to the job's ping URL before `cron plan` and `cron apply`")
+            return self.environ[value]
+        path = self.path.parent / value
+        cap = TEXT_LIMIT if key == "text-file" else WAKE_GATE_LIMIT
+        try:
+            data = read_data_file(path, cap)
+        except SxctlError as error:
+            raise self.error(where, key, f"cannot read {path}: {error.message}") from None
+        if data is None:
+            raise self.error(where, key, f"no file {path}")
+        if len(data) > cap:
+            raise self.error(where, key, f"{path} is larger than {cap // 1024} KiB")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.error(where, key, f"{path} is not UTF-8 text") from None
+
+    def value(self, where: tuple[str, ...], key: str, value: Any) -> Any:
+        """A key's TOML value, of the type its kind takes, normalized."""
+        kind = KEYS[key]
+        if isinstance(value, (dict, list)) and not (kind == "days" and isinstance(value, list)):
+            raise self.error(where, key, "must be a single value, not a table or an array")
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise self.error(where, key, "must be true or false")
+            return value
+        if kind in ("int", "fraction"):
+            if isinstance(value, bool) or not isinstance(value, (int, float) if kind == "fraction" else int):
+                raise self.error(where, key, "must be a number" if kind == "fraction" else "must be a whole number")
+            return value
+        if kind == "duration":
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise self.error(where, key, 'must be a duration: "30m", "1h30m", or a number of seconds')
+            try:
+                return parse_duration_ms(value, what=key) if isinstance(value, str) else round(value * 1000)
+            except UsageError as error:
+                raise self.error(where, key, error.message) from None
+        if kind == "time" and isinstance(value, (datetime, date, time)):
+            value = value.isoformat()  # an unquoted TOML date-time: read as its text
+        if kind == "days":
+            value = ",".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+        if not isinstance(value, str):
+            raise self.error(where, key, "must be a string")
+        if kind != "text" and (why := unsafe_text(value)) is not None:
+            raise self.error(where, key, f"not a value sxctl keeps: {why}")
+        return value
+
+    def declared(self, where: tuple[str, ...], values: dict[str, Any]) -> dict[str, Any]:
+        """The job's declared form: its values checked as `cron add` checks its flags, normalized,
+        the keys it leaves out filled in with their defaults."""
+        try:
+            return self._declared(values)
+        except UsageError as error:
+            key = next((k for k in values if k.replace("-", "_") in error.message or f"--{k}" in error.message), None)
+            raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
+
+    def _declared(self, values: dict[str, Any]) -> dict[str, Any]:
+        payload = values.get("payload", "agent-turn")
+        if payload not in PAYLOAD_KINDS:
+            raise UsageError(f"invalid payload {payload!r}: use agent-turn, delivery or heartbeat-event")
+        payload = PAYLOAD_KINDS[payload].replace("_", "-")
+        if not values.get("text"):
+            raise UsageError("text is required (text = \"...\" or text-file = \"FILE\")")
+        declared = {key: default_of(key, payload, self.default_project) for key in KEYS}
+        declared.update(values, payload=payload)
+        schedules = [key for key in ("cron", "every", "at") if key in values]
+        if len(schedules) != 1:
+            raise UsageError("a job needs exactly one schedule: cron, every or at")
+        tz = honoured_zone_name(values.get("tz", "UTC"))
+        declared["tz"] = tz
+        fold = values.get("fold")
+        if fold not in (None, "earlier", "later"):
+            raise UsageError(f"invalid fold {fold!r}: earlier or later")
+        if "cron" in values:
+            CronPattern.parse(values["cron"])
+        for key in ("at", "anchor"):
+            if key in values:
+                declared[key] = parse_time_ms(values[key], tz=values.get("tz"), fold=fold, now_ms=self.now_ms)[0]
+        if "anchor" in values and "every" not in values:
+            raise UsageError("anchor is for an every schedule")
+        self._check_kind(declared, values)
+        if "to-project" in values:
+            declared["to-project"] = real_project(str(self.path.parent / values["to-project"]))
+        if "until" in values:
+            if "at" in values:
+                raise UsageError("until is for recurring jobs (a one-shot runs once)")
+            declared["until"] = parse_time_in_zone_ms(values["until"], tz, self.now_ms)
+        if "active-days" in values:
+            days = parse_active_days(values["active-days"])
+            declared["active-days"] = None if tuple(days) == DAYS else ",".join(days)
+        if declared.get("active-hours") == "00:00-24:00":
+            declared["active-hours"] = None
+        if declared["catch-up"] != "skip":
+            declared["stale-after"] = None
+        for key in ("max-unconsumed", "max-runs-per-day", "max-runs", "jitter", "rate-limit-ceiling",
+                    "max-session-tokens", "max-tokens-per-day"):
+            if declared.get(key) == 0:
+                declared[key] = None  # 0 is no limit, as the flag says
+        if declared.get("host") == "any":
+            declared["host"] = None
+        self._check_policy(declared, values)
+        return declared
+
+    def _check_kind(self, declared: dict[str, Any], values: dict[str, Any]) -> None:
+        """Keys only some payload kinds take (comis's `X is valid only for Y payloads`), and the
+        wake gate's defaults."""
+        payload = declared["payload"]
+        agent_only = ("model", "timeout-seconds", "session-strategy", "max-history-turns", "continuation",
+                      "wake-gate-script", "wake-gate-language", "wake-gate-timeout")
+        for key in values:
+            if ((key in agent_only and payload != "agent-turn") or (key == "wake-mode" and payload != "heartbeat-event")
+                    or (key in ("to", "to-project", "tenant") and payload == "heartbeat-event")):
+                raise UsageError(f"{key} is not a key of a {payload} job")
+        if "wake-gate-script" in values:
+            declared["wake-gate-language"] = values.get("wake-gate-language", self.gate_language)
+        elif "wake-gate-language" in values or "wake-gate-timeout" in values:
+            raise UsageError("wake-gate-language and wake-gate-timeout need wake-gate = FILE")
+        else:
+            declared["wake-gate-language"] = declared["wake-gate-timeout"] = None
+
+    def _check_policy(self, declared: dict[str, Any], values: dict[str, Any]) -> None:
+        """The policy values, checked by the same rules as the flags of `cron add`."""
+        seconds = {key: None if values.get(key) is None else declared[key] / 1000
+                   for key in ("hold-max", "stale-after", "jitter")}
+        apply_options({}, PolicyOptions(
+            hold_max=seconds["hold-max"], catch_up=values.get("catch-up"), stale_after=seconds["stale-after"],
+            missed_note=values.get("missed-note"), max_unconsumed=values.get("max-unconsumed"),
+            max_runs_per_day=values.get("max-runs-per-day"), max_runs=values.get("max-runs"),
+            active_hours=values.get("active-hours"), active_days=values.get("active-days"),
+            overlap=values.get("overlap"), jitter=seconds["jitter"], host=values.get("host"),
+            ping_url=values.get("ping-url"), guards=GuardOptions(
+                values.get("rate-limit-ceiling"), values.get("max-session-tokens"), values.get("max-tokens-per-day"),
+                values.get("on-missing-usage"))),
+            tz=declared["tz"], now_ms=self.now_ms, recurring="at" not in values)
+
+    # --- the workspace ------------------------------------------------------------------------------
+
+    def workspace(self, table: Any) -> dict[str, Any]:
+        """`[workspace]`: `max-catchup`, `[workspace.budget]`, `[workspace.maintenance]` — each as
+        the policy file keeps it (None: cleared); a setting the file leaves out is not managed."""
+        where = ("workspace",)
+        if not isinstance(table, dict):
+            raise self.error(where, None, "must be a table")
+        found: dict[str, Any] = {}
+        for key, value in table.items():
+            if key not in WORKSPACE_KEYS:
+                raise self.unknown(where, key, list(WORKSPACE_KEYS))
+            if key == "max-catchup":
+                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CATCHUP:
+                    raise self.error(where, key, f"must be a whole number from 0 (no budget) to {MAX_CATCHUP}")
+                found[key] = value or None
+            elif key == "budget":
+                found[key] = self.budget(value)
+            else:
+                found[key] = self.window(value)
+        return found
+
+    def budget(self, table: Any) -> dict[str, Any] | None:
+        where = ("workspace", "budget")
+        if not isinstance(table, dict):
+            raise self.error(where, None, "must be a table")
+        for key in table:
+            if key not in BUDGET_KEYS:
+                raise self.unknown(where, key, list(BUDGET_KEYS))
+        budget: dict[str, Any] = {}
+        try:
+            apply_guards(budget, GuardOptions(*(table.get(key) for key in BUDGET_KEYS)))
+        except (UsageError, TypeError) as error:
+            raise self.error(where, None, getattr(error, "message", "invalid value")) from None
+        return budget or None
+
+    def window(self, table: Any) -> dict[str, Any] | None:
+        where = ("workspace", "maintenance")
+        if not isinstance(table, dict):
+            raise self.error(where, None, "must be a table")
+        for key in table:
+            if key not in WINDOW_KEYS:
+                raise self.unknown(where, key, list(WINDOW_KEYS))
+        if not table:
+            return None
+        if "until" not in table or not isinstance(table.get("reason"), str) or not table["reason"]:
+            raise self.error(where, None, "a maintenance window needs until = TIME and reason = \"...\"")
+        times = {key: self.value(where, "until", table[key]) for key in ("from", "until") if key in table}
+        try:
+            window = {key: parse_time_in_zone_ms(text, "UTC", self.now_ms) for key, text in times.items()}
+        except UsageError as error:
+            raise self.error(where, None, error.message) from None
+        reason = table["reason"]
+        if (why := unsafe_text(reason)) is not None or len(reason) > 200:
+            raise self.error(where, "reason", why or "at most 200 characters")
+        if window.get("from") is not None and window["until"] <= window["from"]:
+            raise self.error(where, "until", "a maintenance window must end after it starts")
+        return {"fromMs": window.get("from"), "untilMs": window["until"], "reason": reason}
+
+
+def read_schedule_file(path: Path, *, environ: Mapping[str, str] = os.environ, now_ms: int,
+                       default_project: str) -> ScheduleFile:
+    """The schedule file at `path`, checked (exit 2 naming the file, line and key; exit 3 when
+    there is none). `default_project`: the target of a job whose table names no `to-project`."""
+    raw = read_data_file(path, FILE_CAP)
+    if raw is None:
+        raise NotFoundError(f"no schedule file at {path}", hint="give -f FILE, or write one from today's jobs: "
+                            f"sxctl cron dump > {DEFAULT_NAME}")
+    if len(raw) > FILE_CAP:
+        raise UsageError(f"{path}: larger than {FILE_CAP // 1024} KiB: not a schedule file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte {error.start})") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise UsageError(f"{path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{path}: not a schedule file: values nested too deeply") from None
+    reader = _Reader(path, text, environ, now_ms, default_project)
+    for key in doc:
+        if key not in ("jobs", "workspace"):
+            raise reader.unknown((), key, ["jobs", "workspace"])
+    jobs = doc.get("jobs", {})
+    if not isinstance(jobs, dict):
+        raise reader.error(("jobs",), None, "must be a table of jobs ([jobs.NAME])")
+    found = ScheduleFile(path, "sha256:" + hashlib.sha256(raw).hexdigest())
+    found.jobs = {name: reader.job(name, table) for name, table in jobs.items()}
+    if "workspace" in doc:
+        found.workspace = reader.workspace(doc["workspace"])
+    return found

@@ -1,0 +1,112 @@
+"""`cron dump`: today's jobs as a schedule file — each job's declared form (schedule_file/declared.py)
+with the keys that differ from their defaults, in TOML that `cron apply` reads back into the same
+jobs (no byte of the store changes). A ping URL is a secret: the file names an environment
+variable for it instead. Jobs a file cannot declare are left out, and said."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ...timeparse import duration_text
+from .declared import KEYS, declared_of, default_of, instant_text, wall_text
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def toml_string(text: str) -> str:
+    """A TOML basic string: quotes, backslashes and control characters escaped."""
+    return '"' + "".join(_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch)
+                         for ch in text) + '"'
+
+
+def toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
+
+
+def toml_value(key: str, value: Any, base: Path, workspace: Path) -> str:
+    """A declared value as the file writes it (what schedule_file/read.py reads back the same)."""
+    kind = KEYS[key]
+    if kind == "bool":
+        return "true" if value else "false"
+    if kind in ("int", "fraction"):
+        return repr(value)
+    if kind == "duration":
+        return toml_string(duration_text(value))
+    if kind == "time":
+        return toml_string(instant_text(value))
+    if kind == "path":  # a project in the workspace relative to the file (both move together), else absolute
+        inside = value == os.path.realpath(workspace) or value.startswith(os.path.realpath(workspace) + os.sep)
+        return toml_string(os.path.relpath(value, base) if inside else value)
+    return toml_string(str(value))
+
+
+def ping_variable(name: str, taken: set[str]) -> str:
+    """The environment variable a dumped job's ping URL is named by: PING_URL_<NAME>."""
+    stem = "PING_URL_" + (re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_") or "JOB")
+    variable, number = stem, 2
+    while variable in taken:
+        variable, number = f"{stem}_{number}", number + 1
+    taken.add(variable)
+    return variable
+
+
+def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *, base: Path, default_project: str,
+              header: str) -> tuple[str, list[str], dict[str, str]]:
+    """(the schedule file, the jobs left out and why, the ping URL of each environment variable it
+    names). `base`: the folder the file will be in (target projects are written relative to it)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+    left_out: list[str] = []
+    pings: dict[str, str] = {}
+    workspace_lines = _workspace_lines(policy)
+    if workspace_lines:
+        lines += ["", *workspace_lines]
+    for record in store["jobs"]:
+        declared = declared_of(record, policy["jobs"].get(record["id"], {}), workspace)
+        if declared is None:
+            left_out.append(f"{record['name']}: a schedule file cannot declare it (a built-in job, or a target or "
+                            "setting `cron add` cannot make)")
+            continue
+        body = []
+        for key in KEYS:
+            value = declared[key]
+            if value is None or value == default_of(key, declared["payload"], default_project):
+                continue
+            if key in ("at", "anchor") and declared["tz"] != "UTC":  # a wall time in the job's zone
+                text, fold = wall_text(value, declared["tz"])
+                body += [f"{key} = {toml_string(text)}", *([f"fold = {toml_string(fold)}"] if fold else [])]
+            elif key == "ping-url":
+                variable = ping_variable(record["name"], set(pings))
+                pings[variable] = value
+                body.append(f"ping-url-env = {toml_string(variable)}")
+            else:
+                body.append(f"{key} = {toml_value(key, value, base, workspace)}")
+        lines += ["", f"[jobs.{toml_key(record['name'])}]", *body]
+    return "\n".join(lines) + "\n", left_out, pings
+
+
+def _workspace_lines(policy: dict[str, Any]) -> list[str]:
+    """`[workspace]`: the catch-up budget, the spend guards' budget and an open maintenance window."""
+    found: list[str] = []
+    catchup = policy.get("defaults", {}).get("maxCatchup")
+    budget = policy.get("budget")
+    window = policy.get("maintenance")
+    if catchup is None and not budget and not window:
+        return found
+    found.append("[workspace]")
+    if catchup is not None:
+        found.append(f"max-catchup = {catchup}")
+    if budget:
+        names = {"rateLimitCeiling": "rate-limit-ceiling", "maxSessionTokens": "max-session-tokens",
+                 "maxTokensPerDay": "max-tokens-per-day", "onMissingUsage": "on-missing-usage"}
+        found += ["", "[workspace.budget]"]
+        found += [f"{names[key]} = {toml_string(value) if isinstance(value, str) else repr(value)}"
+                  for key, value in budget.items()]
+    if window:
+        found += ["", "[workspace.maintenance]", f"from = {toml_string(instant_text(window['fromMs']))}",
+                  f"until = {toml_string(instant_text(window['untilMs']))}",
+                  f"reason = {toml_string(window['reason'])}"]
+    return found

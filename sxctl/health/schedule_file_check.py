@@ -1,0 +1,25 @@
+"""doctor's `schedule file` check: the drift of the store from the last `cron apply`
+(cron/schedule_file/drift.py), as `cron plan` and `status` say it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cron.policy.file import read_policy
+from ..cron.schedule_file.drift import drift_of
+from .findings import Findings
+
+
+def check_schedule_file(found: Findings, ws, store: dict[str, Any]) -> None:
+    """Nothing when no apply was made; ok when the store is as the last apply left it; one warning
+    per job or setting changed by hand since, and one when the schedule file changed since."""
+    drift = drift_of(store, read_policy(ws), ws.root)
+    if not drift.applied:
+        return
+    for line in drift.lines():
+        found.add("schedule file", "warn", line, "sxctl cron plan (then sxctl cron apply to restore the file's jobs)")
+    if drift.file_changed:
+        found.add("schedule file", "warn", f"{drift.file} changed since the last cron apply",
+                  "sxctl cron plan, then sxctl cron apply")
+    if not drift.moved and not drift.file_changed:
+        found.add("schedule file", "ok", f"the jobs are as the last cron apply of {drift.file} left them")

@@ -1,0 +1,294 @@
+"""Jobs as code: `cron plan`, `cron apply`, `cron dump` through the CLI — plans that write nothing,
+one-transaction applies that a second apply does not change, managed and hand-made jobs, drift,
+the dump round trip, and the files a schedule file must refuse."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sxctl.clock import FakeClock
+from tests.comis_strict import check_store_bytes
+from tests.conftest import tree
+from tests.core.cron import test_scheduling
+
+sched = test_scheduling.sched  # a project at a fake time; every command's store is strictly checked
+
+NOW = 1_789_974_090_000  # 2026-09-21 07:01:30 UTC
+
+STANDUP = """\
+[jobs.standup]
+cron = "0 9 * * 1-5"
+tz = "Europe/Berlin"
+text = "Run the standup: summarize yesterday's commits."
+"""
+
+TWO_JOBS = STANDUP + """
+[jobs.nightly]
+every = "6h"
+anchor = "2026-09-21T00:00:00Z"
+payload = "heartbeat-event"
+text = "Review the open risks."
+hold-max = "2h"
+max-runs-per-day = 3
+"""
+
+
+def sx(project, *args, now=NOW, env=None):
+    return project.run(*args, clock=FakeClock(now), env=env or project.env(NO_COLOR="1"))
+
+
+def write(project, text, name="sxctl.toml"):
+    path = project.root / name
+    path.write_text(text)
+    return path
+
+
+def scheduler_files(project):
+    folder = project.root / ".scheduler"
+    return {name: (folder / name).read_bytes() for name in ("cron-jobs.json", "sxctl-policy.json")
+            if (folder / name).exists()}
+
+
+def jobs_of(project):
+    return {job["name"]: job for job in json.loads((project.root / ".scheduler" / "cron-jobs.json").read_bytes())["jobs"]}
+
+
+def test_plan_writes_nothing_and_says_what_apply_adds(project):
+    write(project, TWO_JOBS)
+    before = tree(project.root)
+    result = sx(project, "cron", "plan")
+    assert result.code == 0, result.err
+    assert "+ add standup" in result.out and "+ add nightly" in result.out
+    assert "2 to add" in result.out
+    assert tree(project.root) == before
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 11
+    doc = sx(project, "--json", "cron", "plan").json()
+    assert doc["pending"] is True and doc["counts"]["add"] == 2
+
+
+def test_apply_makes_the_jobs_and_a_second_apply_changes_no_byte(project):
+    write(project, TWO_JOBS)
+    result = sx(project, "cron", "apply")
+    assert result.code == 0, result.err
+    jobs = jobs_of(project)
+    assert jobs["standup"]["schedule"] == {"kind": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Berlin"}
+    assert jobs["nightly"]["schedule"] == {"kind": "every", "everyMs": 21_600_000, "anchorMs": 1_789_948_800_000}
+    store = (project.root / ".scheduler" / "cron-jobs.json").read_bytes()
+    assert check_store_bytes(store) == []
+    policy = json.loads((project.root / ".scheduler" / "sxctl-policy.json").read_bytes())
+    assert policy["jobs"][jobs["nightly"]["id"]]["holdMaxMs"] == 7_200_000
+    assert set(policy["applied"]["jobs"]) == {jobs["standup"]["id"], jobs["nightly"]["id"]}
+    files = scheduler_files(project)
+    stats = {name: os.stat(project.root / ".scheduler" / name).st_mtime_ns for name in files}
+    again = sx(project, "cron", "apply", now=NOW + 60_000)
+    assert again.code == 0 and "no changes" in again.out
+    assert scheduler_files(project) == files
+    assert {name: os.stat(project.root / ".scheduler" / name).st_mtime_ns for name in files} == stats
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0
+
+
+def test_an_update_keeps_the_next_run_unless_the_schedule_changes(project):
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    before = jobs_of(project)
+    write(project, TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "3h"').replace("Review the open", "Review all"))
+    plan = sx(project, "cron", "plan")
+    assert "~ update nightly" in plan.out
+    assert "hold-max: 2h -> 3h" in plan.out and "text: 'Review the open risks.' -> 'Review all risks.'" in plan.out
+    assert sx(project, "cron", "apply", now=NOW + 3_600_000).code == 0
+    after = jobs_of(project)
+    assert after["nightly"]["id"] == before["nightly"]["id"]
+    assert after["nightly"]["lifecycle"] == before["nightly"]["lifecycle"]
+    assert after["nightly"]["payload"]["text"] == "Review all risks."
+    write(project, TWO_JOBS.replace('every = "6h"', 'every = "4h"'))
+    assert sx(project, "cron", "apply", now=NOW + 3_600_000).code == 0
+    moved = jobs_of(project)["nightly"]
+    assert moved["schedule"]["everyMs"] == 14_400_000 and moved["id"] == before["nightly"]["id"]
+    assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
+
+
+def test_prune_removes_only_managed_jobs_and_hand_made_ones_are_listed(project):
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    assert sx(project, "cron", "add", "by-hand", "--every", "1h", "--payload", "heartbeat-event",
+              "--text", "mine").code == 0
+    write(project, STANDUP)
+    plan = sx(project, "cron", "plan")
+    assert "! keep: made by apply, not in the file (--prune removes it) nightly" in plan.out
+    assert "unmanaged (made by hand, never touched): by-hand" in plan.out
+    assert sx(project, "cron", "apply").code == 0
+    assert set(jobs_of(project)) == {"standup", "nightly", "by-hand"}
+    pruned = sx(project, "cron", "apply", "--prune")
+    assert pruned.code == 0 and "- removed nightly" in pruned.out
+    assert set(jobs_of(project)) == {"standup", "by-hand"}
+    assert sx(project, "cron", "plan", "--prune", "--detailed-exitcode").code == 0
+
+
+def test_a_hand_made_job_is_adopted_only_as_it_is(project):
+    assert sx(project, "cron", "add", "standup", "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin",
+              "--payload", "agent-turn", "--text", "Run the standup: summarize yesterday's commits.").code == 0
+    write(project, STANDUP.replace("0 9", "0 10"))
+    files = scheduler_files(project)
+    refused = sx(project, "cron", "apply")
+    assert refused.code == 4
+    assert "a job made by hand has this name and differs from the file (cron '0 9 * * 1-5' -> '0 10 * * 1-5')" \
+        in refused.err
+    assert len(refused.err.strip().splitlines()) <= 2
+    assert scheduler_files(project) == files
+    write(project, STANDUP)
+    adopted = sx(project, "cron", "apply")
+    assert adopted.code == 0 and "= adopted (made by hand, as declared) standup" in adopted.out
+    assert scheduler_files(project)["cron-jobs.json"] == files["cron-jobs.json"]
+    write(project, "")
+    assert "- removed standup" in sx(project, "cron", "apply", "--prune").out
+
+
+def test_drift_is_named_by_plan_status_and_doctor(project):
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    assert sx(project, "cron", "update", "nightly", "--hold-max", "5h").code == 0
+    plan = sx(project, "cron", "plan")
+    assert "drift since the last cron apply:" in plan.out
+    assert "nightly: edited by hand since the last cron apply (hold-max 2h -> 5h)" in plan.out
+    assert "hold-max: 5h -> 2h" in plan.out
+    status = sx(project, "--json", "status").json()
+    assert status["cron"]["schedule_drift"]["jobs"][0]["name"] == "nightly"
+    doctor = sx(project, "doctor")
+    assert "nightly: edited by hand since the last cron apply" in doctor.out
+    assert sx(project, "cron", "remove", "standup", "--yes").code == 0
+    assert "standup: removed by hand" in sx(project, "cron", "plan").out
+    assert sx(project, "cron", "apply").code == 0
+    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+
+
+def test_dump_then_apply_leaves_the_store_byte_for_byte(project, ws):
+    for args in (["add", "watch", "--every", "15m", "--anchor", "2026-09-21T08:00:00.250", "--payload", "delivery",
+                  "--text", 'line one\nline "two"\ttabbed', "--active-hours", "09:00-17:00", "--active-days",
+                  "mon-fri", "--tz", "Europe/Berlin", "--jitter", "90s", "--ping-url", "https://hc.example/abc"],
+                 ["add", "weekly", "--cron", "0 8 * * mon", "--payload", "agent-turn", "--text", "plan the week",
+                  "--model", "m1", "--timeout-seconds", "10m", "--max-runs", "10", "--catch-up", "skip",
+                  "--stale-after", "1h", "--host", "build-1", "--rate-limit-ceiling", "0.8"],
+                 ["budget", "set", "--max-tokens-per-day", "500000"], ["defaults", "--max-catchup", "4"]):
+        assert sx(project, "cron", *args).code == 0
+    store = (ws / "cron-jobs.json").read_bytes()
+    dumped = sx(project, "cron", "dump")
+    assert dumped.code == 0, dumped.err
+    assert "PING_URL_WATCH" in dumped.err and "hc.example/abc" not in dumped.out
+    write(project, dumped.out)
+    env = project.env(NO_COLOR="1", PING_URL_WATCH="https://hc.example/abc")
+    planned = sx(project, "--json", "cron", "plan", env=env)
+    assert planned.code == 0, (planned.out, planned.err, dumped.out)
+    plan = planned.json()
+    assert {job["action"] for job in plan["jobs"] if job["name"] in ("watch", "weekly", "morning-briefing")} \
+        == {"adopt"}
+    applied = sx(project, "cron", "apply", env=env)
+    assert applied.code == 0, applied.err
+    assert (ws / "cron-jobs.json").read_bytes() == store
+    assert sx(project, "cron", "plan", "--detailed-exitcode", env=env).code == 0
+    assert sx(project, "cron", "dump").out == dumped.out
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nhold-maxx = "1h"\n',
+     "sxctl.toml:4: jobs.a.hold-maxx: unknown key (did you mean 'hold-max'?)"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nping-url = "https://h.example/x"\n',
+     "sxctl.toml:4: jobs.a.ping-url: not a key of a schedule file"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nping-url-env = "NOPE_NOT_SET"\n',
+     "the environment variable NOPE_NOT_SET is not set here"),
+    ('[jobs.a]\ncron = "0 9 * * *"\n[jobs.a]\ntext = "x"\n', "not valid TOML"),
+    ('[jobs."a\\nb"]\ncron = "0 9 * * *"\ntext = "x"\n', "not a job name: it holds the control character U+000A"),
+    ('[jobs.a]\nevery = "1M"\ntext = "x"\n', "'M' is ambiguous"),
+    ('[jobs.a]\ncron = "0 9 * * *"\nevery = "1h"\ntext = "x"\n', "exactly one schedule"),
+    ('[jobs.a]\ncron = "0 9 * * *"\n', "text is required"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nhost = "a b"\n', "jobs.a"),
+    ('[jobz.a]\n', "unknown key (did you mean 'jobs'?)"),
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", "sxctl.toml"),
+])
+def test_a_bad_schedule_file_is_one_line_naming_the_file_and_key(project, text, message):
+    write(project, text)
+    for command in ("plan", "apply"):
+        result = sx(project, "cron", command)
+        assert result.code == 2, (result.out, result.err)
+        assert message in result.err
+        assert "Traceback" not in result.err and len(result.err.strip().splitlines()) <= 2
+    assert not (project.root / ".scheduler").exists()
+
+
+def test_hostile_files_are_refused_without_reading_them_whole(project):
+    (project.root / "sxctl.toml").write_bytes(b"[jobs.a]\ntext = \"\xff\"\n")
+    result = sx(project, "cron", "plan")
+    assert result.code == 2 and "sxctl.toml:2: not UTF-8 text" in result.err
+    (project.root / "sxctl.toml").write_bytes(b"# " + b"x" * (1024 * 1024 + 10) + b"\n")
+    assert "larger than 1024 KiB" in sx(project, "cron", "plan").err
+    (project.root / "sxctl.toml").unlink()
+    os.mkfifo(project.root / "sxctl.toml")
+    fifo = sx(project, "cron", "plan")
+    assert fifo.code == 5 and "sxctl.toml" in fifo.err
+    (project.root / "sxctl.toml").unlink()
+    missing = sx(project, "cron", "plan")
+    assert missing.code == 3 and "sxctl cron dump > sxctl.toml" in missing.err
+
+
+@pytest.mark.parametrize("nth", [1, 2])  # the policy file's rename, then the store's
+def test_an_apply_killed_at_a_write_leaves_the_old_store_or_the_new(project, monkeypatch, nth):
+    from sxctl.api import apply_schedule
+    from tests.conftest import killed_at
+
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    old = scheduler_files(project)["cron-jobs.json"]
+    changed = TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "3h"').replace('every = "6h"', 'every = "4h"') + \
+        '\n[jobs.third]\nat = "2026-09-22T10:00:00Z"\npayload = "delivery"\ntext = "ship it"\n'
+    write(project, changed)
+    monkeypatch.chdir(project.root)
+    killed_at(monkeypatch, "before-rename", lambda: apply_schedule(clock=FakeClock(NOW)), nth=nth)
+    store = scheduler_files(project)["cron-jobs.json"]
+    assert store == old  # the kill came before the store's rename: the old store, whole
+    assert check_store_bytes(store) == []
+    plan = sx(project, "--json", "cron", "plan").json()
+    assert plan["pending"] and plan["counts"]["add"] == 1 and plan["counts"]["update"] == 1
+    assert sx(project, "cron", "apply").code == 0
+    jobs = jobs_of(project)
+    assert set(jobs) == {"standup", "nightly", "third"} and jobs["nightly"]["schedule"]["everyMs"] == 14_400_000
+    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0
+
+
+def test_apply_racing_a_pass_and_an_edit_loses_nothing(project, tmp_path):
+    from tests.conftest import start_together
+
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    assert sx(project, "cron", "add", "by-hand", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
+    write(project, TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "4h"'))
+    runs = start_together(project, [["cron", "apply", "--lock-wait", "30"], ["cron", "tick", "--lock-wait", "30"],
+                                    ["cron", "update", "by-hand", "--text", "edited", "--lock-wait", "30"]],
+                          tmp_path / "gun")
+    assert [run.wait().code for run in runs] == [0, 0, 0]
+    jobs = jobs_of(project)
+    assert jobs["by-hand"]["payload"]["text"] == "edited"
+    policy = json.loads((project.root / ".scheduler" / "sxctl-policy.json").read_bytes())
+    assert policy["jobs"][jobs["nightly"]["id"]]["holdMaxMs"] == 14_400_000
+    assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
+    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+
+
+def test_one_file_on_many_hosts_gives_each_host_its_jobs(sched):
+    from tests.core.cron.test_scheduling import MIN, NINE
+
+    (sched.root / "sxctl.toml").write_text(
+        '[jobs.backup]\nevery = "1h"\nanchor = "2026-12-01T09:00:00Z"\npayload = "heartbeat-event"\ntext = "b"\n'
+        'host = "alpha"\n\n[jobs.report]\nevery = "1h"\nanchor = "2026-12-01T09:00:00Z"\n'
+        'payload = "heartbeat-event"\ntext = "r"\nhost = "beta"\n')
+    for host in ("alpha", "beta"):  # each host applies the same file before its pass: the second changes nothing
+        result = sched.run(NINE - MIN, "cron", "apply", env=sched.env(SXCTL_HOST=host))
+        assert result.code == 0, result.err
+    sched.agent_at(NINE + MIN)
+    ran = {}
+    for host in ("alpha", "beta"):
+        report = sched.run(NINE + MIN, "--json", "cron", "tick", env=sched.env(SXCTL_HOST=host)).json()
+        ran[host] = [run["name"] for run in report["runs"]]
+    assert ran == {"alpha": ["backup"], "beta": ["report"]}
