@@ -172,7 +172,8 @@ def update_job(name: str, spec: JobSpec | None = None, *, text: str | None = Non
     for note in notes:
         reporter(report).note(note)
     said = [f"{result['jobName']}: {warning}"
-            for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, result["jobName"], clock.now_ms())]
+            for warning in warnings + _hold_warnings(spec) + _never_warnings(ws, result["jobName"], clock.now_ms())
+            + _managed_warnings(ws, name=result["jobName"])]
     for warning in said:
         reporter(report).warn(warning)
     return JobChange(ws, result, notes, show_notes=True, warnings=said)
@@ -235,7 +236,23 @@ def remove_job(name: str, *, workspace=None, project=None, session: str | None =
     ws = find_workspace(workspace, project=project, session=session)
     result = mutate_store(ws, lambda doc, now: jobs.remove_job(doc, name),
                           clock=clock, report=report, lock_wait_s=lock_wait).outcome
-    return JobChange(ws, result)
+    said = [f"{name}: {warning}" for warning in _managed_warnings(ws, job_id=result["jobId"])]
+    for warning in said:
+        reporter(report).warn(warning)
+    return JobChange(ws, result, warnings=said)
+
+
+def _managed_warnings(ws: Workspace, *, name: str | None = None, job_id: str | None = None) -> list[str]:
+    """A job a `cron apply` manages, changed by hand: the next apply of its schedule file undoes it."""
+    applied = read_policy(ws).get("applied")
+    if applied is None:
+        return []
+    if job_id is None:
+        job_id = next((job["id"] for job in store_or_empty(ws)["jobs"] if job["name"] == name), None)
+    if job_id not in applied["jobs"]:
+        return []
+    return [f"it is managed by {applied['file']} (`cron apply`): the next apply sets what the file declares again; "
+            "change the file instead (`sxctl cron plan` shows the drift)"]
 
 
 

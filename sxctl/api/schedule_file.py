@@ -24,7 +24,7 @@ from ..errors import ConflictError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
 from .jobs import store_or_empty
-from .scope import find_workspace, reporter, target_project
+from .scope import find_workspace, reporter
 
 if TYPE_CHECKING:
     from ..cron.store.workspace import Workspace
@@ -63,14 +63,17 @@ def _label(ws: Workspace, path: Path) -> str:
 
 def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False, workspace=None, project=None,
                   session: str | None = None, agent: str | None = None, max_jobs: int = 100,
-                  environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK) -> SchedulePlan:
+                  environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK,
+                  report: Reporter | None = None) -> SchedulePlan:
     """What `apply_schedule` would change, found by carrying it out on copies of the store and the
-    policy file (every error apply would meet, met here; nothing written)."""
+    policy file (every error apply would meet, met here; nothing written). What the file leaves
+    as it is here (an unset ping URL variable) and one-shots it does not add (their time has
+    passed) are warned of on `report`."""
     ws = find_workspace(workspace, project=project, session=session)
     path = schedule_file_path(ws, file)
-    default_project = str(target_project(ws, project, session=session))
+    default_project = str(ws.root)  # a job of the file without a `to-project` sends to the workspace's own
     now = clock.now_ms()
-    schedule = read_schedule_file(path, environ=environ, now_ms=now, default_project=default_project)
+    schedule = read_schedule_file(path, environ=environ, now_ms=now, workspace=ws.root)
     store = store_or_empty(ws)
     policy = read_policy(ws)
     plan = plan_of(schedule, store, policy, ws.root, prune=prune, now_ms=now, file_label=_label(ws, path))
@@ -82,7 +85,11 @@ def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False,
         validate_store(trial_store)
     except SchemaError as error:  # a value beyond comis's bounds: what the write would refuse
         raise UsageError(with_job(f"{path}: invalid value for {error.path}: {error.rule}", None)) from None
-    return SchedulePlan(ws, path, plan, drift_of(store, policy, ws.root), warnings=warnings)
+    said = [*schedule.notes, *(f"jobs.{step.name}: its time has passed: not added (a one-shot runs once)"
+                               for step in plan.steps if step.action == "passed")]
+    for warning in said:
+        reporter(report).warn(warning)
+    return SchedulePlan(ws, path, plan, drift_of(store, policy, ws.root), warnings=[*said, *warnings])
 
 
 def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False, dry_run: bool = False,
@@ -94,7 +101,7 @@ def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False
     written when nothing would change. `dry_run`: the plan only."""
     def planning() -> SchedulePlan:
         return plan_schedule(file, prune=prune, workspace=workspace, project=project, session=session, agent=agent,
-                             max_jobs=max_jobs, environ=environ, clock=clock)
+                             max_jobs=max_jobs, environ=environ, clock=clock, report=report)
 
     if dry_run:
         return planning()
@@ -107,12 +114,12 @@ def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False
             return planned
     ws = find_workspace(workspace, project=project, session=session)
     path = schedule_file_path(ws, file)
-    default_project = str(target_project(ws, project, session=session))
+    default_project = str(ws.root)
     said: dict[str, Any] = {}
 
     def change(store: dict[str, Any], now: int) -> None:
         policy = read_policy(ws)  # under the lock, as the transaction's own read
-        schedule = read_schedule_file(path, environ=environ, now_ms=now, default_project=default_project)
+        schedule = read_schedule_file(path, environ=environ, now_ms=now, workspace=ws.root)
         plan = plan_of(schedule, store, policy, ws.root, prune=prune, now_ms=now, file_label=_label(ws, path))
         said["warnings"] = carry_out(plan, store, policy, workspace=ws.root, default_project=default_project,
                                      agent_id=default_agent_id(store, agent, environ), max_jobs=max_jobs,
@@ -158,11 +165,12 @@ def dump_schedule(output: str | os.PathLike | None = None, *, workspace=None, pr
     base = Path(os.path.realpath(Path(output).parent)) if output is not None else ws.root
     header = (f"sxctl schedule file: the jobs of {ws.root} (`sxctl cron dump`).\n"
               "`sxctl cron plan` shows what `sxctl cron apply` would change; `sxctl cron apply` makes the store match.")
-    text, left_out, pings = dump_text(store_or_empty(ws), read_policy(ws), ws.root, base=base,
-                                      default_project=str(target_project(ws, project, session=session)), header=header)
+    text, left_out, pings = dump_text(store_or_empty(ws), read_policy(ws), ws.root, base=base, header=header)
     if output is not None:
         atomic_write(Path(output), text.encode("utf-8"), keep_mode=True)
-    return ScheduleDump(ws, text, left_out, sorted(pings), Path(output) if output is not None else None)
+    return ScheduleDump(ws, text, left_out, sorted(variable for variable, url in pings.items()
+                                                   if os.environ.get(variable) != url),
+                        Path(output) if output is not None else None)
 
 
 def schedule_drift(ws: Workspace) -> Drift:

@@ -22,11 +22,14 @@ _SIGNS = {"add": "+", "update": "~", "remove": "-", "adopt": "=", "kept": "!", "
 def _say_plan(result, *, applied: bool) -> None:
     """The plan in words: one line per job that changes (each changed key below it), the jobs
     left alone, the workspace settings, the drift, a summary."""
-    from ...api.schedule_file import value_text as shown  # the words of each value
+    from ...api.schedule_file import value_text  # the words of each value
+
+    def shown(key: str, value) -> str:
+        return value if key == "ping-url" and value is not None else value_text(key, value)  # in words already
 
     doc = result.to_json()
     verbs = {"add": "add", "update": "update", "remove": "remove", "adopt": "adopt (made by hand, as declared)",
-             "kept": "keep: made by apply, not in the file (--prune removes it)",
+             "kept": "keep: managed (made or adopted by an apply), not in the file (--prune removes it)",
              "passed": "not added: its time has passed"}
     if applied:
         verbs.update(add="added", update="updated", remove="removed", adopt="adopted (made by hand, as declared)")
@@ -34,7 +37,10 @@ def _say_plan(result, *, applied: bool) -> None:
         if job["action"] in _SIGNS:
             say(f"{_SIGNS[job['action']]} {verbs[job['action']]} {printable(job['name'])}")
             for key, change in job["changes"].items():
-                say(f"    {key}: {printable(shown(key, change['from']))} -> {printable(shown(key, change['to']))}")
+                if job["action"] == "add":
+                    say(f"    {key}: {printable(shown(key, change['to']))}")
+                else:
+                    say(f"    {key}: {printable(shown(key, change['from']))} -> {printable(shown(key, change['to']))}")
     for key, change in doc["workspaceChanges"].items():
         say(f"~ workspace {key}: {change['from']!r} -> {change['to']!r}")
     unmanaged = [job["name"] for job in doc["jobs"] if job["action"] == "unmanaged"]
@@ -72,7 +78,8 @@ def plan(file, prune, detailed_exitcode) -> int:
       sxctl cron plan
       sxctl cron plan -f deploy/sxctl.toml --prune --detailed-exitcode
     """
-    result = plan_schedule(file, prune=prune, agent=settings().agent, clock=settings().clock, **in_workspace())
+    result = plan_schedule(file, prune=prune, agent=settings().agent, clock=settings().clock, report=reporter(),
+                           **in_workspace())
     emit(result.to_json(), lambda: _say_plan(result, applied=False))
     return ExitStatus.CHANGES_PENDING if detailed_exitcode and result.plan.pending else ExitStatus.OK
 
@@ -87,8 +94,8 @@ def apply(file, prune, dry_run, max_jobs, lock_wait_s) -> None:
     """Make the store match the schedule file: all of it in one transaction, or nothing.
 
     A job whose schedule did not change keeps its next run, claims, counts and history; a
-    second apply changes no byte. Only jobs an apply made are managed: --prune removes those the
-    file no longer has, and jobs made by hand are never touched.
+    second apply changes no byte (and, with -q, prints nothing). Only jobs an apply made are
+    managed: --prune removes those the file no longer has, and jobs made by hand are never touched.
 
     \b
     Examples:
@@ -97,6 +104,8 @@ def apply(file, prune, dry_run, max_jobs, lock_wait_s) -> None:
     """
     result = apply_schedule(file, prune=prune, dry_run=dry_run, max_jobs=max_jobs, lock_wait=lock_wait_s,
                             agent=settings().agent, clock=settings().clock, report=reporter(), **in_workspace())
+    if settings().quiet and not result.plan.pending and not settings().json:
+        return  # -q: a run from cron that changed nothing prints nothing (and mails nothing)
     emit(result.to_json(), lambda: _say_plan(result, applied=result.applied))
 
 

@@ -7,7 +7,7 @@ one table of keys (KEYS), one normal form."""
 
 from __future__ import annotations
 
-import os
+import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +15,7 @@ from typing import Any
 from ...timeparse import duration_text, format_ms, wall_time_kind
 from ..policy.file import DAYS, DEFAULT_HOLD_MAX_MS
 from ..run.pings import mask_url
-from ..store.targets import INBOX_CHANNEL, resolve_project
+from ..store.targets import INBOX_CHANNEL, resolve_project, stored_project
 from ..timeline.schedule import load_cron_zone
 
 #: the payload kinds as a file and `cron add --payload` spell them, by comis's names
@@ -42,11 +42,16 @@ KEYS: dict[str, str] = {
 }
 #: keys a file may give that are read into another key
 SOURCES: dict[str, str] = {"ping-url-env": "ping-url", "text-file": "text", "wake-gate": "wake-gate-script"}
-#: what a key the file leaves out means (None: not set); `anchor` left out keeps the job's anchor
+#: what a key the file leaves out means (None: not set; and see KEPT)
 DEFAULTS: dict[str, Any] = {
-    "payload": "agent-turn", "tz": "UTC", "paused": False, "hold-max": DEFAULT_HOLD_MAX_MS, "catch-up": "once",
+    "payload": "agent-turn", "tz": "UTC", "hold-max": DEFAULT_HOLD_MAX_MS, "catch-up": "once",
     "missed-note": True, "overlap": "queue",
 }
+#: a declared form's list of the keys it leaves as the job has them: an `every` job's `anchor` and
+#: `paused` when the file does not give them (a new job counts from the apply; an operator's
+#: `cron pause` survives it), and the ping URL when its environment variable is not set where
+#: the file is read (a CI gate or a pass's environment without the secret)
+KEPT = "__kept__"
 #: defaults that hold only for some payload kinds
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "agent-turn": {"session-strategy": "fresh", "continuation": "none", "to": "live", "tenant": "default"},
@@ -55,14 +60,15 @@ KIND_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 #: a wake gate's settings when the file gives its script alone
 GATE_DEFAULTS: dict[str, Any] = {"wake-gate-language": "js", "wake-gate-timeout": 30_000}
-#: keys that are not compared: `fold` only reads a time; an `anchor` left out keeps the job's
+#: keys that are not compared: `fold` only reads a time
 NOT_COMPARED = ("fold",)
 
 
-def default_of(key: str, payload: str, default_project: str) -> Any:
-    """The value a job of kind `payload` has for a key its table leaves out."""
+def default_of(key: str, payload: str) -> Any:
+    """The value a job of kind `payload` has for a key its table leaves out (a target project:
+    the workspace's own, `.`)."""
     if key == "to-project":
-        return default_project if payload in ("agent-turn", "delivery") else None
+        return "." if payload in ("agent-turn", "delivery") else None
     if key in GATE_DEFAULTS:
         return GATE_DEFAULTS[key]  # a wake gate's (a job without one has None)
     return KIND_DEFAULTS.get(payload, {}).get(key, DEFAULTS.get(key))
@@ -107,7 +113,8 @@ def declared_of(record: dict[str, Any], entry: dict[str, Any], workspace: Path) 
     if target is not None and endpoint is not None:
         scope = target["conversation"]["conversationScope"]
         found.update({"to": endpoint["conversationId"], "tenant": scope["tenantId"],
-                      "to-project": real_project(str(resolve_project(endpoint["channelInstanceId"], workspace)))})
+                      "to-project": stored_project(resolve_project(endpoint["channelInstanceId"], workspace),
+                                                   workspace)})
     found["max-dependency-errors"] = record.get("maxConsecutiveDependencyErrors")
     found.update(_policy_of(entry))
     return found
@@ -140,17 +147,13 @@ def _policy_of(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def real_project(path: str) -> str:
-    """A target project as declarations compare it: its real path."""
-    return os.path.realpath(path)
-
-
 def differences(declared: dict[str, Any], current: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """key -> (current, declared) for every compared key whose values differ; an `anchor` the
-    declaration leaves out (None) keeps the job's."""
+    """key -> (current, declared) for every compared key whose values differ (not those the
+    declaration keeps as the job has them, KEPT)."""
     found = {}
+    kept = declared.get(KEPT, ())
     for key in KEYS:
-        if key in NOT_COMPARED or (key == "anchor" and declared.get(key) is None):
+        if key in NOT_COMPARED or key in kept:
             continue
         if declared.get(key) != current.get(key):
             found[key] = (current.get(key), declared.get(key))
@@ -184,8 +187,8 @@ def shown(key: str, value: Any) -> str:
         return duration_text(value)
     if kind == "time":
         return instant_text(value)
-    if kind == "secret":
-        return mask_url(value)
+    if kind == "secret":  # masked, with a short digest that changes when the URL does
+        return f"{mask_url(value)} #{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
     if kind == "text":
         text = value if len(value) <= 60 else value[:57] + "..."
         return repr(text)

@@ -4,7 +4,6 @@ whether the schedule file itself changed since. `cron plan`, `status` and `docto
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from ...errors import SxctlError
 from ...fsio import read_data_file
 from .declared import declared_of, shown
 from .plan import LONG_KEYS, applied_of, fingerprint, same_setting, workspace_setting
-from .read import FILE_CAP
+from .read import FILE_CAP, content_digest, parse_toml
 
 
 @dataclass
@@ -84,9 +83,15 @@ def drift_of(store: dict[str, Any], policy: dict[str, Any], workspace: Path) -> 
 
 
 def _file_changed(path: Path, digest: str) -> bool | None:
-    """Whether the file the last apply read has changed since (None: it is not there to say)."""
+    """Whether what the file the last apply read says has changed since (its comments and layout
+    aside; a file that is no longer TOML has changed); None: it is not there to say."""
     try:
         raw = read_data_file(path, FILE_CAP)
     except SxctlError:  # a file that cannot be read says nothing of drift
         return None
-    return None if raw is None else "sha256:" + hashlib.sha256(raw).hexdigest() != digest
+    if raw is None:
+        return None
+    try:
+        return content_digest(parse_toml(path, raw)[1]) != digest
+    except SxctlError:
+        return True

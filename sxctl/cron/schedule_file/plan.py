@@ -17,9 +17,10 @@ from ..policy.file import PolicyOptions
 from ..spend.rules import GuardOptions
 from ..store import authoring
 from ..store.authoring import JobSpec, Target, WakeGate
+from ..store.targets import resolve_project
 from ..store.transaction import job_change
 from ..timeline.schedule import ScheduleInput
-from .declared import KEYS, declared_of, differences, instant_text, wall_text
+from .declared import KEPT, KEYS, declared_of, default_of, differences, instant_text, shown, wall_text
 from .read import ScheduleFile
 
 SCHEDULE_KEYS = ("cron", "every", "anchor", "at", "tz")
@@ -82,6 +83,14 @@ def fingerprint(declared: dict[str, Any]) -> dict[str, Any]:
             for key, value in declared.items() if key in KEYS}
 
 
+def recorded(in_file: dict[str, Any], made: dict[str, Any]) -> dict[str, Any]:
+    """The applied record of a job the file declares (`in_file`) as the apply made it (`made`):
+    what the file declares — not the keys it leaves as the job has them (drift is about the file),
+    nor the ping URL, which comes from each host's environment."""
+    kept = {*in_file.get(KEPT, ()), "ping-url"}
+    return {key: value for key, value in fingerprint(made).items() if key not in kept}
+
+
 def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], workspace: Path, *,
             prune: bool, now_ms: int, file_label: str) -> Plan:
     """THE plan of an apply of `file` to the store and policy file as they are. Raises what apply
@@ -95,8 +104,12 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
     for name, declared in file.jobs.items():
         record = by_name.get(name)
         if record is None:
-            passed = declared["at"] is not None and declared["at"] <= now_ms
-            steps.append(JobStep(name, "passed" if passed else "add"))
+            if declared["at"] is not None and declared["at"] <= now_ms:
+                steps.append(JobStep(name, "passed"))
+            else:  # what it will be: the keys that are not their defaults, as a review reads them
+                steps.append(JobStep(name, "add", {key: (None, value) for key, value in declared.items()
+                                                   if key in KEYS and value is not None and key != "fold"
+                                                   and value != default_of(key, declared["payload"])}))
             continue
         entry = policy["jobs"].get(record["id"], {})
         current = declared_of(record, entry, workspace)
@@ -121,7 +134,7 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
                              "for the job's life)", hint="give the job a new name in the file to make a new one "
                                                          "(apply --prune removes the old one)")
         steps.append(JobStep(name, "update" if changes else "unchanged", changes, record["id"]))
-        kept_record[record["id"]] = {"name": name, "declared": fingerprint(current)}
+        kept_record[record["id"]] = {"name": name, "declared": recorded(declared, current)}
     for record in store["jobs"]:
         if record["name"] in file.jobs:
             continue
@@ -153,12 +166,9 @@ def same_setting(key: str, now: Any, declared: Any) -> bool:
 
 
 def _plain(key: str, value: Any) -> Any:
-    """A value for JSON output: a ping URL masked (it is a secret), the rest as normalized."""
-    if key == "ping-url" and isinstance(value, str):
-        from ..run.pings import mask_url  # only a plan that changes a ping URL shows one
-
-        return mask_url(value)
-    return value
+    """A value for JSON output: a ping URL in words (masked, with a digest that tells two apart:
+    it is a secret), the rest as normalized."""
+    return shown(key, value) if key == "ping-url" and isinstance(value, str) else value
 
 
 # --- carrying it out ---------------------------------------------------------------------------
@@ -179,7 +189,7 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
         if step.action != "update":
             continue
         declared = plan.file.jobs[step.name]
-        spec = spec_of(declared, set(step.changes), adding=False)
+        spec = spec_of(declared, set(step.changes), adding=False, workspace=workspace)
         effective: dict[str, Any] = {}
         authoring.update_job(store, step.name, spec, default_project=default_project, now_ms=now_ms, report=report,
                              workspace=workspace, notes=notes, warnings=warnings,
@@ -189,7 +199,7 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
     for step in plan.steps:
         if step.action != "add":
             continue
-        spec = spec_of(plan.file.jobs[step.name], set(KEYS), adding=True)
+        spec = spec_of(plan.file.jobs[step.name], set(KEYS), adding=True, workspace=workspace)
         authoring.add_job(store, step.name, spec, agent_id=agent_id, default_project=default_project, now_ms=now_ms,
                           workspace=workspace, max_jobs=max_jobs, notes=notes, warnings=warnings)
         policy_edits.append(job_change(step.name, spec))
@@ -206,7 +216,7 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
         if record is not None:
             made = declared_of(record, policy["jobs"].get(record["id"], {}), workspace)
             assert made is not None  # built from the file: a job a file declares
-            managed[record["id"]] = {"name": name, "declared": fingerprint(made)}
+            managed[record["id"]] = {"name": name, "declared": recorded(plan.file.jobs[name], made)}
     policy["applied"] = {"digest": plan.file.digest, "file": file_label, "jobs": managed,
                          "workspace": {**applied_of(policy)["workspace"], **plan.file.workspace}}
     for note in notes:
@@ -239,7 +249,7 @@ def _clear(store: dict[str, Any], name: str, declared: dict[str, Any], changed: 
             holder.pop(stored, None)
 
 
-def spec_of(declared: dict[str, Any], keys: set[str], *, adding: bool) -> JobSpec:
+def spec_of(declared: dict[str, Any], keys: set[str], *, adding: bool, workspace: Path) -> JobSpec:
     """The `cron add`/`cron update` flags that make a job as `declared` says, for the `keys` that
     change (every key when `adding`): a value the file leaves out given as the flag's clear."""
     d = declared
@@ -263,7 +273,7 @@ def spec_of(declared: dict[str, Any], keys: set[str], *, adding: bool) -> JobSpe
                         30 if gate_timeout is None else gate_timeout // 1000)
     target = None
     if d["payload"] != "heartbeat-event" and (adding or keys & {"to", "to-project", "tenant", "payload"}):
-        target = Target(d["to-project"], d["to"], d["tenant"])
+        target = Target(str(resolve_project(d["to-project"], workspace)), d["to"], d["tenant"])
     payload_given = adding or "payload" in keys
     return JobSpec(
         schedule=schedule, payload=d["payload"] if payload_given else None,

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import os
-import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from pathlib import Path
@@ -21,10 +22,13 @@ from ...fsio import read_data_file
 from ...timeparse import parse_duration_ms, parse_time_in_zone_ms, parse_time_ms
 from ..policy.file import PolicyOptions, apply_options, parse_active_days
 from ..policy.keys import MAX_CATCHUP, unsafe_text
+from ..run.pings import check_ping_url
 from ..spend.rules import GuardOptions, apply_guards
 from ..store.authoring import PAYLOAD_KINDS, TEXT_LIMIT, WAKE_GATE_LIMIT, check_name
+from ..store.targets import stored_project
 from ..timeline.schedule import CronPattern, honoured_zone_name
-from .declared import DAYS, KEYS, SOURCES, default_of, real_project
+from .declared import DAYS, KEPT, KEYS, SOURCES, default_of
+from .lines import KeyLines
 
 DEFAULT_NAME = "sxctl.toml"
 FILE_CAP = 1024 * 1024  # a schedule file of 1,000 jobs with long prompts is well under this
@@ -32,6 +36,9 @@ WORKSPACE_KEYS = ("max-catchup", "budget", "maintenance")
 BUDGET_KEYS = ("rate-limit-ceiling", "max-session-tokens", "max-tokens-per-day", "on-missing-usage")
 WINDOW_KEYS = ("from", "until", "reason")
 #: keys a file may not give, and what to give instead
+#: keys people write for another one
+ALIASES = {"timezone": "tz", "zone": "tz", "TZ": "tz", "message": "text", "prompt": "text", "expr": "cron",
+           "schedule": "cron", "interval": "every", "project": "to-project", "session": "to"}
 REFUSED = {"ping-url": "give ping-url-env = \"VARIABLE\": a ping URL is a secret, read from the environment",
            "in": "give at = TIME: a schedule file has no `now` to count from",
            "new-name": "rename the table: a job is its table's name"}
@@ -47,42 +54,24 @@ class ScheduleFile:
     digest: str
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     workspace: dict[str, Any] = field(default_factory=dict)
-
-
-class _Lines:
-    """Where a key is in the file's text, for messages (TOML's reader gives no positions): the
-    line of `[jobs.NAME]` or `[workspace…]`, then of the key below it; None when it is written
-    another way (an inline table, a dotted key)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
-
-    def find(self, table: tuple[str, ...], key: str | None = None) -> int | None:
-        header = None
-        for number, line in enumerate(self.lines, 1):
-            found = re.fullmatch(r"\s*\[([^\[\]]+)\]\s*(#.*)?", line)
-            if found is not None:
-                if header is not None and key is not None:
-                    return header
-                parts = tuple(part.strip().strip("\"'") for part in re.split(r"\.(?=(?:[^\"']|\"[^\"]*\"|'[^']*')*$)",
-                                                                             found.group(1)))
-                if parts == table:
-                    header = number
-                    if key is None:
-                        return number
-                continue
-            if header is not None and key is not None and re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=", line):
-                return number
-        return header
+    notes: list[str] = field(default_factory=list)  # what it leaves as it is here (an unset variable)
 
 
 class _Reader:
     """The checks of one file, with its path and lines for the messages."""
 
-    def __init__(self, path: Path, text: str, environ: Mapping[str, str], now_ms: int, default_project: str):
-        self.path, self.lines, self.environ, self.now_ms = path, _Lines(text), environ, now_ms
-        self.default_project = real_project(default_project)
+    def __init__(self, path: Path, text: str, environ: Mapping[str, str], now_ms: int, workspace: Path):
+        self.path, self.lines, self.environ, self.now_ms, self.root = path, KeyLines(text), environ, now_ms, workspace
         self.gate_language = "js"
+        self.notes: list[str] = []  # what the file leaves as it is here (an unset ping URL variable)
+
+    @contextmanager
+    def about(self, where: tuple[str, ...], key: str | None) -> Iterator[None]:
+        """A check of one key: its error names the key (and its line)."""
+        try:
+            yield
+        except UsageError as error:
+            raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
 
     def error(self, table: tuple[str, ...], key: str | None, message: str, hint: str | None = None) -> UsageError:
         line = self.lines.find(table, key)
@@ -93,7 +82,7 @@ class _Reader:
     def unknown(self, table: tuple[str, ...], key: str, known: list[str]) -> UsageError:
         if key in REFUSED:
             return self.error(table, key, "not a key of a schedule file", hint=REFUSED[key])
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
         return self.error(table, key, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""),
                           hint=None if close else f"a job takes the keys of `cron add`: {', '.join(known)}")
 
@@ -121,17 +110,25 @@ class _Reader:
             values[target] = self.source(where, key, value) if key in SOURCES else self.value(where, key, value)
         gate = table.get("wake-gate")
         self.gate_language = "ts" if isinstance(gate, str) and gate.endswith((".ts", ".mts")) else "js"
-        return self.declared(where, values)
+        kept = ["anchor"] if "anchor" not in table else []
+        kept += ["paused"] if "paused" not in table else []
+        kept += ["ping-url"] if "ping-url-env" in table and values["ping-url"] is None else []
+        declared = self.declared(where, values)
+        declared[KEPT] = kept
+        return declared
 
     def source(self, where: tuple[str, ...], key: str, value: Any) -> Any:
         """A value the file points at: an environment variable, a file beside the schedule file."""
         if not isinstance(value, str) or not value:
             raise self.error(where, key, "must be a string")
         if key == "ping-url-env":
-            if value not in self.environ:
-                raise self.error(where, key, f"the environment variable {value} is not set here",
-                                 hint=f"set {value} to the job's ping URL before `cron plan` and `cron apply`")
-            return self.environ[value]
+            if value not in self.environ:  # the job's URL is left as it is (KEPT)
+                self.notes.append(f"jobs.{where[1]}: {value} is not set here: its ping URL is left as the job has it")
+                return None
+            url = self.environ[value]
+            with self.about(where, key):
+                check_ping_url(url)
+            return url
         path = self.path.parent / value
         cap = TEXT_LIMIT if key == "text-file" else WAKE_GATE_LIMIT
         try:
@@ -163,10 +160,12 @@ class _Reader:
         if kind == "duration":
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise self.error(where, key, 'must be a duration: "30m", "1h30m", or a number of seconds')
-            try:
-                return parse_duration_ms(value, what=key) if isinstance(value, str) else round(value * 1000)
-            except UsageError as error:
-                raise self.error(where, key, error.message) from None
+            with self.about(where, key):
+                if isinstance(value, str):
+                    return parse_duration_ms(value, what=key)
+                if not (value == value and abs(value) < 2**53 / 1000):  # NaN, inf, beyond every bound
+                    raise UsageError(f"invalid {key} {value!r}: out of range")
+                return round(value * 1000)
         if kind == "time" and isinstance(value, (datetime, date, time)):
             value = value.isoformat()  # an unquoted TOML date-time: read as its text
         if kind == "days":
@@ -178,47 +177,48 @@ class _Reader:
         return value
 
     def declared(self, where: tuple[str, ...], values: dict[str, Any]) -> dict[str, Any]:
-        """The job's declared form: its values checked as `cron add` checks its flags, normalized,
-        the keys it leaves out filled in with their defaults."""
-        try:
-            return self._declared(values)
-        except UsageError as error:
-            key = next((k for k in values if k.replace("-", "_") in error.message or f"--{k}" in error.message), None)
-            raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
-
-    def _declared(self, values: dict[str, Any]) -> dict[str, Any]:
-        payload = values.get("payload", "agent-turn")
-        if payload not in PAYLOAD_KINDS:
-            raise UsageError(f"invalid payload {payload!r}: use agent-turn, delivery or heartbeat-event")
-        payload = PAYLOAD_KINDS[payload].replace("_", "-")
+        """The job's declared form: its values checked as `cron add` checks its flags, each error
+        naming its key, normalized; the keys it leaves out filled in with their defaults."""
+        with self.about(where, "payload"):
+            payload = values.get("payload", "agent-turn")
+            if payload not in PAYLOAD_KINDS:
+                raise UsageError(f"invalid payload {payload!r}: use agent-turn, delivery or heartbeat-event")
+            payload = PAYLOAD_KINDS[payload].replace("_", "-")
         if not values.get("text"):
-            raise UsageError("text is required (text = \"...\" or text-file = \"FILE\")")
-        declared = {key: default_of(key, payload, self.default_project) for key in KEYS}
+            raise self.error(where, None, "text is required (text = \"...\" or text-file = \"FILE\")")
+        declared = {key: default_of(key, payload) for key in KEYS}
         declared.update(values, payload=payload)
         schedules = [key for key in ("cron", "every", "at") if key in values]
         if len(schedules) != 1:
-            raise UsageError("a job needs exactly one schedule: cron, every or at")
-        tz = honoured_zone_name(values.get("tz", "UTC"))
-        declared["tz"] = tz
+            raise self.error(where, schedules[1] if schedules else None,
+                             "a job needs exactly one schedule: cron, every or at")
+        with self.about(where, "tz"):
+            declared["tz"] = honoured_zone_name(values.get("tz", "UTC"),
+                                                message="Invalid cron timezone" if "cron" in values
+                                                else "Invalid wall-clock timezone")
         fold = values.get("fold")
         if fold not in (None, "earlier", "later"):
-            raise UsageError(f"invalid fold {fold!r}: earlier or later")
+            raise self.error(where, "fold", f"invalid fold {fold!r}: earlier or later")
         if "cron" in values:
-            CronPattern.parse(values["cron"])
+            with self.about(where, "cron"):
+                CronPattern.parse(values["cron"])
         for key in ("at", "anchor"):
             if key in values:
-                declared[key] = parse_time_ms(values[key], tz=values.get("tz"), fold=fold, now_ms=self.now_ms)[0]
+                with self.about(where, key):
+                    declared[key] = parse_time_ms(values[key], tz=values.get("tz"), fold=fold, now_ms=self.now_ms)[0]
         if "anchor" in values and "every" not in values:
-            raise UsageError("anchor is for an every schedule")
-        self._check_kind(declared, values)
+            raise self.error(where, "anchor", "anchor is for an every schedule")
+        self._check_kind(where, declared, values)
         if "to-project" in values:
-            declared["to-project"] = real_project(str(self.path.parent / values["to-project"]))
+            declared["to-project"] = stored_project(self.path.parent / values["to-project"], self.root)
         if "until" in values:
             if "at" in values:
-                raise UsageError("until is for recurring jobs (a one-shot runs once)")
-            declared["until"] = parse_time_in_zone_ms(values["until"], tz, self.now_ms)
+                raise self.error(where, "until", "until is for recurring jobs (a one-shot runs once)")
+            with self.about(where, "until"):
+                declared["until"] = parse_time_in_zone_ms(values["until"], declared["tz"], self.now_ms)
         if "active-days" in values:
-            days = parse_active_days(values["active-days"])
+            with self.about(where, "active-days"):
+                days = parse_active_days(values["active-days"])
             declared["active-days"] = None if tuple(days) == DAYS else ",".join(days)
         if declared.get("active-hours") == "00:00-24:00":
             declared["active-hours"] = None
@@ -230,10 +230,10 @@ class _Reader:
                 declared[key] = None  # 0 is no limit, as the flag says
         if declared.get("host") == "any":
             declared["host"] = None
-        self._check_policy(declared, values)
+        self._check_policy(where, declared, values)
         return declared
 
-    def _check_kind(self, declared: dict[str, Any], values: dict[str, Any]) -> None:
+    def _check_kind(self, where: tuple[str, ...], declared: dict[str, Any], values: dict[str, Any]) -> None:
         """Keys only some payload kinds take (comis's `X is valid only for Y payloads`), and the
         wake gate's defaults."""
         payload = declared["payload"]
@@ -242,28 +242,33 @@ class _Reader:
         for key in values:
             if ((key in agent_only and payload != "agent-turn") or (key == "wake-mode" and payload != "heartbeat-event")
                     or (key in ("to", "to-project", "tenant") and payload == "heartbeat-event")):
-                raise UsageError(f"{key} is not a key of a {payload} job")
+                raise self.error(where, key, f"not a key of a {payload} job")
         if "wake-gate-script" in values:
             declared["wake-gate-language"] = values.get("wake-gate-language", self.gate_language)
         elif "wake-gate-language" in values or "wake-gate-timeout" in values:
-            raise UsageError("wake-gate-language and wake-gate-timeout need wake-gate = FILE")
+            raise self.error(where, "wake-gate-language" if "wake-gate-language" in values else "wake-gate-timeout",
+                             "needs wake-gate = FILE (or wake-gate-script)")
         else:
             declared["wake-gate-language"] = declared["wake-gate-timeout"] = None
 
-    def _check_policy(self, declared: dict[str, Any], values: dict[str, Any]) -> None:
-        """The policy values, checked by the same rules as the flags of `cron add`."""
-        seconds = {key: None if values.get(key) is None else declared[key] / 1000
+    def _check_policy(self, where: tuple[str, ...], declared: dict[str, Any], values: dict[str, Any]) -> None:
+        """The policy values, checked by the same rules as the flags of `cron add` (the message
+        names the flag; the error, its key)."""
+        seconds = {key: None if values.get(key) is None else values[key] / 1000
                    for key in ("hold-max", "stale-after", "jitter")}
-        apply_options({}, PolicyOptions(
-            hold_max=seconds["hold-max"], catch_up=values.get("catch-up"), stale_after=seconds["stale-after"],
-            missed_note=values.get("missed-note"), max_unconsumed=values.get("max-unconsumed"),
-            max_runs_per_day=values.get("max-runs-per-day"), max_runs=values.get("max-runs"),
-            active_hours=values.get("active-hours"), active_days=values.get("active-days"),
-            overlap=values.get("overlap"), jitter=seconds["jitter"], host=values.get("host"),
-            ping_url=values.get("ping-url"), guards=GuardOptions(
-                values.get("rate-limit-ceiling"), values.get("max-session-tokens"), values.get("max-tokens-per-day"),
-                values.get("on-missing-usage"))),
-            tz=declared["tz"], now_ms=self.now_ms, recurring="at" not in values)
+        try:
+            apply_options({}, PolicyOptions(
+                hold_max=seconds["hold-max"], catch_up=values.get("catch-up"), stale_after=seconds["stale-after"],
+                missed_note=values.get("missed-note"), max_unconsumed=values.get("max-unconsumed"),
+                max_runs_per_day=values.get("max-runs-per-day"), max_runs=values.get("max-runs"),
+                active_hours=values.get("active-hours"), active_days=values.get("active-days"),
+                overlap=values.get("overlap"), jitter=seconds["jitter"], host=values.get("host"),
+                guards=GuardOptions(values.get("rate-limit-ceiling"), values.get("max-session-tokens"),
+                                    values.get("max-tokens-per-day"), values.get("on-missing-usage"))),
+                tz=declared["tz"], now_ms=self.now_ms, recurring="at" not in values)
+        except UsageError as error:
+            key = next((k for k in values if f"--{k}" in error.message), None)
+            raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
 
     # --- the workspace ------------------------------------------------------------------------------
 
@@ -326,13 +331,31 @@ class _Reader:
 
 
 def read_schedule_file(path: Path, *, environ: Mapping[str, str] = os.environ, now_ms: int,
-                       default_project: str) -> ScheduleFile:
+                       workspace: Path) -> ScheduleFile:
     """The schedule file at `path`, checked (exit 2 naming the file, line and key; exit 3 when
-    there is none). `default_project`: the target of a job whose table names no `to-project`."""
+    there is none), for the workspace folder `workspace` (target projects are stored relative to it)."""
     raw = read_data_file(path, FILE_CAP)
     if raw is None:
         raise NotFoundError(f"no schedule file at {path}", hint="give -f FILE, or write one from today's jobs: "
                             f"sxctl cron dump > {DEFAULT_NAME}")
+    text, doc = parse_toml(path, raw)
+    reader = _Reader(path, text, environ, now_ms, workspace)
+    for key in doc:
+        if key not in ("jobs", "workspace"):
+            raise reader.unknown((), key, ["jobs", "workspace"])
+    jobs = doc.get("jobs", {})
+    if not isinstance(jobs, dict):
+        raise reader.error(("jobs",), None, "must be a table of jobs ([jobs.NAME])")
+    found = ScheduleFile(path, content_digest(doc))
+    found.jobs = {name: reader.job(name, table) for name, table in jobs.items()}
+    if "workspace" in doc:
+        found.workspace = reader.workspace(doc["workspace"])
+    found.notes = reader.notes
+    return found
+
+
+def parse_toml(path: Path, raw: bytes) -> tuple[str, dict[str, Any]]:
+    """The file's text and its TOML document (exit 2 when it is too big, not UTF-8 or not TOML)."""
     if len(raw) > FILE_CAP:
         raise UsageError(f"{path}: larger than {FILE_CAP // 1024} KiB: not a schedule file")
     try:
@@ -341,20 +364,15 @@ def read_schedule_file(path: Path, *, environ: Mapping[str, str] = os.environ, n
         line = raw[:error.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line}: not UTF-8 text (byte {error.start})") from None
     try:
-        doc = tomllib.loads(text)
+        return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise UsageError(f"{path}: not valid TOML: {error}") from None
     except RecursionError:
         raise UsageError(f"{path}: not a schedule file: values nested too deeply") from None
-    reader = _Reader(path, text, environ, now_ms, default_project)
-    for key in doc:
-        if key not in ("jobs", "workspace"):
-            raise reader.unknown((), key, ["jobs", "workspace"])
-    jobs = doc.get("jobs", {})
-    if not isinstance(jobs, dict):
-        raise reader.error(("jobs",), None, "must be a table of jobs ([jobs.NAME])")
-    found = ScheduleFile(path, "sha256:" + hashlib.sha256(raw).hexdigest())
-    found.jobs = {name: reader.job(name, table) for name, table in jobs.items()}
-    if "workspace" in doc:
-        found.workspace = reader.workspace(doc["workspace"])
-    return found
+
+
+def content_digest(doc: dict[str, Any]) -> str:
+    """The digest of what a schedule file says (its TOML document, not its bytes: a comment or a
+    blank line changes nothing), kept by the apply that read it."""
+    encoded = json.dumps(doc, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()

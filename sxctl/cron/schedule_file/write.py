@@ -39,8 +39,7 @@ def toml_value(key: str, value: Any, base: Path, workspace: Path) -> str:
     if kind == "time":
         return toml_string(instant_text(value))
     if kind == "path":  # a project in the workspace relative to the file (both move together), else absolute
-        inside = value == os.path.realpath(workspace) or value.startswith(os.path.realpath(workspace) + os.sep)
-        return toml_string(os.path.relpath(value, base) if inside else value)
+        return toml_string(value if os.path.isabs(value) else os.path.relpath(os.path.join(workspace, value), base))
     return toml_string(str(value))
 
 
@@ -54,7 +53,7 @@ def ping_variable(name: str, taken: set[str]) -> str:
     return variable
 
 
-def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *, base: Path, default_project: str,
+def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *, base: Path,
               header: str) -> tuple[str, list[str], dict[str, str]]:
     """(the schedule file, the jobs left out and why, the ping URL of each environment variable it
     names). `base`: the folder the file will be in (target projects are written relative to it)."""
@@ -73,7 +72,7 @@ def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *,
         body = []
         for key in KEYS:
             value = declared[key]
-            if value is None or value == default_of(key, declared["payload"], default_project):
+            if value is None or value == default_of(key, declared["payload"]) or (key == "paused" and not value):
                 continue
             if key in ("at", "anchor") and declared["tz"] != "UTC":  # a wall time in the job's zone
                 text, fold = wall_text(value, declared["tz"])

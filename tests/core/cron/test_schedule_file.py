@@ -117,7 +117,7 @@ def test_prune_removes_only_managed_jobs_and_hand_made_ones_are_listed(project):
               "--text", "mine").code == 0
     write(project, STANDUP)
     plan = sx(project, "cron", "plan")
-    assert "! keep: made by apply, not in the file (--prune removes it) nightly" in plan.out
+    assert "! keep: managed (made or adopted by an apply), not in the file (--prune removes it) nightly" in plan.out
     assert "unmanaged (made by hand, never touched): by-hand" in plan.out
     assert sx(project, "cron", "apply").code == 0
     assert set(jobs_of(project)) == {"standup", "nightly", "by-hand"}
@@ -196,8 +196,15 @@ def test_dump_then_apply_leaves_the_store_byte_for_byte(project, ws):
      "sxctl.toml:4: jobs.a.hold-maxx: unknown key (did you mean 'hold-max'?)"),
     ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nping-url = "https://h.example/x"\n',
      "sxctl.toml:4: jobs.a.ping-url: not a key of a schedule file"),
-    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nping-url-env = "NOPE_NOT_SET"\n',
-     "the environment variable NOPE_NOT_SET is not set here"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nstale-after = "30m"\n',
+     "sxctl.toml:4: jobs.a.stale-after: --stale-after applies with --catch-up skip"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\ntz = "Mars/Olympus"\n', "sxctl.toml:4: jobs.a.tz: Invalid cron timezone"),
+    ('[jobs.a]\nat = "2027-01-01T09:00"\ntext = "x"\ntz = "Mars/Olympus"\n',
+     "sxctl.toml:4: jobs.a.tz: Invalid wall-clock timezone"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\ntimezone = "UTC"\n', "unknown key (did you mean 'tz'?)"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\n\n[jobs.a.policy]\nx = 1\n',
+     "sxctl.toml:5: jobs.a.policy: unknown key"),
+    ('[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nping-url-env = "BAD_PING"\n', "sxctl.toml:4: jobs.a.ping-url-env:"),
     ('[jobs.a]\ncron = "0 9 * * *"\n[jobs.a]\ntext = "x"\n', "not valid TOML"),
     ('[jobs."a\\nb"]\ncron = "0 9 * * *"\ntext = "x"\n', "not a job name: it holds the control character U+000A"),
     ('[jobs.a]\nevery = "1M"\ntext = "x"\n', "'M' is ambiguous"),
@@ -210,7 +217,7 @@ def test_dump_then_apply_leaves_the_store_byte_for_byte(project, ws):
 def test_a_bad_schedule_file_is_one_line_naming_the_file_and_key(project, text, message):
     write(project, text)
     for command in ("plan", "apply"):
-        result = sx(project, "cron", command)
+        result = sx(project, "cron", command, env=project.env(NO_COLOR="1", BAD_PING="ftp://x.example/p"))
         assert result.code == 2, (result.out, result.err)
         assert message in result.err
         assert "Traceback" not in result.err and len(result.err.strip().splitlines()) <= 2
@@ -292,3 +299,74 @@ def test_one_file_on_many_hosts_gives_each_host_its_jobs(sched):
         report = sched.run(NINE + MIN, "--json", "cron", "tick", env=sched.env(SXCTL_HOST=host)).json()
         ran[host] = [run["name"] for run in report["runs"]]
     assert ran == {"alpha": ["backup"], "beta": ["report"]}
+
+
+def test_a_copy_of_the_workspace_plans_no_change_and_the_file_means_the_same_from_any_folder(project, tmp_path):
+    import shutil
+
+    (project.root / "sub" / "app" / ".scorpiox").mkdir(parents=True)
+    write(project, TWO_JOBS + '\n[jobs.sub]\nevery = "1h"\ntext = "in sub"\nto-project = "sub/app"\n')
+    assert sx(project, "cron", "apply").code == 0
+    jobs = jobs_of(project)
+    assert jobs["standup"]["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] == "."
+    assert jobs["sub"]["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] == "sub/app"
+    from_sub = project.run("--workspace", str(project.root), "cron", "plan", "--detailed-exitcode",
+                           clock=FakeClock(NOW), cwd=project.root / "sub" / "app")
+    assert from_sub.code == 0, from_sub.out
+    copy = tmp_path / "ci" / "copy"
+    shutil.copytree(project.root, copy, symlinks=True)
+    in_copy = project.run("--workspace", str(copy), "cron", "plan", "--detailed-exitcode", clock=FakeClock(NOW),
+                          cwd=copy)
+    assert in_copy.code == 0, in_copy.out
+    assert "drift" not in in_copy.out
+
+
+def test_a_ping_url_comes_from_its_variable_and_is_left_alone_where_it_is_not_set(project):
+    write(project, STANDUP + 'ping-url-env = "STANDUP_PING"\n')
+    unset = sx(project, "cron", "apply")
+    assert unset.code == 0 and "STANDUP_PING is not set here" in unset.err
+    assert "pingUrl" not in json.dumps(json.loads((project.root / ".scheduler" / "sxctl-policy.json").read_bytes())["jobs"])
+    env = project.env(NO_COLOR="1", STANDUP_PING="https://hc.example/one")
+    plan = sx(project, "cron", "plan", env=env)
+    assert "ping-url: (none) -> https://hc.example/… #" in plan.out and "/one" not in plan.out
+    assert sx(project, "cron", "apply", env=env).code == 0
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0  # unset here: left as the job has it
+    other = sx(project, "cron", "plan", env=project.env(NO_COLOR="1", STANDUP_PING="https://hc.example/two"))
+    before, after = other.out.split("ping-url: ")[1].split("\n")[0].split(" -> ")
+    assert before != after and "/two" not in other.out
+
+
+def test_what_an_operator_does_by_hand_that_the_file_does_not_say_survives_an_apply(project):
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    paused = sx(project, "cron", "pause", "standup")
+    assert paused.code == 0
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0  # `paused` is not in the file
+    assert jobs_of(project)["standup"]["lifecycle"]["status"] == "paused"
+    write(project, TWO_JOBS.replace('text = "Run the standup', 'paused = false\ntext = "Run the standup'))
+    assert "paused: true -> false" in sx(project, "cron", "plan").out
+    updated = sx(project, "cron", "update", "nightly", "--text", "by hand")
+    assert "it is managed by sxctl.toml (`cron apply`)" in updated.err
+    removed = sx(project, "cron", "remove", "nightly", "--yes")
+    assert "it is managed by sxctl.toml" in removed.err
+
+
+def test_a_review_sees_every_key_of_a_new_job_and_a_comment_is_not_a_change(project):
+    write(project, TWO_JOBS)
+    plan = sx(project, "cron", "plan").out
+    assert '+ add nightly\n    every: 6h\n    anchor: 2026-09-21T00:00:00Z\n    payload: heartbeat-event' in plan
+    assert "    hold-max: 2h\n" in plan and "    max-runs-per-day: 3\n" in plan
+    assert sx(project, "cron", "apply").code == 0
+    write(project, "# reviewed by the on-call\n" + TWO_JOBS.replace("\n\n", "\n\n# the night shift\n"))
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0
+    assert "changed since" not in sx(project, "doctor").out
+
+
+def test_quiet_apply_prints_nothing_when_nothing_changes_and_a_past_one_shot_is_warned_of(project):
+    write(project, STANDUP + '\n[jobs.once]\nat = "2025-01-01T09:00:00Z"\ntext = "typo year"\n')
+    first = sx(project, "-q", "cron", "apply")
+    assert first.code == 0 and "+ added standup" in first.out
+    again = sx(project, "-q", "cron", "apply")
+    assert again.code == 0 and again.out == ""
+    loud = sx(project, "cron", "plan")
+    assert "jobs.once: its time has passed: not added" in loud.err
