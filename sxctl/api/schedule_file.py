@@ -14,13 +14,13 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
 from ..cron.schedule_file.declared import shown as value_text  # noqa: F401 - how `cron plan` prints a value
 from ..cron.schedule_file.drift import Drift, drift_of
-from ..cron.schedule_file.plan import Plan, carry_out, plan_of
+from ..cron.schedule_file.plan import Plan, carry_out, plan_of, remove_pruned
 from ..cron.schedule_file.read import DEFAULT_NAME, read_schedule_file
 from ..cron.store.file import default_agent_id
 from ..cron.store.schema import validate_store
 from ..cron.store.schema_kit import SchemaError, with_job
 from ..cron.store.transaction import mutate_store
-from ..errors import ConflictError, UsageError
+from ..errors import ConflictError, NotFoundError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
 from .jobs import store_or_empty
@@ -78,9 +78,11 @@ def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False,
     policy = read_policy(ws)
     plan = plan_of(schedule, store, policy, ws.root, prune=prune, now_ms=now, file_label=_label(ws, path))
     trial_store = {"formatVersion": 1, "agentSchedulerSeed": "x", **copy.deepcopy(store)}
-    warnings = carry_out(plan, trial_store, copy.deepcopy(policy), workspace=ws.root, default_project=default_project,
+    trial_policy = copy.deepcopy(policy)
+    warnings = carry_out(plan, trial_store, trial_policy, workspace=ws.root, default_project=default_project,
                          agent_id=default_agent_id(store, agent, environ), max_jobs=max_jobs, now_ms=now,
                          report=Reporter(), file_label=_label(ws, path))
+    remove_pruned(trial_store, trial_policy)
     try:
         validate_store(trial_store)
     except SchemaError as error:  # a value beyond comis's bounds: what the write would refuse
@@ -132,6 +134,9 @@ def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False
 
     mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait,
                  policy_change=policy_change)
+    if any(step.action == "remove" for step in said["plan"].steps):  # its own transaction: see `carry_out`
+        mutate_store(ws, lambda store, now: remove_pruned(store, read_policy(ws)), clock=clock, report=report,
+                     lock_wait_s=lock_wait)
     for warning in said["warnings"]:
         reporter(report).warn(warning)
     return SchedulePlan(ws, path, said["plan"], drift_of(store_or_empty(ws), read_policy(ws), ws.root), applied=True,
@@ -159,15 +164,20 @@ def dump_schedule(output: str | os.PathLike | None = None, *, workspace=None, pr
     """Today's jobs as a schedule file (written atomically to `output`, else returned): what
     `apply_schedule` reads back into the same jobs, target projects relative to the file's folder."""
     from ..cron.schedule_file.write import dump_text  # only `cron dump` writes TOML
-    from ..fsio import atomic_write
+    from ..engines.outside import refuse_owned_place, replace_outside_file
 
     ws = find_workspace(workspace, project=project, session=session)
     base = Path(os.path.realpath(Path(output).parent)) if output is not None else ws.root
     header = (f"sxctl schedule file: the jobs of {ws.root} (`sxctl cron dump`).\n"
               "`sxctl cron plan` shows what `sxctl cron apply` would change; `sxctl cron apply` makes the store match.")
     text, left_out, pings = dump_text(store_or_empty(ws), read_policy(ws), ws.root, base=base, header=header)
-    if output is not None:
-        atomic_write(Path(output), text.encode("utf-8"), keep_mode=True)
+    if output is not None:  # never one of the scheduler's or the agent's files, a link, a FIFO or a device
+        if not os.fspath(output):
+            raise UsageError("-o needs a file name")
+        refuse_owned_place(output, "the schedule file", "write it beside them (sxctl.toml in the workspace folder)")
+        if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+            raise NotFoundError(f"no folder {os.path.dirname(os.path.abspath(output))} for -o {output}")
+        replace_outside_file(Path(output), text.encode("utf-8"), new_mode=0o644)
     return ScheduleDump(ws, text, left_out, sorted(variable for variable, url in pings.items()
                                                    if os.environ.get(variable) != url),
                         Path(output) if output is not None else None)

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from ..cron.policy.file import read_policy
 from ..cron.schedule_file.drift import drift_of
+from ..cron.schedule_file.read import DEFAULT_NAME
 from .findings import Findings
 
 
@@ -16,10 +18,12 @@ def check_schedule_file(found: Findings, ws, store: dict[str, Any]) -> None:
     drift = drift_of(store, read_policy(ws), ws.root)
     if not drift.applied:
         return
+    given = "" if drift.file == DEFAULT_NAME else f" -f {shlex.quote(drift.file or '')}"
     for line in drift.lines():
-        found.add("schedule file", "warn", line, "sxctl cron plan (then sxctl cron apply to restore the file's jobs)")
+        found.add("schedule file", "warn", line,
+                  f"sxctl cron plan{given} (then sxctl cron apply{given} to restore the file's jobs)")
     if drift.file_changed:
         found.add("schedule file", "warn", f"{drift.file} changed since the last cron apply",
-                  "sxctl cron plan, then sxctl cron apply")
+                  f"sxctl cron plan{given}, then sxctl cron apply{given}")
     if not drift.moved and not drift.file_changed:
         found.add("schedule file", "ok", f"the jobs are as the last cron apply of {drift.file} left them")

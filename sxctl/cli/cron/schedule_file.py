@@ -42,7 +42,7 @@ def _say_plan(result, *, applied: bool) -> None:
                 else:
                     say(f"    {key}: {printable(shown(key, change['from']))} -> {printable(shown(key, change['to']))}")
     for key, change in doc["workspaceChanges"].items():
-        say(f"~ workspace {key}: {change['from']!r} -> {change['to']!r}")
+        say(f"~ workspace {key}: {printable(_compact(change['from']))} -> {printable(_compact(change['to']))}")
     unmanaged = [job["name"] for job in doc["jobs"] if job["action"] == "unmanaged"]
     if unmanaged:
         say(f"unmanaged (made by hand, never touched): {printable(', '.join(unmanaged))}")
@@ -54,7 +54,7 @@ def _say_plan(result, *, applied: bool) -> None:
     summary = ", ".join(f"{counts[action]} to {action}" for action in ("add", "update", "remove", "adopt")
                         if counts[action])
     if applied:
-        say(f"applied {doc['file']}: {summary or 'nothing changed'}")
+        say(f"applied {doc['file']}: {summary or 'the record of the last apply (no job changed)'}")
     elif doc["pending"]:
         say(f"plan for {doc['file']}: {summary or 'the record of the last apply changes'} "
             "(`sxctl cron apply` makes them)")
@@ -62,12 +62,21 @@ def _say_plan(result, *, applied: bool) -> None:
         say(f"no changes: the store matches {doc['file']}")
 
 
+def _compact(value) -> str:
+    """A workspace setting as one line of JSON (`null`: not set)."""
+    import json
+
+    return json.dumps(value, separators=(", ", ": "))
+
+
 @click.command("plan", cls=Command)
 @_FILE
 @_PRUNE
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 11 when apply would change something, 0 when nothing (for CI gates; errors keep theirs).")
-def plan(file, prune, detailed_exitcode) -> int:
+@click.option("--max-jobs", type=click.IntRange(1), default=100, show_default=True,
+              help="Authored job capacity (as `cron apply --max-jobs`).")
+def plan(file, prune, detailed_exitcode, max_jobs) -> int:
     """Show what `cron apply` would change, and write nothing.
 
     Jobs to add, to update (each key, old -> new) and to remove, the jobs made by hand (never
@@ -78,8 +87,8 @@ def plan(file, prune, detailed_exitcode) -> int:
       sxctl cron plan
       sxctl cron plan -f deploy/sxctl.toml --prune --detailed-exitcode
     """
-    result = plan_schedule(file, prune=prune, agent=settings().agent, clock=settings().clock, report=reporter(),
-                           **in_workspace())
+    result = plan_schedule(file, prune=prune, agent=settings().agent, max_jobs=max_jobs, clock=settings().clock,
+                           report=reporter(), **in_workspace())
     emit(result.to_json(), lambda: _say_plan(result, applied=False))
     return ExitStatus.CHANGES_PENDING if detailed_exitcode and result.plan.pending else ExitStatus.OK
 

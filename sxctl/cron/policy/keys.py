@@ -11,7 +11,7 @@ from typing import Any
 
 from ..spend.rules import GUARD_KEYS, SPEND_SKIP_REASONS
 from ..store.schema import EPOCH_MS
-from ..store.schema_kit import Arr, Check, Int, Node, Obj, SchemaError, Str, opt, req
+from ..store.schema_kit import Arr, Bool, Check, Int, Node, Obj, SchemaError, Str, opt, req
 
 #: what a due occurrence does while the job's previous message is still unread (`--overlap`)
 OVERLAP_MODES = ("queue", "skip", "replace")
@@ -80,7 +80,7 @@ class Applied(Node):
     each job it manages (by id) its name and declared form, its long texts as digests."""
 
     def __init__(self) -> None:
-        self.job = Obj([req("name", Str(1, 1024)), req("declared", Declared())])
+        self.job = Obj([req("name", Str(1, 1024)), req("declared", Declared()), opt("pruned", Bool())])
         self.shape = Obj([req("digest", Str(71, 71)), req("file", Str(1, 4096)), req("jobs", Node()),
                           req("workspace", Declared())])
 

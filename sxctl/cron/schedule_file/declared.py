@@ -33,6 +33,7 @@ KEYS: dict[str, str] = {
     "session-strategy": "str", "max-history-turns": "int", "continuation": "str",
     "wake-gate-script": "text", "wake-gate-language": "str", "wake-gate-timeout": "duration",
     "to": "str", "to-project": "path", "tenant": "str", "max-dependency-errors": "int", "paused": "bool",
+    "agent": "str",
     # sxctl's policy (the policy file)
     "hold-max": "duration", "catch-up": "str", "stale-after": "duration", "missed-note": "bool",
     "max-unconsumed": "int", "max-runs-per-day": "int", "until": "time", "max-runs": "int",
@@ -44,11 +45,11 @@ KEYS: dict[str, str] = {
 SOURCES: dict[str, str] = {"ping-url-env": "ping-url", "text-file": "text", "wake-gate": "wake-gate-script"}
 #: what a key the file leaves out means (None: not set; and see KEPT)
 DEFAULTS: dict[str, Any] = {
-    "payload": "agent-turn", "tz": "UTC", "hold-max": DEFAULT_HOLD_MAX_MS, "catch-up": "once",
+    "payload": "agent-turn", "tz": "UTC", "agent": "default", "hold-max": DEFAULT_HOLD_MAX_MS, "catch-up": "once",
     "missed-note": True, "overlap": "queue",
 }
-#: a declared form's list of the keys it leaves as the job has them: an `every` job's `anchor` and
-#: `paused` when the file does not give them (a new job counts from the apply; an operator's
+#: a declared form's list of the keys it leaves as the job has them: an `every` job's `anchor`,
+#: `paused` and `agent` when the file does not give them (a new job counts from the apply; an operator's
 #: `cron pause` survives it), and the ping URL when its environment variable is not set where
 #: the file is read (a CI gate or a pass's environment without the secret)
 KEPT = "__kept__"
@@ -87,7 +88,7 @@ def declared_of(record: dict[str, Any], entry: dict[str, Any], workspace: Path) 
     schedule, payload, life = record["schedule"], record["payload"], record["lifecycle"]
     kind = PAYLOADS[payload["kind"]]
     found: dict[str, Any] = dict.fromkeys(KEYS)
-    found.update(payload=kind, paused=_paused_by_hand(life, entry))
+    found.update(payload=kind, paused=_paused_by_hand(life, entry), agent=record["agentId"])
     if schedule["kind"] == "cron":
         found.update(cron=schedule["expr"], tz=schedule.get("tz") or "UTC")
     else:
@@ -160,6 +161,15 @@ def differences(declared: dict[str, Any], current: dict[str, Any]) -> dict[str, 
     return found
 
 
+_TYPES: dict[str, type | tuple[type, ...]] = {"duration": int, "time": int, "int": int, "fraction": (int, float),
+                                              "bool": bool}
+
+
+def _fits(kind: str, value: Any) -> bool:
+    """Whether a value has the type its key's kind takes."""
+    return isinstance(value, _TYPES.get(kind, str)) and isinstance(value, bool) == (kind == "bool")
+
+
 def instant_text(ms: int) -> str:
     """An instant as a file writes it, exactly: UTC ISO 8601, milliseconds when it has them."""
     text = format_ms(ms - ms % 1000).replace("+00:00", "")
@@ -183,6 +193,8 @@ def shown(key: str, value: Any) -> str:
     if value is None:
         return "(none)"
     kind = KEYS.get(key, "str")
+    if not _fits(kind, value):
+        return repr(value)  # a record edited by hand: shown as it is
     if kind == "duration":
         return duration_text(value)
     if kind == "time":

@@ -60,6 +60,8 @@ def drift_of(store: dict[str, Any], policy: dict[str, Any], workspace: Path) -> 
     by_id = {record["id"]: record for record in store["jobs"]}
     drift = Drift(True, applied["file"], _file_changed(workspace / applied["file"], applied["digest"]))
     for job_id, kept in applied["jobs"].items():
+        if kept.get("pruned"):  # removed by `apply --prune` (or about to be): not drift
+            continue
         record = by_id.get(job_id)
         if record is None:
             drift.jobs.append({"name": kept["name"], "jobId": job_id, "change": "removed", "fields": {}})

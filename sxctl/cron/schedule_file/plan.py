@@ -7,11 +7,13 @@ hand is never changed — a file that names one differently is refused."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConflictError, ErrorCode, UsageError
+from ...errors import ConflictError, ErrorCode, SxctlError, UsageError
 from ...report import Reporter
 from ..policy.file import PolicyOptions
 from ..spend.rules import GuardOptions
@@ -25,7 +27,7 @@ from .read import ScheduleFile
 
 SCHEDULE_KEYS = ("cron", "every", "anchor", "at", "tz")
 #: keys comis keeps for the life of a job (`cron update` refuses them)
-FIXED_KEYS = ("session-strategy", "max-history-turns", "continuation")
+FIXED_KEYS = ("session-strategy", "max-history-turns", "continuation", "agent")
 #: keys whose values the applied record keeps as digests (a prompt, a script)
 LONG_KEYS = ("text", "wake-gate-script")
 
@@ -104,8 +106,8 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
     for name, declared in file.jobs.items():
         record = by_name.get(name)
         if record is None:
-            if declared["at"] is not None and declared["at"] <= now_ms:
-                steps.append(JobStep(name, "passed"))
+            if (declared["at"] if declared["at"] is not None else declared["until"] or now_ms + 1) <= now_ms:
+                steps.append(JobStep(name, "passed"))  # a one-shot's time, or a job's --until, has passed
             else:  # what it will be: the keys that are not their defaults, as a review reads them
                 steps.append(JobStep(name, "add", {key: (None, value) for key, value in declared.items()
                                                    if key in KEYS and value is not None and key != "fold"
@@ -120,7 +122,7 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
         changes = differences(declared, current)
         if record["id"] not in managed:
             if changes:
-                first = ", ".join(f"{key} {_plain(key, old)!r} -> {_plain(key, new)!r}"
+                first = ", ".join(f"{key} {shown(key, old)} -> {shown(key, new)}"
                                   for key, (old, new) in list(changes.items())[:3])
                 raise ConflictError(f"{file.path}: jobs.{name}: a job made by hand has this name and differs from "
                                     f"the file ({first}); apply never changes such a job", code=ErrorCode.NAME_TAKEN,
@@ -141,12 +143,14 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
         managed_job = record["id"] in managed
         steps.append(JobStep(record["name"], ("remove" if prune else "kept") if managed_job else "unmanaged",
                              job_id=record["id"]))
-        if managed_job and not prune:
-            kept_record[record["id"]] = managed[record["id"]]
+        if managed_job and not prune:  # as it is now: a rename by hand is no drift once an apply kept it
+            kept_record[record["id"]] = {**managed[record["id"]], "name": record["name"]}
     ws_changes = {key: (workspace_setting(policy, key), value) for key, value in file.workspace.items()
                   if not same_setting(key, workspace_setting(policy, key), value)}
+    live = {record["id"] for record in store["jobs"]}
     record_changes = ((applied["digest"], applied["file"]) != (file.digest, file_label)
-                      or applied["jobs"] != kept_record
+                      or {job_id: kept for job_id, kept in applied["jobs"].items()
+                          if not kept.get("pruned") or job_id in live} != kept_record
                       or {**applied["workspace"], **file.workspace} != applied["workspace"])
     return Plan(file, steps, ws_changes, record_changes)
 
@@ -176,41 +180,47 @@ def _plain(key: str, value: Any) -> Any:
 def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, workspace: Path, default_project: str,
               agent_id: str, max_jobs: int, now_ms: int, report: Reporter, file_label: str) -> list[str]:
     """Make the plan's changes to `store` and `policy` (documents, edited in place; the caller
-    writes them, both or neither): removals, then updates, then additions, then the policy
-    edits of each, the workspace settings, and the record of this apply. The warnings comis's
-    rules give (a target without .scorpiox/, a job faster than the pass) are returned."""
+    writes them, both or neither): updates, then additions, then the policy edits of each, the
+    workspace settings, and the record of this apply. The jobs to remove are not removed here:
+    the record marks them `pruned`, still managed, and `remove_pruned` removes them in a
+    transaction of its own after this one is written — a kill between leaves each one whole,
+    with its policy, for the next `apply --prune` (a removal written with the policy file first
+    would drop its policy while the store still runs it). The warnings comis's rules give (a
+    target without .scorpiox/, a job faster than the pass) are returned; an error names the job."""
     warnings: list[str] = []
     notes: list[str] = []
     policy_edits = []
     for step in plan.steps:
-        if step.action == "remove":
-            authoring.remove_job(store, step.name)
-    for step in plan.steps:
-        if step.action != "update":
+        if step.action not in ("update", "add"):
             continue
         declared = plan.file.jobs[step.name]
-        spec = spec_of(declared, set(step.changes), adding=False, workspace=workspace)
-        effective: dict[str, Any] = {}
-        authoring.update_job(store, step.name, spec, default_project=default_project, now_ms=now_ms, report=report,
-                             workspace=workspace, notes=notes, warnings=warnings,
-                             policy_entry=lambda job_id: policy["jobs"].get(job_id, {}), effective=effective)
-        _clear(store, step.name, declared, set(step.changes))
-        policy_edits.append(job_change(step.name, spec, resumed=spec.resumed, notes=notes, effective=effective))
-    for step in plan.steps:
-        if step.action != "add":
-            continue
-        spec = spec_of(plan.file.jobs[step.name], set(KEYS), adding=True, workspace=workspace)
-        authoring.add_job(store, step.name, spec, agent_id=agent_id, default_project=default_project, now_ms=now_ms,
-                          workspace=workspace, max_jobs=max_jobs, notes=notes, warnings=warnings)
-        policy_edits.append(job_change(step.name, spec))
-    for edit in policy_edits:
+        with about_job(plan.file.path, step.name):
+            if step.action == "update":
+                spec = spec_of(declared, set(step.changes), adding=False, workspace=workspace)
+                effective: dict[str, Any] = {}
+                authoring.update_job(store, step.name, spec, default_project=default_project, now_ms=now_ms,
+                                     report=report, workspace=workspace, notes=notes, warnings=warnings,
+                                     policy_entry=lambda job_id: policy["jobs"].get(job_id, {}), effective=effective)
+                _clear(store, step.name, declared, set(step.changes))
+                policy_edits.append((step.name, job_change(step.name, spec, resumed=spec.resumed, notes=notes,
+                                                           effective=effective)))
+            else:
+                spec = spec_of(declared, set(KEYS), adding=True, workspace=workspace)
+                authoring.add_job(store, step.name, spec, agent_id=declared["agent"] or agent_id,
+                                  default_project=default_project, now_ms=now_ms, workspace=workspace,
+                                  max_jobs=max_jobs, notes=notes, warnings=warnings)
+                policy_edits.append((step.name, job_change(step.name, spec)))
+    for name, edit in policy_edits:
         if edit is not None:
-            edit(policy, store, now_ms)
+            with about_job(plan.file.path, name):
+                edit(policy, store, now_ms)
     for key, (_now, declared) in plan.workspace.items():
         _set_workspace(policy, key, declared, now_ms)
     by_name = {record["name"]: record for record in store["jobs"]}
     before = applied_of(policy)["jobs"]
-    managed = {step.job_id: before[step.job_id] for step in plan.steps if step.action == "kept"}
+    managed = {step.job_id: ({**before[step.job_id], "name": step.name} if step.action == "kept"
+                             else {**before[step.job_id], "pruned": True})
+               for step in plan.steps if step.action in ("kept", "remove") and step.job_id is not None}
     for name in plan.file.jobs:
         record = by_name.get(name)
         if record is not None:
@@ -222,6 +232,27 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
     for note in notes:
         report.note(note)
     return warnings
+
+
+def remove_pruned(store: dict[str, Any], policy: dict[str, Any]) -> list[str]:
+    """Remove the jobs the last apply marked `pruned` that are still in the store (the second
+    transaction of an `apply --prune`); their names."""
+    pruned = {job_id for job_id, kept in applied_of(policy)["jobs"].items() if kept.get("pruned")}
+    removed = [record["name"] for record in store["jobs"] if record["id"] in pruned]
+    for name in removed:
+        authoring.remove_job(store, name)
+    return removed
+
+
+@contextmanager
+def about_job(path: Path, name: str) -> Iterator[None]:
+    """An error of comis's rules while a job of the file is made: it names the file and the job."""
+    try:
+        yield
+    except SxctlError as error:
+        error.message = f"{path}: jobs.{name}: {error.message}"
+        error.args = (error.message,)
+        raise
 
 
 def _set_workspace(policy: dict[str, Any], key: str, declared: Any, now_ms: int) -> None:

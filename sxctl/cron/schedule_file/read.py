@@ -9,6 +9,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -21,21 +22,29 @@ from ...errors import NotFoundError, SxctlError, UsageError
 from ...fsio import read_data_file
 from ...timeparse import parse_duration_ms, parse_time_in_zone_ms, parse_time_ms
 from ..policy.file import PolicyOptions, apply_options, parse_active_days
-from ..policy.keys import MAX_CATCHUP, unsafe_text
+from ..policy.keys import unsafe_text
 from ..run.pings import check_ping_url
-from ..spend.rules import GuardOptions, apply_guards
+from ..spend.rules import GuardOptions
 from ..store.authoring import PAYLOAD_KINDS, TEXT_LIMIT, WAKE_GATE_LIMIT, check_name
+from ..store.schema_kit import MAX_SAFE_INT
 from ..store.targets import stored_project
 from ..timeline.schedule import CronPattern, honoured_zone_name
 from .declared import DAYS, KEPT, KEYS, SOURCES, default_of
 from .lines import KeyLines
+from .workspace_table import WorkspaceTable
 
 DEFAULT_NAME = "sxctl.toml"
+MAX_KEY_PARTS = 16  # `[jobs.NAME]` and `jobs.NAME.key` have a few
 FILE_CAP = 1024 * 1024  # a schedule file of 1,000 jobs with long prompts is well under this
-WORKSPACE_KEYS = ("max-catchup", "budget", "maintenance")
-BUDGET_KEYS = ("rate-limit-ceiling", "max-session-tokens", "max-tokens-per-day", "on-missing-usage")
-WINDOW_KEYS = ("from", "until", "reason")
 #: keys a file may not give, and what to give instead
+#: the bounds of the whole-number keys (the flags' ranges; comis's and the policy file's)
+INT_RANGES = {"max-unconsumed": (0, 1000), "max-runs-per-day": (0, 100_000), "max-runs": (0, MAX_SAFE_INT),
+              "max-dependency-errors": (0, MAX_SAFE_INT), "max-history-turns": (1, 20),
+              "max-session-tokens": (0, MAX_SAFE_INT), "max-tokens-per-day": (0, MAX_SAFE_INT),
+              "rate-limit-ceiling": (0, 1)}
+#: the words a flag takes for "none" (the default): the same value as leaving the key out
+CLEARS = {"until": ("none",), "active-hours": ("none",), "active-days": ("none",), "host": ("any",),
+          "on-missing-usage": ("default",)}
 #: keys people write for another one
 ALIASES = {"timezone": "tz", "zone": "tz", "TZ": "tz", "message": "text", "prompt": "text", "expr": "cron",
            "schedule": "cron", "interval": "every", "project": "to-project", "session": "to"}
@@ -57,7 +66,7 @@ class ScheduleFile:
     notes: list[str] = field(default_factory=list)  # what it leaves as it is here (an unset variable)
 
 
-class _Reader:
+class _Reader(WorkspaceTable):
     """The checks of one file, with its path and lines for the messages."""
 
     def __init__(self, path: Path, text: str, environ: Mapping[str, str], now_ms: int, workspace: Path):
@@ -83,8 +92,10 @@ class _Reader:
         if key in REFUSED:
             return self.error(table, key, "not a key of a schedule file", hint=REFUSED[key])
         close = [ALIASES[key]] if ALIASES.get(key) in known else difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f"a job takes the keys of `cron add`: {', '.join(known)}" if table[:1] == ("jobs",) else \
+            f"the keys here: {', '.join(known)}"
         return self.error(table, key, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else ""),
-                          hint=None if close else f"a job takes the keys of `cron add`: {', '.join(known)}")
+                          hint=None if close else hint)
 
     # --- the jobs ---------------------------------------------------------------------------------
 
@@ -107,42 +118,56 @@ class _Reader:
             target: str = SOURCES.get(key) or key
             if target in values or (target != key and target in table):
                 raise self.error(where, key, f"give {target} or {key}, not both")
-            values[target] = self.source(where, key, value) if key in SOURCES else self.value(where, key, value)
+            read = self.source(where, key, value) if key in SOURCES else self.value(where, key, value)
+            if read is not None or key == "ping-url-env":  # `until = "none"`: as if left out
+                values[target] = read
         gate = table.get("wake-gate")
         self.gate_language = "ts" if isinstance(gate, str) and gate.endswith((".ts", ".mts")) else "js"
         kept = ["anchor"] if "anchor" not in table else []
         kept += ["paused"] if "paused" not in table else []
-        kept += ["ping-url"] if "ping-url-env" in table and values["ping-url"] is None else []
+        kept += ["agent"] if "agent" not in table else []
+        kept += ["ping-url"] if "ping-url-env" in table and values["ping-url"] is None and \
+            table["ping-url-env"] not in self.environ else []
         declared = self.declared(where, values)
         declared[KEPT] = kept
         return declared
 
     def source(self, where: tuple[str, ...], key: str, value: Any) -> Any:
-        """A value the file points at: an environment variable, a file beside the schedule file."""
+        """A value the file points at: an environment variable, or a file in the schedule file's
+        folder (or below it: a file elsewhere is refused — a change to the file in review must not
+        read a secret into a job's message; links are followed, as a ConfigMap mount needs)."""
         if not isinstance(value, str) or not value:
-            raise self.error(where, key, "must be a string")
+            raise self.error(where, key, "must be a variable name" if key == "ping-url-env" else "must be a file name")
         if key == "ping-url-env":
             if value not in self.environ:  # the job's URL is left as it is (KEPT)
                 self.notes.append(f"jobs.{where[1]}: {value} is not set here: its ping URL is left as the job has it")
                 return None
             url = self.environ[value]
+            if url == "none":
+                return None
             with self.about(where, key):
                 check_ping_url(url)
             return url
-        path = self.path.parent / value
+        folder = os.path.realpath(self.path.parent)
+        path = Path(os.path.realpath(self.path.parent / value))
+        if not str(path).startswith(folder + os.sep):
+            raise self.error(where, key, f"{value} is not in the schedule file's folder {folder}: a {key} is read "
+                             "from beside the schedule file (or below it)")
         cap = TEXT_LIMIT if key == "text-file" else WAKE_GATE_LIMIT
         try:
             data = read_data_file(path, cap)
         except SxctlError as error:
-            raise self.error(where, key, f"cannot read {path}: {error.message}") from None
+            raise self.error(where, key, f"cannot read {value}: {error.message}") from None
         if data is None:
-            raise self.error(where, key, f"no file {path}")
+            raise self.error(where, key, f"no file {value}")
+        if key == "text-file":  # one trailing line break removed, as `cron add --text-file` does
+            data = data[:-2] if data.endswith(b"\r\n") else data[:-1] if data.endswith(b"\n") else data
         if len(data) > cap:
-            raise self.error(where, key, f"{path} is larger than {cap // 1024} KiB")
+            raise self.error(where, key, f"{value} is larger than {cap // 1024} KiB")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise self.error(where, key, f"{path} is not UTF-8 text") from None
+            raise self.error(where, key, f"{value} is not UTF-8 text") from None
 
     def value(self, where: tuple[str, ...], key: str, value: Any) -> Any:
         """A key's TOML value, of the type its kind takes, normalized."""
@@ -156,6 +181,9 @@ class _Reader:
         if kind in ("int", "fraction"):
             if isinstance(value, bool) or not isinstance(value, (int, float) if kind == "fraction" else int):
                 raise self.error(where, key, "must be a number" if kind == "fraction" else "must be a whole number")
+            low, high = INT_RANGES.get(key, (0, 1))
+            if not low <= value <= high:
+                raise self.error(where, key, f"must be from {low} to {high}")
             return value
         if kind == "duration":
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
@@ -174,6 +202,8 @@ class _Reader:
             raise self.error(where, key, "must be a string")
         if kind != "text" and (why := unsafe_text(value)) is not None:
             raise self.error(where, key, f"not a value sxctl keeps: {why}")
+        if value in CLEARS.get(key, ()):
+            return None  # the flag's word for "not set" (`--until none`, `--host any`): the default
         return value
 
     def declared(self, where: tuple[str, ...], values: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +217,7 @@ class _Reader:
         if not values.get("text"):
             raise self.error(where, None, "text is required (text = \"...\" or text-file = \"FILE\")")
         declared = {key: default_of(key, payload) for key in KEYS}
-        declared.update(values, payload=payload)
+        declared.update(values, payload=payload, agent=values.get("agent"))  # no agent: the command's
         schedules = [key for key in ("cron", "every", "at") if key in values]
         if len(schedules) != 1:
             raise self.error(where, schedules[1] if schedules else None,
@@ -199,6 +229,11 @@ class _Reader:
         fold = values.get("fold")
         if fold not in (None, "earlier", "later"):
             raise self.error(where, "fold", f"invalid fold {fold!r}: earlier or later")
+        if fold is not None and "at" not in values and "anchor" not in values:
+            raise self.error(where, "fold", "fold picks one reading of an ambiguous at or anchor time")
+        if values.get("tz") == "local":
+            raise self.error(where, "tz", "give an IANA zone (e.g. Europe/Berlin): `local` is each host's own, and "
+                             "one file is applied on many hosts")
         if "cron" in values:
             with self.about(where, "cron"):
                 CronPattern.parse(values["cron"])
@@ -242,7 +277,7 @@ class _Reader:
         for key in values:
             if ((key in agent_only and payload != "agent-turn") or (key == "wake-mode" and payload != "heartbeat-event")
                     or (key in ("to", "to-project", "tenant") and payload == "heartbeat-event")):
-                raise self.error(where, key, f"not a key of a {payload} job")
+                raise self.error(where, key, f"not a key of {'an' if payload[0] in 'aeiou' else 'a'} {payload} job")
         if "wake-gate-script" in values:
             declared["wake-gate-language"] = values.get("wake-gate-language", self.gate_language)
         elif "wake-gate-language" in values or "wake-gate-timeout" in values:
@@ -270,71 +305,12 @@ class _Reader:
             key = next((k for k in values if f"--{k}" in error.message), None)
             raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
 
-    # --- the workspace ------------------------------------------------------------------------------
-
-    def workspace(self, table: Any) -> dict[str, Any]:
-        """`[workspace]`: `max-catchup`, `[workspace.budget]`, `[workspace.maintenance]` — each as
-        the policy file keeps it (None: cleared); a setting the file leaves out is not managed."""
-        where = ("workspace",)
-        if not isinstance(table, dict):
-            raise self.error(where, None, "must be a table")
-        found: dict[str, Any] = {}
-        for key, value in table.items():
-            if key not in WORKSPACE_KEYS:
-                raise self.unknown(where, key, list(WORKSPACE_KEYS))
-            if key == "max-catchup":
-                if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CATCHUP:
-                    raise self.error(where, key, f"must be a whole number from 0 (no budget) to {MAX_CATCHUP}")
-                found[key] = value or None
-            elif key == "budget":
-                found[key] = self.budget(value)
-            else:
-                found[key] = self.window(value)
-        return found
-
-    def budget(self, table: Any) -> dict[str, Any] | None:
-        where = ("workspace", "budget")
-        if not isinstance(table, dict):
-            raise self.error(where, None, "must be a table")
-        for key in table:
-            if key not in BUDGET_KEYS:
-                raise self.unknown(where, key, list(BUDGET_KEYS))
-        budget: dict[str, Any] = {}
-        try:
-            apply_guards(budget, GuardOptions(*(table.get(key) for key in BUDGET_KEYS)))
-        except (UsageError, TypeError) as error:
-            raise self.error(where, None, getattr(error, "message", "invalid value")) from None
-        return budget or None
-
-    def window(self, table: Any) -> dict[str, Any] | None:
-        where = ("workspace", "maintenance")
-        if not isinstance(table, dict):
-            raise self.error(where, None, "must be a table")
-        for key in table:
-            if key not in WINDOW_KEYS:
-                raise self.unknown(where, key, list(WINDOW_KEYS))
-        if not table:
-            return None
-        if "until" not in table or not isinstance(table.get("reason"), str) or not table["reason"]:
-            raise self.error(where, None, "a maintenance window needs until = TIME and reason = \"...\"")
-        times = {key: self.value(where, "until", table[key]) for key in ("from", "until") if key in table}
-        try:
-            window = {key: parse_time_in_zone_ms(text, "UTC", self.now_ms) for key, text in times.items()}
-        except UsageError as error:
-            raise self.error(where, None, error.message) from None
-        reason = table["reason"]
-        if (why := unsafe_text(reason)) is not None or len(reason) > 200:
-            raise self.error(where, "reason", why or "at most 200 characters")
-        if window.get("from") is not None and window["until"] <= window["from"]:
-            raise self.error(where, "until", "a maintenance window must end after it starts")
-        return {"fromMs": window.get("from"), "untilMs": window["until"], "reason": reason}
-
 
 def read_schedule_file(path: Path, *, environ: Mapping[str, str] = os.environ, now_ms: int,
                        workspace: Path) -> ScheduleFile:
     """The schedule file at `path`, checked (exit 2 naming the file, line and key; exit 3 when
     there is none), for the workspace folder `workspace` (target projects are stored relative to it)."""
-    raw = read_data_file(path, FILE_CAP)
+    raw = read_data_file(Path(os.path.realpath(path)), FILE_CAP)  # a link is followed (a ConfigMap mount)
     if raw is None:
         raise NotFoundError(f"no schedule file at {path}", hint="give -f FILE, or write one from today's jobs: "
                             f"sxctl cron dump > {DEFAULT_NAME}")
@@ -363,6 +339,10 @@ def parse_toml(path: Path, raw: bytes) -> tuple[str, dict[str, Any]]:
     except UnicodeDecodeError as error:
         line = raw[:error.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line}: not UTF-8 text (byte {error.start})") from None
+    deep = re.compile(rf"\s*\[*\s*[\w\"'-]+(?:\s*\.\s*[\w\"'-]+){{{MAX_KEY_PARTS},}}")
+    for number, row in enumerate(text.splitlines(), 1):
+        if deep.match(row):  # TOML's reader slows past any bound on dotted keys: 40,000 parts took 22 s
+            raise UsageError(f"{path}:{number}: not a schedule file: a key of more than {MAX_KEY_PARTS} dotted parts")
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

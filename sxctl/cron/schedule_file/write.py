@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
 from ...timeparse import duration_text
+from ..policy.keys import unsafe_text
 from .declared import KEYS, declared_of, default_of, instant_text, wall_text
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -18,9 +20,15 @@ _ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"'
 
 
 def toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and control characters escaped."""
-    return '"' + "".join(_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch)
-                         for ch in text) + '"'
+    """A TOML basic string: quotes, backslashes and control characters escaped, and the characters
+    that can disguise a line in a review (C1 controls, bidi overrides, line separators) too."""
+    return '"' + "".join(_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if _hidden(ch) else ch) for ch in text) + '"'
+
+
+def _hidden(ch: str) -> bool:
+    """A character TOML must escape (C0, DEL) or a reader would not see (Cc, Cf, Zl, Zp); a lone
+    surrogate cannot be written at all (the job is left out: `declarable_name`)."""
+    return ord(ch) < 0x20 or unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
 
 
 def toml_key(key: str) -> str:
@@ -68,6 +76,11 @@ def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *,
         if declared is None:
             left_out.append(f"{record['name']}: a schedule file cannot declare it (a built-in job, or a target or "
                             "setting `cron add` cannot make)")
+            continue
+        if unsafe_text(record["name"]) is not None or any(0xD800 <= ord(ch) <= 0xDFFF for ch in
+                                                          "".join(v for v in declared.values() if isinstance(v, str))):
+            left_out.append(f"{record['name']!r}: its name or a value holds a character a schedule file refuses "
+                            "(rename it with `cron update --new-name`)")
             continue
         body = []
         for key in KEYS:

@@ -134,7 +134,7 @@ def test_a_hand_made_job_is_adopted_only_as_it_is(project):
     files = scheduler_files(project)
     refused = sx(project, "cron", "apply")
     assert refused.code == 4
-    assert "a job made by hand has this name and differs from the file (cron '0 9 * * 1-5' -> '0 10 * * 1-5')" \
+    assert "a job made by hand has this name and differs from the file (cron 0 9 * * 1-5 -> 0 10 * * 1-5)" \
         in refused.err
     assert len(refused.err.strip().splitlines()) <= 2
     assert scheduler_files(project) == files
@@ -370,3 +370,146 @@ def test_quiet_apply_prints_nothing_when_nothing_changes_and_a_past_one_shot_is_
     assert again.code == 0 and again.out == ""
     loud = sx(project, "cron", "plan")
     assert "jobs.once: its time has passed: not added" in loud.err
+
+
+# --- the attacker's round ----------------------------------------------------------------------------
+
+def test_dump_never_writes_over_the_schedulers_files_or_through_what_is_not_a_file(project):
+    write(project, STANDUP)
+    assert sx(project, "cron", "apply").code == 0
+    files = scheduler_files(project)
+    for target in (".scheduler/cron-jobs.json", ".scheduler/sxctl-policy.json", ".scheduler/../.scheduler/x.toml",
+                   str(project.root / ".scorpiox" / "sxctl.toml")):
+        refused = sx(project, "cron", "dump", "-o", target)
+        assert refused.code == 2 and "inside a .scorpiox/ or .scheduler/ folder" in refused.err, target
+    assert sx(project, "cron", "dump", "-o", "").code == 5  # "." is a folder: nothing written
+    assert sx(project, "cron", "dump", "-o", "no/such/folder/x.toml").code == 3
+    os.mkfifo(project.root / "fifo.toml")
+    assert sx(project, "cron", "dump", "-o", "fifo.toml").code == 5
+    (project.root / "real.toml").write_text("")
+    (project.root / "link.toml").symlink_to(project.root / "real.toml")
+    assert sx(project, "cron", "dump", "-o", "link.toml").code == 5 and (project.root / "real.toml").read_text() == ""
+    assert scheduler_files(project) == files
+    assert sx(project, "cron", "dump", "-o", "out.toml").code == 0 and "[jobs.standup]" in (
+        project.root / "out.toml").read_text()
+
+
+def test_files_a_job_reads_are_beside_the_schedule_file_and_a_linked_file_is_followed(project, tmp_path):
+    outside = tmp_path / "secret.txt"
+    outside.write_text("OUTSIDE SECRET\n")
+    for value in (str(outside), "../secret.txt"):
+        write(project, f'[jobs.a]\ncron = "0 9 * * *"\ntext-file = "{value}"\n')
+        refused = sx(project, "cron", "plan")
+        assert refused.code == 2 and "is not in the schedule file's folder" in refused.err
+        assert "OUTSIDE SECRET" not in refused.out + refused.err
+    (project.root / "prompts").mkdir()
+    (project.root / "prompts" / "a.md").write_text("hello\n")
+    mounted = tmp_path / "mount"  # a ConfigMap: the file is a link into a folder beside it
+    mounted.mkdir()
+    (mounted / "sxctl.toml").write_text('[jobs.a]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n')
+    (project.root / "sxctl.toml").unlink()
+    (project.root / "sxctl.toml").symlink_to(mounted / "sxctl.toml")
+    (mounted / "prompts").symlink_to(project.root / "prompts")
+    linked = sx(project, "cron", "plan")  # a ConfigMap-like link is followed; what it names is beside it
+    assert linked.code == 0 and "text: 'hello'" in linked.out
+    (project.root / "sxctl.toml").unlink()
+    write(project, '[jobs.a]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n')
+    assert sx(project, "cron", "apply").code == 0
+    assert jobs_of(project)["a"]["payload"]["message"] == "hello"  # one line break removed, as --text-file does
+    assert sx(project, "cron", "add", "b", "--cron", "0 9 * * *", "--payload", "agent-turn",
+              "--text-file", "prompts/a.md").code == 0
+    write(project, '[jobs.a]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n\n'
+                   '[jobs.b]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n')
+    assert sx(project, "cron", "apply").code == 0  # the hand-made b is adopted: the same text
+
+
+@pytest.mark.parametrize("nth", [2, 3])  # the first transaction's store rename; the removal's own
+def test_a_prune_killed_between_its_writes_keeps_the_job_whole_and_managed(project, monkeypatch, nth):
+    from sxctl.api import apply_schedule
+    from tests.conftest import killed_at
+
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    nightly = jobs_of(project)["nightly"]["id"]
+    write(project, STANDUP.replace("Run the", "Now run the"))
+    monkeypatch.chdir(project.root)
+    killed_at(monkeypatch, "before-rename", lambda: apply_schedule(prune=True, clock=FakeClock(NOW)), nth=nth)
+    assert "nightly" in jobs_of(project)
+    policy = json.loads((project.root / ".scheduler" / "sxctl-policy.json").read_bytes())
+    assert policy["jobs"][nightly]["holdMaxMs"] == 7_200_000  # its policy kept while it is in the store
+    drift = sx(project, "--json", "status").json()["cron"]["schedule_drift"]["jobs"]
+    assert "nightly" not in [job["name"] for job in drift]  # (the first write ahead of the store: standup's text)
+    assert "- remove nightly" in sx(project, "cron", "plan", "--prune").out
+    assert "! keep" in sx(project, "cron", "plan").out
+    assert "- removed nightly" in sx(project, "cron", "apply", "--prune").out
+    assert set(jobs_of(project)) == {"standup"}
+    assert sx(project, "cron", "plan", "--prune", "--detailed-exitcode").code == 0
+
+
+def test_the_words_a_flag_takes_for_none_converge_and_no_secret_reaches_json(project):
+    write(project, '[jobs.c]\nevery = "1h"\npayload = "heartbeat-event"\ntext = "x"\non-missing-usage = "default"\n'
+                   'active-hours = "none"\nuntil = "none"\nhost = "any"\nactive-days = "none"\njitter = 0\n'
+                   'ping-url-env = "C_PING"\n')
+    env = project.env(NO_COLOR="1", C_PING="none")
+    assert sx(project, "cron", "apply", env=env).code == 0
+    assert sx(project, "cron", "plan", "--detailed-exitcode", env=env).code == 0
+    assert sx(project, "cron", "update", "c", "--ping-url", "https://hc.example/SECRET").code == 0
+    for args in (("--json", "status"), ("--json", "cron", "plan"), ("--json", "cron", "apply", "--dry-run")):
+        assert "SECRET" not in sx(project, *args, env=env).out, args
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("max-runs = -1", "jobs.c.max-runs: must be from 0 to"), ("max-unconsumed = 1001", "must be from 0 to 1000"),
+    ("max-runs-per-day = 100001", "must be from 0 to 100000"), ("every = inf", "jobs.c.every: invalid every inf"),
+    ("hold-max = nan", "jobs.c.hold-max: invalid hold-max nan"), ("jitter = 1e400", "jobs.c.jitter: invalid jitter"),
+    ("fold = \"later\"", "jobs.c.fold: fold picks one reading"), ('tz = "local"', "jobs.c.tz: give an IANA zone"),
+    ("a" + ".a" * 40 + " = 1", "a key of more than 16 dotted parts"),
+])
+def test_values_apply_would_refuse_are_refused_by_plan_naming_the_key(project, line, message):
+    write(project, f'[jobs.c]\ncron = "0 9 * * *"\ntext = "x"\n{line}\n')
+    for command in ("plan", "apply"):
+        result = sx(project, "cron", command)
+        assert result.code == 2 and message in result.err, (command, result.err)
+        assert "internal" not in result.err
+
+
+def test_a_record_edited_by_hand_and_a_rename_by_hand_are_read_not_crashed_on(project):
+    write(project, TWO_JOBS)
+    assert sx(project, "cron", "apply").code == 0
+    path = project.root / ".scheduler" / "sxctl-policy.json"
+    policy = json.loads(path.read_bytes())
+    job = next(iter(policy["applied"]["jobs"].values()))
+    job["declared"].update({"hold-max": "x", "anchor": "y", "every": "1h"})
+    path.write_text(json.dumps(policy))
+    for args in (("cron", "plan"), ("doctor",), ("status",)):
+        assert sx(project, *args).code in (0, 9), args
+    assert sx(project, "cron", "apply").code == 0
+    assert sx(project, "cron", "update", "nightly", "--name", "night").code == 0
+    assert "renamed by hand" in sx(project, "cron", "plan").out
+    assert sx(project, "cron", "apply").code == 0  # nightly made again; `night` kept, as it is now
+    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+
+
+def test_dump_leaves_out_what_a_file_cannot_hold_and_keeps_the_agent(project, tmp_path):
+    assert sx(project, "cron", "add", "nl\nname", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
+    assert sx(project, "--agent", "other", "cron", "add", "their\u202ejob", "--every", "1h", "--payload",
+              "heartbeat-event", "--text", "x").code == 0
+    dumped = sx(project, "cron", "dump")
+    assert "'nl\\nname': its name or a value holds a character" in dumped.err
+    assert '[jobs."their\\u202Ejob"]' in dumped.out and 'agent = "other"' in dumped.out and "\u202e" not in dumped.out
+    fresh = tmp_path / "fresh"
+    (fresh / ".scorpiox").mkdir(parents=True)
+    (fresh / "sxctl.toml").write_text(dumped.out)
+    assert project.run("cron", "apply", clock=FakeClock(NOW), cwd=fresh).code == 0
+    made = json.loads((fresh / ".scheduler" / "cron-jobs.json").read_bytes())["jobs"]
+    assert [(job["name"], job["agentId"]) for job in made] == [("their\u202ejob", "other")]
+
+
+def test_plan_takes_max_jobs_and_a_job_whose_until_has_passed_is_not_added(project):
+    many = "".join(f'[jobs.j{n}]\nevery = "1h"\npayload = "heartbeat-event"\ntext = "x"\n\n' for n in range(3))
+    write(project, many)
+    assert sx(project, "cron", "plan", "--max-jobs", "2").code == 4
+    assert sx(project, "cron", "plan", "--max-jobs", "3").code == 0
+    write(project, '[jobs.old]\nevery = "1h"\ntext = "x"\nuntil = "2026-01-01T00:00:00Z"\n')
+    result = sx(project, "cron", "apply")
+    assert result.code == 0 and "jobs.old: its time has passed: not added" in result.err
