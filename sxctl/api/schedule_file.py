@@ -126,17 +126,17 @@ def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False
         said["warnings"] = carry_out(plan, store, policy, workspace=ws.root, default_project=default_project,
                                      agent_id=default_agent_id(store, agent, environ), max_jobs=max_jobs,
                                      now_ms=now, report=reporter(report), file_label=_label(ws, path))
+        removing.update(step.job_id for step in plan.steps if step.action == "remove" and step.job_id)
+        remove_pruned(store, policy)
         said["plan"], said["policy"] = plan, policy
 
     def policy_change(policy: dict[str, Any], store: dict[str, Any], now: int) -> None:
         policy.clear()
         policy.update(said["policy"])
 
+    removing: set[str] = set()  # kept in the policy file written first: see `carry_out`
     mutate_store(ws, change, clock=clock, report=report, create=True, lock_wait_s=lock_wait,
-                 policy_change=policy_change)
-    if any(step.action == "remove" for step in said["plan"].steps):  # its own transaction: see `carry_out`
-        mutate_store(ws, lambda store, now: remove_pruned(store, read_policy(ws)), clock=clock, report=report,
-                     lock_wait_s=lock_wait)
+                 policy_change=policy_change, removing=removing)
     for warning in said["warnings"]:
         reporter(report).warn(warning)
     return SchedulePlan(ws, path, said["plan"], drift_of(store_or_empty(ws), read_policy(ws), ws.root), applied=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,11 +180,13 @@ def read_policy(ws: Workspace) -> dict[str, Any]:
     return policy if policy is not None else {"formatVersion": 1, "jobs": {}}
 
 
-def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock) -> None:
+def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock,
+                 removing: Collection[str] = ()) -> None:
     """Replace the file atomically (0600) while holding the store lock; entries of jobs no longer
-    in `store` are dropped, and the file never outgrows FILE_CAP (`fit_to_cap`). Nothing is
-    written when nothing changed."""
-    ids = {job["id"] for job in store["jobs"]}
+    in `store` are dropped — but those of the jobs `removing`, which the store written next
+    removes (a kill before it leaves them running: with their policy), and the next write drops
+    — and the file never outgrows FILE_CAP (`fit_to_cap`). Nothing is written when nothing changed."""
+    ids = {job["id"] for job in store["jobs"]} | set(removing)
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
     top = {key: policy[key] for key in WORKSPACE_KEYS if policy.get(key)}  # the workspace's own settings
     doc = {"formatVersion": format_version(kept, top), "jobs": kept, **top}

@@ -182,10 +182,10 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
     """Make the plan's changes to `store` and `policy` (documents, edited in place; the caller
     writes them, both or neither): updates, then additions, then the policy edits of each, the
     workspace settings, and the record of this apply. The jobs to remove are not removed here:
-    the record marks them `pruned`, still managed, and `remove_pruned` removes them in a
-    transaction of its own after this one is written — a kill between leaves each one whole,
-    with its policy, for the next `apply --prune` (a removal written with the policy file first
-    would drop its policy while the store still runs it). The warnings comis's rules give (a
+    the record marks them `pruned`, still managed, and `remove_pruned` removes them from the
+    store; the policy file, written first, keeps their entries (`mutate_store(removing=…)`), so
+    a kill between the two writes leaves each one whole, with its policy, for the next `apply
+    --prune`. The warnings comis's rules give (a
     target without .scorpiox/, a job faster than the pass) are returned; an error names the job."""
     warnings: list[str] = []
     notes: list[str] = []
@@ -235,8 +235,7 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
 
 
 def remove_pruned(store: dict[str, Any], policy: dict[str, Any]) -> list[str]:
-    """Remove the jobs the last apply marked `pruned` that are still in the store (the second
-    transaction of an `apply --prune`); their names."""
+    """Remove the jobs the record marks `pruned` that are still in the store; their names."""
     pruned = {job_id for job_id, kept in applied_of(policy)["jobs"].items() if kept.get("pruned")}
     removed = [record["name"] for record in store["jobs"] if record["id"] in pruned]
     for name in removed:

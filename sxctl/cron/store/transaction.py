@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,11 +57,13 @@ def mutate_store(
     report: Reporter | None = None,
     create: bool = False,
     policy_change: PolicyChange | None = None,
+    removing: Collection[str] = (),
 ) -> Mutation:
     """The mutation procedure of cron-store.md §9: lock, strict re-read, prune, change, validate,
     write. `change(store, now_ms)` edits the store in place and returns the command's outcome;
     `policy_change(policy, store, now_ms)` edits sxctl's policy file, written (first) under the
-    same lock."""
+    same lock, keeping the entries of the jobs `removing` (ids; filled in by `change` at the
+    latest) that the store written after it removes."""
     report = report or Reporter()
     refuse_if_daemon_owns(ws, environ, report)
     refuse_if_reset_pending(ws)
@@ -85,7 +87,7 @@ def mutate_store(
         outcome = change(working, now)
         if policy_change is not None:
             policy_change(policy, working, now)
-            write_policy(ws, policy, working, lock)
+            write_policy(ws, policy, working, lock, removing)
         write_store(ws, working, lock)
     return Mutation(working, outcome)
 

@@ -423,7 +423,7 @@ def test_files_a_job_reads_are_beside_the_schedule_file_and_a_linked_file_is_fol
     assert sx(project, "cron", "apply").code == 0  # the hand-made b is adopted: the same text
 
 
-@pytest.mark.parametrize("nth", [2, 3])  # the first transaction's store rename; the removal's own
+@pytest.mark.parametrize("nth", [1, 2])  # the policy file's rename, then the store's
 def test_a_prune_killed_between_its_writes_keeps_the_job_whole_and_managed(project, monkeypatch, nth):
     from sxctl.api import apply_schedule
     from tests.conftest import killed_at
