@@ -16,7 +16,7 @@ from ..policy.file import record_skip
 from ..policy.job import Job, job_of
 from ..run.ledger import Group, Ledger
 from .catchup import count_skipped
-from .fate import Fate, expiry, timeline
+from .fate import NOT_DUE, RUN, Fate, expiry, timeline
 from .hold import Agents
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 
@@ -163,7 +163,7 @@ class Admission:
         store's next run past them; the fate of the first one it does not skip (`not_due` when
         the next one is not due yet)."""
         skipped: dict[str, list[int]] = {}
-        fate, at = Fate("not_due"), job.next_run_ms
+        fate, at = NOT_DUE, job.next_run_ms
         for step in timeline(job, usage, now, agents=self.agents, budget=OCCURRENCE_BUDGET, due_only=True):
             fate, at = step.fate, step.occurrence_ms
             if fate.action != "skip":
@@ -174,7 +174,7 @@ class Admission:
             if fate.action == "skip" and at is not None:  # the timeline ended on a skip
                 later = job.next_after(at)
                 if later is None:
-                    fate = Fate("run")  # no future occurrence: the pass runs this one and reports it
+                    fate = RUN  # no future occurrence: the pass runs this one and reports it
                 else:  # still due after the budget: the rest go together, up to now, for the same reason
                     assert fate.reason is not None
                     if job.run_at(later[0]) <= now:
@@ -182,7 +182,7 @@ class Admission:
                     found = job.next_after(now) or later
                     at = found[0]
                     after = next(timeline(job, usage, now, first=found, budget=1, due_only=True), None)
-                    fate = after.fate if after is not None else Fate("not_due")
+                    fate = after.fate if after is not None else NOT_DUE
         if at is not None:
             job.record["lifecycle"]["nextRunAtMs"] = at
         if skipped:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
 from ..policy.job import Job
@@ -42,6 +42,12 @@ class Fate:
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "reason": self.reason, "detail": self.detail or None}
+
+
+#: the two fates most occurrences get, made once (a Fate is immutable): a listing of 10,000 jobs
+#: judged each one's next occurrence with a new one
+RUN = Fate("run")
+NOT_DUE = Fate("not_due")
 
 
 def clock_text(ms: int) -> str:
@@ -91,7 +97,7 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
         return expired
     late = now - (job.run_at(occurrence) - occurrence)  # due at its jittered time: as late as now - offset
     if occurrence > late:
-        return Fate("not_due")
+        return NOT_DUE
     if occurrence in job.ran_ahead and not job.one_shot:  # cron/store/clock_repair.py
         return Fate("skip", "ran_ahead", "it ran already, while the clock was ahead (`cron repair --clock`)")
     window = window_at(job.windows, now if job.one_shot else occurrence, now)  # a one-shot waits; recurring skips
@@ -121,7 +127,7 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     if state is not None:
         return Fate("run", "given_up", f"no live agent since {clock_text(state.due_since_ms)}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
-    return Fate("run")
+    return RUN
 
 
 def skip_text(reason: str, job: Job) -> str:
@@ -139,17 +145,17 @@ def skip_text(reason: str, job: Job) -> str:
 
 # --- the timeline ----------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One occurrence of a job's timeline and its fate: due at `occurrence_ms`, run (with the
-    job's --jitter) at `run_ms`; `count` > 1 when a stretch of occurrences outside the active
-    hours is skipped alike in one step."""
+    job's --jitter) at `run_ms`; `occurrences` > 1 when a stretch of occurrences outside the
+    active hours is skipped alike in one step. (A named tuple: immutable, and made for each job of a
+    10,000-job listing at a tuple's cost.)"""
 
     occurrence_ms: int
     run_ms: int
     dst: bool
     fate: Fate
-    count: int = 1
+    occurrences: int = 1
 
 
 def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = None,
@@ -286,7 +292,7 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
             preview.end = fate
             return preview
         if fate.action == "skip":
-            skipped, notes[fate.detail] = skipped + step.count, None
+            skipped, notes[fate.detail] = skipped + step.occurrences, None
             continue
         if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
             notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
