@@ -349,6 +349,21 @@ def read_bytes_capped(path: Path, cap: int) -> bytes:
         os.close(fd)
 
 
+#: the folders whose files the agent (.scorpiox/) and the scheduler (.scheduler/) own
+OWNED_FOLDERS = frozenset((".scorpiox", ".scheduler"))
+
+
+def in_owned_folder(path: str | os.PathLike, owned: tuple[Path, ...] = ()) -> bool:
+    """Whether `path` is inside a .scorpiox/ or .scheduler/ folder (in any case: macOS's
+    .SCHEDULER), as it reads or wherever its links lead, or inside one of the folders `owned`
+    wherever they lead (a workspace's `.scheduler` that is a link to a folder of another name)."""
+    given = Path(os.path.abspath(path))
+    real = Path(os.path.realpath(given))
+    if OWNED_FOLDERS & {part.casefold() for part in (*given.parts, *real.parts)}:
+        return True
+    return any(real == (root := Path(os.path.realpath(folder))) or root in real.parents for folder in owned)
+
+
 def read_data_file(path: Path, cap: int) -> bytes | None:
     """A data file sxctl parses: None when it does not exist, exit 5 naming it when it cannot be
     read; at most `cap + 1` bytes, so the caller can tell a file that is too big."""

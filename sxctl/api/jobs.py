@@ -251,6 +251,8 @@ def _managed_warnings(ws: Workspace, *, name: str | None = None, job_id: str | N
         job_id = next((job["id"] for job in store_or_empty(ws)["jobs"] if job["name"] == name), None)
     if job_id not in applied["jobs"]:
         return []
+    if applied["jobs"][job_id].get("kept"):
+        return [f"it is no longer in {applied['file']}: `sxctl cron apply --prune` removes it"]
     return [f"it is managed by {applied['file']} (`cron apply`): the next apply sets what the file declares again; "
             "change the file instead (`sxctl cron plan` shows the drift)"]
 

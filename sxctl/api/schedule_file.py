@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..cron.policy.file import read_policy
+from ..cron.policy.file import policy_bytes, read_policy
 from ..cron.schedule_file.declared import shown as value_text  # noqa: F401 - how `cron plan` prints a value
 from ..cron.schedule_file.drift import Drift, drift_of
 from ..cron.schedule_file.plan import Plan, carry_out, plan_of, remove_pruned
@@ -19,7 +19,7 @@ from ..cron.schedule_file.read import DEFAULT_NAME, read_schedule_file
 from ..cron.store.file import default_agent_id
 from ..cron.store.schema import validate_store
 from ..cron.store.schema_kit import SchemaError, with_job
-from ..cron.store.transaction import mutate_store
+from ..cron.store.transaction import mutate_store, refuse_clock_behind
 from ..errors import ConflictError, NotFoundError, UsageError
 from ..record import Factory, record
 from ..report import Reporter
@@ -76,17 +76,22 @@ def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False,
     schedule = read_schedule_file(path, environ=environ, now_ms=now, workspace=ws.root)
     store = store_or_empty(ws)
     policy = read_policy(ws)
+    if os.path.lexists(ws.scheduler):  # what apply checks first, plan checks too
+        ws.refuse_symlinks()
+        refuse_clock_behind(ws, store, clock)
     plan = plan_of(schedule, store, policy, ws.root, prune=prune, now_ms=now, file_label=_label(ws, path))
     trial_store = {"formatVersion": 1, "agentSchedulerSeed": "x", **copy.deepcopy(store)}
     trial_policy = copy.deepcopy(policy)
     warnings = carry_out(plan, trial_store, trial_policy, workspace=ws.root, default_project=default_project,
                          agent_id=default_agent_id(store, agent, environ), max_jobs=max_jobs, now_ms=now,
                          report=Reporter(), file_label=_label(ws, path))
+    removing = {step.job_id for step in plan.steps if step.action == "remove" and step.job_id}
     remove_pruned(trial_store, trial_policy)
     try:
         validate_store(trial_store)
     except SchemaError as error:  # a value beyond comis's bounds: what the write would refuse
         raise UsageError(with_job(f"{path}: invalid value for {error.path}: {error.rule}", None)) from None
+    policy_bytes(trial_policy, trial_store, removing, ws.policy)  # past its bounds or its size: as the write
     said = [*schedule.notes, *(f"jobs.{step.name}: its time has passed: not added (a one-shot runs once)"
                                for step in plan.steps if step.action == "passed")]
     for warning in said:
@@ -174,7 +179,8 @@ def dump_schedule(output: str | os.PathLike | None = None, *, workspace=None, pr
     if output is not None:  # never one of the scheduler's or the agent's files, a link, a FIFO or a device
         if not os.fspath(output):
             raise UsageError("-o needs a file name")
-        refuse_owned_place(output, "the schedule file", "write it beside them (sxctl.toml in the workspace folder)")
+        refuse_owned_place(output, "the schedule file", "write it beside them (sxctl.toml in the workspace folder)",
+                           owned=(ws.scheduler, ws.root / ".scorpiox"))
         if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
             raise NotFoundError(f"no folder {os.path.dirname(os.path.abspath(output))} for -o {output}")
         replace_outside_file(Path(output), text.encode("utf-8"), new_mode=0o644)

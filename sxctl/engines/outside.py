@@ -12,25 +12,20 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import InvalidDataError, SystemRefusedError, UsageError
-from ..fsio import PendingFile, read_data_file, refuse_symlink
-
-#: the folders whose files the agent (.scorpiox/) and the scheduler (.scheduler/) own
-OWNED_FOLDERS = frozenset((".scorpiox", ".scheduler"))
+from ..fsio import PendingFile, in_owned_folder, read_data_file, refuse_symlink
 
 #: a crontab file or unit file bigger than this is not one sxctl wrote next to: refused (exit 5);
 #: the cap of sxctl's own settings file (cron.policy.file.FILE_CAP, not imported: its import is heavy)
 OUTSIDE_FILE_CAP = 8 * 1024 * 1024
 
 
-def refuse_owned_place(path: str | os.PathLike, what: str, instead: str) -> None:
+def refuse_owned_place(path: str | os.PathLike, what: str, instead: str, *, owned: tuple[Path, ...] = ()) -> None:
     """THE rule for every file sxctl writes where a user points it (`cron tick --log` and the
-    exported crontab line's log, `--metrics-file`, `--crontab-file`, `--unit-dir`): never inside
-    a .scorpiox/ or .scheduler/ folder (in any case), as the path reads or wherever its symlinks lead — log text
-    appended to the comis store stops the scheduler, a file in an inbox is a message. Exit 2,
-    before anything is written."""
-    given = Path(os.path.abspath(path))
-    parts = {part.casefold() for part in (*given.parts, *Path(os.path.realpath(given)).parts)}  # macOS: .SCHEDULER
-    if OWNED_FOLDERS & parts:
+    exported crontab line's log, `--metrics-file`, `--crontab-file`, `--unit-dir`, `cron dump
+    -o`): never inside a .scorpiox/ or .scheduler/ folder, or one of the folders `owned` wherever
+    they lead (`fsio.in_owned_folder`) — log text appended to the comis store stops the scheduler,
+    a file in an inbox is a message. Exit 2, before anything is written."""
+    if in_owned_folder(path, owned):
         raise UsageError(f"refusing to write {what} to {os.fspath(path)}: it is inside a .scorpiox/ or .scheduler/ "
                          f"folder, whose files the agent and the scheduler own; {instead}")
 

@@ -22,8 +22,11 @@ def check_schedule_file(found: Findings, ws, store: dict[str, Any]) -> None:
     for line in drift.lines():
         found.add("schedule file", "warn", line,
                   f"sxctl cron plan{given} (then sxctl cron apply{given} to restore the file's jobs)")
-    if drift.file_changed:
+    if drift.file_changed is None:
+        found.add("schedule file", "warn", f"{drift.file}, which the last cron apply read, is not there or cannot "
+                  "be read", f"restore it, or sxctl cron dump > {drift.file}")
+    elif drift.file_changed:
         found.add("schedule file", "warn", f"{drift.file} changed since the last cron apply",
                   f"sxctl cron plan{given}, then sxctl cron apply{given}")
-    if not drift.moved and not drift.file_changed:
+    if not drift.moved and drift.file_changed is False:
         found.add("schedule file", "ok", f"the jobs are as the last cron apply of {drift.file} left them")

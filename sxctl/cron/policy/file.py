@@ -43,6 +43,7 @@ from ..store.schema_kit import (
 )
 from ..store.workspace import Workspace
 from ..timeline.schedule import load_cron_zone
+from .days import DAYS, parse_active_days, parse_active_hours
 from .hosts import ANY, MAX_HOST_LEN, check_host_name, host_rule
 from .jitter import MAX_JITTER_MS
 from .keys import (
@@ -62,7 +63,6 @@ READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl
 DEFAULT_HOLD_MAX_MS = 24 * 3_600_000  # a due run waits this long for a live agent, then is given up
 RECENT_SKIPS = 20  # skipped occurrences remembered per job (the total is counted beyond), fewer when the
 #                   file would outgrow FILE_CAP (fit_to_cap)
-DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 SKIP_REASONS = ("stale", "inactive_hours", "max_runs_per_day", "overlap", "maintenance", "ran_ahead",
                 *SPEND_SKIP_REASONS)
 PAUSE_REASONS = ("max_unconsumed", "expired")
@@ -182,10 +182,30 @@ def read_policy(ws: Workspace) -> dict[str, Any]:
 
 def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], lock: MkdirLock,
                  removing: Collection[str] = ()) -> None:
-    """Replace the file atomically (0600) while holding the store lock; entries of jobs no longer
-    in `store` are dropped — but those of the jobs `removing`, which the store written next
-    removes (a kill before it leaves them running: with their policy), and the next write drops
-    — and the file never outgrows FILE_CAP (`fit_to_cap`). Nothing is written when nothing changed."""
+    """Replace the file atomically (0600) while holding the store lock with `policy_bytes`.
+    Nothing is written when nothing changed."""
+    path = ws.policy
+    data = policy_bytes(policy, store, removing, path)
+    if os.path.islink(path):
+        raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
+    if read_data_file(path, READ_CAP) == data or (data == EMPTY and not os.path.lexists(path)):
+        return
+
+    def before_rename() -> None:
+        faults.hit("before-rename")
+        lock.check_held()
+
+    with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
+        pending.write_all(data)
+        pending.commit(before_rename)
+
+
+def policy_bytes(policy: dict[str, Any], store: dict[str, Any], removing: Collection[str] = (),
+                 path: Any = "sxctl-policy.json") -> bytes:
+    """The file's bytes for `policy` beside `store`, checked (exit 2 naming the value): entries
+    of jobs no longer in `store` dropped — but those of the jobs `removing`, which the store
+    written next removes (a kill before it leaves them running: with their policy), and the next
+    write drops — and never larger than FILE_CAP (`fit_to_cap`; exit 4)."""
     ids = {job["id"] for job in store["jobs"]} | set(removing)
     kept = {job_id: entry for job_id, entry in policy["jobs"].items() if job_id in ids and entry}
     top = {key: policy[key] for key in WORKSPACE_KEYS if policy.get(key)}  # the workspace's own settings
@@ -196,20 +216,11 @@ def write_policy(ws: Workspace, policy: dict[str, Any], store: dict[str, Any], l
         job = job_named_at(store, error.path)
         raise UsageError(with_job(f"invalid value for {error.path}: {error.rule}", job), json_path=error.path,
                          rule=error.rule, job=job) from None
-    path = ws.policy
-    data = fit_to_cap(doc, path)
-    if os.path.islink(path):
-        raise InvalidDataError(str(path), "refusing to use it: it is a symbolic link")
-    if read_data_file(path, READ_CAP) == data or (not kept and not top and not os.path.lexists(path)):
-        return
+    return fit_to_cap(doc, path)
 
-    def before_rename() -> None:
-        faults.hit("before-rename")
-        lock.check_held()
 
-    with PendingFile(path, path.with_name(f"{path.name}.{uuid.uuid4()}.tmp")) as pending:
-        pending.write_all(data)
-        pending.commit(before_rename)
+#: the file of no setting at all: not written where there is none
+EMPTY = b'{"formatVersion":1,"jobs":{}}\n'
 
 
 def fit_to_cap(doc: dict[str, Any], path: Any = "sxctl-policy.json") -> bytes:
@@ -353,39 +364,6 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
                               or options.max_runs is not None):
         entry.pop("paused")  # the limit that paused the job has changed
     return entry
-
-
-def parse_active_hours(value: str) -> tuple[int, int]:
-    """`09:00-17:30` -> (540, 1050) minutes of the day; the end may be `24:00`; a start later than
-    the end wraps past midnight (`22:00-06:00`)."""
-    try:
-        start, end = value.split("-")
-        minutes = []
-        for part in (start, end):
-            hours, mins = part.split(":")
-            if len(hours) != 2 or len(mins) != 2 or not (hours + mins).isdigit():
-                raise ValueError
-            minutes.append(int(hours) * 60 + int(mins))
-    except ValueError:
-        raise UsageError(f"invalid --active-hours {value!r}: HH:MM-HH:MM, e.g. 09:00-17:30") from None
-    if minutes[0] >= 24 * 60 or minutes[1] > 24 * 60 or int(end[3:]) >= 60 or int(start[3:]) >= 60:
-        raise UsageError(f"invalid --active-hours {value!r}: times of day are 00:00-24:00")
-    if minutes[0] == minutes[1]:
-        raise UsageError(f"invalid --active-hours {value!r}: the window is empty")
-    return minutes[0], minutes[1]
-
-
-def parse_active_days(value: str) -> list[str]:
-    """`mon-fri`, `sat,sun`, `mon,wed-fri` -> the days in week order."""
-    chosen: set[int] = set()
-    for part in value.lower().split(","):
-        ends = part.strip().split("-")
-        if len(ends) > 2 or any(end not in DAYS for end in ends):
-            raise UsageError(f"invalid --active-days {value!r}: days as mon-fri or sat,sun")
-        first, last = DAYS.index(ends[0]), DAYS.index(ends[-1])
-        span = range(first, last + 1) if first <= last else [*range(first, 7), *range(0, last + 1)]
-        chosen.update(span)
-    return [DAYS[i] for i in sorted(chosen)]
 
 
 def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, reason: str, now_ms: int) -> None:

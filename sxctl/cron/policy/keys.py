@@ -80,7 +80,8 @@ class Applied(Node):
     each job it manages (by id) its name and declared form, its long texts as digests."""
 
     def __init__(self) -> None:
-        self.job = Obj([req("name", Str(1, 1024)), req("declared", Declared()), opt("pruned", Bool())])
+        self.job = Obj([req("name", Str(1, 1024)), req("declared", Declared()), opt("pruned", Bool()),
+                        opt("kept", Bool())])
         self.shape = Obj([req("digest", Str(71, 71)), req("file", Str(1, 4096)), req("jobs", Node()),
                           req("workspace", Declared())])
 

@@ -201,9 +201,11 @@ def shown(key: str, value: Any) -> str:
         return instant_text(value)
     if kind == "secret":  # masked, with a short digest that changes when the URL does
         return f"{mask_url(value)} #{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
-    if kind == "text":
-        text = value if len(value) <= 60 else value[:57] + "..."
-        return repr(text)
+    if kind == "text":  # a long one cut, with its length and a digest that tells two apart
+        if len(value) <= 60:
+            return repr(value)
+        digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+        return f"{value[:57]!r}... ({len(value)} characters, #{digest})"
     if kind == "bool":
         return "true" if value else "false"
     return str(value)

@@ -4,6 +4,7 @@ whether the schedule file itself changed since. `cron plan`, `status` and `docto
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ def drift_of(store: dict[str, Any], policy: dict[str, Any], workspace: Path) -> 
     by_id = {record["id"]: record for record in store["jobs"]}
     drift = Drift(True, applied["file"], _file_changed(workspace / applied["file"], applied["digest"]))
     for job_id, kept in applied["jobs"].items():
-        if kept.get("pruned"):  # removed by `apply --prune` (or about to be): not drift
+        if kept.get("pruned") or kept.get("kept"):  # removed by `--prune`, or no longer declared: not drift
             continue
         record = by_id.get(job_id)
         if record is None:
@@ -88,12 +89,12 @@ def _file_changed(path: Path, digest: str) -> bool | None:
     """Whether what the file the last apply read says has changed since (its comments and layout
     aside; a file that is no longer TOML has changed); None: it is not there to say."""
     try:
-        raw = read_data_file(path, FILE_CAP)
-    except SxctlError:  # a file that cannot be read says nothing of drift
+        raw = read_data_file(Path(os.path.realpath(path)), FILE_CAP)  # a link followed, as the reader does
+    except SxctlError:  # a FIFO, a folder: not there to read
         return None
     if raw is None:
         return None
     try:
         return content_digest(parse_toml(path, raw)[1]) != digest
-    except SxctlError:
+    except SxctlError:  # no longer TOML: changed
         return True

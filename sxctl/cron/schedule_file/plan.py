@@ -130,7 +130,7 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
                                          f"the job in the file; `sxctl cron remove {name}` gives the name to the file")
             steps.append(JobStep(name, "adopt", job_id=record["id"]))
             continue
-        fixed = [key for key in FIXED_KEYS if key in changes]
+        fixed = [key for key in FIXED_KEYS if key in changes and (key == "agent" or "payload" not in changes)]
         if fixed:
             raise UsageError(f"{file.path}: jobs.{name}: {fixed[0]} cannot change on an existing job (comis keeps it "
                              "for the job's life)", hint="give the job a new name in the file to make a new one "
@@ -143,8 +143,8 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
         managed_job = record["id"] in managed
         steps.append(JobStep(record["name"], ("remove" if prune else "kept") if managed_job else "unmanaged",
                              job_id=record["id"]))
-        if managed_job and not prune:  # as it is now: a rename by hand is no drift once an apply kept it
-            kept_record[record["id"]] = {**managed[record["id"]], "name": record["name"]}
+        if managed_job and not prune:  # no longer declared: no drift to tell, only that --prune removes it
+            kept_record[record["id"]] = {"name": record["name"], "declared": {}, "kept": True}
     ws_changes = {key: (workspace_setting(policy, key), value) for key, value in file.workspace.items()
                   if not same_setting(key, workspace_setting(policy, key), value)}
     live = {record["id"] for record in store["jobs"]}
@@ -218,7 +218,7 @@ def carry_out(plan: Plan, store: dict[str, Any], policy: dict[str, Any], *, work
         _set_workspace(policy, key, declared, now_ms)
     by_name = {record["name"]: record for record in store["jobs"]}
     before = applied_of(policy)["jobs"]
-    managed = {step.job_id: ({**before[step.job_id], "name": step.name} if step.action == "kept"
+    managed = {step.job_id: ({"name": step.name, "declared": {}, "kept": True} if step.action == "kept"
                              else {**before[step.job_id], "pruned": True})
                for step in plan.steps if step.action in ("kept", "remove") and step.job_id is not None}
     for name in plan.file.jobs:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import NotFoundError, SxctlError, UsageError
-from ...fsio import read_data_file
+from ...fsio import in_owned_folder, read_data_file
 from ...timeparse import parse_duration_ms, parse_time_in_zone_ms, parse_time_ms
 from ..policy.file import PolicyOptions, apply_options, parse_active_days
 from ..policy.keys import unsafe_text
@@ -107,7 +108,7 @@ class _Reader(WorkspaceTable):
             check_name(name)
         except UsageError as error:
             raise self.error(where, None, error.message) from None
-        if (why := unsafe_text(name)) is not None:
+        if (why := name_rule(name)) is not None:
             raise self.error(where, None, f"not a job name: {why}")
         known = sorted([*(k for k in KEYS if k != "ping-url"), *SOURCES])
         for key in table:
@@ -148,11 +149,16 @@ class _Reader(WorkspaceTable):
             with self.about(where, key):
                 check_ping_url(url)
             return url
+        if "\x00" in value:
+            raise self.error(where, key, "a file name has no NUL character")
         folder = os.path.realpath(self.path.parent)
         path = Path(os.path.realpath(self.path.parent / value))
         if not str(path).startswith(folder + os.sep):
             raise self.error(where, key, f"{value} is not in the schedule file's folder {folder}: a {key} is read "
                              "from beside the schedule file (or below it)")
+        if in_owned_folder(self.path.parent / value, (self.root / ".scheduler", self.root / ".scorpiox")):
+            raise self.error(where, key, f"{value} is one of the agent's or the scheduler's files, whose contents "
+                             "(a ping URL, a message) must not become a job's")
         cap = TEXT_LIMIT if key == "text-file" else WAKE_GATE_LIMIT
         try:
             data = read_data_file(path, cap)
@@ -190,19 +196,25 @@ class _Reader(WorkspaceTable):
                 raise self.error(where, key, 'must be a duration: "30m", "1h30m", or a number of seconds')
             with self.about(where, key):
                 if isinstance(value, str):
-                    return parse_duration_ms(value, what=key)
-                if not (value == value and abs(value) < 2**53 / 1000):  # NaN, inf, beyond every bound
+                    ms = parse_duration_ms(value, what=key)
+                elif not (value == value and abs(value) < 2**53 / 1000):  # NaN, inf, beyond every bound
                     raise UsageError(f"invalid {key} {value!r}: out of range")
-                return round(value * 1000)
+                else:
+                    ms = round(value * 1000)
+                if ms < 0:
+                    raise UsageError(f"invalid {key} {value!r}: a length of time is not negative")
+                return ms
         if kind == "time" and isinstance(value, (datetime, date, time)):
             value = value.isoformat()  # an unquoted TOML date-time: read as its text
         if kind == "days":
             value = ",".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
         if not isinstance(value, str):
             raise self.error(where, key, "must be a string")
+        if not value:
+            raise self.error(where, key, "must not be empty (leave the key out for its default)")
         if kind != "text" and (why := unsafe_text(value)) is not None:
             raise self.error(where, key, f"not a value sxctl keeps: {why}")
-        if value in CLEARS.get(key, ()):
+        if value.casefold() in CLEARS.get(key, ()):
             return None  # the flag's word for "not set" (`--until none`, `--host any`): the default
         return value
 
@@ -304,6 +316,16 @@ class _Reader(WorkspaceTable):
         except UsageError as error:
             key = next((k for k in values if f"--{k}" in error.message), None)
             raise self.error(where, key, error.message, hint=error.extra.get("hint")) from None
+
+
+def name_rule(name: str) -> str | None:
+    """Why a job name cannot be in a schedule file (None: it can): a character that drives a
+    terminal or that a review cannot see (zero-width, bidi, BOM, tags, unassigned, private use)."""
+    why = unsafe_text(name)
+    if why is not None:
+        return why
+    hidden = next((ch for ch in name if unicodedata.category(ch) in ("Cf", "Cn", "Co")), None)
+    return None if hidden is None else f"it holds U+{ord(hidden):04X}, which a review cannot see"
 
 
 def read_schedule_file(path: Path, *, environ: Mapping[str, str] = os.environ, now_ms: int,

@@ -89,6 +89,8 @@ class WorkspaceTable:
         reason = table["reason"]
         if (why := unsafe_text(reason)) is not None or len(reason) > 200:
             raise self.error(where, "reason", why or "at most 200 characters")
+        if window["until"] <= self.now_ms:
+            return None  # a window that has ended is none: a file kept after it must not break
         if window.get("from") is not None and window["until"] <= window["from"]:
             raise self.error(where, "until", "a maintenance window must end after it starts")
         return {"fromMs": window.get("from"), "untilMs": window["until"], "reason": reason}

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ...timeparse import duration_text
-from ..policy.keys import unsafe_text
 from .declared import KEYS, declared_of, default_of, instant_text, wall_text
+from .read import name_rule
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
@@ -77,10 +77,10 @@ def dump_text(store: dict[str, Any], policy: dict[str, Any], workspace: Path, *,
             left_out.append(f"{record['name']}: a schedule file cannot declare it (a built-in job, or a target or "
                             "setting `cron add` cannot make)")
             continue
-        if unsafe_text(record["name"]) is not None or any(0xD800 <= ord(ch) <= 0xDFFF for ch in
-                                                          "".join(v for v in declared.values() if isinstance(v, str))):
+        if name_rule(record["name"]) is not None or any(0xD800 <= ord(ch) <= 0xDFFF for ch in
+                                                        "".join(v for v in declared.values() if isinstance(v, str))):
             left_out.append(f"{record['name']!r}: its name or a value holds a character a schedule file refuses "
-                            "(rename it with `cron update --new-name`)")
+                            "(rename it with `cron update NAME --name NEW`)")
             continue
         body = []
         for key in KEYS:

@@ -60,7 +60,8 @@ def mutate_store(
     removing: Collection[str] = (),
 ) -> Mutation:
     """The mutation procedure of cron-store.md §9: lock, strict re-read, prune, change, validate,
-    write. `change(store, now_ms)` edits the store in place and returns the command's outcome;
+    write (not when nothing changed). `change(store, now_ms)` edits the store in place and
+    returns the command's outcome;
     `policy_change(policy, store, now_ms)` edits sxctl's policy file, written (first) under the
     same lock, keeping the entries of the jobs `removing` (ids; filled in by `change` at the
     latest) that the store written after it removes."""
@@ -88,7 +89,8 @@ def mutate_store(
         if policy_change is not None:
             policy_change(policy, working, now)
             write_policy(ws, policy, working, lock, removing)
-        write_store(ws, working, lock)
+        if working != store:  # an edit that changes nothing (an adopting apply) leaves the file as it is
+            write_store(ws, working, lock)
     return Mutation(working, outcome)
 
 
@@ -111,17 +113,19 @@ def clock_behind_error(ws: Workspace, now_ms: int, latest: int) -> SxctlError:
                       hint=REPAIR_HINT)
 
 
-def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int) -> None:
+def refuse_clock_behind(ws: Workspace, store: dict[str, Any], now_ms: int | Clock) -> None:
     """An edit, like a pass, stops (exit 5 `clock_behind`) while this clock is behind (`clock_behind`).
     Only the ledger's tail is read; a ledger that cannot be read is left to the pass and `cron
-    validate` to name."""
+    validate` to name. `now_ms` a Clock (a check made without the lock, `cron plan`): its time is
+    taken after the ledger is read, so a pass that wrote a row meanwhile is not "ahead"."""
     try:
         runs = recent_runs(ws.ledger, 20)
     except SxctlError:
         runs = []
-    latest = clock_behind(store, runs, now_ms, acknowledged_in(ws))
+    now = now_ms if isinstance(now_ms, int) else now_ms.now_ms()
+    latest = clock_behind(store, runs, now, acknowledged_in(ws))
     if latest is not None:
-        raise clock_behind_error(ws, now_ms, latest)
+        raise clock_behind_error(ws, now, latest)
 
 
 def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[str] | None = None,

