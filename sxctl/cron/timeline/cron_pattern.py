@@ -132,11 +132,23 @@ class CronPattern:
         return occurrences.count_between(self, after_ms // 1000, until_ms // 1000, zone, cap, budget_s)
 
     def last_at_or_before(self, until_ms: int, zone) -> int | None:
-        """The latest occurrence at or before `until_ms`."""
+        """The latest occurrence at or before `until_ms` — remembered for the last instants asked
+        in each zone: a view asks it at one `now` for every overdue job of the expression (a
+        hold's give-up time), and the walk back takes tens of microseconds."""
+        key = (until_ms, zone)
+        if key in self._latest:
+            return self._latest[key]
         if datetime_of_ms(until_ms, zone) is None:
             return None
         found = occurrences.last_at_or_before(self, until_ms // 1000, zone)
-        return None if found is None else found * 1000
+        if len(self._latest) >= 64:
+            self._latest.clear()
+        self._latest[key] = None if found is None else found * 1000
+        return self._latest[key]
+
+    @cached_property
+    def _latest(self) -> dict[tuple[int, Any], int | None]:
+        return {}
 
 
 @lru_cache(maxsize=1024)

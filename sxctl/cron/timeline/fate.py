@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from ...timeparse import LATEST_SCHEDULABLE_MS, shown_time
+from ...timeparse import LATEST_SCHEDULABLE_MS, display_zone, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .hold import Agents, Hold, hold_for, stands_for
@@ -33,12 +33,20 @@ class Fate:
     `pause` (`reason` max_unconsumed), `hold` (`reason` no_live_session, or a spend guard's —
     rate_limit, token_budget, usage_unreadable: waits, unclaimed, until `hold.give_up_at_ms`;
     maintenance: a one-shot waits for the window's end) or `not_due` (its time has not come).
-    `detail`: why, in words."""
+    `detail`: why, in words (`words`, or what makes them when first asked: a hold's give-up time
+    in words cost a listing of 10,000 jobs a formatted time each, and a listing shows none)."""
 
     action: str
     reason: str | None = None
-    detail: str = ""
+    words: str | Callable[[], str] = ""
     hold: Hold | None = None
+
+    @property
+    def detail(self) -> str:
+        if callable(self.words):
+            object.__setattr__(self, "words", self.words())  # made once, then kept: still immutable
+        words: str = self.words  # type: ignore[assignment]  # made above
+        return words
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "reason": self.reason, "detail": self.detail or None}
@@ -50,8 +58,15 @@ RUN = Fate("run")
 NOT_DUE = Fate("not_due")
 
 
-def clock_text(ms: int) -> str:
-    return shown_time(ms, None, "%Y-%m-%d %H:%M")  # in the display zone, labelled
+def clock_text(ms: int, zone=None) -> str:
+    """A time in a fate's words: in the display zone (`zone`: the one taken when the fate was
+    made, for words made later), labelled."""
+    return _clock_text(ms, display_zone() if zone is None else zone)
+
+
+@lru_cache(maxsize=4096)
+def _clock_text(ms: int, zone) -> str:
+    return shown_time(ms, zone, "%Y-%m-%d %H:%M")  # jobs of one expression share their times
 
 
 def expiry(job: Job, occurrence: int, usage: LimitUsage, sent_at: int) -> Fate | None:
@@ -110,12 +125,12 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     state = held() if held is not None else None
     if state is not None and state.by_guard:  # a spend guard (cron/spend/guards.py)
         if state.status == "waiting":
-            until = f"; waits until {clock_text(state.give_up_at_ms)}" if state.give_up_at_ms is not None else ""
-            return Fate("hold", state.reason, f"{state.detail}{until}", hold=state)
+            return Fate("hold", state.reason, partial(_guard_hold_words, state, display_zone()), hold=state)
         return Fate("skip", state.reason, f"{state.detail}, past its --hold-max")
     if state is not None and state.status == "waiting":
         assert state.give_up_at_ms is not None  # only a guard holds a one-shot without end
-        return Fate("hold", "no_live_session", f"waits for a live agent until {clock_text(state.give_up_at_ms)}",
+        give_up_at, zone = state.give_up_at_ms, display_zone()
+        return Fate("hold", "no_live_session", lambda: f"waits for a live agent until {clock_text(give_up_at, zone)}",
                     hold=state)
     if job.max_unconsumed and usage.unread is not None and usage.unread >= job.max_unconsumed:
         return Fate("pause", "max_unconsumed", f"its last {job.max_unconsumed} message(s) are all unread")
@@ -123,11 +138,18 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
         if job.overlap == "skip":
             return Fate("skip", "overlap", skip_text("overlap", job))
         if job.overlap == "replace" and state is None:
-            return Fate("run", detail=f"its unread message {usage.pending['stem']}, which it replaces")
+            return Fate("run", words=f"its unread message {usage.pending['stem']}, which it replaces")
     if state is not None:
-        return Fate("run", "given_up", f"no live agent since {clock_text(state.due_since_ms)}, longer than its "
+        since, zone = state.due_since_ms, display_zone()
+        return Fate("run", "given_up", lambda: f"no live agent since {clock_text(since, zone)}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
     return RUN
+
+
+def _guard_hold_words(state: Hold, zone) -> str:
+    """Why a spend guard holds a run, and until when (in `zone`)."""
+    until = f"; waits until {clock_text(state.give_up_at_ms, zone)}" if state.give_up_at_ms is not None else ""
+    return f"{state.detail}{until}"
 
 
 def skip_text(reason: str, job: Job) -> str:
@@ -294,7 +316,7 @@ def preview_runs(job: Job, usage: LimitUsage, now: int, count: int, *, agents: A
         if fate.action == "skip":
             skipped, notes[fate.detail] = skipped + step.occurrences, None
             continue
-        if fate.detail and (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")):
+        if (fate.action, fate.reason) in (("run", None), ("hold", "maintenance")) and fate.detail:
             notes[fate.detail] = None  # what the run does besides (--overlap replace), a one-shot's window
         if start is None or step.run_ms >= start:
             preview.runs.append({"at_ms": step.run_ms, "dst": step.dst, "fate": fate, "skipped": skipped,
