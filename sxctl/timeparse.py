@@ -84,6 +84,12 @@ def displayed_in(zone) -> Iterator[None]:
         _displayed_in().reset(token)
 
 
+def chosen_display_zone():
+    """The display zone `displayed_in` set for the view being computed (None: none was, and
+    `display_zone()` is the local zone) — what words made later must be shown in."""
+    return _displayed_in().get()
+
+
 def zone_label(zone) -> str:
     """A display zone's name for a JSON document (`display_tz`): its IANA key, else what it calls itself."""
     return getattr(zone, "key", None) or str(zone)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from ...timeparse import LATEST_SCHEDULABLE_MS, display_zone, shown_time
+from ...timeparse import LATEST_SCHEDULABLE_MS, chosen_display_zone, display_zone, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .hold import Agents, Hold, hold_for, stands_for
@@ -59,8 +59,8 @@ NOT_DUE = Fate("not_due")
 
 
 def clock_text(ms: int, zone=None) -> str:
-    """A time in a fate's words: in the display zone (`zone`: the one taken when the fate was
-    made, for words made later), labelled."""
+    """A time in a fate's words: in the display zone (`zone`: the one a view chose when the fate
+    was made, `chosen_display_zone`, for words made later), labelled."""
     return _clock_text(ms, display_zone() if zone is None else zone)
 
 
@@ -125,11 +125,11 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     state = held() if held is not None else None
     if state is not None and state.by_guard:  # a spend guard (cron/spend/guards.py)
         if state.status == "waiting":
-            return Fate("hold", state.reason, partial(_guard_hold_words, state, display_zone()), hold=state)
+            return Fate("hold", state.reason, partial(_guard_hold_words, state, chosen_display_zone()), hold=state)
         return Fate("skip", state.reason, f"{state.detail}, past its --hold-max")
     if state is not None and state.status == "waiting":
         assert state.give_up_at_ms is not None  # only a guard holds a one-shot without end
-        give_up_at, zone = state.give_up_at_ms, display_zone()
+        give_up_at, zone = state.give_up_at_ms, chosen_display_zone()
         return Fate("hold", "no_live_session", lambda: f"waits for a live agent until {clock_text(give_up_at, zone)}",
                     hold=state)
     if job.max_unconsumed and usage.unread is not None and usage.unread >= job.max_unconsumed:
@@ -140,7 +140,7 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
         if job.overlap == "replace" and state is None:
             return Fate("run", words=f"its unread message {usage.pending['stem']}, which it replaces")
     if state is not None:
-        since, zone = state.due_since_ms, display_zone()
+        since, zone = state.due_since_ms, chosen_display_zone()
         return Fate("run", "given_up", lambda: f"no live agent since {clock_text(since, zone)}, longer than its "
                     "hold limit; this occurrence is given up", hold=state)
     return RUN
@@ -190,7 +190,7 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
     agents as they are now (`agents`; None: never held). Ends at an expiry or a pause, past what
     sxctl can schedule, or after `budget` occurrences; with `due_only` (the pass), at the first
     occurrence not yet due, judged as the pass at `now` judges it (`not_due`, or its expiry)."""
-    spent = usage.copy()
+    spent, own = usage, False  # copied when first changed: a preview of one run changes nothing
     at, dst = first if first is not None else (job.next_run_ms, False)
     if at is None or at >= LATEST_SCHEDULABLE_MS:
         return
@@ -205,7 +205,9 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
         if agents is not None and not decided:
             held = partial(hold_for, job, at, now, agents)
         fate = occurrence_fate(job, at, max(run, now), spent, held=held)
-        spent.unread = spent.pending = None  # the agent reads what the runs before send
+        if spent.unread is not None or spent.pending is not None:  # the agent reads what the runs before send
+            spent, own = (spent, own) if own else (usage.copy(), True)
+            spent.unread = spent.pending = None
         judged += 1
         if fate.action == "skip" and fate.reason == "inactive_hours" and at >= now and not due_only:
             ahead = _skip_ahead(job, at)
@@ -219,6 +221,7 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
         if fate.action != "skip":
             decided = True
             if fate.action == "run" and fate.reason is None:
+                spent, own = (spent, own) if own else (usage.copy(), True)
                 _spend(spent, job, at)
             if not job.one_shot and run <= now:  # a late run stands for every occurrence due now
                 at = stands_for(job, at, now)

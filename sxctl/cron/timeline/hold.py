@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...clock import Clock
 from ...project import freshest_live, list_sessions
@@ -17,14 +17,13 @@ from ..spend.guards import GuardVerdict, spend_verdict
 from ..store.targets import agent_target, holds_project
 
 
-@dataclass(frozen=True)
-class Hold:
+class Hold(NamedTuple):
     """A held (`waiting`, until `give_up_at_ms`) or given-up (`given_up`) due run. `reason`:
     `no_live_session`, or a spend guard's (rate_limit, token_budget, usage_unreadable; `detail`
     says why in words). `due_since_ms`: when its first unrun occurrence was due; the hold runs
     from the occurrence it stands for (`give_up_at_ms` less `hold_max_ms`). A one-shot held by a
     guard has no other occurrence to skip to: it waits (`give_up_at_ms` None) until the guard
-    lets it go."""
+    lets it go. (A named tuple: immutable, and made for each job of a listing at a tuple's cost.)"""
 
     status: str
     reason: str
