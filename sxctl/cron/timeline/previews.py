@@ -117,10 +117,14 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
     found = JobPreviews({job.id: job for job in jobs},
                         counted_usages(ws, store, jobs, project, clock, max_log_bytes=max_log_bytes, unread=True))
     usages: dict[str, LimitUsage] = {}
+    nothing_counted = LimitUsage(0, None)  # shared by the jobs with no count: a timeline copies it to spend
     for job in jobs:
         if job.built_in or job.status != "scheduled" or not schedule_computable(job.schedule):
             continue
-        usage = usages[job.id] = found.usages.get(job.id) or LimitUsage(job.counted_runs, job.counted_day)
+        usage = found.usages.get(job.id) or (
+            LimitUsage(job.counted_runs, job.counted_day) if job.counted_runs or job.counted_day
+            or job.token_cap is not None else nothing_counted)
+        usages[job.id] = usage
         if job.token_cap is not None:  # --max-tokens-per-day: the tokens attributed so far (cron/spend/ledger.py)
             spend = spend if spend is not None else day_tokens(ws.scheduler, clock)
             usage.token_cap, usage.tokens = job.token_cap, spend.by_date(job.id)
