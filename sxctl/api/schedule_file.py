@@ -64,11 +64,12 @@ def _label(ws: Workspace, path: Path) -> str:
 def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False, workspace=None, project=None,
                   session: str | None = None, agent: str | None = None, max_jobs: int = 100,
                   environ: Mapping[str, str] = os.environ, clock: Clock = SYSTEM_CLOCK,
-                  report: Reporter | None = None) -> SchedulePlan:
+                  report: Reporter | None = None, warn_all: bool = True) -> SchedulePlan:
     """What `apply_schedule` would change, found by carrying it out on copies of the store and the
     policy file (every error apply would meet, met here; nothing written). What the file leaves
     as it is here (an unset ping URL variable) and one-shots it does not add (their time has
-    passed) are warned of on `report`."""
+    passed) are warned of on `report`, and with `warn_all` what apply would warn of (a target
+    project without .scorpiox/) too."""
     ws = find_workspace(workspace, project=project, session=session)
     path = schedule_file_path(ws, file)
     default_project = str(ws.root)  # a job of the file without a `to-project` sends to the workspace's own
@@ -94,7 +95,7 @@ def plan_schedule(file: str | os.PathLike | None = None, *, prune: bool = False,
     policy_bytes(trial_policy, trial_store, removing, ws.policy)  # past its bounds or its size: as the write
     said = [*schedule.notes, *(f"jobs.{step.name}: its time has passed: not added (a one-shot runs once)"
                                for step in plan.steps if step.action == "passed")]
-    for warning in said:
+    for warning in [*said, *(warnings if warn_all else [])]:
         reporter(report).warn(warning)
     return SchedulePlan(ws, path, plan, drift_of(store, policy, ws.root), warnings=[*said, *warnings])
 
@@ -108,7 +109,8 @@ def apply_schedule(file: str | os.PathLike | None = None, *, prune: bool = False
     written when nothing would change. `dry_run`: the plan only."""
     def planning() -> SchedulePlan:
         return plan_schedule(file, prune=prune, workspace=workspace, project=project, session=session, agent=agent,
-                             max_jobs=max_jobs, environ=environ, clock=clock, report=report)
+                             max_jobs=max_jobs, environ=environ, clock=clock, report=report,
+                             warn_all=dry_run)  # an apply warns of them once, when it has made the change
 
     if dry_run:
         return planning()

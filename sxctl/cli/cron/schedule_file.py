@@ -34,7 +34,10 @@ def _say_plan(result, *, applied: bool) -> None:
     if applied:
         verbs.update(add="added", update="updated", remove="removed", adopt="adopted (made by hand, as declared)")
     for job in doc["jobs"]:
-        if job["action"] in _SIGNS:
+        if job["action"] in ("kept", "passed"):  # the name first: the reason is long
+            verb, _, why = verbs[job["action"]].partition(": ")
+            say(f"{_SIGNS[job['action']]} {verb} {printable(job['name'])}: {why}")
+        elif job["action"] in _SIGNS:
             say(f"{_SIGNS[job['action']]} {verbs[job['action']]} {printable(job['name'])}")
             for key, change in job["changes"].items():
                 if job["action"] == "add":
@@ -51,8 +54,9 @@ def _say_plan(result, *, applied: bool) -> None:
         for line in result.drift.lines():
             say(f"  {printable(line)}")
     counts = doc["counts"]
-    summary = ", ".join(f"{counts[action]} to {action}" for action in ("add", "update", "remove", "adopt")
-                        if counts[action])
+    settings_changed = [f"{len(doc['workspaceChanges'])} workspace setting(s)"] if doc["workspaceChanges"] else []
+    summary = ", ".join([*(f"{counts[action]} to {action}" for action in ("add", "update", "remove", "adopt")
+                           if counts[action]), *settings_changed])
     if applied:
         say(f"applied {doc['file']}: {summary or 'the record of the last apply (no job changed)'}")
     elif doc["pending"]:

@@ -16,6 +16,9 @@ class KeyLines:
 
     def find(self, table: tuple[str, ...], key: str | None = None) -> int | None:
         header = None
+        if not table and key is not None:  # a top-level key: `[KEY…]` or `KEY =`
+            return next((number for number, line in enumerate(self.lines, 1)
+                         if re.match(rf"\s*(\[\s*)?[\"']?{re.escape(key)}[\"']?\s*[.=\]]", line)), None)
         for number, line in enumerate(self.lines, 1):
             found = re.fullmatch(r"\s*\[([^\[\]]+)\]\s*(#.*)?", line)
             if found is not None:

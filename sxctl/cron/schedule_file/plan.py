@@ -15,6 +15,7 @@ from typing import Any
 
 from ...errors import ConflictError, ErrorCode, SxctlError, UsageError
 from ...report import Reporter
+from ...timeparse import duration_text
 from ..policy.file import PolicyOptions
 from ..spend.rules import GuardOptions
 from ..store import authoring
@@ -334,7 +335,7 @@ def _schedule_input(d: dict[str, Any], zone_changes: bool) -> ScheduleInput:
         text, fold = wall_text(moment, zone) if zone is not None else (instant_text(moment), None)
     if d["at"] is not None:
         return ScheduleInput(at=text, tz=zone, fold=fold)
-    return ScheduleInput(every=f"{d['every']}ms", anchor=text, tz=zone, fold=fold)
+    return ScheduleInput(every=duration_text(d["every"]), anchor=text, tz=zone, fold=fold)
 
 
 def _options_of(d: dict[str, Any], keys: set[str]) -> PolicyOptions:

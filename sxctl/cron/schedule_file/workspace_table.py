@@ -72,7 +72,9 @@ class WorkspaceTable:
         try:
             apply_guards(budget, GuardOptions(*(table.get(key) for key in BUDGET_KEYS)))
         except (UsageError, TypeError) as error:
-            raise self.error(where, None, getattr(error, "message", "invalid value")) from None
+            message = getattr(error, "message", "invalid value")
+            key = next((k for k in table if f"--{k}" in message), None)
+            raise self.error(where, key, message) from None
         return budget or None
 
     def window(self, table: Any) -> dict[str, Any] | None:

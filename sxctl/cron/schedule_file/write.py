@@ -108,17 +108,17 @@ def _workspace_lines(policy: dict[str, Any]) -> list[str]:
     window = policy.get("maintenance")
     if catchup is None and not budget and not window:
         return found
-    found.append("[workspace]")
     if catchup is not None:
-        found.append(f"max-catchup = {catchup}")
+        found += ["[workspace]", f"max-catchup = {catchup}"]
     if budget:
         names = {"rateLimitCeiling": "rate-limit-ceiling", "maxSessionTokens": "max-session-tokens",
                  "maxTokensPerDay": "max-tokens-per-day", "onMissingUsage": "on-missing-usage"}
-        found += ["", "[workspace.budget]"]
+        found += [*([""] if found else []), "[workspace.budget]"]
         found += [f"{names[key]} = {toml_string(value) if isinstance(value, str) else repr(value)}"
                   for key, value in budget.items()]
     if window:
-        found += ["", "[workspace.maintenance]", f"from = {toml_string(instant_text(window['fromMs']))}",
+        found += [*([""] if found else []), "[workspace.maintenance]",
+                  f"from = {toml_string(instant_text(window['fromMs']))}",
                   f"until = {toml_string(instant_text(window['untilMs']))}",
                   f"reason = {toml_string(window['reason'])}"]
     return found

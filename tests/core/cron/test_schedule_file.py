@@ -123,7 +123,7 @@ def test_prune_removes_only_managed_jobs_and_hand_made_ones_are_listed(project):
               "--text", "mine").code == 0
     write(project, STANDUP)
     plan = sx(project, "cron", "plan")
-    assert "! keep: managed (made or adopted by an apply), not in the file (--prune removes it) nightly" in plan.out
+    assert "! keep nightly: managed (made or adopted by an apply), not in the file (--prune removes it)" in plan.out
     assert "unmanaged (made by hand, never touched): by-hand" in plan.out
     assert sx(project, "cron", "apply").code == 0
     assert set(jobs_of(project)) == {"standup", "nightly", "by-hand"}
@@ -594,3 +594,17 @@ def test_a_new_payload_is_not_taken_for_a_fixed_key(project):
     write(project, STANDUP + 'payload = "delivery"\n')
     plan = sx(project, "cron", "plan")
     assert plan.code == 0 and "payload: agent-turn -> delivery" in plan.out
+
+
+def test_plan_warns_of_what_apply_would_and_names_the_key_it_is_about(project):
+    write(project, '[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nto-project = "sub"\n\n'
+                   '[workspace.budget]\nrate-limit-ceiling = 90\n')
+    bad = sx(project, "cron", "plan")
+    assert bad.code == 2 and "sxctl.toml:7: workspace.budget.rate-limit-ceiling:" in bad.err
+    write(project, '[jobs.a]\ncron = "0 9 * * *"\ntext = "x"\nto-project = "sub"\n')
+    planned = sx(project, "cron", "plan")
+    assert planned.code == 0 and "has no .scorpiox/ folder" in planned.err
+    applied_once = sx(project, "cron", "apply")
+    assert applied_once.err.count("has no .scorpiox/ folder") == 1
+    write(project, '[job.a]\ncron = "0 9 * * *"\n')
+    assert "sxctl.toml:1: job: unknown key (did you mean 'jobs'?)" in sx(project, "cron", "plan").err
