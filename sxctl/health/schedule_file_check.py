@@ -7,17 +7,19 @@ import shlex
 from typing import Any
 
 from ..cron.policy.file import read_policy
-from ..cron.schedule_file.drift import drift_of
-from ..cron.schedule_file.read import DEFAULT_NAME
 from .findings import Findings
 
 
 def check_schedule_file(found: Findings, ws, store: dict[str, Any]) -> None:
     """Nothing when no apply was made; ok when the store is as the last apply left it; one warning
     per job or setting changed by hand since, and one when the schedule file changed since."""
-    drift = drift_of(store, read_policy(ws), ws.root)
-    if not drift.applied:
-        return
+    policy = read_policy(ws)
+    if "applied" not in policy:
+        return  # no apply made here (and nothing of jobs as code loaded)
+    from ..cron.schedule_file.drift import drift_of
+    from ..cron.schedule_file.read import DEFAULT_NAME
+
+    drift = drift_of(store, policy, ws.root)
     given = "" if drift.file == DEFAULT_NAME else f" -f {shlex.quote(drift.file or '')}"
     for line in drift.lines():
         found.add("schedule file", "warn", line,

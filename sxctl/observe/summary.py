@@ -14,7 +14,6 @@ from ..cron.run.failures import failed_one_shots_of, last_failures
 from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
-from ..cron.schedule_file.drift import drift_of
 from ..cron.spend.file import read_book
 from ..cron.store.clock_repair import REPAIR_HINT, acknowledged
 from ..cron.store.file import read_store
@@ -102,7 +101,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "paused_by_sxctl": paused_by_sxctl(store, policy),
         "maintenance": open_windows(full_policy, store, now_ms),  # skipping now, or to come
         # jobs changed by hand since the last `cron apply` (None: no apply made here)
-        "schedule_drift": drift_of(store, full_policy, ws.root).to_json() if "applied" in full_policy else None,
+        "schedule_drift": _drift(store, full_policy, ws) if "applied" in full_policy else None,
     }
 
 
@@ -208,6 +207,13 @@ def _cron_problems(cron: dict[str, Any]) -> list[dict[str, Any]]:
         problems.append({"code": "cron_unknown_run",
                          "message": f"run {run['executionId']} {what} ended unknown; check it with `{check}`"})
     return problems
+
+
+def _drift(store: dict[str, Any], policy: dict[str, Any], ws) -> dict[str, Any]:
+    """The drift from the last `cron apply` (loaded only where one was made)."""
+    from ..cron.schedule_file.drift import drift_of
+
+    return drift_of(store, policy, ws.root).to_json()
 
 
 def _status_without_session(ws, now: int, max_log_bytes: int, clock: Clock) -> dict[str, Any]:

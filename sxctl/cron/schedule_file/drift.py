@@ -11,9 +11,8 @@ from typing import Any
 
 from ...errors import SxctlError
 from ...fsio import read_data_file
+from .applied import LONG_KEYS, applied_of, fingerprint, same_setting, workspace_setting
 from .declared import declared_of, shown
-from .plan import LONG_KEYS, applied_of, fingerprint, same_setting, workspace_setting
-from .read import FILE_CAP, content_digest, parse_toml
 
 
 @dataclass
@@ -88,6 +87,8 @@ def drift_of(store: dict[str, Any], policy: dict[str, Any], workspace: Path) -> 
 def _file_changed(path: Path, digest: str) -> bool | None:
     """Whether what the file the last apply read says has changed since (its comments and layout
     aside; a file that is no longer TOML has changed); None: it is not there to say."""
+    from .read import FILE_CAP, content_digest, parse_toml  # TOML is read only where an apply was made
+
     try:
         raw = read_data_file(Path(os.path.realpath(path)), FILE_CAP)  # a link followed, as the reader does
     except SxctlError:  # a FIFO, a folder: not there to read

@@ -6,7 +6,6 @@ hand is never changed — a file that names one differently is refused."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,14 +22,14 @@ from ..store.authoring import JobSpec, Target, WakeGate
 from ..store.targets import resolve_project
 from ..store.transaction import job_change
 from ..timeline.schedule import ScheduleInput
-from .declared import KEPT, KEYS, declared_of, default_of, differences, instant_text, shown, wall_text
+from .applied import applied_of, recorded, same_setting, workspace_setting
+from .declared import KEYS, declared_of, default_of, differences, instant_text, shown, wall_text
 from .read import ScheduleFile
 
 SCHEDULE_KEYS = ("cron", "every", "anchor", "at", "tz")
 #: keys comis keeps for the life of a job (`cron update` refuses them)
 FIXED_KEYS = ("session-strategy", "max-history-turns", "continuation", "agent")
-#: keys whose values the applied record keeps as digests (a prompt, a script)
-LONG_KEYS = ("text", "wake-gate-script")
+
 
 
 @dataclass
@@ -71,27 +70,6 @@ class Plan:
     def counts(self) -> dict[str, int]:
         return {action: sum(1 for step in self.steps if step.action == action)
                 for action in ("add", "update", "remove", "adopt", "unchanged", "kept", "unmanaged", "passed")}
-
-
-def applied_of(policy: dict[str, Any]) -> dict[str, Any]:
-    """The policy file's record of the last apply (an empty one when there was none)."""
-    applied: dict[str, Any] = policy.get("applied") or {"digest": "", "file": "", "jobs": {}, "workspace": {}}
-    return applied
-
-
-def fingerprint(declared: dict[str, Any]) -> dict[str, Any]:
-    """A declared form as the applied record keeps it: a prompt or script by its digest."""
-    return {key: (f"sha256:{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()}"
-                  if key in LONG_KEYS and isinstance(value, str) else value)
-            for key, value in declared.items() if key in KEYS}
-
-
-def recorded(in_file: dict[str, Any], made: dict[str, Any]) -> dict[str, Any]:
-    """The applied record of a job the file declares (`in_file`) as the apply made it (`made`):
-    what the file declares — not the keys it leaves as the job has them (drift is about the file),
-    nor the ping URL, which comes from each host's environment."""
-    kept = {*in_file.get(KEPT, ()), "ping-url"}
-    return {key: value for key, value in fingerprint(made).items() if key not in kept}
 
 
 def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], workspace: Path, *,
@@ -154,20 +132,6 @@ def plan_of(file: ScheduleFile, store: dict[str, Any], policy: dict[str, Any], w
                           if not kept.get("pruned") or job_id in live} != kept_record
                       or {**applied["workspace"], **file.workspace} != applied["workspace"])
     return Plan(file, steps, ws_changes, record_changes)
-
-
-def workspace_setting(policy: dict[str, Any], key: str) -> Any:
-    """A workspace setting of the policy file by its schedule file key (None: not set)."""
-    if key == "max-catchup":
-        return policy.get("defaults", {}).get("maxCatchup")
-    return policy.get(key) or None
-
-
-def same_setting(key: str, now: Any, declared: Any) -> bool:
-    """A workspace setting as declared: a window declared without `from` matches the open one."""
-    if key == "maintenance" and now is not None and declared is not None and declared["fromMs"] is None:
-        return (now["untilMs"], now["reason"]) == (declared["untilMs"], declared["reason"])
-    return bool(now == declared)
 
 
 def _plain(key: str, value: Any) -> Any:

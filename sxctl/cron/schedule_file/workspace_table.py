@@ -5,7 +5,7 @@ file names it."""
 from __future__ import annotations
 
 from datetime import date, datetime, time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 from ...timeparse import parse_time_in_zone_ms
@@ -21,12 +21,11 @@ class WorkspaceTable:
     """`[workspace]` of a schedule file; its reader gives `error` and `unknown` (read.py) and `now_ms`."""
 
     now_ms: int
+    if TYPE_CHECKING:  # given by the reader
+        def error(self, table: tuple[str, ...], key: str | None, message: str,
+                  hint: str | None = None) -> UsageError: ...
 
-    def error(self, table: tuple[str, ...], key: str | None, message: str, hint: str | None = None) -> UsageError:
-        raise NotImplementedError
-
-    def unknown(self, table: tuple[str, ...], key: str, known: list[str]) -> UsageError:
-        raise NotImplementedError
+        def unknown(self, table: tuple[str, ...], key: str, known: list[str]) -> UsageError: ...
 
     def workspace(self, table: Any) -> dict[str, Any]:
         """`[workspace]`: `max-catchup`, `[workspace.budget]`, `[workspace.maintenance]` — each as
