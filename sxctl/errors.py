@@ -26,6 +26,7 @@ class ExitStatus(IntEnum):
     DOCTOR_FAILED = 9
     RUN_FAILED = 10  # `cron run`: a run it made did not succeed (not in the spec's table)
     CHANGES_PENDING = 11  # `cron plan --detailed-exitcode`: apply would change something (not an error)
+    EXPIRED = 12  # `inbox wait`: the message's --expires passed unread and it was withdrawn (not in the spec)
     INTERRUPTED = 130  # Ctrl-C, SIGTERM while waiting: 128 + SIGINT
     BROKEN_PIPE = 141  # the reader of stdout went away: what a shell reports for SIGPIPE (128 + 13)
 
@@ -61,6 +62,7 @@ class ErrorCode(StrEnum):
     RESET_INTENT = "reset_intent"
     ONE_SHOT_FINAL = "one_shot_final"
     RETRACTED = "retracted"
+    EXPIRED = "expired"
     LOST_UPDATE = "lost_update"
     POLICY_LOSS = "policy_loss"  # `cron handoff`: comis would ignore sxctl's policy of a job
     PASS_INSTALLED = "pass_installed"  # `cron handoff`: sxctl's crontab entry still runs passes here
@@ -97,6 +99,7 @@ _STATUS_BY_CODE: dict[ErrorCode, ExitStatus] = {
                      ErrorCode.CLOCK_BEHIND), ExitStatus.INVALID_DATA),
     ErrorCode.TIMEOUT: ExitStatus.TIMEOUT,
     ErrorCode.TOO_LATE: ExitStatus.TOO_LATE,
+    ErrorCode.EXPIRED: ExitStatus.EXPIRED,
     ErrorCode.OS_REFUSED: ExitStatus.OS_REFUSED,
     ErrorCode.DOCTOR_FAILED: ExitStatus.DOCTOR_FAILED,
     ErrorCode.RUN_FAILED: ExitStatus.RUN_FAILED,
@@ -124,11 +127,12 @@ EXIT_MEANINGS: dict[int, str] = {
     6: "timed out waiting (`--wait`, `inbox wait`)",
     7: "too late (retracting a consumed message; editing a timer that fired its last time meanwhile)",
     8: "the operating system refused (permission denied, read-only or full file system, closed standard output)",
-    9: "`doctor` found a failing check (each is named, with the command that fixes it)",
+    9: "`doctor` found a failing check (each is named, with the command that fixes it; with `--strict`, a warning)",
     10: "`cron run`: a run it made did not succeed (failed or unknown); the reason is printed, "
         "`sxctl cron runs NAME` shows the run",
     11: "`cron plan --detailed-exitcode`: `cron apply` would change something (the plan is printed; "
         "0: nothing would change)",
+    12: "expired: the message's `--expires` passed unread and it was withdrawn (`inbox wait`, `inbox send --wait`)",
     130: "interrupted (Ctrl-C; SIGTERM while writing or waiting); a send interrupted once its message was written, "
          "or while waiting, says where the message is",
     141: "the reader of standard output went away (piped into `head`): silently, as a shell reports SIGPIPE",

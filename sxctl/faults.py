@@ -22,6 +22,8 @@ POINTS = (
     "after-start",
     "after-dispatch",
     "after-terminal",
+    "after-lifetime",
+    "before-withdraw",
     "before-spend-history",
 )
 

@@ -22,6 +22,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
     "inbox": ("send_message", "list_messages", "show_message", "wait_for_message", "retract_message",
               "clean_inbox", "prune_inbox", "forward_messages", "MessageList", "MessageView", "Retraction", "Removal",
               "Forwarding"),
+    "message_lifetimes": ("expire_messages", "Expiry"),
     "callbacks": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "publish_timers",
                   "preview_timers", "move_timers", "TimerTable", "TimerMove"),
     "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",

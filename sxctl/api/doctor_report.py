@@ -25,28 +25,32 @@ class DoctorReport:
     """`doctor`: one verdict per check (`ok`, `warn`, `fail`), each failing one with its fix."""
 
     checks: list[dict[str, Any]]
+    #: `--strict`: a warning fails too (a read deadline missed, no live agent, …)
+    strict: bool = False
 
     @property
     def failed(self) -> list[dict[str, Any]]:
-        return [c for c in self.checks if c["status"] == "fail"]
+        return [c for c in self.checks if c["status"] == "fail" or (self.strict and c["status"] == "warn")]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": not self.failed, "checks": self.checks,
+        return {"ok": not self.failed, "strict": self.strict, "checks": self.checks,
                 "counts": {s: sum(1 for c in self.checks if c["status"] == s) for s in ("ok", "warn", "fail")}}
 
     def raise_if_failed(self) -> None:
         """DoctorFailed (exit 9) naming the failing checks."""
         if self.failed:
             names = list(dict.fromkeys(c["check"] for c in self.failed))  # a check may fail on several lines
-            raise SxctlError(f"{len(names)} check(s) failed: {', '.join(names)}", code=ErrorCode.DOCTOR_FAILED,
+            what = "failed or warned (--strict)" if self.strict else "failed"
+            raise SxctlError(f"{len(names)} check(s) {what}: {', '.join(names)}", code=ErrorCode.DOCTOR_FAILED,
                              details=self.to_json())
 
 
 def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | None = None,
            crontab_file: str | os.PathLike | None = None, environ: Mapping[str, str] = os.environ,
-           clock: Clock = SYSTEM_CLOCK) -> DoctorReport:
+           clock: Clock = SYSTEM_CLOCK, strict: bool = False) -> DoctorReport:
     """Check the project, the agent, permissions, temps and locks, the scheduler's heartbeat and
-    installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only)."""
+    installed entry, overdue and unknown runs, the ledger's size and a comis daemon (read-only).
+    `strict`: a warning counts as a failure (`raise_if_failed`)."""
     root = chosen = ws = None
     try:
         root = find_project(project, session=session)
@@ -79,4 +83,5 @@ def doctor(*, session=None, project=None, workspace=None, max_log_bytes: int | N
 
     return DoctorReport(diagnose(root, chosen, ws, environ=environ, clock=clock,
                                  max_log_bytes=ledger_ceiling(max_log_bytes, environ), crontab_text=crontab_text,
-                                 crontab_file=os.fspath(crontab_file) if crontab_file is not None else None))
+                                 crontab_file=os.fspath(crontab_file) if crontab_file is not None else None),
+                        strict)

@@ -20,6 +20,7 @@ from ..inbox.sending import SendResult, send
 from ..project import follow_or_refuse
 from ..record import record
 from ..report import Reporter
+from .message_lifetimes import lifetime_of, state_text, with_lifetimes
 from .scope import find_project, find_session, milliseconds, reporter
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ def send_message(
     wait: float | None = None,
     soft_wait: bool = True,
     follow: bool = False,
+    expires: float | str | None = None,
+    read_within: float | None = None,
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
 ) -> SendResult:
@@ -50,7 +53,9 @@ def send_message(
     and the spaces after it removed), any other is `auto` — as `sxctl inbox send TEXT` does.
     A pinned session (`session`, SXCTL_SESSION, SX_SESSION_DIR) the agent left for a newer live
     one is refused (exit 4 `session_superseded`); with `follow`, the message goes to that one
-    instead, and a wait moves it on if the agent restarts meanwhile."""
+    instead, and a wait moves it on if the agent restarts meanwhile. `expires` (seconds, or a
+    DURATION or TIME string): an unread message is withdrawn then (a wait ends with exit 12);
+    `read_within` (seconds): a message unread by then is reported (docs/guides/message-lifetimes.md)."""
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
     if wait is not None and not soft_wait:
@@ -64,6 +69,7 @@ def send_message(
         text=text, mode=mode, image=load_image(Path(image)) if image is not None else None,
         stem=check_stem(stem) if stem is not None else None, priority=priority,
         key=check_key(key) if key is not None else None, wait_s=wait, no_wait=not soft_wait, follow=follow,
+        lifetime=lifetime_of(expires, read_within, clock.now_ms()),
     )
     report = reporter(report)
     chosen = find_session(session, project=project, clock=clock, report=report)
@@ -85,6 +91,11 @@ class MessageList:
     session: Session
     states: tuple[str, ...]
     rows: list[MessageRow]
+    now_ms: int = 0
+
+    def state_text(self, row: MessageRow) -> str:
+        """The row's state in words, with its expiry and read deadline."""
+        return state_text(row, self.now_ms)
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, **self.session.to_json(), "messages": [r.to_json() for r in self.rows]}
@@ -104,7 +115,7 @@ def list_messages(
     consumed ones are found from their names, without reading the rest)."""
     states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
     chosen = find_session(session, project=project, clock=clock, report=report)
-    return MessageList(chosen, states, folder.list_messages(chosen, states, limit))
+    return MessageList(chosen, states, with_lifetimes(folder.list_messages(chosen, states, limit)), clock.now_ms())
 
 
 @record
@@ -113,6 +124,10 @@ class MessageView:
 
     session: Session
     row: MessageRow
+    now_ms: int = 0
+
+    def state_text(self) -> str:
+        return state_text(self.row, self.now_ms)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,7 +157,7 @@ def show_message(
 ) -> MessageView:
     """Message `stem` (pending, consumed or retracted): its text, mode, state and path."""
     chosen = find_session(session, project=project, clock=clock, report=report)
-    return MessageView(chosen, find_message(chosen, stem_argument(stem)))
+    return MessageView(chosen, with_lifetimes([find_message(chosen, stem_argument(stem))])[0], clock.now_ms())
 
 
 def wait_for_message(

@@ -272,13 +272,15 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
              max_runs_per_day: int | None = None, until: str | None = None, max_runs: int | None = None,
              active_hours: str | None = None, active_days: str | None = None,
              overlap: str | None = None, jitter: float | None = None, host: str | None = None,
-             ping_url: str | None = None, rate_limit_ceiling: float | None = None,
+             ping_url: str | None = None, ping_on: str | None = None, expires: float | None = None,
+             read_within: float | None = None, rate_limit_ceiling: float | None = None,
              max_session_tokens: int | None = None, max_tokens_per_day: int | None = None,
              on_missing_usage: str | None = None) -> JobSpec:
     """Every flag of `cron add` / `cron update` as the `spec` of `add_job` / `update_job`: the
     schedule (one of `cron`/`every`/`at`/`in_`), the payload, the target (`to`, `to_project`,
     `tenant`; None keeps an updated job's), the wake gate (a script file) and sxctl's policy
-    (`hold_max`, `stale_after`, `jitter` in seconds; `overlap` skip, queue or replace) with its
+    (`hold_max`, `stale_after`, `jitter`, `expires`, `read_within` in seconds; `overlap` skip, queue
+    or replace; `ping_on` written or read) with its
     spend guards (`rate_limit_ceiling` … `on_missing_usage`). What is None is not given."""
     target = None
     if to is not None or to_project is not None or tenant is not None:
@@ -298,7 +300,8 @@ def job_spec(*, cron: str | None = None, every: str | None = None, at: str | Non
         policy=PolicyOptions(hold_max=hold_max, catch_up=catch_up, stale_after=stale_after, missed_note=missed_note,
                              max_unconsumed=max_unconsumed, max_runs_per_day=max_runs_per_day, until=until,
                              max_runs=max_runs, active_hours=active_hours, active_days=active_days,
-                             overlap=overlap, jitter=jitter, host=host, ping_url=ping_url,
+                             overlap=overlap, jitter=jitter, host=host, ping_url=ping_url, ping_on=ping_on,
+                             expires=expires, read_within=read_within,
                              guards=GuardOptions(rate_limit_ceiling, max_session_tokens, max_tokens_per_day,
                                                  on_missing_usage)),
     )

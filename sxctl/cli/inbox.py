@@ -74,7 +74,12 @@ TEXT_INPUT_LIMIT = 64_000
 @click.option("--follow", is_flag=True, help="Follow the agent into a new session: a pinned session it left is "
               "replaced by the newer live one (exit 4 without), and with --wait the message is moved there if the "
               "agent restarts meanwhile.")
-def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow) -> int:
+@click.option("--expires", metavar="DURATION|TIME",
+              help="Withdraw the message if it is still unread then (by the next scheduler pass, `sxctl inbox "
+                   "expire`, or a wait: exit 12). A message the agent took is never withdrawn.")
+@click.option("--read-within", "read_within", type=DURATION, metavar="DURATION",
+              help="Report the message if it is unread after this long (status and doctor warn; metrics).")
+def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow, expires, read_within) -> int:
     """Drop one message (TEXT, '-' for stdin) into the session's inbox.
 
     Without --wait, sxctl waits up to 2 s for a live agent to consume it and exits 0 either way.
@@ -85,13 +90,15 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
       sxctl inbox send "~also check the docs"          # queued after the current turn
       git log -1 --format=%B | sxctl inbox send - --key "$(git rev-parse HEAD)"
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
+      sxctl inbox send "build 812 failed: look" --expires 2h --read-within 15m
     """
     from ..api import send_message
 
     body, from_argument = _read_text(text, text_file, image is not None)
     # the `~` rule (applied by the API when no mode is given) is for text typed as an argument
     result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
-                          stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, **in_session())
+                          stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, expires=expires,
+                          read_within=read_within, **in_session())
 
     return print_sent(result, settings().json)
 
@@ -99,7 +106,8 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
 @inbox.command("list")
 @click.option("--done", is_flag=True, help="Also list consumed messages (inbox/done/): with --limit only the "
               "newest are read, without it every one (a full scan of the history).")
-@click.option("--retracted", is_flag=True, help="Also list retracted messages.")
+@click.option("--retracted", is_flag=True, help="Also list retracted messages (and expired ones: withdrawn unread "
+              "when their --expires passed).")
 @click.option("--all", "all_", is_flag=True, help="Pending, consumed and retracted.")
 @click.option("--limit", type=click.IntRange(1), help="At most N rows.")
 def list_(done, retracted, all_, limit) -> None:
@@ -122,7 +130,7 @@ def list_(done, retracted, all_, limit) -> None:
         table(
             ["STEM", "STATE", "MODE", "BYTES", "IMAGE", "COPY", "PREVIEW"],
             [
-                [r.stem, r.state, r.message.mode if r.message else "?", r.size, r.image,
+                [r.stem, result.state_text(r), r.message.mode if r.message else "?", r.size, r.image,
                  None if r.copy == "none" else r.copy,
                  f"(invalid: {r.invalid})" if r.invalid else r.preview.replace("\n", " ")]
                 for r in rows
@@ -148,7 +156,7 @@ def show(stem: str) -> None:
 
     def human() -> None:
         say(f"stem   {row.stem}")
-        say(f"state  {row.state}")
+        say(f"state  {result.state_text()}")
         say(f"mode   {row.message.mode if row.message else '-'}")
         say(f"path   {row.path}")
         if row.image:
@@ -171,7 +179,8 @@ def show(stem: str) -> None:
 def wait(stem, key, timeout_s, follow) -> None:
     """Wait until a message is consumed (exit 0), or time out (exit 6).
 
-    Exit 4 if it was retracted meanwhile, exit 3 if no such message exists.
+    Exit 4 if it was retracted meanwhile, exit 3 if no such message exists, exit 12 if its --expires
+    passed unread (the wait withdraws it then, as a scheduler pass would).
 
     \b
     Examples:
@@ -205,6 +214,37 @@ def retract(stem, key) -> None:
     result = retract_message(stem, key=key, **in_session())
     note = " (it was already retracted)" if result.already else ""
     emit(result.to_json(), lambda: say(f"retracted {result.stem}{note}"))
+
+
+@inbox.command("expire", mutating=True)
+@click.option("--dry-run", is_flag=True, help="Only print what would be withdrawn.")
+def expire(dry_run) -> None:
+    """Withdraw unread messages whose --expires passed, in every session of the project.
+
+    Every scheduler pass (`sxctl cron tick`) does this; run it where none runs. A message the agent
+    took is never withdrawn. It also notes messages unread past their --read-within.
+
+    \b
+    Example:
+      sxctl inbox expire --dry-run
+    """
+    from ..api import expire_messages
+
+    kw = in_session()
+    if kw["session"]:
+        raise UsageError("--session names no session here: `inbox expire` sweeps every session of the project")
+    result = expire_messages(dry_run=dry_run, project=kw["project"], clock=kw["clock"], report=kw["report"])
+
+    def human() -> None:
+        verb = "would withdraw" if dry_run else "withdrew"
+        for event in result.of("expired"):
+            say(f"{verb} {event.stem} in {event.session}: expired unread")
+        for event in result.of("missed"):
+            say(f"{event.stem} in {event.session}: not read within its deadline")
+        if not result.of("expired"):
+            say("nothing has expired")
+
+    emit(result.to_json(), human)
 
 
 @inbox.command("clean", mutating=True)

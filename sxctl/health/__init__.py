@@ -24,6 +24,7 @@ from .maintenance_check import check_maintenance, check_paused_by_sxctl
 from .schedule_file_check import check_schedule_file
 from .session_checks import (
     check_agent,
+    check_deadlines,
     check_history,
     check_inbox_switch,
     check_permissions,
@@ -53,6 +54,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         found.add("project", "ok", str(project))
         found.guard("sessions", lambda: check_agent(found, project, clock))
         found.guard("stranded", lambda: check_stranded(found, project, clock))
+        found.guard("message deadlines", lambda: check_deadlines(found, project, clock))
     if session is not None:
         found.guard("inbox gate", lambda: check_inbox_switch(found, session))
         found.guard("permissions", lambda: check_permissions(found, session, ws))

@@ -147,6 +147,18 @@ def check_history(found: Findings, session) -> None:
         found.add("history", "ok", f"{done} consumed message(s) kept")
 
 
+def check_deadlines(found: Findings, project: Path, clock: Clock) -> None:
+    """Messages unread past their --read-within, or past their --expires and not yet withdrawn
+    (inbox/lifetimes.py: what `status` lists, in the same words)."""
+    from ..inbox.expiry import lifetime_problems, survey
+
+    seen = survey(project, clock.now_ms(), clock)
+    for problem in lifetime_problems(seen):
+        found.add("message deadlines", "warn", problem["message"], problem["fix"])
+    if not seen.overdue and not seen.expired_pending:
+        found.add("message deadlines", "ok", f"{seen.tracked} pending message(s) with a deadline or expiry, none late")
+
+
 def check_temps_and_locks(found: Findings, session, ws, now: int) -> None:
     folders = [ws.scheduler, ws.scheduler / HEARTBEATS] + (
         [inbox.path for inbox in inbox_dirs(session)] if session is not None else [])

@@ -39,6 +39,11 @@ class InboxDir:
     def keys(self) -> Path:
         return self.path / ".keys"
 
+    @property
+    def lifetimes(self) -> Path:
+        """The messages' expiries and read deadlines (inbox/lifetimes.py): sxctl's, never the agent's."""
+        return self.path / ".lifetimes"
+
     def pending_file(self, stem: str) -> Path:
         return self.path / f"{stem}.json"
 
@@ -53,7 +58,8 @@ class InboxDir:
             refuse_symlinks_below(root, folder)
 
     def folder_of(self, state: str) -> Path:
-        return {"pending": self.path, "consumed": self.done, "retracted": self.retracted}[state]
+        return {"pending": self.path, "consumed": self.done, "retracted": self.retracted,
+                "expired": self.retracted}[state]
 
     def state_of(self, stem: str) -> str:
         """pending → consumed → retracted → missing, in that order: files only move forward,
@@ -130,6 +136,9 @@ class MessageRow:
     obj: dict[str, Any] | None
     invalid: str | None
     raw: bytes = b""
+    #: its lifetime (inbox/lifetimes.py): when it expires, when it should be read by (None: never)
+    expires_ms: int | None = None
+    read_by_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         row: dict[str, Any] = {
@@ -137,6 +146,7 @@ class MessageRow:
             "mode": self.message.mode if self.message else None,
             "bytes": self.size, "mtime_ms": self.mtime_ms, "ctime_ms": self.ctime_ms,
             "image": self.image, "preview": self.preview, "copy": self.copy,
+            "expires_ms": self.expires_ms, "read_by_ms": self.read_by_ms,
         }
         if self.invalid is not None:
             row["invalid"] = self.invalid

@@ -118,7 +118,7 @@ def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: C
         except BaseException:
             reservation.discard()
             raise
-        if not publish(inbox, stem, request.data, request.image, reservation):
+        if not publish(inbox, stem, request.data, request.image, reservation, request.lifetime):
             raise ConflictError(f"stem {stem} was taken while reserved for key {request.key!r}",
                                 code=ErrorCode.LOCK_BUSY, file=inbox.pending_file(stem))
         return stem, "pending", False, False, None
@@ -157,7 +157,7 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
         if reservation is None:  # another sender of the key is completing it: see what it did
             continue
         _remove_orphan_sidecars(inbox, stem)
-        if publish(inbox, stem, request.data, request.image, reservation):
+        if publish(inbox, stem, request.data, request.image, reservation, request.lifetime):
             return stem, "pending", True, True, None
     raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code=ErrorCode.LOCK_BUSY)
 

@@ -8,15 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import ConflictError, ErrorCode, NotFoundError, SxctlError, TooLateError
-from ..fsio import atomic_write, ensure_private_dir, fsync_dir, remove_quietly, writer_holds
+from ..errors import ErrorCode, NotFoundError, SxctlError, TooLateError
+from ..fsio import atomic_write, remove_quietly, writer_holds
 from ..jsondata import compact_json
 from ..project import Session, as_session
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record
+from .lifetimes import records_of
 from .message import IMAGE_EXTS, TIME_STEM
 from .places import place_of
+from .withdraw import withdraw_pending
 
 # --- retract -----------------------------------------------------------------------------------
 
@@ -45,33 +47,12 @@ def retract(session: Session, stem: str) -> RetractResult:
     if located is None:
         located = next((d for d in dirs if d.state_of(stem) != "missing"), dirs[0])
     inbox = located
-    inbox.refuse_symlinks(inbox.path, inbox.retracted)
-    target = inbox.retracted / f"{stem}.json"
-    if os.path.lexists(inbox.pending_file(stem)):
-        ensure_private_dir(inbox.retracted)
-        if os.path.lexists(target):
-            raise ConflictError(f"{target} already exists", code=ErrorCode.NAME_TAKEN, file=target)
-    try:
-        os.rename(inbox.pending_file(stem), target)
-    except FileNotFoundError:
-        if os.path.lexists(inbox.done / f"{stem}.json"):
-            raise TooLateError(
-                f"{stem} was already consumed", file=inbox.done / f"{stem}.json"
-            ) from None
-        if os.path.lexists(target):
-            return RetractResult(inbox, stem, already=True)
-        raise NotFoundError(
-            f"no message {stem} in {inbox.path}", code=ErrorCode.STEM_NOT_FOUND
-        ) from None
-    sidecar = inbox.sidecar_of(inbox.path, stem)
-    if sidecar is not None:
-        try:
-            os.rename(sidecar, inbox.retracted / sidecar.name)
-        except FileNotFoundError:
-            pass
-    fsync_dir(inbox.path)
-    fsync_dir(inbox.retracted)
-    return RetractResult(inbox, stem, already=False)
+    outcome = withdraw_pending(inbox, stem)
+    if outcome == "consumed":
+        raise TooLateError(f"{stem} was already consumed", file=inbox.done / f"{stem}.json")
+    if outcome == "missing":
+        raise NotFoundError(f"no message {stem} in {inbox.path}", code=ErrorCode.STEM_NOT_FOUND)
+    return RetractResult(inbox, stem, already=outcome == "already")
 
 
 # --- housekeeping ------------------------------------------------------------------------------
@@ -108,9 +89,10 @@ def _clean_candidates(inbox: InboxDir, cutoff_ms: int) -> Iterator[Path]:
             for folder in (inbox.path, inbox.done, inbox.retracted)
         ) and not writer_holds(inbox.temp_file(stem)):  # a send at work published it before its message
             yield path
-    for path, name in _older_files(inbox.keys, cutoff_ms, use_ctime=False):
-        if name.endswith(".tmp"):
-            yield path
+    for folder in (inbox.keys, inbox.lifetimes, inbox.lifetimes / "settled"):
+        for path, name in _older_files(folder, cutoff_ms, use_ctime=False):
+            if name.endswith(".tmp"):
+                yield path
 
 
 def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock: Clock = SYSTEM_CLOCK) -> list[Path]:
@@ -118,7 +100,7 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
     cutoff = clock.now_ms() - older_than_ms
     removed = []
     for inbox in inbox_dirs(session):
-        inbox.refuse_symlinks(inbox.path, inbox.keys)
+        inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.lifetimes)
         for path in list(_clean_candidates(inbox, cutoff)):
             if writer_holds(path):  # a send at work (stopped, or slow): its temp is not a leftover
                 continue
@@ -153,6 +135,8 @@ def prune(
                    if (folder, name[:-5] if name.endswith(".json") else name.rsplit(".", 1)[0]) not in newest}
             kept += sum(1 for name in _listdir(folder) if folder / name not in old)
             removed += sorted(old)
+            gone = {path.name[: -len(".json")] for path in old if path.name.endswith(".json")}
+            removed += sorted(records_of(inbox, gone)) if gone else []  # their expiries and deadlines
         if keys:
             old_keys = []
             for path, name in _older_files(inbox.keys, cutoff, use_ctime=False):

@@ -12,7 +12,7 @@ finish or undo it (`recover`):
 2. reserve the stem in the target: `<stem>.json.tmp`, created only if absent (the stem's lock,
    as `inbox send` takes it) and holding the token, so a later run knows it for its own; check
    again that the stem is free;
-3. give the target a key record for each key of the message (`moved_from` says where from);
+3. give the target a key record for each key of the message and its lifetime record (`moved_from`);
 4. publish the image sidecar in the target (a hard link, renamed into place after the free-stem
    check), so the message never appears without it;
 5. check the stem again and rename the message into the target: the commit point;
@@ -31,6 +31,7 @@ so the key records always name the message where it is. Every move out of a sess
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import os
@@ -57,6 +58,7 @@ from ..project import ProjectLayout, Session, as_session, session_info
 from ..record import Factory, record
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
+from .lifetimes import carried, carry, forget_moved
 from .message import TIME_STEM, default_stem, is_plain_stem
 from .moves import INTENTS, MOVES, read_intent
 from .publishing import StemTaken
@@ -143,7 +145,6 @@ class _Reservation:
             remove_quietly(self.path)
 
 
-
 def is_regular(path: Path) -> bool | None:
     """True for a regular file, False for anything else, None when nothing is there."""
     try:
@@ -154,9 +155,8 @@ def is_regular(path: Path) -> bool | None:
 
 def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *, bump: bool = True,
                  keys: list[tuple[Path, dict[str, Any]]] | None = None, clock: Clock = SYSTEM_CLOCK) -> Moved:
-    """Move the pending message `stem` of `inbox` (a copy of `source`) into `target`'s inbox,
-    with its sidecar and its keys (`keys`: its key records, when the caller indexed them). The
-    caller holds `forward_lock(source)`."""
+    """Move the pending message `stem` of `inbox` (a copy of `source`) into `target`'s inbox, with its
+    sidecar, keys (`keys`: its records, if indexed) and lifetime. The caller holds `forward_lock(source)`."""
     new_inbox = primary_inbox(target)
     moved = Moved(source.id, inbox.copy, stem, "forwarded")
     if not is_plain_stem(stem):
@@ -174,8 +174,8 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
     if not kind or (sidecar is not None and not is_regular(sidecar)):
         moved.outcome = "not_regular"  # the agent would not read it either; sxctl moves only files
         return moved
-    inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.path / INTENTS, inbox.path / MOVES)
-    new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys)
+    inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.path / INTENTS, inbox.path / MOVES, inbox.lifetimes)
+    new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys, new_inbox.lifetimes)
     if not target.dir.is_dir():
         raise NotFoundError(f"session folder {target.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
     ensure_private_dir(new_inbox.path)
@@ -225,6 +225,7 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
             except FileExistsError:
                 continue  # the target knows this key already: its own record stays
             created.append(new_inbox.keys / path.name)
+        created += carry(inbox, stem, new_inbox, to_stem, source.id)  # its expiry and read deadline
         if sidecar is not None:
             published = _publish_sidecar(sidecar, new_inbox.path / f"{to_stem}{sidecar.suffix}", own, check_free)
             faults.hit("after-sidecar")
@@ -294,13 +295,13 @@ def _undo(intent_path: Path, reservation: _Reservation | None, published: Path |
 def _finish(inbox: InboxDir, stem: str, intent: dict[str, Any], intent_path: Path, clock: Clock) -> None:
     """Step 6 after the rename: the source's sidecar goes (an orphan now), the move is recorded
     for look-ups, and the intent is removed last."""
-    if inbox.state_of(stem) == "missing":
-        sidecar = inbox.sidecar_of(inbox.path, stem)
-        if sidecar is not None and is_regular(sidecar):
-            remove_quietly(sidecar)
+    sidecar = inbox.sidecar_of(inbox.path, stem) if inbox.state_of(stem) == "missing" else None
+    if sidecar is not None and is_regular(sidecar):
+        remove_quietly(sidecar)
     ensure_private_dir(inbox.path / MOVES)
     atomic_write(inbox.path / MOVES / f"{stem}.json",
                  compact_json({**intent, "moved_ms": clock.now_ms()}))
+    forget_moved(inbox, stem)
     remove_quietly(intent_path)
 
 
@@ -375,6 +376,7 @@ def _recover_one(source: Session, inbox: InboxDir, stem: str, *, dry_run: bool =
     # reservation too, while the reservation proves nobody else could publish there
     created = [path for path, body in key_index(new_inbox).get(to_stem, [])
                if body.get("moved_from") == {"session": source.id, "stem": stem} and "pruned" not in body]
+    created += carried(new_inbox, to_stem, source.id, stem)
     ours = reservation is not None and reservation.ours()
     if ours:  # an image the move had linked but not yet renamed into place (`<stem>.png.tmp`)
         created += [path for path in new_inbox.path.glob(f"{glob.escape(to_stem)}.*.tmp")
@@ -390,11 +392,8 @@ def _remove_dead_temps(inbox: InboxDir) -> None:
     """Temps in the intent and move folders belong to a dead writer: every writer there holds the
     session's forward lock, which the caller holds now."""
     for folder in (inbox.path / INTENTS, inbox.path / MOVES):
-        try:
-            entries = list(os.scandir(folder))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        for entry in entries:
-            if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
-                remove_quietly(Path(entry.path))
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for entry in list(os.scandir(folder)):
+                if entry.name.endswith(".tmp") and entry.is_file(follow_symlinks=False):
+                    remove_quietly(Path(entry.path))
 

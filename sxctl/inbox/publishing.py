@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from .. import faults
 from ..clock import Clock
@@ -56,23 +57,30 @@ def reserve(inbox: InboxDir, stem: str) -> PendingFile | None:
 
 
 def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
-            reservation: PendingFile | None = None) -> bool:
-    """Write one message under `stem` (sidecar first, then the message). False if taken.
+            reservation: PendingFile | None = None, lifetime: dict[str, Any] | None = None) -> bool:
+    """Write one message under `stem` (its lifetime record, sidecar, then the message). False if taken.
 
     Holding `<stem>.json.tmp` (O_EXCL) for the whole write makes the free-stem checks exact;
-    a caller that reserved the stem earlier passes its reservation.
+    a caller that reserved the stem earlier passes its reservation. `lifetime`: the message's
+    expiry and read deadline (inbox/lifetimes.py), written before anything of the message.
     """
     reservation = reservation or reserve(inbox, stem)
     if reservation is None:
         return False
     own = {reservation.temp}
     sidecar: Path | None = None  # set only once this send has published it
+    record: Path | None = None
 
     def check_free() -> None:
         if not inbox.stem_is_free(stem, frozenset(own)):
             raise StemTaken
 
     try:  # the free-stem check runs right before each rename (sidecar, then message)
+        if lifetime is not None:
+            from .lifetimes import write_open  # a send without a lifetime never loads it
+
+            record = write_open(inbox, stem, {"stem": stem, **lifetime})
+            faults.hit("after-lifetime")
         if image is not None:
             target = inbox.path / f"{stem}.{image.ext}"
             sidecar_temp = inbox.path / f"{stem}.{image.ext}.tmp"
@@ -90,10 +98,12 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
         reservation.commit(before_rename)
     except (StemTaken, FileExistsError):
         remove_quietly(sidecar)
+        remove_quietly(record)
         reservation.discard()
         return False
     except BaseException:
         remove_quietly(sidecar)
+        remove_quietly(record)
         reservation.discard()
         raise
     return True

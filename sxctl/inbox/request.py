@@ -23,6 +23,8 @@ class SendRequest:
     wait_s: float | None = None  # hard wait; None = soft wait (or none with no_wait)
     no_wait: bool = False
     follow: bool = False
+    #: when it expires and should be read by, for its record (inbox/lifetimes.py; None: neither)
+    lifetime: dict | None = None
     data: bytes = NoInit()  # type: ignore[assignment]
 
     def __post_init__(self) -> None:

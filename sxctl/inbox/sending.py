@@ -47,6 +47,8 @@ class SendResult:
     stranded: bool = False
     #: a message `inbox forward` moved here: {"session", "stem"} it came from
     forwarded_from: dict[str, str] | None = None
+    #: the lifetime this send gave its new message (inbox/lifetimes.py)
+    lifetime: dict[str, Any] | None = None
 
     @property
     def consumed(self) -> bool:
@@ -73,6 +75,8 @@ class SendResult:
             doc["stranded"] = True
         if self.forwarded_from is not None:
             doc["forwarded_from"] = self.forwarded_from
+        if self.lifetime is not None:
+            doc.update(expires_ms=self.lifetime["expires_ms"], read_by_ms=self.lifetime["read_by_ms"])
         if self.session.followed_from is not None:
             doc["followed_from"] = self.session.followed_from
         return doc
@@ -175,6 +179,7 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
         session, inbox, stem, request.mode, state, len(request.data),
         request.image.ext if request.image else None, request.key,
         duplicate=duplicate, completed_abandoned=abandoned, inbox_switch=switch,
+        lifetime=request.lifetime if not duplicate or abandoned else None,
     )
     if place is not None:
         result.session, result.inbox, result.forwarded_from = place.session, place.inbox, place.forwarded_from
@@ -199,5 +204,5 @@ def _is_real_dir(path: Path) -> bool:
 
 def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:
     return first_stem(inbox, request.stem, request.priority, clock,
-                      lambda stem: publish(inbox, stem, request.data, request.image))
+                      lambda stem: publish(inbox, stem, request.data, request.image, lifetime=request.lifetime))
 

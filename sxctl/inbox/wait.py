@@ -3,6 +3,7 @@ rotation (sessions.md §9)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -76,6 +77,9 @@ class WaitOutcome:
             raise error
         if self.state == "retracted":
             raise ConflictError(f"{where} was retracted", code=ErrorCode.RETRACTED, details=details)
+        if self.state == "expired":
+            raise SxctlError(f"{where} expired unread and was withdrawn (to {self.inbox.retracted})",
+                             code=ErrorCode.EXPIRED, details=details)
         if self.state == "missing":
             raise NotFoundError(f"{where} not found", code=ErrorCode.STEM_NOT_FOUND, details=details)
 
@@ -151,6 +155,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
     session, inbox, _ = where
     next_liveness_check = clock.monotonic()
     warned_stale = False
+    expires = expiry_of(inbox, stem)  # a message with --expires: the wait withdraws it then
     while True:
         state = inbox.state_of(stem)
         if state == "missing":
@@ -163,7 +168,9 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
                 report.note(f"{stem} was forwarded to {moved_session.id}" +
                             (f" as {moved_stem}" if moved_stem != stem else "") + "; waiting there")
                 session, inbox, stem = where[:] = [moved_session, moved_inbox, moved_stem]
-                state = moved_state
+                state, expires = moved_state, expiry_of(moved_inbox, moved_stem)
+        if state == "pending" and expires is not None and clock.now_ms() >= expires:
+            state = expire_now(inbox, stem, clock.now_ms())
         now = clock.monotonic()
         if state != "pending" or (deadline is not None and now >= deadline):
             break
@@ -179,6 +186,7 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
                               "from": str(inbox.path), "to": str(moved.path), "session": target.id})
                         report.note(f"re-homed {stem} from {session.id} to {target.id}")
                         session, inbox = where[:2] = [target, moved]
+                        expires = expiry_of(moved, stem)
                         continue
                 elif not follow and not warned_stale and session.state == "live":
                     warned_stale = True
@@ -190,7 +198,27 @@ def _wait_loop(where: list, stem: str, deadline: float | None, follow: bool, clo
                         "use --follow to re-home it after a rotation"
                     )
         clock.sleep(POLL_S)
+    if state == "retracted":
+        from .lifetimes import refined_state  # was it withdrawn because it expired?
+
+        state = refined_state(inbox, stem)
     return state
+
+
+def expiry_of(inbox: InboxDir, stem: str) -> int | None:
+    """When the message expires (None: never): a wait loads the lifetimes only where they are kept."""
+    if not os.path.isdir(inbox.lifetimes):
+        return None
+    from .lifetimes import expiry_of as recorded_expiry
+
+    return recorded_expiry(inbox, stem)
+
+
+def expire_now(inbox: InboxDir, stem: str, now_ms: int) -> str:
+    """The message's expiry passed while it was waited for: withdrawn as every pass withdraws it."""
+    from .lifetimes import expire_if_due
+
+    return expire_if_due(inbox, stem, now_ms)
 
 
 def rotation_target(session: Session, clock: Clock) -> Session | None:

@@ -24,7 +24,7 @@ from .summary import CRON_FILES
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: a run's receipt as a label: the message was read, is still unread, was taken back, is lost,
 #: or the run dispatched no inbox message (`none`)
-RECEIPT_LABELS = {"read": "read", "pending": "unread", "retracted": "retracted", "lost": "lost"}
+RECEIPT_LABELS = {"read": "read", "pending": "unread", "retracted": "retracted", "expired": "expired", "lost": "lost"}
 #: the files whose trouble is a metric of its own (the cron part of `status` names the first three)
 
 
@@ -86,6 +86,16 @@ def collect(doc: dict[str, Any], ws, project: Path, clock: Clock, max_log_bytes:
           *([({}, inbox["pending"])] if "pending" in inbox else []))
     gauge("sxctl_inbox_oldest_pending_age_seconds", "Age of the oldest pending message (no sample: none pending).",
           *([({}, inbox["oldest_pending_age_ms"] / 1000)] if inbox.get("oldest_pending_age_ms") is not None else []))
+    ends = inbox.get("lifetimes")  # messages with --expires / --read-within (inbox/lifetimes.py)
+    if ends is not None:
+        gauge("sxctl_inbox_unread_past_deadline_messages", "Pending messages not read within their --read-within.",
+              ({}, len(ends["overdue"])))
+        gauge("sxctl_inbox_expired_pending_messages", "Pending messages whose --expires passed, not yet withdrawn "
+              "(no pass or `sxctl inbox expire` ran since).", ({}, len(ends["expiredPending"])))
+        gauge("sxctl_inbox_expired_messages", "Messages withdrawn unread when their --expires passed (kept ones).",
+              ({}, ends["expired"]))
+        gauge("sxctl_inbox_read_late_messages", "Messages read after their --read-within (kept ones).",
+              ({}, ends["readLate"]))
     stranded = doc["stranded"]
     gauge("sxctl_stranded_sessions", "Sessions no agent reads that hold pending messages or active timers.",
           ({}, len(stranded)))
@@ -155,7 +165,7 @@ def _run_families(gauge, cron: dict[str, Any], ws, project: Path, clock: Clock, 
     counts: dict[tuple[str, str], int] = {}
     for status, receipt in runs or []:
         counts[status, receipt] = counts.get((status, receipt), 0) + 1
-    gauge("sxctl_cron_runs", "Runs in the ledger by status and receipt (read, unread, retracted, lost, none).",
+    gauge("sxctl_cron_runs", "Runs in the ledger by status and receipt (read, unread, retracted, expired, lost, none).",
           *[({"status": status, "receipt": receipt}, n) for (status, receipt), n in sorted(counts.items())])
     gauge("sxctl_cron_unread_runs", "Runs whose inbox message the agent has not read yet.",
           ({}, sum(n for (_, receipt), n in counts.items() if receipt == "unread")))

@@ -21,6 +21,7 @@ from ..cron.store.transaction import clock_behind, clock_behind_error
 from ..cron.timeline.previews import job_previews
 from ..cron.timeline.views import job_state, paused_by_sxctl
 from ..errors import InvalidDataError, SystemRefusedError
+from ..inbox.expiry import lifetime_problems, survey
 from ..inbox.folder import count_since, list_messages
 from ..project import NO_SESSION, Session, list_sessions, live_sessions, several_live_warning
 from .spend_view import guard_problems, guard_states, session_usage
@@ -143,6 +144,10 @@ def status(session: Session | None, ws, *, clock: Clock = SYSTEM_CLOCK,
         edit = timers["unpublished_edit"]
         problems.append({"code": "timer_edit_not_adopted", "message": f"{edit['message']}; fix: {edit['fix']}"})
     problems += _cron_problems(cron)
+    lifetimes = survey(session.project, now, clock, infos)  # messages with --expires / --read-within
+    inbox["lifetimes"] = lifetimes.to_json()
+    problems += [{"code": problem["code"], "message": f"{problem['message']}; fix: {problem['fix']}"}
+                 for problem in lifetime_problems(lifetimes)]
     return {
         "ok": True, **session.to_json(), "now_ms": now,
         "liveness": {"state": session.state, "updated_ms": session.liveness.updated_ms,

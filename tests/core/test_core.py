@@ -21,12 +21,12 @@ def test_every_spec_error_code_maps_to_its_exit_status():
         "internal": 1, "usage": 2, "invalid_value": 2, "unsupported": 2, "project_not_found": 3,
         "session_not_found": 3, "stem_not_found": 3, "file_not_found": 3, "slots_full": 4,
         "key_conflict": 4, "name_taken": 4, "retracted": 4, "lost_update": 4, "invalid_data": 5,
-        "clock_behind": 5, "timeout": 6, "too_late": 7, "os_refused": 8, "doctor_failed": 9, "run_failed": 10, "interrupted": 130,
+        "clock_behind": 5, "timeout": 6, "too_late": 7, "os_refused": 8, "doctor_failed": 9, "run_failed": 10, "expired": 12, "interrupted": 130,
         "key_not_set": 3,
     }
     for code, exit_code in expected.items():
         assert SxctlError("x", code=ErrorCode(code)).exit_code == exit_code
-    assert set(EXIT_BY_CODE.values()) == {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 130}
+    assert set(EXIT_BY_CODE.values()) == {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 130}
     with pytest.raises(ValueError):
         ErrorCode("no_such_code")
 

@@ -207,7 +207,8 @@ def spec_from_options(kw: dict):
         missed_note=kw.get("missed_note"), max_unconsumed=kw.get("max_unconsumed"),
         max_runs_per_day=kw.get("max_runs_per_day"), until=kw.get("until"), max_runs=kw.get("max_runs"),
         active_hours=kw.get("active_hours"), active_days=kw.get("active_days"), overlap=kw.get("overlap"),
-        jitter=kw.get("jitter"), host=kw.get("host"), ping_url=kw.get("ping_url"),
+        jitter=kw.get("jitter"), host=kw.get("host"), ping_url=kw.get("ping_url"), ping_on=kw.get("ping_on"),
+        expires=kw.get("expires"), read_within=kw.get("read_within"),
         rate_limit_ceiling=kw.get("rate_limit_ceiling"), max_session_tokens=kw.get("max_session_tokens"),
         max_tokens_per_day=kw.get("max_tokens_per_day"), on_missing_usage=kw.get("on_missing_usage"),
     )

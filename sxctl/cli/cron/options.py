@@ -102,6 +102,16 @@ def policy_options(command):
         click.option("--ping-url", "ping_url", metavar="URL|none",
                      help="Push monitoring: POST URL/start when a run starts, URL when it succeeded, URL/fail "
                      "when it failed (Healthchecks.io semantics; http or https; shown masked)."),
+        click.option("--ping-on", "ping_on", type=click.Choice(["written", "read"]),
+                     help="When the success ping is sent: written = when the run wrote its message (default); read "
+                     "= when a pass first sees the agent read it (URL/fail if its --read-within or --expires passes "
+                     "first)."),
+        click.option("--expires", type=DURATION, metavar="DURATION",
+                     help="Withdraw each run's message if it is still unread this long after it was sent (by the "
+                     "next pass; the run's receipt says expired). 0: never."),
+        click.option("--read-within", "read_within", type=DURATION, metavar="DURATION",
+                     help="Report each run's message unread this long after it was sent (status and doctor warn, "
+                     "metrics; with --ping-on read, URL/fail). 0: no deadline."),
         *guard_options(job=True),
     ]
     for option in reversed(options):

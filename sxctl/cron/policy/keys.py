@@ -93,9 +93,17 @@ class Applied(Node):
             self.job.check(job, (path, f".jobs[{job_id!r}]"))
 
 
+#: entry keys that came with format 4: a run's message lifetime (inbox/lifetimes.py)
+FORMAT_4_ENTRY_KEYS = ("expiresMs", "readWithinMs", "pingOn")
+
+
 def needs_format_4(doc: dict[str, Any]) -> str | None:
-    """What in the policy document `doc` needs format 4 (a `cron apply`'s record), or None."""
-    return "the last cron apply" if "applied" in doc else None
+    """What in the policy document `doc` needs format 4 (a `cron apply`'s record, a run's message
+    lifetime), or None."""
+    if "applied" in doc:
+        return "the last cron apply"
+    return next((f"a job's {key}" for entry in doc["jobs"].values() for key in FORMAT_4_ENTRY_KEYS if key in entry),
+                None)
 
 
 def needs_format_3(doc: dict[str, Any]) -> str | None:

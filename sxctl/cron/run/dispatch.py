@@ -27,6 +27,7 @@ from ...inbox.sending import send
 from ...project import Session, check_session_id, resolve_target_session
 from ...report import Reporter
 from ..store.targets import INBOX_CHANNEL, holds_project, linked_through, run_target_project
+from .lifetime_sweep import run_lifetime
 
 WAKE_GATE_OUTPUT_CAP = 1024 * 1024
 WAKE_GATE_CONTEXT_CHARS = 4000
@@ -58,6 +59,7 @@ class Occurrence:
     scheduled_for_ms: int
     trigger: str
     note: str | None = None  # a last line for the message (what a catch-up run stands for)
+    policy: dict[str, Any] = field(default_factory=dict)  # the job's policy entry (its messages' lifetime)
 
 
 # --- targets -------------------------------------------------------------------------------------
@@ -108,7 +110,8 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
     if occurrence.note:
         text = f"{text}\n\n{occurrence.note}"
     try:
-        request = SendRequest(text, mode=mode, key=occurrence.execution_id, no_wait=True)
+        request = SendRequest(text, mode=mode, key=occurrence.execution_id, no_wait=True, lifetime=run_lifetime(
+            occurrence.policy, occurrence.job["id"], occurrence.execution_id, clock.now_ms()))
     except UsageError:
         raise DispatchFailure("executor_invalid_input", "validation", "the message is too large") from None
     try:

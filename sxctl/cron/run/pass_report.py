@@ -45,6 +45,8 @@ class PassReport:
     host: str = ""  # the host this pass ran on (cron/policy/hosts.py)
     #: due jobs pinned to another host (--host), left alone by this pass
     elsewhere: list[dict[str, Any]] = field(default_factory=list)
+    #: what the pass's sweep of message lifetimes did (cron/run/lifetime_sweep.py)
+    lifetimes: list[dict[str, Any]] = field(default_factory=list)
 
     def see(self, store: dict[str, Any], policy: dict[str, Any]) -> None:
         """The store and policy the pass works on: the report reads schedules and zones from them."""
@@ -66,7 +68,7 @@ class PassReport:
             "givenUp": self.admission.given_up,
             "skipped_missed_total": sum(skipped_count(r) for r in self.runs),
             "outcomes": outcomes, "occurrences": {**counts, "total": sum(counts.values())},
-            "warnings": warnings, "host": self.host, "pinnedElsewhere": self.elsewhere,
+            "warnings": warnings, "host": self.host, "pinnedElsewhere": self.elsewhere, "lifetimes": self.lifetimes,
         }
         if self.skipped:
             doc["skipped"] = self.skipped
@@ -140,6 +142,9 @@ class PassReport:
         runs = iter(self.runs)  # the first rows are the runs', in their order
         for row in self.outcomes():
             lines.append(self._line(row, next(runs) if "trigger" in row else None))
+        words = {"expired": "withdrawn: expired unread", "missed": "not read within its deadline"}
+        lines += [f"message {row['stem']} in {row['session']}: {words[row['event']]}" for row in self.lifetimes
+                  if row["event"] in words]
         return lines
 
     def idle_text(self, scheduled: bool, next_run: dict[str, Any] | None) -> str:

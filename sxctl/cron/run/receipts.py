@@ -11,7 +11,7 @@ from typing import Any
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...errors import UsageError
-from ...inbox.folder import inbox_dirs
+from ...inbox.folder import InboxDir, inbox_dirs
 from ...inbox.manage import evidence_for_key
 from ...inbox.message import check_stem
 from ...inbox.places import follow
@@ -47,14 +47,17 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
         state = inbox.state_of(stem)
         try:
             if state == "consumed":
-                return {"state": "read", "readAtMs": os.lstat(inbox.done / name).st_ctime_ns // 1_000_000}
-            if state == "pending":
+                receipt = {"state": "read", "readAtMs": os.lstat(inbox.done / name).st_ctime_ns // 1_000_000}
+            elif state == "pending":
                 age = clock.now_ms() - os.lstat(inbox.path / name).st_mtime_ns // 1_000_000
-                return {"state": "pending", "ageMs": max(0, age)}
+                receipt = {"state": "pending", "ageMs": max(0, age)}
+            elif state == "retracted":
+                receipt = {"state": "retracted"}
+            else:
+                continue
         except FileNotFoundError:  # moved on while we looked: it went forward
             return consumption(project, session_id, stem, clock)
-        if state == "retracted":
-            return {"state": "retracted"}
+        return with_lifetime(inbox, stem, receipt, clock.now_ms())
     # `inbox forward` moved it into another session: its receipt is there
     for inbox in inbox_dirs(session):
         moved, _, moved_stem, state = follow(session, inbox, stem, "missing")
@@ -62,6 +65,15 @@ def consumption(project: Path, session_id: str, stem: str, clock: Clock = SYSTEM
             return {**consumption(project, moved.id, moved_stem, clock), "forwardedTo": {"session": moved.id,
                                                                                         "stem": moved_stem}}
     return {"state": "lost", "reason": "message_gone"}
+
+
+def with_lifetime(inbox: InboxDir, stem: str, receipt: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """The receipt with its message's lifetime (`expired`, `overdue`, `late`), where one is kept."""
+    if not os.path.isdir(inbox.lifetimes):
+        return receipt
+    from ...inbox.lifetimes import receipt_of
+
+    return receipt_of(inbox, stem, receipt, now_ms)
 
 
 def run_consumption(run: dict[str, Any], job: dict[str, Any] | None, default_project: Path,
@@ -81,9 +93,9 @@ def describe_consumption(receipt: dict[str, Any] | None) -> str | None:
         return None
     state = receipt["state"]
     if state == "read":
-        return f"read {shown_time(receipt['readAtMs'])}"
+        return f"read {shown_time(receipt['readAtMs'])}" + (" (late)" if receipt.get("late") else "")
     if state == "pending":
-        return f"pending {format_duration_ms(receipt['ageMs'])}"
+        return f"pending {format_duration_ms(receipt['ageMs'])}" + (" (overdue)" if receipt.get("overdue") else "")
     if receipt.get("replacedBy"):
         return "replaced"  # retracted by the job's next run (--overlap replace)
     return state

@@ -39,6 +39,7 @@ from .dispatch import Dispatcher, Occurrence
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, project_run
 from .ledger_rows import start_row, unsettled_outcome
+from .lifetime_sweep import sweep_for_pass
 from .pass_files import PassFiles
 from .pass_report import PassReport
 from .pings import DEFAULT_TIMEOUT_S, Pinger
@@ -180,6 +181,9 @@ class SchedulerPass:
                 self._run_occurrence(job, manual=False)
                 ran += 1
         self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
+        if not self.files.sole_writer:  # a rehearsal's copy has no inbox of its own to sweep
+            self.result.lifetimes = sweep_for_pass(self.store, self.policy, self.options.project, self.ws.root,
+                                                   self.clock, self.pinger, self.report, dry_run=self.options.dry_run)
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
         self.attribution.save()
@@ -360,10 +364,11 @@ class SchedulerPass:
         self._append(start)
         faults.hit("after-start")
         note = missed_note(self.admission.job(job), entry) if trigger == "catchup" else None
-        ping_url = self.policy["jobs"].get(job["id"], {}).get("pingUrl")
+        policy = self.policy["jobs"].get(job["id"], {})
+        ping_url = policy.get("pingUrl")
         if ping_url:
             self.pinger.ping(ping_url, "start", execution_id, f"{job['name']} started ({trigger})")
-        outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note))
+        outcome = self.dispatcher.dispatch(job, Occurrence(job, execution_id, scheduled_for, trigger, note, policy))
         # on disk at once: a pass killed later must not leave a sent run out of --max-tokens-per-day
         self.attribution.dispatched(job, self.policy["jobs"].get(job["id"], {}), self.policy.get("budget"),
                                     start, outcome, self.options.project)
@@ -387,7 +392,7 @@ class SchedulerPass:
             reason = self.dispatcher.reasons.get(execution_id)
             head = f"{projected['status']} {projected.get('errorKind') or ''}".rstrip()
             entry["reason"] = f"{head}: {reason}" if reason else failure_reason(job, projected)
-        if ping_url:
+        if ping_url and not (policy.get("pingOn") == "read" and outcome["kind"] == "inbox_dispatch"):  # else: read
             failed = projected["status"] in FAILED_STATUSES
             self.pinger.ping(ping_url, "fail" if failed else "success", execution_id,
                              f"{job['name']}: {entry.get('reason') if failed else projected['status']}")

@@ -194,7 +194,7 @@ def _readiness(run: dict[str, Any], figures: Figures) -> tuple[int | None, str |
     project = Path(run["project"])
     info = figures.session(project, run["sessionId"])  # one reading of the session for both
     receipt = consumption(project, run["sessionId"], run["stem"], figures.clock, info)
-    if receipt["state"] in ("retracted", "lost"):
+    if receipt["state"] in ("retracted", "expired", "lost"):
         return None, f"its message is {receipt['state']}"
     if receipt["state"] != "read" or "forwardedTo" in receipt:
         return None, "its message went to another session" if "forwardedTo" in receipt else None

@@ -33,7 +33,8 @@ def test_list_pending_in_consumption_order_with_rows(project):
     rows = doc["messages"]
     assert [r["stem"] for r in rows] == ["03_1789974090_125000000", "1789972202_061734902", "zz_broken"]
     first = rows[0]
-    assert set(first) == {"stem", "state", "mode", "bytes", "mtime_ms", "ctime_ms", "image", "preview", "copy"}
+    assert set(first) == {"stem", "state", "mode", "bytes", "mtime_ms", "ctime_ms", "image", "preview", "copy",
+                          "expires_ms", "read_by_ms"}
     assert (first["mode"], first["bytes"], first["image"], first["copy"]) == ("interrupt", 79, None, "none")
     assert first["preview"] == "Stop: the release branch is frozen; do not push."
     assert rows[1]["image"] == "png"

@@ -1,0 +1,62 @@
+"""Every scheduler pass sweeps message lifetimes (inbox/lifetimes.py): it withdraws the unread
+messages whose `--expires` passed, notes read deadlines that passed, and tells the monitors of its
+jobs that ping on read (`cron add --ping-on read`) — success when a pass first sees the agent read a
+run's message, `/fail` with the reason when its deadline passes or it expires first.
+
+It sweeps the pass's default project and the target of every job that gives its messages a
+lifetime. Only the pass whose store holds a run's job pings for it and settles its record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ...clock import Clock
+from ...errors import SxctlError
+from ...report import Reporter
+from ..store.targets import holds_project, run_target_project
+from .pings import Pinger
+
+#: the policy keys that give a job's messages a lifetime
+LIFETIME_KEYS = ("expiresMs", "readWithinMs", "pingOn")
+
+
+def run_lifetime(entry: dict[str, Any], job_id: str, execution_id: str, now_ms: int) -> dict[str, Any] | None:
+    """The lifetime of one run's message, from its job's policy `entry` (None: it has none)."""
+    if not any(key in entry for key in LIFETIME_KEYS):
+        return None
+    return {"sent_ms": now_ms,
+            "expires_ms": now_ms + entry["expiresMs"] if "expiresMs" in entry else None,
+            "read_by_ms": now_ms + entry["readWithinMs"] if "readWithinMs" in entry else None,
+            "run": {"jobId": job_id, "executionId": execution_id, "pingOn": entry.get("pingOn", "written")}}
+
+
+def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], project: Path, workspace: Path, clock: Clock,
+                   pinger: Pinger, report: Reporter, *, dry_run: bool) -> list[dict[str, Any]]:
+    """What the pass's sweep did, as the rows of `cron tick --json`'s `lifetimes`."""
+    from ...inbox.expiry import sweep_project
+
+    projects = {project}
+    names = {job["id"]: job["name"] for job in store["jobs"]}
+    for job in store["jobs"]:
+        entry = policy["jobs"].get(job["id"])
+        if entry and any(key in entry for key in LIFETIME_KEYS):
+            projects.add(run_target_project(job, project, workspace=workspace))
+
+    def ping(run: dict[str, Any], kind: str, reason: str) -> None:
+        url = policy["jobs"].get(run["jobId"], {}).get("pingUrl")
+        if url:
+            pinger.ping(url, kind, run["executionId"], f"{names.get(run['jobId'], run['jobId'])}: {reason}")
+
+    rows: list[dict[str, Any]] = []
+    for target in sorted(projects):
+        if not holds_project(target):
+            continue
+        try:
+            events = sweep_project(target, clock.now_ms(), clock, owns=names.keys(), ping=ping, dry_run=dry_run)
+        except (SxctlError, OSError) as error:  # a lifetime never stops the runs of a pass
+            report.warn(f"message lifetimes in {target} were not swept: {getattr(error, 'message', error)}")
+            continue
+        rows += [{**event.to_json(), "project": str(target)} for event in events]
+    return rows
