@@ -23,6 +23,7 @@ _PARTS: dict[str, tuple[str, ...]] = {
               "clean_inbox", "prune_inbox", "forward_messages", "MessageList", "MessageView", "Retraction", "Removal",
               "Forwarding"),
     "message_lifetimes": ("expire_messages", "Expiry"),
+    "usage_gate": ("GatedSend",),
     "callbacks": ("list_timers", "set_timer", "edit_timer", "cancel_timers", "pause_timers", "publish_timers",
                   "preview_timers", "move_timers", "TimerTable", "TimerMove"),
     "sessions": ("list_sessions", "show_session", "which_session", "get_config", "SessionList", "SessionDetail",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..inbox.folder import InboxDir, MessageRow
     from ..inbox.wait import WaitOutcome
     from ..project import Session
+    from .usage_gate import GatedSend
 
 
 def send_message(
@@ -44,9 +45,10 @@ def send_message(
     follow: bool = False,
     expires: float | str | None = None,
     read_within: float | None = None,
+    when_below: str | None = None,
     clock: Clock = SYSTEM_CLOCK,
     report: Reporter | None = None,
-) -> SendResult:
+) -> SendResult | GatedSend:
     """Drop a message into the session's inbox; with `wait` (seconds, 0 = forever), block until
     it is consumed (raising WaitTimeoutError, exit 6, if it is still pending then). `mode` is
     `auto`, `interrupt` or `queue`; without one, a text that starts with `~` is queued (the `~`
@@ -55,7 +57,29 @@ def send_message(
     one is refused (exit 4 `session_superseded`); with `follow`, the message goes to that one
     instead, and a wait moves it on if the agent restarts meanwhile. `expires` (seconds, or a
     DURATION or TIME string): an unread message is withdrawn then (a wait ends with exit 12);
-    `read_within` (seconds): a message unread by then is reported (docs/guides/message-lifetimes.md)."""
+    `read_within` (seconds): a message unread by then is reported (docs/guides/message-lifetimes.md).
+    `when_below` (`90%`): sent only while the agent's rate-limit use is below it, else held in a
+    one-shot cron job that a pass delivers once it is: a `GatedSend` (`.held`, `.sent`, `.job`)."""
+    if when_below is not None:
+        given = [flag for flag, value in (("mode", mode), ("image", image), ("priority", priority), ("stem", stem),
+                                          ("key", key), ("wait", wait), ("follow", follow))
+                 if value not in (None, False)]
+        if given:
+            raise UsageError(f"--when-below cannot be combined with --{', --'.join(given)}: a held message is a cron "
+                             "job's run")
+        from .usage_gate import GatedSend, ceiling_of, hold_until_below, rate_use
+
+        ceiling = ceiling_of(when_below)
+        report = reporter(report)
+        chosen = find_session(session, project=project, clock=clock, report=report)
+        figures = rate_use(chosen, report)
+        if any(value is not None and value >= ceiling for value in figures.values()):
+            return hold_until_below(text, ceiling, figures, chosen, expires=expires, read_within=read_within,
+                                    clock=clock, report=report)
+        sent = send_message(text, session=chosen, expires=expires, read_within=read_within, soft_wait=soft_wait,
+                            clock=clock, report=report)
+        assert isinstance(sent, SendResult)
+        return GatedSend(ceiling, figures, sent=sent)
     if priority is not None and stem is not None:
         raise UsageError("--priority and --stem cannot be combined")
     if wait is not None and not soft_wait:

@@ -79,7 +79,12 @@ TEXT_INPUT_LIMIT = 64_000
                    "expire`, or a wait: exit 12). A message the agent took is never withdrawn.")
 @click.option("--read-within", "read_within", type=DURATION, metavar="DURATION",
               help="Report the message if it is unread after this long (status and doctor warn; metrics).")
-def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow, expires, read_within) -> int:
+@click.option("--when-below", "when_below", metavar="PCT",
+              help="Send only while the agent's rate-limit use (rl_5h, rl_7d) is below PCT (90%); above it, a "
+                   "one-shot cron job holds the message and the first scheduler pass that sees the use below "
+                   "PCT delivers it, once.")
+def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, follow, expires, read_within,
+         when_below) -> int:
     """Drop one message (TEXT, '-' for stdin) into the session's inbox.
 
     Without --wait, sxctl waits up to 2 s for a live agent to consume it and exits 0 either way.
@@ -91,16 +96,32 @@ def send(text, text_file, mode, image, priority, stem, key, wait_s, no_wait, fol
       git log -1 --format=%B | sxctl inbox send - --key "$(git rev-parse HEAD)"
       sxctl inbox send "look at this" --image screenshot.png --wait 120 --json
       sxctl inbox send "build 812 failed: look" --expires 2h --read-within 15m
+      sxctl inbox send "continue where you stopped" --when-below 90%
     """
     from ..api import send_message
 
     body, from_argument = _read_text(text, text_file, image is not None)
     # the `~` rule (applied by the API when no mode is given) is for text typed as an argument
-    result = send_message(body, mode=mode if from_argument else (mode or "auto"), image=image, priority=priority,
-                          stem=stem, key=key, wait=wait_s, soft_wait=not no_wait, follow=follow, expires=expires,
-                          read_within=read_within, **in_session())
+    given_mode = mode if from_argument or when_below is not None else (mode or "auto")
+    result = send_message(body, mode=given_mode, image=image, priority=priority, stem=stem, key=key, wait=wait_s,
+                          soft_wait=not no_wait, follow=follow, expires=expires, read_within=read_within,
+                          when_below=when_below, **in_session())
+    if hasattr(result, "held"):  # --when-below
+        return _print_gated(result)
 
     return print_sent(result, settings().json)
+
+
+def _print_gated(result) -> int:
+    if result.sent is not None:
+        if not settings().json:
+            return print_sent(result.sent, False)
+        emit_json(result.to_json())
+        return 0
+    use = ", ".join(f"{name} {value:.0%}" for name, value in result.usage.items() if value is not None)
+    emit(result.to_json(), lambda: say(f"held: the agent's rate-limit use is {use} (at or above {result.ceiling:.0%}); "
+                                       f"cron job {result.job.outcome['name']} sends it once a pass sees it below"))
+    return 0
 
 
 @inbox.command("list")

@@ -103,7 +103,7 @@ def run(plain: PlainSend) -> int:
                           key=given.get("--key"), soft_wait="--no-wait" not in plain.flags,
                           follow="--follow" in plain.flags, session=s.session, project=s.project, clock=s.clock,
                           report=StderrReporter(s))
-    return print_sent(result, s.json)
+    return print_sent(result, s.json)  # type: ignore[arg-type]  # no --when-below on this path: a SendResult
 
 
 def print_sent(result: SendResult, as_json: bool) -> int:

@@ -76,9 +76,10 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
             raise StemTaken
 
     try:  # the free-stem check runs right before each rename (sidecar, then message)
-        if lifetime is not None:
+        if lifetime is not None:  # only once the stem is this send's: a taken stem's record is another's
             from .lifetimes import write_open  # a send without a lifetime never loads it
 
+            check_free()
             record = write_open(inbox, stem, {"stem": stem, **lifetime})
             faults.hit("after-lifetime")
         if image is not None:

@@ -39,14 +39,15 @@ KEYS: dict[str, str] = {
     "max-unconsumed": "int", "max-runs-per-day": "int", "until": "time", "max-runs": "int",
     "active-hours": "str", "active-days": "days", "overlap": "str", "jitter": "duration", "host": "str",
     "ping-url": "secret", "rate-limit-ceiling": "fraction", "max-session-tokens": "int",
-    "max-tokens-per-day": "int", "on-missing-usage": "str",
+    "max-tokens-per-day": "int", "on-missing-usage": "str", "ping-on": "str", "expires": "duration",
+    "read-within": "duration",
 }
 #: keys a file may give that are read into another key
 SOURCES: dict[str, str] = {"ping-url-env": "ping-url", "text-file": "text", "wake-gate": "wake-gate-script"}
 #: what a key the file leaves out means (None: not set; and see KEPT)
 DEFAULTS: dict[str, Any] = {
     "payload": "agent-turn", "tz": "UTC", "agent": "default", "hold-max": DEFAULT_HOLD_MAX_MS, "catch-up": "once",
-    "missed-note": True, "overlap": "queue",
+    "missed-note": True, "overlap": "queue", "ping-on": "written",
 }
 #: a declared form's list of the keys it leaves as the job has them: an `every` job's `anchor`,
 #: `paused` and `agent` when the file does not give them (a new job counts from the apply; an operator's
@@ -144,7 +145,8 @@ def _policy_of(entry: dict[str, Any]) -> dict[str, Any]:
         "overlap": entry.get("overlap", "queue"), "jitter": entry.get("jitterMs"), "host": entry.get("host"),
         "ping-url": entry.get("pingUrl"), "rate-limit-ceiling": entry.get("rateLimitCeiling"),
         "max-session-tokens": entry.get("maxSessionTokens"), "max-tokens-per-day": entry.get("maxTokensPerDay"),
-        "on-missing-usage": entry.get("onMissingUsage"),
+        "on-missing-usage": entry.get("onMissingUsage"), "ping-on": entry.get("pingOn", "written"),
+        "expires": entry.get("expiresMs"), "read-within": entry.get("readWithinMs"),
     }
 
 

@@ -325,6 +325,7 @@ def _options_of(d: dict[str, Any], keys: set[str]) -> PolicyOptions:
         until=pick("until", "none", instant_text), max_runs=pick("max-runs", 0),
         active_hours=pick("active-hours", "none"), active_days=pick("active-days", "none"),
         overlap=pick("overlap", None), jitter=pick("jitter", 0, seconds), host=pick("host", "any"),
-        ping_url=pick("ping-url", "none"),
+        ping_url=pick("ping-url", "none"), ping_on=pick("ping-on", "written"),
+        expires=pick("expires", 0, seconds), read_within=pick("read-within", 0, seconds),
         guards=GuardOptions(pick("rate-limit-ceiling", 0), pick("max-session-tokens", 0),
                             pick("max-tokens-per-day", 0), pick("on-missing-usage", "default")))

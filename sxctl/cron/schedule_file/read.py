@@ -74,6 +74,7 @@ class _Reader(WorkspaceTable):
         self.path, self.lines, self.environ, self.now_ms, self.root = path, KeyLines(text), environ, now_ms, workspace
         self.gate_language = "js"
         self.notes: list[str] = []  # what the file leaves as it is here (an unset ping URL variable)
+        self.url_kept = False  # the job being read keeps the ping URL it has (its variable is not set here)
 
     @contextmanager
     def about(self, where: tuple[str, ...], key: str | None) -> Iterator[None]:
@@ -127,8 +128,9 @@ class _Reader(WorkspaceTable):
         kept = ["anchor"] if "anchor" not in table else []
         kept += ["paused"] if "paused" not in table else []
         kept += ["agent"] if "agent" not in table else []
-        kept += ["ping-url"] if "ping-url-env" in table and values["ping-url"] is None and \
-            table["ping-url-env"] not in self.environ else []
+        self.url_kept = "ping-url-env" in table and values["ping-url"] is None and \
+            table["ping-url-env"] not in self.environ  # the job's URL stays: unknown here
+        kept += ["ping-url"] if self.url_kept else []
         declared = self.declared(where, values)
         declared[KEPT] = kept
         return declared
@@ -272,7 +274,7 @@ class _Reader(WorkspaceTable):
         if declared["catch-up"] != "skip":
             declared["stale-after"] = None
         for key in ("max-unconsumed", "max-runs-per-day", "max-runs", "jitter", "rate-limit-ceiling",
-                    "max-session-tokens", "max-tokens-per-day"):
+                    "max-session-tokens", "max-tokens-per-day", "expires", "read-within"):
             if declared.get(key) == 0:
                 declared[key] = None  # 0 is no limit, as the flag says
         if declared.get("host") == "any":
@@ -302,7 +304,7 @@ class _Reader(WorkspaceTable):
         """The policy values, checked by the same rules as the flags of `cron add` (the message
         names the flag; the error, its key)."""
         seconds = {key: None if values.get(key) is None else values[key] / 1000
-                   for key in ("hold-max", "stale-after", "jitter")}
+                   for key in ("hold-max", "stale-after", "jitter", "expires", "read-within")}
         try:
             apply_options({}, PolicyOptions(
                 hold_max=seconds["hold-max"], catch_up=values.get("catch-up"), stale_after=seconds["stale-after"],
@@ -310,6 +312,8 @@ class _Reader(WorkspaceTable):
                 max_runs_per_day=values.get("max-runs-per-day"), max_runs=values.get("max-runs"),
                 active_hours=values.get("active-hours"), active_days=values.get("active-days"),
                 overlap=values.get("overlap"), jitter=seconds["jitter"], host=values.get("host"),
+                expires=seconds["expires"], read_within=seconds["read-within"], ping_url=values.get("ping-url"),
+                ping_on=None if self.url_kept else values.get("ping-on"),
                 guards=GuardOptions(values.get("rate-limit-ceiling"), values.get("max-session-tokens"),
                                     values.get("max-tokens-per-day"), values.get("on-missing-usage"))),
                 tz=declared["tz"], now_ms=self.now_ms, recurring="at" not in values)

@@ -1,0 +1,277 @@
+"""Message lifetimes (`--expires`, `--read-within`, docs/guides/message-lifetimes.md): the record
+beside the message and never in it, withdrawal by `inbox expire`, a pass and a wait, a racing
+reader that wins or loses but never both, `inbox forward` and restarts, crashes at each write,
+lying records, and the one story `status`, `doctor` and `metrics` tell of a missed deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sxctl.clock import FakeClock
+from tests.conftest import EXAMPLES, RACER, forks, now_ms, tree
+
+SEC = 1000
+
+
+def inbox(folder: Path) -> Path:
+    return folder / "inbox"
+
+
+def send(project, at: int, *args: str) -> dict:
+    result = project.run("inbox", "send", "--no-wait", "--json", *args, clock=FakeClock(at))
+    assert result.code == 0, result.err
+    return result.json()
+
+
+def states(project, at: int, *args: str) -> dict[str, str]:
+    rows = project.run("inbox", "list", "--all", "--json", *args, clock=FakeClock(at)).json()["messages"]
+    return {row["stem"]: row["state"] for row in rows}
+
+
+def record(folder: Path, stem: str, settled: bool = False) -> dict:
+    path = inbox(folder) / ".lifetimes" / ("settled" if settled else "") / f"{stem}.json"
+    return json.loads(path.read_text())
+
+
+def test_the_lifetime_is_kept_beside_the_message_never_in_it(project):
+    folder = project.session()
+    t = now_ms()
+    doc = send(project, t, "--stem", "1789972202_061734902", "--mode", "queue", "--expires", "2h",
+               "--read-within", "15m", "Review the current project risks.")
+    assert (doc["expires_ms"], doc["read_by_ms"]) == (t + 7200 * SEC, t + 900 * SEC)
+    message = inbox(folder) / "1789972202_061734902.json"
+    assert message.read_bytes() == (EXAMPLES / "inbox" / "1789972202_061734902.json").read_bytes()  # no new key
+    assert record(folder, "1789972202_061734902") == {
+        "stem": "1789972202_061734902", "sent_ms": t, "expires_ms": t + 7200 * SEC, "read_by_ms": t + 900 * SEC}
+    assert os.stat(inbox(folder) / ".lifetimes").st_mode & 0o777 == 0o700
+    row = project.run("inbox", "list", "--json", clock=FakeClock(t)).json()["messages"][0]
+    assert (row["state"], row["expires_ms"], row["read_by_ms"]) == ("pending", t + 7200 * SEC, t + 900 * SEC)
+    human = project.run("inbox", "list", clock=FakeClock(t + 1000 * SEC)).out
+    assert "pending, read by" in human and "(overdue 1m40s)" in human and "expires in 1h43m" in human
+    plain = send(project, t, "no lifetime")
+    assert "expires_ms" not in plain and not (inbox(folder) / ".lifetimes" / f"{plain['stem']}.json").exists()
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--expires", "0"], "--expires 0 is not in the future"),
+    (["--expires", "2020-01-01T00:00Z"], "is not in the future"),
+    (["--expires", "soon"], "invalid --expires 'soon': give a DURATION"),
+    (["--read-within", "0"], "--read-within must be longer than 0"),
+    (["--expires", "10m", "--read-within", "1h"], "--read-within ends after --expires"),
+])
+def test_a_lifetime_that_cannot_be_kept_is_refused_and_nothing_is_written(project, args, error):
+    folder = project.session()
+    before = tree(folder)
+    result = project.run("inbox", "send", "--no-wait", "hello", *args)
+    assert result.code == 2 and error in result.err and len(result.err.strip().splitlines()) == 1, result.err
+    assert tree(folder) == before
+
+
+def test_expire_withdraws_what_is_unread_and_says_expired_everywhere(project):
+    folder = project.session(live=False)
+    t = now_ms()
+    stale = send(project, t, "--expires", "30m", "stale")["stem"]
+    fresh = send(project, t, "--expires", "3h", "fresh")["stem"]
+    read = send(project, t, "--expires", "30m", "read in time")["stem"]
+    os.rename(inbox(folder) / f"{read}.json", inbox(folder) / "done" / f"{read}.json") if (
+        inbox(folder) / "done").mkdir() is None else None
+    before = tree(folder)
+    dry = project.run("inbox", "expire", "--dry-run", "--json", clock=FakeClock(t + 3600 * SEC))
+    assert dry.code == 0 and [e["stem"] for e in dry.json()["expired"]] == [stale]
+    assert tree(folder) == before  # a dry run changes nothing
+    done = project.run("inbox", "expire", "--json", clock=FakeClock(t + 3600 * SEC))
+    assert done.code == 0, done.err
+    assert [e["stem"] for e in done.json()["expired"]] == [stale]
+    assert [e["stem"] for e in done.json()["settled"]] == [read]
+    assert states(project, t + 3600 * SEC) == {fresh: "pending", read: "consumed", stale: "expired"}
+    assert (inbox(folder) / "retracted" / f"{stale}.json").read_bytes() == before[f"inbox/{stale}.json"]
+    assert record(folder, stale, settled=True)["outcome"] == "expired"
+    assert record(folder, read, settled=True)["outcome"] == "read"
+    assert sorted(p.name for p in (inbox(folder) / ".lifetimes").glob("*.json")) == [f"{fresh}.json"]
+    shown = project.run("inbox", "show", stale, "--json").json()
+    assert shown["state"] == "expired" and shown["path"].endswith(f"retracted/{stale}.json")
+    again = project.run("inbox", "expire", "--json", clock=FakeClock(t + 3600 * SEC)).json()
+    assert again["expired"] == [] and again["settled"] == []
+    said = project.run("inbox", "expire", clock=FakeClock(t + 4 * 3600 * SEC))
+    assert said.out.splitlines() == [f"withdrew {fresh} in {folder.name}: expired unread"]
+
+
+def test_a_wait_ends_at_the_expiry_with_its_own_exit_status(project):
+    folder = project.session()
+    t = now_ms()
+    stem = send(project, t, "--expires", "5s", "deploy when green")["stem"]
+    result = project.run("inbox", "wait", stem, "--timeout", "60", "--json", clock=FakeClock(t))
+    assert result.code == 12, result.err
+    doc = json.loads(result.out)
+    assert doc["error"]["code"] == "expired" and doc["state"] == "expired"
+    assert (inbox(folder) / "retracted" / f"{stem}.json").exists()
+    assert project.run("inbox", "wait", stem, clock=FakeClock(t)).code == 12  # and so it stays
+    sent = project.run("inbox", "send", "--expires", "1s", "--wait", "30", "x", clock=FakeClock(t))
+    assert sent.code == 12 and "expired unread and was withdrawn" in sent.err
+
+
+RACING_READER = RACER + r"""
+import json, os, sys, time
+inbox, log = sys.argv[2], sys.argv[3]
+claimed = []
+while True:  # the reference agent's claim: a rename into done/ before it reads
+    names = sorted(n for n in os.listdir(inbox) if n.endswith(".json"))
+    if not names:
+        break
+    try:
+        os.rename(os.path.join(inbox, names[0]), os.path.join(inbox, "done", names[0]))
+    except FileNotFoundError:
+        continue  # withdrawn first
+    claimed.append(names[0][:-5])
+    time.sleep(0.0005)
+open(log, "w").write(json.dumps(claimed))
+"""
+
+
+def test_a_racing_reader_and_expire_never_both_have_a_message_and_none_is_lost(project, tmp_path):
+    folder = project.session()
+    t = now_ms() - 60 * SEC  # sent a minute ago, expired since
+    stems = [send(project, t + n, "--expires", "1s", f"note {n}")["stem"] for n in range(150)]
+    (inbox(folder) / "done").mkdir()
+    gun, log = tmp_path / "gun", tmp_path / "claimed.json"
+    reader = forks().start([str(gun), str(inbox(folder)), str(log)], cwd=project.root, env=project.env(),
+                           python=RACING_READER)
+    expirer = forks().start([str(gun), "inbox", "expire", "--json"], cwd=project.root, env=project.env(),
+                            python=RACER + "from sxctl.cli import main\nmain(sys.argv[2:])\n")
+    while len(list(tmp_path.glob("gun.ready-*"))) < 2:
+        pass
+    gun.touch()
+    assert reader.wait().code == 0
+    result = expirer.wait()
+    assert result.code == 0, result.err
+    claimed = set(json.loads(log.read_text()))
+    expired = {e["stem"] for e in json.loads(result.out)["expired"]}
+    assert claimed and expired, "the race did not happen: one side took every message"  # both sides won some
+    assert claimed.isdisjoint(expired) and claimed | expired == set(stems)  # never both, none lost
+    final = states(project, now_ms())
+    assert {s for s, v in final.items() if v == "consumed"} == claimed
+    assert {s for s, v in final.items() if v == "expired"} == expired
+    for stem in claimed:  # a message the reader took counts as read, whatever the expiry record says
+        assert not (inbox(folder) / "retracted" / f"{stem}.json").exists()
+    settle = project.run("inbox", "expire", "--json").json()
+    assert {e["stem"] for e in settle["settled"]} <= claimed and settle["expired"] == []
+
+
+def test_forward_carries_the_lifetime_and_the_target_session_withdraws_it(project):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    t = now_ms()
+    stem = send(project, t, "--session", old.name, "--expires", "10m", "--read-within", "5m", "sent while down")["stem"]
+    new = project.session("2026_09_21_brave_curie", live=True)
+    moved = project.run("inbox", "forward", "--json", clock=FakeClock(t))
+    assert moved.code == 0, moved.err
+    [row] = moved.json()["forwarded"]
+    to = row["to_stem"]
+    assert not (inbox(old) / ".lifetimes" / f"{stem}.json").exists()
+    carried = record(new, to)
+    assert carried["expires_ms"] == t + 600 * SEC and carried["moved_from"] == {"session": old.name, "stem": stem}
+    listing = project.run("inbox", "list", "--json", "--session", new.name, clock=FakeClock(t)).json()
+    assert listing["messages"][0]["read_by_ms"] == t + 300 * SEC
+    expired = project.run("inbox", "expire", "--json", clock=FakeClock(t + 700 * SEC)).json()
+    assert [(e["session"], e["stem"]) for e in expired["expired"]] == [(new.name, to)]
+
+
+def test_a_forward_killed_before_its_commit_takes_its_carried_record_back(project):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    t = now_ms()
+    stem = send(project, t, "--session", old.name, "--expires", "10m", "sent while down")["stem"]
+    new = project.session("2026_09_21_brave_curie", live=True)
+    killed = forks().run(["inbox", "forward"], cwd=project.root, env=project.env(), kill_at=("before-rename", 1))
+    assert killed.code == -9  # the SIGKILL happened
+    assert list((inbox(new) / ".lifetimes").glob("*.json"))  # the record was carried before the commit
+    again = project.run("inbox", "forward", "--json")
+    assert again.code == 0 and again.json()["recovered"][0]["outcome"] == "undone"
+    to = again.json()["forwarded"][0]["to_stem"]
+    assert [p.name for p in (inbox(new) / ".lifetimes").glob("*.json")] == [f"{to}.json"]
+    assert not (inbox(old) / ".lifetimes" / f"{stem}.json").exists()
+
+
+@pytest.mark.parametrize("point", ["after-lifetime", "before-rename"])
+def test_a_send_killed_after_its_record_leaves_no_message_and_the_record_goes(project, point):
+    folder = project.session()
+    killed = forks().run(["inbox", "send", "--no-wait", "--expires", "1s", "x"], cwd=project.root,
+                         env=project.env(), kill_at=(point, 1))
+    assert killed.code == -9  # the SIGKILL happened
+    [orphan] = (inbox(folder) / ".lifetimes").glob("*.json")
+    assert not list(inbox(folder).glob("*.json"))
+    held = project.run("inbox", "expire", "--json", clock=FakeClock(now_ms() + 60 * SEC)).json()
+    assert held["expired"] == [] and orphan.exists()  # its temp holds the stem: a send may be at work
+    project.run("inbox", "clean", "--older-than", "0")
+    project.run("inbox", "expire", clock=FakeClock(now_ms() + 60 * SEC))
+    assert not orphan.exists() and not list(inbox(folder).glob("**/*.json"))
+
+
+def test_an_expiry_killed_between_its_record_and_its_retract_is_finished_by_the_next(project):
+    folder = project.session(live=False)
+    t = now_ms() - 60 * SEC
+    stem = send(project, t, "--expires", "1s", "stale")["stem"]
+    killed = forks().run(["inbox", "expire"], cwd=project.root, env=project.env(), kill_at=("before-withdraw", 1))
+    assert killed.code == -9  # the SIGKILL happened
+    assert record(folder, stem, settled=True)["outcome"] == "expired"
+    assert states(project, now_ms()) == {stem: "pending"}  # the message decides, not the record
+    assert project.run("inbox", "expire", "--json").json()["expired"][0]["stem"] == stem
+    assert states(project, now_ms()) == {stem: "expired"}
+
+
+@pytest.mark.parametrize("body", [
+    b"not json", b'{"stem":"other","expires_ms":1}', b'{"stem":"S","expires_ms":"soon"}', b"[]",
+    b'{"stem":"S","expires_ms":1,"outcome":"eaten"}', b"x" * 10_000,
+])
+def test_a_record_that_lies_is_never_acted_on(project, body):
+    folder = project.session(live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--expires", "1s", "keep me")["stem"]
+    path = inbox(folder) / ".lifetimes" / f"{stem}.json"
+    path.write_bytes(body.replace(b'"S"', f'"{stem}"'.encode()))
+    result = project.run("inbox", "expire", "--json")
+    assert result.code == 0 and result.json()["expired"] == []
+    assert states(project, now_ms()) == {stem: "pending"}
+    assert project.run("inbox", "list").code == 0
+
+
+def test_a_linked_lifetimes_folder_is_refused(project, tmp_path):
+    folder = project.session()
+    (inbox(folder)).mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", inbox(folder) / ".lifetimes")
+    result = project.run("inbox", "send", "--no-wait", "--expires", "1h", "x")
+    assert result.code == 5 and "symbolic link" in result.err
+    assert os.listdir(tmp_path / "elsewhere") == [] and not list(inbox(folder).glob("*.json"))
+
+
+def test_prune_removes_the_records_with_their_messages(project):
+    folder = project.session(live=False)
+    t = now_ms() - 3600 * SEC
+    stem = send(project, t, "--expires", "1s", "stale")["stem"]
+    project.run("inbox", "expire")
+    result = project.run("inbox", "prune", "--older-than", "0", "--retracted", "--json")
+    assert str(inbox(folder) / ".lifetimes" / "settled" / f"{stem}.json") in result.json()["removed"]
+    assert not list((inbox(folder) / ".lifetimes").rglob("*.json"))
+
+
+def test_status_doctor_and_metrics_tell_one_story_of_a_missed_deadline(project):
+    project.session()
+    t = now_ms()
+    late = send(project, t - 600 * SEC, "--read-within", "5m", "look at the build")["stem"]
+    send(project, t, "--read-within", "1h", "not late yet")
+    status = project.run("status", "--json", clock=FakeClock(t)).json()
+    lifetimes = status["inbox"]["lifetimes"]
+    assert [row["stem"] for row in lifetimes["overdue"]] == [late] and lifetimes["tracked"] == 2
+    [problem] = [p for p in status["problems"] if p["code"] == "messages_unread_past_deadline"]
+    assert late in problem["message"]
+    doctor = project.run("doctor", "--json", clock=FakeClock(t))
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "message deadlines"]
+    assert check["status"] == "warn" and late in check["message"] and check["message"] in problem["message"]
+    strict = project.run("doctor", "--strict", "-q", clock=FakeClock(t))
+    assert strict.code == 9 and "message deadlines" in strict.err
+    metrics = project.run("metrics", clock=FakeClock(t)).out
+    assert "sxctl_inbox_unread_past_deadline_messages{" in metrics
+    sample = next(line for line in metrics.splitlines() if line.startswith("sxctl_inbox_unread_past_deadline_messages{"))
+    assert sample.endswith(f" {len(lifetimes['overdue'])}")
