@@ -235,10 +235,38 @@ class Demo:
         self.sxctl("--session", idle, "inbox", "send", "nobody will read this", "--json", check=idle_send)
         self.sxctl("--session", idle, "inbox", "retract", sent.get("stem", "-"), "--json", check=lambda code, out: [
             ("withdrawn: state retracted", code == 0 and json.loads(out).get("state") == "retracted")])
+        self.lifetimes(idle)
         consumed = self.watching.wait(lambda e: e["event"] == "turn_start" and e["text"] == "hello", 1)
         stem = consumed[0]["ref"] if consumed else "-"
         self.sxctl("inbox", "retract", stem, check=lambda code, out: [
             ("retracting a consumed message exits 7", code == 7)])
+
+    def lifetimes(self, idle: str) -> None:
+        """A message that goes stale is withdrawn; one not read in time is reported."""
+        sent: dict = {}
+
+        def remember(what: str, key: str, label: str) -> Callable[[int, str], list[tuple[str, bool]]]:
+            def check(code: int, out: str) -> list[tuple[str, bool]]:
+                sent[what] = json.loads(out) if code == 0 else {}
+                return [(f"written with its {label}", sent[what].get(key) is not None)]
+            return check
+
+        self.sxctl("--session", idle, "inbox", "send", "standup notes", "--read-within", "0.3s", "--no-wait", "--json",
+                   check=remember("late", "read_by_ms", "read deadline"))
+        self.sxctl("--session", idle, "inbox", "send", "the build is red: look", "--expires", "1.5s", "--no-wait",
+                   "--json", check=remember("stale", "expires_ms", "expiry"))
+        self.sxctl("--session", idle, "inbox", "wait", sent["stale"].get("stem", "-"), "--timeout", "10",
+                   check=lambda code, out: [("unread at its expiry: withdrawn, exit 12", code == 12)])
+
+        def deadline(code: int, out: str) -> list[tuple[str, bool]]:
+            codes = [p["code"] for p in json.loads(out).get("problems", [])] if out else []
+            return [("the missed read deadline is a problem", "messages_unread_past_deadline" in codes)]
+
+        self.sxctl("status", "--json", check=deadline)
+        self.sxctl("--session", idle, "inbox", "list", "--retracted", check=lambda code, out: [
+            ("listed as expired", "expired" in out), ("and the late one as overdue", "overdue" in out)])
+        self.sxctl("--session", idle, "inbox", "retract", sent["late"].get("stem", "-"), check=lambda code, out: [
+            ("withdrawn by hand", code == 0)])
 
     def callbacks(self) -> None:
         self.section("Callbacks")
