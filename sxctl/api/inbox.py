@@ -67,14 +67,15 @@ def send_message(
         if given:
             raise UsageError(f"--when-below cannot be combined with --{', --'.join(given)}: a held message is a cron "
                              "job's run")
-        from .usage_gate import GatedSend, ceiling_of, hold_until_below, rate_use
+        from .usage_gate import GatedSend, ceiling_of, duration_s, hold_until_below, rate_use
 
         ceiling = ceiling_of(when_below)
+        expires_s = duration_s(expires)  # a held message's expiry counts from when it is sent
         report = reporter(report)
         chosen = find_session(session, project=project, clock=clock, report=report)
         figures = rate_use(chosen, report)
         if any(value is not None and value >= ceiling for value in figures.values()):
-            return hold_until_below(text, ceiling, figures, chosen, expires=expires, read_within=read_within,
+            return hold_until_below(text, ceiling, figures, chosen, expires=expires_s, read_within=read_within,
                                     clock=clock, report=report)
         sent = send_message(text, session=chosen, expires=expires, read_within=read_within, soft_wait=soft_wait,
                             clock=clock, report=report)

@@ -50,6 +50,15 @@ class GatedSend:
                 "workspace": str(self.job.workspace.root), "pass_seen": self.pass_seen}
 
 
+def duration_s(expires: float | str | None) -> float | None:
+    """`--expires` with `--when-below`: a DURATION, in seconds (a TIME cannot hold for a run to come)."""
+    if not isinstance(expires, str):
+        return expires
+    from ..timeparse import parse_duration_ms
+
+    return parse_duration_ms(expires, what="--expires (a DURATION with --when-below)") / 1000
+
+
 def rate_use(session: Any, report: Reporter) -> dict[str, float | None]:
     """The live agent's rate-limit use (`rl_5h`, `rl_7d`; None: unreadable, which the guards run on)."""
     from ..project.usage import RATE_FIGURES, read_usage
@@ -63,22 +72,17 @@ def rate_use(session: Any, report: Reporter) -> dict[str, float | None]:
 
 
 def hold_until_below(text: str | None, ceiling: float, figures: dict[str, Any], session: Any, *,
-                     expires: float | str | None, read_within: float | None, clock: Clock,
+                     expires: float | None, read_within: float | None, clock: Clock,
                      report: Reporter) -> GatedSend:
     """A one-shot job of `session`'s project that a pass delivers once the use is below `ceiling`
     (held up to 8 days); `expires` (a DURATION) and `read_within` give its message a lifetime."""
     from ..cron.run.heartbeat import newest_pass_ms
-    from ..timeparse import parse_duration_ms
     from .jobs import add_job, job_spec
     from .scope import find_workspace
 
-    expires_s = None
-    if expires is not None:
-        expires_s = expires if not isinstance(expires, str) else \
-            parse_duration_ms(expires, what="--expires (a DURATION with --when-below)") / 1000
     job = add_job(f"when-below-{clock.time_ns() // 1_000_000}", project=session.project, clock=clock, report=report,
                   spec=job_spec(in_="1", payload="agent-turn", text=text, rate_limit_ceiling=ceiling,
-                                hold_max=HOLD_S, missed_note=False, expires=expires_s, read_within=read_within))
+                                hold_max=HOLD_S, missed_note=False, expires=expires, read_within=read_within))
     ws = find_workspace(project=session.project)
     seen = newest_pass_ms(ws, clock.now_ms()) is not None
     if not seen:

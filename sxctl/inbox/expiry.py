@@ -57,6 +57,7 @@ def sweep_session(session: Session, now_ms: int, *, owns: Collection[str] = (), 
     and settles the runs of its jobs that ping on read; `ping` sends those pings)."""
     events: list[LifetimeEvent] = []
     for inbox in inbox_dirs(session):
+        inbox.refuse_symlinks(inbox.path, inbox.lifetimes / SETTLED)  # it deletes and renames there
         for stem, body in list(open_records(inbox)):
             events += _sweep_one(session, inbox, stem, body, now_ms, owns, ping, dry_run)
     return events
@@ -84,12 +85,14 @@ def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any
             state = withdraw(inbox, stem, body, now_ms)
             if state == "expired":
                 event("expired")
-        elif read_by is not None and read_by <= now_ms and "missed_ms" not in body:
-            event("missed")
-            if not dry_run:
-                body = {**body, "missed_ms": now_ms, **({"failPinged": True} if mine else {})}
+        elif read_by is not None and read_by <= now_ms:
+            first, tell = "missed_ms" not in body, mine and not body.get("failPinged")  # each once, and
+            if first:  # apart: an `inbox expire` that noted it first leaves the job's pass its ping
+                event("missed")
+            if (first or tell) and not dry_run:
+                body = {**body, **({"missed_ms": now_ms} if first else {}), **({"failPinged": True} if tell else {})}
                 atomic_write(open_path(inbox, stem), compact_json(body))  # before the ping: told once
-                if mine:
+                if tell:
                     assert ping is not None
                     ping(run, "fail", f"not read within its deadline ({_late_by(read_by, now_ms)} late)")
         if state == "pending" or dry_run:

@@ -129,7 +129,10 @@ def withdraw(inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int) -> s
         return "expired"
     if outcome == "consumed":
         return "consumed"
-    return "retracted" if outcome == "already" else "missing"
+    if outcome == "already":  # retracted by someone else first: not an expiry
+        settle_write(inbox, stem, body, "retracted", now_ms)
+        return "retracted"
+    return "missing"
 
 
 def expire_if_due(inbox: InboxDir, stem: str, now_ms: int) -> str:

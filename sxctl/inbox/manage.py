@@ -100,7 +100,7 @@ def clean(session: Session, older_than_ms: int, *, dry_run: bool = False, clock:
     cutoff = clock.now_ms() - older_than_ms
     removed = []
     for inbox in inbox_dirs(session):
-        inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.lifetimes)
+        inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.lifetimes / "settled")
         for path in list(_clean_candidates(inbox, cutoff)):
             if writer_holds(path):  # a send at work (stopped, or slow): its temp is not a leftover
                 continue
@@ -129,7 +129,7 @@ def prune(
     newest = _newest_consumed(session, keep)
     for inbox in inbox_dirs(session):
         folders = [inbox.done] + ([inbox.retracted] if retracted else [])
-        inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []))
+        inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []), inbox.lifetimes / "settled")
         for folder in folders:
             old = {path for path, name in _older_files(folder, cutoff, use_ctime=True)
                    if (folder, name[:-5] if name.endswith(".json") else name.rsplit(".", 1)[0]) not in newest}

@@ -275,3 +275,68 @@ def test_status_doctor_and_metrics_tell_one_story_of_a_missed_deadline(project):
     assert "sxctl_inbox_unread_past_deadline_messages{" in metrics
     sample = next(line for line in metrics.splitlines() if line.startswith("sxctl_inbox_unread_past_deadline_messages{"))
     assert sample.endswith(f" {len(lifetimes['overdue'])}")
+
+
+@pytest.mark.parametrize("link", [".lifetimes", ".lifetimes/settled"])
+def test_no_verb_deletes_or_moves_through_a_linked_lifetimes_folder(project, tmp_path, link):
+    folder = project.session(live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--expires", "1s", "stale")["stem"]
+    elsewhere = tmp_path / "elsewhere"
+    target = inbox(folder) / link
+    if link == ".lifetimes":
+        os.rename(target, elsewhere)
+    else:
+        elsewhere.mkdir()
+    (elsewhere / "1700000000_000000000.json").write_text('{"stem":"1700000000_000000000","expires_ms":1}')
+    (elsewhere / "keep.json.tmp").write_text("x")
+    os.symlink(elsewhere, target)
+    before = tree(elsewhere)
+    for args in (["inbox", "expire"], ["inbox", "prune", "--older-than", "0", "--retracted"],
+                 ["inbox", "clean", "--older-than", "0"]):
+        result = project.run(*args)
+        assert result.code == 5 and "symbolic link" in result.err, (args, result.err)
+    assert tree(elsewhere) == before
+    assert states(project, now_ms()) == {stem: "pending"}
+    assert project.run("cron", "add", "later", "--in", "1h", "--payload", "agent-turn", "--text", "x").code == 0
+    report = project.run("cron", "tick", "--json")  # a pass warns and runs on
+    assert report.code == 0 and any("not swept" in w for w in report.json()["warnings"]), report.out
+    assert tree(elsewhere) == before
+
+
+def test_a_deadline_inbox_expire_noted_first_still_gets_the_jobs_fail_ping(project):
+    """`inbox expire` notes a missed deadline it has no monitor for; the job's pass still tells
+    its monitor, once (tests/core/cron/test_lifetime_pings.py has the server)."""
+    from sxctl.inbox.expiry import sweep_session
+    from sxctl.inbox.folder import InboxDir
+    from sxctl.inbox.lifetimes import write_open
+    from sxctl.project import as_session, session_info
+
+    folder = project.session(live=False)
+    stem = send(project, now_ms(), "job message")["stem"]
+    box = InboxDir(inbox(folder))
+    write_open(box, stem, {"stem": stem, "sent_ms": 1, "expires_ms": None, "read_by_ms": 2,
+                           "run": {"jobId": "J", "executionId": "E", "pingOn": "read"}})
+    session = as_session(session_info(folder), project.root, "flag")
+    noted = sweep_session(session, 10)
+    assert [e.event for e in noted] == ["missed"]
+    pings: list[tuple[str, str]] = []
+    told = sweep_session(session, 20, owns={"J"}, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
+    assert told == [] and pings == [("E", "fail")]
+    sweep_session(session, 30, owns={"J"}, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
+    assert pings == [("E", "fail")]  # once
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--when-below", "150%"], "invalid --when-below '150%': a share of the rate limit"),
+    (["--when-below", "0"], "invalid --when-below '0'"),
+    (["--when-below", "ninety"], "invalid --when-below 'ninety'"),
+    (["--when-below", "90%", "--wait", "10"], "--when-below cannot be combined with --wait"),
+    (["--when-below", "90%", "--key", "k", "--mode", "queue"], "cannot be combined with --mode, --key"),
+    (["--when-below", "90%", "--expires", "2026-12-31T00:00Z"], "invalid --expires"),
+])
+def test_when_below_refuses_what_a_held_message_cannot_keep(project, args, said):
+    folder = project.session(stats={"usage": {"rl_5h": 0.95, "rl_7d": 0.1}})
+    result = project.run("inbox", "send", "go on", *args)
+    assert result.code == 2 and said in result.err and len(result.err.strip().splitlines()) == 1, result.err
+    assert not (inbox(folder)).exists() or not list(inbox(folder).glob("*.json"))
+    assert not (project.root / ".scheduler" / "cron-jobs.json").exists()
