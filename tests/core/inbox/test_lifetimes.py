@@ -340,3 +340,28 @@ def test_when_below_refuses_what_a_held_message_cannot_keep(project, args, said)
     assert result.code == 2 and said in result.err and len(result.err.strip().splitlines()) == 1, result.err
     assert not (inbox(folder)).exists() or not list(inbox(folder).glob("*.json"))
     assert not (project.root / ".scheduler" / "cron-jobs.json").exists()
+
+
+def test_with_the_reference_agent_across_its_restart_each_message_is_read_or_withdrawn_never_both(project, agents):
+    agent = agents(project, "--turn-seconds", "0.05")
+    t = now_ms()
+    kept = [send(project, t, "--expires", "1h", f"read {n}")["stem"] for n in range(2)]
+    agent.wait_for(lambda e: e["event"] == "turn_end", count=2)
+    assert agent.stop() == 0  # the agent goes away; what is sent now waits
+    stale = [send(project, t - 60 * SEC + n, "--expires", "1s", f"stale {n}")["stem"] for n in range(3)]
+    late = send(project, t - 60 * SEC, "--read-within", "1s", "read late")["stem"]
+    status = project.run("status", "--json").json()
+    assert [row["stem"] for row in status["inbox"]["lifetimes"]["overdue"]] == [late]
+    assert {row["stem"] for row in status["inbox"]["lifetimes"]["expiredPending"]} == set(stale)
+    assert [e["stem"] for e in project.run("inbox", "expire", "--json").json()["expired"]] == stale
+    agent = agents(project, "--turn-seconds", "0.05")  # it starts again, in the same session
+    after = send(project, now_ms(), "--expires", "1h", "after the restart")["stem"]
+    agent.wait_for(lambda e: e["event"] == "turn_start" and e["ref"] in (late, after), count=2)
+    read = {e["ref"] for e in agent.named("turn_start")}
+    assert read == {late, after} and read.isdisjoint(stale)
+    final = states(project, now_ms())
+    assert {s for s, v in final.items() if v == "expired"} == set(stale)
+    assert {s for s, v in final.items() if v == "consumed"} == {*kept, late, after}
+    project.run("inbox", "expire")  # settles what was read
+    status = project.run("status", "--json").json()["inbox"]["lifetimes"]
+    assert (status["overdue"], status["expired"], status["readLate"]) == ([], 3, 1)
