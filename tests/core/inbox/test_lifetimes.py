@@ -251,7 +251,8 @@ def test_prune_removes_the_records_with_their_messages(project):
     t = now_ms() - 3600 * SEC
     stem = send(project, t, "--expires", "1s", "stale")["stem"]
     project.run("inbox", "expire")
-    result = project.run("inbox", "prune", "--older-than", "0", "--retracted", "--json")
+    result = project.run("inbox", "prune", "--older-than", "0", "--retracted", "--json",
+                         clock=FakeClock(now_ms() + 1000))
     assert str(inbox(folder) / ".lifetimes" / "settled" / f"{stem}.json") in result.json()["removed"]
     assert not list((inbox(folder) / ".lifetimes").rglob("*.json"))
 
@@ -346,7 +347,7 @@ def test_with_the_reference_agent_across_its_restart_each_message_is_read_or_wit
     agent = agents(project, "--turn-seconds", "0.05")
     t = now_ms()
     kept = [send(project, t, "--expires", "1h", f"read {n}")["stem"] for n in range(2)]
-    agent.wait_for(lambda e: e["event"] == "turn_end", count=2)
+    agent.wait_for(lambda e: e["event"] == "inbox" and e["stem"] in kept, count=2)
     assert agent.stop() == 0  # the agent goes away; what is sent now waits
     stale = [send(project, t - 60 * SEC + n, "--expires", "1s", f"stale {n}")["stem"] for n in range(3)]
     late = send(project, t - 60 * SEC, "--read-within", "1s", "read late")["stem"]
@@ -356,8 +357,8 @@ def test_with_the_reference_agent_across_its_restart_each_message_is_read_or_wit
     assert [e["stem"] for e in project.run("inbox", "expire", "--json").json()["expired"]] == stale
     agent = agents(project, "--turn-seconds", "0.05")  # it starts again, in the same session
     after = send(project, now_ms(), "--expires", "1h", "after the restart")["stem"]
-    agent.wait_for(lambda e: e["event"] == "turn_start" and e["ref"] in (late, after), count=2)
-    read = {e["ref"] for e in agent.named("turn_start")}
+    agent.wait_for(lambda e: e["event"] == "inbox" and e["stem"] in (late, after), count=2)
+    read = {e["stem"] for e in agent.named("inbox")}  # every message it claimed (a turn, or an interrupt)
     assert read == {late, after} and read.isdisjoint(stale)
     final = states(project, now_ms())
     assert {s for s, v in final.items() if v == "expired"} == set(stale)
