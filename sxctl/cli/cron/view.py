@@ -8,7 +8,7 @@ import click
 
 from ...api import list_jobs, next_fires, show_job
 from ...api.job_views import describe_schedule, job_kind_label, schedule_computable, target_label
-from ...api.times import format_duration_ms, format_relative_ms, shown_time
+from ...api.times import duration_text, format_duration_ms, format_relative_ms, shown_time
 from ..output import Command, completing, emit, in_workspace, say, settings, table
 from .options import when
 
@@ -179,7 +179,11 @@ def _policy_text(policy: dict, zone) -> str:
     if policy.get("host") not in (None, "any"):
         parts.append(f"only on host {policy['host']}")
     if policy.get("pingUrl"):
-        parts.append(f"pings {policy['pingUrl']}")  # masked (cron/run/pings.py)
+        parts.append(f"pings {policy['pingUrl']}" + (" when read" if policy.get("pingOn") == "read" else ""))  # masked
+    if policy.get("expiresMs"):
+        parts.append(f"a message unread for {duration_text(policy['expiresMs'])} is withdrawn")
+    if policy.get("readWithinMs"):
+        parts.append(f"read within {duration_text(policy['readWithinMs'])}")
     if policy.get("jitterMs"):
         parts.append(f"jitter {format_duration_ms(policy['jitterMs'])} (runs "
                      f"{format_duration_ms(policy.get('jitterOffsetMs') or 0)} after each due time)")

@@ -24,6 +24,8 @@ def describe(entry: dict[str, Any]) -> dict[str, Any]:
         "tz": entry.get("tz"), "overlap": entry.get("overlap", "queue"), "maintenance": entry.get("maintenance"),
         "jitterMs": entry.get("jitterMs"), "host": entry.get("host", ANY),
         "pingUrl": mask_url(entry["pingUrl"]) if entry.get("pingUrl") else None,  # never shown whole
+        "pingOn": entry.get("pingOn", "written"),  # each run's message (inbox/lifetimes.py):
+        "expiresMs": entry.get("expiresMs"), "readWithinMs": entry.get("readWithinMs"),
         **describe_guards(entry),
     }
 

@@ -45,6 +45,10 @@ def test_ping_on_read_says_success_only_after_the_read_and_fail_when_the_deadlin
     for name in ("read", "unread"):
         sched.add(b - MIN, name, "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", name, "--ping-url", f"{url}-{name}",
                   "--ping-on", "read", "--read-within", "10m", "--expires", "30m")
+    shown = sched.run(b, "cron", "show", "read").out
+    assert "when read" in shown and "unread for 30m is withdrawn" in shown and "read within 10m" in shown, shown[:600]
+    policy = sched.run(b, "cron", "list", "--json").json()["jobs"][0]["policy"]
+    assert (policy["pingOn"], policy["expiresMs"], policy["readWithinMs"]) == ("read", 30 * MIN, 10 * MIN)
     runs = {run["name"]: run["executionId"] for run in sched.tick(b)["runs"]}
     assert sorted(paths(endpoint)) == [f"/{SECRET}-read/start", f"/{SECRET}-unread/start"]  # written is not read
     pending = sorted((sched.folder / "inbox").glob("*.json"))
