@@ -18,5 +18,5 @@ from ..timeparse import (
     zone_label,
 )
 
-__all__ = ["display_zone", "duration_text", "format_duration_ms", "format_ms", "format_relative_ms", "load_zone", "local_zone",
-           "parse_duration_ms", "shown_time", "zone_label"]
+__all__ = ["display_zone", "duration_text", "format_duration_ms", "format_ms", "format_relative_ms", "load_zone",
+           "local_zone", "parse_duration_ms", "shown_time", "zone_label"]
