@@ -5,11 +5,13 @@ the one call that checks its flags."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..errors import UsageError
+from ..errors import ErrorCode, SxctlError, UsageError
+from ..inbox.message import MAX_LIFETIME_MS
 from ..record import record
 from ..report import Reporter
 from .scope import find_project, milliseconds
@@ -32,6 +34,8 @@ def lifetime_of(expires: float | str | None, read_within: float | None, now_ms: 
             try:
                 expires_ms = now_ms + parse_duration_ms(expires, what="--expires")
             except UsageError:
+                if re.fullmatch(r"\s*[-+]?[\d.]+[A-Za-z]*\s*", expires):  # meant as a DURATION: say why it is not one
+                    raise
                 try:
                     expires_ms = parse_local_time_ms(expires, None)
                 except UsageError as error:
@@ -40,12 +44,17 @@ def lifetime_of(expires: float | str | None, read_within: float | None, now_ms: 
                                      ) from None
         else:
             expires_ms = now_ms + milliseconds(expires)
+        shown = expires if isinstance(expires, str) else f"{expires:g}"
         if expires_ms <= now_ms:
-            raise UsageError(f"--expires {expires} is not in the future")
+            raise UsageError(f"--expires {shown} is not in the future")
+        if expires_ms - now_ms > MAX_LIFETIME_MS:
+            raise UsageError(f"--expires {shown} is too far ahead (at most {MAX_LIFETIME_MS // 86_400_000} days)")
     read_by_ms = None
     if read_within is not None:
         if read_within <= 0:
             raise UsageError("--read-within must be longer than 0")
+        if milliseconds(read_within) > MAX_LIFETIME_MS:
+            raise UsageError(f"--read-within is too long (at most {MAX_LIFETIME_MS // 86_400_000} days)")
         read_by_ms = now_ms + milliseconds(read_within)
         if expires_ms is not None and read_by_ms >= expires_ms:
             raise UsageError("--read-within ends after --expires: the message is withdrawn before it could be late")
@@ -75,6 +84,15 @@ class Expiry:
     def of(self, event: str) -> list[Any]:
         return [e for e in self.events if e.event == event]
 
+    def raise_if_refused(self) -> None:
+        """Exit 5 naming each session that could not be swept (the others were); the error
+        carries this document."""
+        refused = self.of("refused")
+        if refused:
+            raise SxctlError("; ".join(f"session {e.session} was not swept: {e.why}" for e in refused)
+                             + " (the other sessions were)", code=ErrorCode.INVALID_DATA,
+                             details={**self.to_json(), "ok": False, "refused": [e.to_json() for e in refused]})
+
     def to_json(self) -> dict[str, Any]:
         return {"ok": True, "project": str(self.project), "dry_run": self.dry_run,
                 "expired": [e.to_json() for e in self.of("expired")],
@@ -96,4 +114,6 @@ def expire_messages(
     from ..inbox.expiry import sweep_project
 
     root = find_project(project)
-    return Expiry(root, sweep_project(root, clock.now_ms(), clock, dry_run=dry_run), dry_run)
+    done = Expiry(root, sweep_project(root, clock.now_ms(), clock, dry_run=dry_run), dry_run)
+    done.raise_if_refused()
+    return done

@@ -6,10 +6,11 @@ pings on read, tell its monitor — and the survey `status`, `doctor` and `metri
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import SxctlError
 from ..fsio import atomic_write, remove_quietly
 from ..jsondata import compact_json
 from ..project import Session, as_session, list_sessions
@@ -32,7 +33,8 @@ from .lifetimes import (
 @record
 class LifetimeEvent:
     """What a sweep did or found for one message: `expired` (withdrawn), `missed` (its read
-    deadline passed unread: reported once), `read`, `retracted` (settled), `pinged`."""
+    deadline passed unread: reported once), `read`, `retracted` (settled), `pinged` — or for a
+    whole session (`stem` None), `refused` and why: a folder it may not act in."""
 
     session: str
     copy: str
@@ -41,30 +43,33 @@ class LifetimeEvent:
     at_ms: int
     late: bool = False  # read after its deadline
     dry_run: bool = False
+    why: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        doc = {"session": self.session, "copy": self.copy, "stem": self.stem, "event": self.event,
-               "atMs": self.at_ms}
+        doc: dict[str, Any] = {"session": self.session, "copy": self.copy, "stem": self.stem, "event": self.event,
+                               "atMs": self.at_ms}
         if self.late:
             doc["late"] = True
+        if self.why is not None:
+            doc["why"] = self.why
         return doc
 
 
-def sweep_session(session: Session, now_ms: int, *, owns: Collection[str] = (), ping: PingSender | None = None,
-                  dry_run: bool = False) -> list[LifetimeEvent]:
+def sweep_session(session: Session, now_ms: int, *, owns: Mapping[str, str] | None = None,
+                  ping: PingSender | None = None, dry_run: bool = False) -> list[LifetimeEvent]:
     """Withdraw the session's expired unread messages, note read deadlines that passed, settle
-    records whose message ended. `owns`: the ids of the jobs of the pass sweeping (it alone pings
-    and settles the runs of its jobs that ping on read; `ping` sends those pings)."""
+    records whose message ended. `owns`: the runs of the pass sweeping (execution id -> job id, from
+    its ledger): it alone pings and settles those of them that ping on read (`ping` sends)."""
     events: list[LifetimeEvent] = []
     for inbox in inbox_dirs(session):
         inbox.refuse_symlinks(inbox.path, inbox.lifetimes / SETTLED)  # it deletes and renames there
         for stem, body in list(open_records(inbox)):
-            events += _sweep_one(session, inbox, stem, body, now_ms, owns, ping, dry_run)
+            events += _sweep_one(session, inbox, stem, body, now_ms, owns or {}, ping, dry_run)
     return events
 
 
 def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int,
-               owns: Collection[str], ping: PingSender | None, dry_run: bool) -> list[LifetimeEvent]:
+               owns: Mapping[str, str], ping: PingSender | None, dry_run: bool) -> list[LifetimeEvent]:
     events: list[LifetimeEvent] = []
 
     def event(what: str, late: bool = False) -> None:
@@ -74,7 +79,7 @@ def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any
         return events
     run: dict[str, Any] = body.get("run") or {}
     reads = run.get("pingOn") == "read"
-    mine = reads and ping is not None and run["jobId"] in owns
+    mine = reads and ping is not None and owns.get(run["executionId"]) == run["jobId"]  # a run its ledger holds
     state = inbox.state_of(stem)
     if state == "pending":
         expires, read_by = body.get("expires_ms"), body.get("read_by_ms")
@@ -143,10 +148,15 @@ def _late_by(deadline_ms: int, at_ms: int) -> str:
 
 
 def sweep_project(project: Path, now_ms: int, clock: Any = None, **options: Any) -> list[LifetimeEvent]:
-    """`sweep_session` over every session of `project` that keeps lifetimes."""
+    """`sweep_session` over every session of `project` that keeps lifetimes; one that cannot be
+    swept (a link, a file where a folder should be) is a `refused` event, and the others are swept."""
     events: list[LifetimeEvent] = []
     for session in _sessions_with_lifetimes(project, clock):
-        events += sweep_session(session, now_ms, **options)
+        try:
+            events += sweep_session(session, now_ms, **options)
+        except (SxctlError, OSError) as error:
+            why = error.message if isinstance(error, SxctlError) else f"{error.strerror or error}: {error.filename}"
+            events.append(LifetimeEvent(session.id, "none", "", "refused", now_ms, why=why))
     return events
 
 
@@ -186,7 +196,11 @@ def survey(project: Path, now_ms: int, clock: Any = None, infos: list[Any] | Non
     for session in _sessions_with_lifetimes(project, clock, infos):
         for inbox in inbox_dirs(session):
             for stem, body in open_records(inbox):
-                if inbox.state_of(stem) != "pending":
+                state = inbox.state_of(stem)
+                if state == "consumed":  # read, not settled yet: late already, as its receipt says
+                    at, by = read_ms(inbox, stem), body.get("read_by_ms")
+                    found.late += at is not None and by is not None and at > by
+                if state != "pending":
                     continue
                 found.tracked += 1
                 where = {"session": session.id, "stem": stem}

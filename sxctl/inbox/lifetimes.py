@@ -31,6 +31,8 @@ from .message import check_stem
 from .withdraw import withdraw_pending
 
 SETTLED = "settled"
+#: the times a record keeps (epoch ms, or null)
+TIMES = ("sent_ms", "expires_ms", "read_by_ms", "missed_ms", "settled_ms", "read_ms")
 #: the largest record sxctl writes is a few hundred bytes; a larger file is not one of its records
 RECORD_CAP = 8192
 #: how a message whose lifetime ended ended, as its settled record says
@@ -64,11 +66,11 @@ def read_record(path: Path) -> dict[str, Any] | None:
     if raw is None:
         return None
     try:
-        body = jsondata.loads(raw)
-    except jsondata.JSONDataError:
+        body = jsondata.strict_loads(raw)  # a key twice: not a record sxctl wrote
+    except (jsondata.JSONDataError, ValueError):
         return None
     if not (isinstance(body, dict) and isinstance(body.get("stem"), str) and path.name == f"{body['stem']}.json"
-            and all(_int_or_none(body.get(key)) for key in ("sent_ms", "expires_ms", "read_by_ms", "missed_ms"))
+            and all(_int_or_none(body.get(key)) for key in TIMES)
             and body.get("outcome", "read") in ENDS):
         return None
     run = body.get("run")
@@ -238,7 +240,9 @@ def carry(inbox: InboxDir, stem: str, new_inbox: InboxDir, to_stem: str, source_
     """Give the target of a move the message's open record (under its new stem, `moved_from`
     saying where from), before the move's commit; the paths made (the move's undo removes them)."""
     body = read_record(open_path(inbox, stem)) if os.path.isdir(inbox.lifetimes) else None
-    if body is None:
+    if body is None:  # a record a killed send left for the target's stem is not this message's
+        if os.path.isdir(new_inbox.lifetimes) and not os.path.islink(new_inbox.lifetimes):
+            remove_quietly(open_path(new_inbox, to_stem))
         return []
     new_inbox.refuse_symlinks(new_inbox.path, new_inbox.lifetimes)
     ensure_private_dir(new_inbox.lifetimes)
@@ -257,6 +261,27 @@ def carried(new_inbox: InboxDir, to_stem: str, source_id: str, stem: str) -> lis
 def forget_moved(inbox: InboxDir, stem: str) -> None:
     """After a move: the source's open record goes (its target has its own)."""
     remove_quietly(open_path(inbox, stem))
+
+
+#: how long `inbox prune` keeps a read message whose job's monitor has not been told yet
+PING_WAIT_MS = 7 * 86_400_000
+
+
+def awaiting_ping(inbox: InboxDir, now_ms: int) -> set[str]:
+    """Stems whose open record is a job's run that pings on read, sent in the last 7 days: `inbox
+    prune` keeps their messages until a pass has told the monitor (and settled the record)."""
+    if not os.path.isdir(inbox.lifetimes):
+        return set()
+    return {stem for stem, body in open_records(inbox) if (body.get("run") or {}).get("pingOn") == "read"
+            and (body.get("sent_ms") or 0) > now_ms - PING_WAIT_MS}
+
+
+def retracted_by_hand(inbox: InboxDir, stem: str) -> None:
+    """`inbox retract` withdrew `stem`: an expiry killed before its rename left a settled record
+    saying `expired`, which no longer tells what happened."""
+    settled = read_record(settled_path(inbox, stem)) if os.path.isdir(inbox.lifetimes) else None
+    if settled is not None and settled.get("outcome") == "expired":
+        settle_write(inbox, stem, settled, "retracted", settled.get("settled_ms") or 0)
 
 
 def records_of(inbox: InboxDir, stems: set[str]) -> list[Path]:

@@ -15,7 +15,7 @@ from ..project import Session, as_session
 from ..record import record
 from .folder import InboxDir, inbox_dirs, newest_moved
 from .keys import key_record_path, key_state, read_key_record
-from .lifetimes import records_of
+from .lifetimes import awaiting_ping, records_of, retracted_by_hand
 from .message import IMAGE_EXTS, TIME_STEM
 from .places import place_of
 from .withdraw import withdraw_pending
@@ -52,6 +52,8 @@ def retract(session: Session, stem: str) -> RetractResult:
         raise TooLateError(f"{stem} was already consumed", file=inbox.done / f"{stem}.json")
     if outcome == "missing":
         raise NotFoundError(f"no message {stem} in {inbox.path}", code=ErrorCode.STEM_NOT_FOUND)
+    if outcome == "retracted":
+        retracted_by_hand(inbox, stem)
     return RetractResult(inbox, stem, already=outcome == "already")
 
 
@@ -130,9 +132,11 @@ def prune(
     for inbox in inbox_dirs(session):
         folders = [inbox.done] + ([inbox.retracted] if retracted else [])
         inbox.refuse_symlinks(*folders, *([inbox.keys] if keys else []), inbox.lifetimes / "settled")
+        waiting = awaiting_ping(inbox, clock.now_ms())  # a job's run whose monitor is told when a pass sees it read
         for folder in folders:
             old = {path for path, name in _older_files(folder, cutoff, use_ctime=True)
-                   if (folder, name[:-5] if name.endswith(".json") else name.rsplit(".", 1)[0]) not in newest}
+                   if (stem := name[:-5] if name.endswith(".json") else name.rsplit(".", 1)[0]) not in waiting
+                   and (folder, stem) not in newest}
             kept += sum(1 for name in _listdir(folder) if folder / name not in old)
             removed += sorted(old)
             gone = {path.name[: -len(".json")] for path in old if path.name.endswith(".json")}

@@ -26,6 +26,9 @@ IMAGE_EXTS = ("png", "jpg", "jpeg", "gif", "webp")
 SOFT_WAIT_S = 2.0
 POLL_S = 0.1
 KEY_TEMP_WAIT_S = 5.0
+#: the longest `--expires` / `--read-within` (ten years): every time a lifetime record keeps stays a
+#: time its readers take (inbox/lifetimes.py)
+MAX_LIFETIME_MS = 3650 * 86_400_000
 PREVIEW_CHARS = 60
 
 _USER_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

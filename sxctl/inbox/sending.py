@@ -191,6 +191,10 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
                             f"moves it to the live session {session.id}")
             else:
                 report.note(where)
+    if duplicate and not abandoned and os.path.isdir(result.inbox.lifetimes):  # a duplicate keeps the first
+        from .lifetimes import record_of  # message's lifetime: the result says which
+
+        result.lifetime = record_of(result.inbox, result.stem)
     return result
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from ... import faults
 from ...errors import ConflictError, ErrorCode, InvalidDataError, UsageError
 from ...fsio import PendingFile, read_data_file
+from ...inbox.message import MAX_LIFETIME_MS
 from ...jsondata import compact_json
 from ...locks import MkdirLock
 from ...timeparse import is_iana_zone_name, parse_time_in_zone_ms
@@ -57,6 +58,7 @@ from .keys import (
     needs_format_3,
     needs_format_4,
 )
+from .message_lifetime import apply_lifetime
 
 FILE_CAP = 8 * 1024 * 1024  # the most a write produces (skip history is trimmed to fit)
 READ_CAP = 2 * FILE_CAP  # the most a read takes: room for a file an older sxctl grew past FILE_CAP
@@ -149,8 +151,8 @@ ENTRY = Obj([
     opt("jitterMs", Int(1, MAX_JITTER_MS)),  # format 3: cron/policy/jitter.py
     opt("host", Check(Str(1, MAX_HOST_LEN), host_rule)),  # format 3: only this host's passes run it (policy/hosts.py)
     opt("pingUrl", Check(Str(1, MAX_URL_LEN), url_rule)),  # format 3: push monitoring (cron/run/pings.py)
-    opt("expiresMs", Int(1, MAX_SAFE_INT)),  # format 4: each run's message lifetime (inbox/lifetimes.py)
-    opt("readWithinMs", Int(1, MAX_SAFE_INT)),  # format 4: its read deadline
+    opt("expiresMs", Int(1, MAX_LIFETIME_MS)),  # format 4: each run's message lifetime (inbox/lifetimes.py)
+    opt("readWithinMs", Int(1, MAX_LIFETIME_MS)),  # format 4: its read deadline
     opt("pingOn", Enum(("read",))),  # format 4: the success ping when the message is read (written: not stored)
     opt("ranAheadMs", Arr(EPOCH_MS, max_items=MAX_RAN_AHEAD)),  # format 3: cron/store/clock_repair.py
     # state kept by the scheduler pass
@@ -350,7 +352,7 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
         put("host", None if options.host.lower() == ANY else check_host_name(options.host))
     if options.ping_url is not None:
         put("pingUrl", None if options.ping_url == "none" else check_ping_url(options.ping_url))
-    _apply_lifetime(entry, options, put, ms)
+    apply_lifetime(entry, options.expires, options.read_within, options.ping_on, ms)
     if entry.get("catchUp") == "skip" and "staleAfterMs" not in entry:
         raise UsageError("--catch-up skip needs --stale-after DURATION")
     if options.stale_after is not None and entry.get("catchUp") != "skip":
@@ -371,23 +373,6 @@ def apply_options(entry: dict[str, Any], options: PolicyOptions, *, tz: str | No
                               or options.max_runs is not None):
         entry.pop("paused")  # the limit that paused the job has changed
     return entry
-
-
-def _apply_lifetime(entry: dict[str, Any], options: PolicyOptions, put: Any, ms: Any) -> None:
-    """`--expires`, `--read-within`, `--ping-on` (inbox/lifetimes.py): each run's message."""
-    if options.expires is not None:
-        put("expiresMs", ms("--expires", options.expires) or None)
-    if options.read_within is not None:
-        put("readWithinMs", ms("--read-within", options.read_within) or None)
-    if options.ping_on is not None:
-        if options.ping_on not in ("written", "read"):
-            raise UsageError(f"invalid --ping-on {options.ping_on!r}: written or read")
-        put("pingOn", None if options.ping_on == "written" else "read")
-    if entry.get("readWithinMs", 0) >= entry.get("expiresMs", MAX_SAFE_INT):
-        raise UsageError("--read-within must be shorter than --expires: the message is withdrawn before it could be "
-                         "late")
-    if entry.get("pingOn") == "read" and "pingUrl" not in entry:
-        raise UsageError("--ping-on read needs --ping-url URL (the monitor it tells)")
 
 
 def record_skip(entry: dict[str, Any], first_ms: int, last_ms: int, count: int, reason: str, now_ms: int) -> None:

@@ -9,6 +9,7 @@ lifetime. Only the pass whose store holds a run's job pings for it and settles i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,16 @@ def run_lifetime(entry: dict[str, Any], job_id: str, execution_id: str, now_ms: 
             "run": {"jobId": job_id, "executionId": execution_id, "pingOn": entry.get("pingOn", "written")}}
 
 
-def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], project: Path, workspace: Path, clock: Clock,
-                   pinger: Pinger, report: Reporter, *, dry_run: bool) -> list[dict[str, Any]]:
-    """What the pass's sweep did, as the rows of `cron tick --json`'s `lifetimes`."""
+def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mapping[str, Any], project: Path,
+                   workspace: Path, clock: Clock, pinger: Pinger, report: Reporter, *,
+                   dry_run: bool) -> list[dict[str, Any]]:
+    """What the pass's sweep did, as the rows of `cron tick --json`'s `lifetimes`. `groups`: the
+    ledger's runs; a record pings only for a run the ledger started for that job."""
     from ...inbox.expiry import sweep_project
 
     projects = {project}
     names = {job["id"]: job["name"] for job in store["jobs"]}
+    runs = {eid: group.start["jobId"] for eid, group in groups.items() if group.start is not None}
     for job in store["jobs"]:
         entry = policy["jobs"].get(job["id"])
         if entry and any(key in entry for key in LIFETIME_KEYS):
@@ -54,9 +58,12 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], project: Path,
         if not holds_project(target):
             continue
         try:
-            events = sweep_project(target, clock.now_ms(), clock, owns=names.keys(), ping=ping, dry_run=dry_run)
+            events = sweep_project(target, clock.now_ms(), clock, owns=runs, ping=ping, dry_run=dry_run)
         except (SxctlError, OSError) as error:  # a lifetime never stops the runs of a pass
             report.warn(f"message lifetimes in {target} were not swept: {getattr(error, 'message', error)}")
             continue
-        rows += [{**event.to_json(), "project": str(target)} for event in events]
+        for event in events:
+            if event.event == "refused":
+                report.warn(f"message lifetimes of session {event.session} were not swept: {event.why}")
+        rows += [{**event.to_json(), "project": str(target)} for event in events if event.event != "refused"]
     return rows

@@ -182,8 +182,9 @@ class SchedulerPass:
                 ran += 1
         self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
         if not self.files.sole_writer:  # a rehearsal's copy has no inbox of its own to sweep
-            self.result.lifetimes = sweep_for_pass(self.store, self.policy, self.options.project, self.ws.root,
-                                                   self.clock, self.pinger, self.report, dry_run=self.options.dry_run)
+            self.result.lifetimes = sweep_for_pass(self.store, self.policy, self.ledger.groups, self.options.project,
+                                                   self.ws.root, self.clock, self.pinger, self.report,
+                                                   dry_run=self.options.dry_run)
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
         self.attribution.save()

@@ -168,3 +168,35 @@ def test_continue_when_the_usage_limit_resets_delivers_once(sched):
     assert sched.tick(b + 201 * MIN)["runs"] == []  # once
     now = sched.run(b, "inbox", "send", "--when-below", "90%", "right away", "--json", "--no-wait")
     assert now.json()["held"] is False and now.json()["state"] == "pending"  # below already: sent now
+
+
+def test_prune_keeps_a_read_message_until_its_pass_told_the_monitor(sched, endpoint):
+    b = now_ms() // MIN * MIN
+    sched.agent_at(b)
+    sched.add(b - MIN, "job", "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", "job",
+              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read")
+    sched.tick(b)
+    [stem] = read_all(sched)
+    pruned = sched.run(b + 2 * MIN, "inbox", "prune", "--older-than", "0", "--json")
+    assert pruned.code == 0 and pruned.json()["removed"] == []  # its monitor has not heard yet
+    sched.tick(b + MIN)
+    assert paths(endpoint) == [f"/{SECRET}/start", f"/{SECRET}"]
+    pruned = sched.run(b + 2 * MIN, "inbox", "prune", "--older-than", "0", "--json").json()
+    assert any(path.endswith(f"done/{stem}.json") for path in pruned["removed"])
+
+
+def test_a_forged_record_gets_no_ping_for_a_run_the_ledger_never_started(sched, endpoint):
+    b = now_ms() // MIN * MIN
+    sched.agent_at(b)
+    sched.add(b - MIN, "job", "--every", "1d", "--anchor", iso(b + 60 * MIN), "--payload", "agent-turn",
+              "--text", "job", "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read")
+    job_id = sched.job("job")["job"]["id"]
+    stem = sched.run(b, "inbox", "send", "--no-wait", "--json", "hand sent").json()["stem"]
+    lifetimes = sched.folder / "inbox" / ".lifetimes"
+    lifetimes.mkdir()
+    (lifetimes / f"{stem}.json").write_text(json.dumps({
+        "stem": stem, "sent_ms": b, "expires_ms": None, "read_by_ms": None,
+        "run": {"jobId": job_id, "executionId": "never-ran", "pingOn": "read"}}))
+    read_all(sched)
+    sched.tick(b + MIN)
+    assert endpoint.received == []
