@@ -354,6 +354,7 @@ def forward(sources, to, dry_run) -> None:
             say(f"{verb} {moved.stem}{renamed} from {moved.source} to {result.target.id}"
                 + (f" ({', '.join(extra)})" if extra else ""))
         why = {"consumed": "read there meanwhile", "retracted": "retracted meanwhile", "missing": "gone meanwhile",
+               "expired": "expired unread: withdrawn, not delivered late",
                "name_taken": f"its stem is taken in {result.target.id}", "not_regular": "not a regular file",
                "invalid_name": "not a stem sxctl accepts", "cross_device": "on another file system"}
         for moved in result.skipped:

@@ -171,6 +171,10 @@ def _sessions_with_lifetimes(project: Path, clock: Any, infos: list[Any] | None 
 
 # --- what the views show ---------------------------------------------------------------------
 
+#: how long a message withdrawn unread is a warning of `status` and `doctor`
+RECENT_MS = 24 * 3_600_000
+
+
 @record
 class LifetimeSurvey:
     """The project's messages with a lifetime, as `status`, `doctor` and `metrics` report them:
@@ -180,12 +184,15 @@ class LifetimeSurvey:
 
     overdue: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
     expired_pending: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+    #: withdrawn unread in the last RECENT_MS: the agent never got to them (a warning for a day)
+    expired_recent: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
     expired: int = 0
     late: int = 0
     tracked: int = 0  # open records of pending messages
 
     def to_json(self) -> dict[str, Any]:
-        return {"overdue": self.overdue, "expiredPending": self.expired_pending, "expired": self.expired,
+        return {"overdue": self.overdue, "expiredPending": self.expired_pending, "expiredRecently": self.expired_recent,
+                "expired": self.expired,
                 "readLate": self.late, "tracked": self.tracked}
 
 
@@ -219,6 +226,9 @@ def survey(project: Path, now_ms: int, clock: Any = None, infos: list[Any] | Non
                     continue
                 if end.get("outcome") == "expired" and inbox.state_of(name[:-5]) == "retracted":
                     found.expired += 1
+                    if (end.get("settled_ms") or 0) > now_ms - RECENT_MS:
+                        found.expired_recent.append({"session": session.id, "stem": name[:-5],
+                                                     "expiresAtMs": end.get("expires_ms")})
                 elif end.get("outcome") == "read" and None not in (end.get("read_ms"), end.get("read_by_ms")) \
                         and end["read_ms"] > end["read_by_ms"]:
                     found.late += 1
@@ -235,6 +245,12 @@ def lifetime_problems(found: LifetimeSurvey) -> list[dict[str, Any]]:
                          "message": f"{len(found.overdue)} message(s) not read within their --read-within: {named}"
                                     + (" …" if len(found.overdue) > 3 else ""),
                          "fix": "is the agent reading its inbox? `sxctl status`, `sxctl inbox list`"})
+    if found.expired_recent:
+        named = ", ".join(f"{row['stem']} ({row['session']})" for row in found.expired_recent[:3])
+        problems.append({"code": "messages_expired_unread",
+                         "message": f"{len(found.expired_recent)} message(s) expired unread and were withdrawn in "
+                                    f"the last 24 hours: {named}" + (" …" if len(found.expired_recent) > 3 else ""),
+                         "fix": "is the agent reading its inbox? `sxctl inbox list --retracted` lists them"})
     if found.expired_pending:
         problems.append({"code": "messages_expired_not_withdrawn",
                          "message": f"{len(found.expired_pending)} message(s) expired unread but are still pending "

@@ -16,6 +16,7 @@ from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
+from .lifetimes import expiry_of
 from .message import is_plain_stem
 from .move import Moved, Recovered, candidates, forward_lock, is_regular, move_message, recover
 from .moves import INTENTS
@@ -104,7 +105,7 @@ def forward_pending(project: Path, *, sources: list[str] | None = None, to: str 
                 indexes[inbox.path] = key_index(inbox)
             keys = indexes[inbox.path].get(stem, [])
             if dry_run:
-                plan.moves.append(_would_move(source, inbox, stem, target, keys))
+                plan.moves.append(_would_move(source, inbox, stem, target, keys, clock.now_ms()))
             else:
                 plan.moves.append(move_message(source, inbox, stem, target, clock=clock, keys=keys))
     for source in chosen:
@@ -119,7 +120,7 @@ def forward_pending(project: Path, *, sources: list[str] | None = None, to: str 
 
 
 def _would_move(source: Session, inbox: InboxDir, stem: str, target: Session,
-                keys: list[tuple[Path, dict[str, Any]]]) -> Moved:
+                keys: list[tuple[Path, dict[str, Any]]], now_ms: int) -> Moved:
     """What `move_message` would do now, found without writing anything."""
     if not is_plain_stem(stem):
         return Moved(source.id, inbox.copy, stem, "invalid_name")
@@ -131,6 +132,8 @@ def _would_move(source: Session, inbox: InboxDir, stem: str, target: Session,
         moved.outcome = inbox.state_of(stem)
     elif not kind or (sidecar is not None and not is_regular(sidecar)):
         moved.outcome = "not_regular"
+    elif (expires := expiry_of(inbox, stem)) is not None and expires <= now_ms:
+        moved.outcome = "expired"  # the move would withdraw it instead
     else:
         new_inbox = primary_inbox(target)
         free = next((c for c in candidates(stem, True) if new_inbox.stem_is_free(c)), None)

@@ -137,6 +137,17 @@ def withdraw(inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int) -> s
     return "missing"
 
 
+def expire_before_move(inbox: InboxDir, stem: str, now_ms: int) -> str | None:
+    """`inbox forward` is about to move `stem`: if its expiry passed, it is withdrawn instead (its
+    state after that), else None — an agent never gets an expired message by a move."""
+    if not os.path.isdir(inbox.lifetimes):
+        return None
+    body = read_record(open_path(inbox, stem))
+    if body is None or body.get("expires_ms") is None or body["expires_ms"] > now_ms:
+        return None
+    return withdraw(inbox, stem, body, now_ms)
+
+
 def expire_if_due(inbox: InboxDir, stem: str, now_ms: int) -> str:
     """Withdraw `stem` if it is pending and its expiry passed; its state after that (a waiting
     command, `inbox wait`, does what a sweep would do for its one message)."""
@@ -225,8 +236,9 @@ def state_words(state: str, expires_ms: int | None, read_by_ms: int | None, now_
     from ..timeparse import format_duration_ms, format_relative_ms, shown_time
 
     words = []
-    if read_by_ms is not None:
-        words.append(f"read by {shown_time(read_by_ms, fmt='%H:%M')}" +
+    if read_by_ms is not None:  # a deadline not within the day names its date
+        fmt = "%H:%M" if abs(read_by_ms - now_ms) < 12 * 3_600_000 else "%Y-%m-%d %H:%M"
+        words.append(f"read by {shown_time(read_by_ms, fmt=fmt)}" +
                      (f" (overdue {format_duration_ms(now_ms - read_by_ms)})" if read_by_ms <= now_ms else ""))
     if expires_ms is not None:
         words.append(f"expires {format_relative_ms(expires_ms, now_ms)}" if expires_ms > now_ms

@@ -58,7 +58,7 @@ from ..project import ProjectLayout, Session, as_session, session_info
 from ..record import Factory, record
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
-from .lifetimes import carried, carry, forget_moved
+from .lifetimes import carried, carry, expire_before_move, forget_moved
 from .message import TIME_STEM, default_stem, is_plain_stem
 from .moves import INTENTS, MOVES, read_intent
 from .publishing import StemTaken
@@ -71,10 +71,9 @@ LOCK_WAIT_S = 5.0
 
 @record
 class Moved:
-    """What happened to one pending message: `forwarded` (or `would_forward`), or why not —
-    `consumed`/`retracted`/`missing` (it moved on meanwhile: nothing to do), `name_taken`,
-    `not_regular`, `invalid_name` (not a stem sxctl accepts), `cross_device` (the message stays
-    where it is)."""
+    """What happened to one pending message: `forwarded` (or `would_forward`), or why not — `consumed`/
+    `retracted`/`missing` (it moved on meanwhile), `expired` (withdrawn: its --expires passed), `name_taken`,
+    `not_regular`, `invalid_name`, `cross_device` (the message stays where it is)."""
 
     source: str
     copy: str
@@ -175,6 +174,9 @@ def move_message(source: Session, inbox: InboxDir, stem: str, target: Session, *
         moved.outcome = "not_regular"  # the agent would not read it either; sxctl moves only files
         return moved
     inbox.refuse_symlinks(inbox.path, inbox.keys, inbox.path / INTENTS, inbox.path / MOVES, inbox.lifetimes)
+    if (ended := expire_before_move(inbox, stem, clock.now_ms())) is not None:  # expired: withdrawn, never
+        moved.outcome = ended  # delivered late (or taken meanwhile)
+        return moved
     new_inbox.refuse_symlinks(new_inbox.path, new_inbox.keys, new_inbox.lifetimes)
     if not target.dir.is_dir():
         raise NotFoundError(f"session folder {target.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
@@ -343,9 +345,8 @@ def recover(source: Session, *, dry_run: bool = False) -> list[Recovered]:
 
 
 def _recover_one(source: Session, inbox: InboxDir, stem: str, *, dry_run: bool = False) -> Recovered | None:
-    """Finish or undo the interrupted move of `stem` out of `inbox`, if its intent is one sxctl
-    wrote (None otherwise: nothing is acted on). The caller holds `forward_lock(source)` unless
-    `dry_run`."""
+    """Finish or undo the interrupted move of `stem` out of `inbox`, if its intent is one sxctl wrote
+    (None otherwise: nothing is acted on). The caller holds `forward_lock(source)` unless `dry_run`."""
     intent_path = inbox.path / INTENTS / f"{stem}.json"
     intent = read_intent(intent_path)
     if intent is None or intent["stem"] != stem:

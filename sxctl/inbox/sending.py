@@ -192,9 +192,11 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
             else:
                 report.note(where)
     if duplicate and not abandoned and os.path.isdir(result.inbox.lifetimes):  # a duplicate keeps the first
-        from .lifetimes import record_of  # message's lifetime: the result says which
+        from .lifetimes import record_of, refined_state  # message's lifetime: the result says which; `expired`
 
         result.lifetime = record_of(result.inbox, result.stem)
+        if result.state == "retracted":
+            result.state = refined_state(result.inbox, result.stem)
     return result
 
 

@@ -444,3 +444,41 @@ def test_a_keyed_duplicate_says_the_lifetime_its_message_has(project):
     first = send(project, t, "--key", "k1", "--expires", "1h", "x")
     again = send(project, t + 1000, "--key", "k1", "--expires", "1s", "x")
     assert again["duplicate"] is True and again["expires_ms"] == first["expires_ms"] == t + 3600 * SEC
+
+
+def test_forward_withdraws_an_expired_message_instead_of_delivering_it_late(project):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--session", old.name, "--expires", "20s", "sent while down")["stem"]
+    new = project.session("2026_09_21_brave_curie", live=True)
+    dry = project.run("inbox", "forward", "--dry-run", "--json").json()
+    assert [m["outcome"] for m in dry["skipped"]] == ["expired"] and dry["forwarded"] == []
+    moved = project.run("inbox", "forward")
+    assert moved.code == 0 and f"left {stem} in {old.name}: expired unread: withdrawn" in moved.out
+    assert not list(inbox(new).glob("*.json")) if inbox(new).exists() else True
+    assert project.run("--session", old.name, "inbox", "show", stem, "--json").json()["state"] == "expired"
+
+
+def test_a_message_withdrawn_unread_is_a_warning_for_a_day_and_a_keyed_resend_says_expired(project):
+    project.session(live=False)
+    t = now_ms() - 60 * SEC
+    stem = send(project, t, "--key", "ci-812", "--expires", "5s", "build 812 failed")["stem"]
+    project.run("inbox", "expire")
+    status = project.run("status", "--json").json()
+    [problem] = [p for p in status["problems"] if p["code"] == "messages_expired_unread"]
+    assert stem in problem["message"]
+    doctor = project.run("doctor", "--strict", "--json")
+    assert doctor.code == 9 and any(c["check"] == "message deadlines" and c["status"] == "warn"
+                                    for c in json.loads(doctor.out)["checks"])
+    later = project.run("status", "--json", clock=FakeClock(now_ms() + 25 * 3600 * SEC)).json()
+    assert "messages_expired_unread" not in [p["code"] for p in later["problems"]]  # a day later: history
+    again = project.run("inbox", "send", "build 812 failed", "--key", "ci-812", "--wait", "3", "--json")
+    assert again.code == 12 and json.loads(again.out)["state"] == "expired"
+    assert project.run("inbox", "wait", stem).code == 12  # the same answer both ways
+
+
+def test_a_deadline_beyond_the_day_shows_its_date(project):
+    project.session(live=False)
+    t = now_ms()
+    send(project, t, "--read-within", "2d", "x")
+    human = project.run("inbox", "list", clock=FakeClock(t)).out
+    assert "read by 20" in human  # 2026-…: a date, not a time that looks past
