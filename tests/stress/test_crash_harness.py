@@ -27,6 +27,7 @@ COMMANDS = {
     "inbox send": ["inbox", "send", "crash me", "--no-wait"],
     "inbox send image": ["inbox", "send", "with image", "--image", "{png}", "--no-wait"],
     "inbox send key": ["inbox", "send", "keyed", "--key", "k-1", "--no-wait"],
+    "inbox send lifetime": ["inbox", "send", "stale soon", "--expires", "1h", "--read-within", "10m", "--no-wait"],
     "callbacks set": ["cb", "set", "timer", "--every", "5", "--no-verify"],
     "callbacks edit": ["cb", "edit", "0", "--message", "edited", "--no-verify"],
     "callbacks cancel": ["cb", "cancel", "0", "--no-verify"],
@@ -47,6 +48,7 @@ RUNNER_POINTS = ("before-rename", "after-claim", "after-start", "after-dispatch"
 POINTS = {
     **{command: ("before-rename",) for command in COMMANDS},
     "inbox send image": ("before-rename", "after-sidecar"),
+    "inbox send lifetime": ("after-lifetime", "before-rename"),
     "cron tick": RUNNER_POINTS,
     "cron run": RUNNER_POINTS,
 }
@@ -87,7 +89,7 @@ def check_files(project, folder, figures) -> None:
     scan_ledger(project.root / ".scheduler" / "cron-executions.jsonl")
     # a clean follow-up works: the next pass reconciles whatever the crash left
     for args in (["cron", "tick", "--terminalize-orphans", "--lock-wait", "40"], ["cron", "validate"], ["cb", "list"],
-                 ["inbox", "clean", "--older-than", "0"]):
+                 ["inbox", "clean", "--older-than", "0"], ["inbox", "expire"]):
         result = project.run(*args, timeout=120)
         assert result.code == 0, (args, result.err)
     store = json.loads((project.root / ".scheduler" / "cron-jobs.json").read_text())
@@ -95,6 +97,10 @@ def check_files(project, folder, figures) -> None:
     strays = [p.name for p in (project.root / ".scheduler").iterdir() if p.name.endswith(".tmp")]
     strays += [p.name for p in folder.glob("*.tmp")]
     figures["stray_temps_reported"] += len(strays)  # left by design: reported by `cron status`, never deleted
+    # a lifetime record a killed send left names no message once the sweep after the clean ran
+    lifetimes = inbox / ".lifetimes"
+    for record in lifetimes.glob("*.json") if lifetimes.is_dir() else []:
+        assert (inbox / record.name).exists(), f"{record.name}: a lifetime record without its message"
     figures["files_checked"] += 4
 
 
