@@ -42,6 +42,36 @@ def writer_lock(path: Path, timeout_s: float, what: str) -> Iterator[None]:
         lock.release()
 
 
+@contextmanager
+def flock_file(path: str | os.PathLike[str], wait_s: float, busy: str) -> Iterator[None]:
+    """An exclusive flock on `path` (created 0600, never through a symbolic link: exit 5), waited
+    for in real time up to `wait_s` (then exit 4 `lock_busy`, saying `busy`). An operating-system
+    lock: a holder that dies releases it."""
+    import errno
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code=ErrorCode.INVALID_DATA,
+                             file=path) from None
+        raise
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise ConflictError(busy, code=ErrorCode.LOCK_BUSY, file=path) from None
+                time.sleep(0.005)
+        yield
+    finally:
+        os.close(fd)
+
+
 # --- the comis-compatible mkdir lock (cron-store.md §9) -------------------------------------------
 
 STALE_AFTER_S = 30.0

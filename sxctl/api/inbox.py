@@ -71,7 +71,7 @@ def send_message(
 
         ceiling = ceiling_of(when_below)
         expires_s = duration_s(expires)  # a held message's expiry counts from when it is sent
-        lifetime_of(expires_s, read_within, clock.now_ms())  # checked as a send checks it, held or not
+        lifetime_of(expires, read_within, clock.now_ms())  # checked as a send checks it, held or not
         report = reporter(report)
         chosen = find_session(session, project=project, clock=clock, report=report)
         figures = rate_use(chosen, report)

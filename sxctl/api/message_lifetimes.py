@@ -34,7 +34,7 @@ def lifetime_of(expires: float | str | None, read_within: float | None, now_ms: 
             try:
                 expires_ms = now_ms + parse_duration_ms(expires, what="--expires")
             except UsageError:
-                if re.fullmatch(r"\s*[-+]?[\d.]+[A-Za-z]*\s*", expires):  # meant as a DURATION: say why it is not one
+                if not re.search(r"[0-9]{4}-[0-9]{2}-[0-9]{2}|:", expires):  # meant as a DURATION: say why it is not
                     raise
                 try:
                     expires_ms = parse_local_time_ms(expires, None)

@@ -20,7 +20,7 @@ HOLD_S = 8 * 86_400
 
 def ceiling_of(text: str) -> float:
     """`90%` or `0.9` -> 0.9 (exit 2 unless it is above 0 and at most 100%)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", text)
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(%?)\s*", text, re.ASCII)
     value = None if match is None else float(match.group(1)) / (100 if match.group(2) else 1)
     if value is None or not 0 < value <= 1:
         raise UsageError(f"invalid --when-below {text!r}: a share of the rate limit, such as 90% or 0.9")

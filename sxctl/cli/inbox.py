@@ -355,6 +355,7 @@ def forward(sources, to, dry_run) -> None:
                 + (f" ({', '.join(extra)})" if extra else ""))
         why = {"consumed": "read there meanwhile", "retracted": "retracted meanwhile", "missing": "gone meanwhile",
                "expired": "expired unread: withdrawn, not delivered late",
+               "invalid_lifetime": "its lifetime record cannot be read (`sxctl doctor`)",
                "name_taken": f"its stem is taken in {result.target.id}", "not_regular": "not a regular file",
                "invalid_name": "not a stem sxctl accepts", "cross_device": "on another file system"}
         for moved in result.skipped:

@@ -135,6 +135,8 @@ def sent_line(result: SendResult) -> str:
     status = "consumed" if result.consumed else "written, not yet consumed"
     if result.state == "retracted":
         status = "already retracted"
+    elif result.state == "expired":
+        status = "expired unread: it was withdrawn"
     tag = " (duplicate of an earlier send with this key)" if result.duplicate else ""
     if result.forwarded_from is not None:
         tag += f" (forwarded from {result.forwarded_from['session']})"

@@ -155,7 +155,7 @@ def check_deadlines(found: Findings, project: Path, clock: Clock) -> None:
     seen = survey(project, clock.now_ms(), clock)
     for problem in lifetime_problems(seen):
         found.add("message deadlines", "warn", problem["message"], problem["fix"])
-    if not seen.overdue and not seen.expired_pending and not seen.expired_recent:
+    if not seen.overdue and not seen.expired_pending and not seen.expired_recent and not seen.unreadable:
         found.add("message deadlines", "ok", f"{seen.tracked} pending message(s) with a deadline or expiry, none late")
 
 

@@ -5,8 +5,9 @@ pings on read, tell its monitor — and the survey `status`, `doctor` and `metri
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,12 @@ from .lifetimes import (
     refine,
     settle_write,
     settled_path,
+    sweep_lock,
     withdraw,
 )
+
+#: whether the pass sweeping ran a record's run: (its `run`, the record) -> bool
+Owns = Callable[[dict[str, Any], dict[str, Any]], bool]
 
 
 @record
@@ -55,21 +60,27 @@ class LifetimeEvent:
         return doc
 
 
-def sweep_session(session: Session, now_ms: int, *, owns: Mapping[str, str] | None = None,
-                  ping: PingSender | None = None, dry_run: bool = False) -> list[LifetimeEvent]:
+def sweep_session(session: Session, now_ms: int, *, owns: Owns | None = None, ping: PingSender | None = None,
+                  dry_run: bool = False) -> list[LifetimeEvent]:
     """Withdraw the session's expired unread messages, note read deadlines that passed, settle
-    records whose message ended. `owns`: the runs of the pass sweeping (execution id -> job id, from
-    its ledger): it alone pings and settles those of them that ping on read (`ping` sends)."""
+    records whose message ended. `owns(run, record)`: whether the pass sweeping ran that run (its
+    ledger says so): it alone pings and settles the runs that ping on read (`ping` sends)."""
     events: list[LifetimeEvent] = []
     for inbox in inbox_dirs(session):
         inbox.refuse_symlinks(inbox.path, inbox.lifetimes / SETTLED)  # it deletes and renames there
-        for stem, body in list(open_records(inbox)):
-            events += _sweep_one(session, inbox, stem, body, now_ms, owns or {}, ping, dry_run)
+        if not os.path.isdir(inbox.lifetimes):
+            continue
+        with contextlib.nullcontext() if dry_run else sweep_lock(inbox):  # two sweeps at once take turns
+            for stem, body in list(open_records(inbox)):
+                try:
+                    events += _sweep_one(session, inbox, stem, body, now_ms, owns, ping, dry_run)
+                except SxctlError as error:  # this message only (a file in its way): the others go on
+                    events.append(LifetimeEvent(session.id, inbox.copy, stem, "refused", now_ms, why=error.message))
     return events
 
 
 def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int,
-               owns: Mapping[str, str], ping: PingSender | None, dry_run: bool) -> list[LifetimeEvent]:
+               owns: Owns | None, ping: PingSender | None, dry_run: bool) -> list[LifetimeEvent]:
     events: list[LifetimeEvent] = []
 
     def event(what: str, late: bool = False) -> None:
@@ -79,7 +90,7 @@ def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any
         return events
     run: dict[str, Any] = body.get("run") or {}
     reads = run.get("pingOn") == "read"
-    mine = reads and ping is not None and owns.get(run["executionId"]) == run["jobId"]  # a run its ledger holds
+    mine = reads and ping is not None and owns is not None and owns(run, body)
     state = inbox.state_of(stem)
     if state == "pending":
         expires, read_by = body.get("expires_ms"), body.get("read_by_ms")
@@ -186,13 +197,15 @@ class LifetimeSurvey:
     expired_pending: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
     #: withdrawn unread in the last RECENT_MS: the agent never got to them (a warning for a day)
     expired_recent: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
+    #: open records sxctl cannot read: their messages never expire and have no deadline
+    unreadable: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
     expired: int = 0
     late: int = 0
     tracked: int = 0  # open records of pending messages
 
     def to_json(self) -> dict[str, Any]:
         return {"overdue": self.overdue, "expiredPending": self.expired_pending, "expiredRecently": self.expired_recent,
-                "expired": self.expired,
+                "unreadable": self.unreadable, "expired": self.expired,
                 "readLate": self.late, "tracked": self.tracked}
 
 
@@ -202,7 +215,8 @@ def survey(project: Path, now_ms: int, clock: Any = None, infos: list[Any] | Non
     found = LifetimeSurvey()
     for session in _sessions_with_lifetimes(project, clock, infos):
         for inbox in inbox_dirs(session):
-            for stem, body in open_records(inbox):
+            unreadable: list[str] = []
+            for stem, body in open_records(inbox, unreadable):
                 state = inbox.state_of(stem)
                 if state == "consumed":  # read, not settled yet: late already, as its receipt says
                     at, by = read_ms(inbox, stem), body.get("read_by_ms")
@@ -214,8 +228,10 @@ def survey(project: Path, now_ms: int, clock: Any = None, infos: list[Any] | Non
                 expires, read_by = body.get("expires_ms"), body.get("read_by_ms")
                 if expires is not None and expires <= now_ms:
                     found.expired_pending.append({**where, "expiresAtMs": expires})
-                elif read_by is not None and read_by <= now_ms:
+                if read_by is not None and read_by <= now_ms:  # past both: both are true, and both are said
                     found.overdue.append({**where, "readByMs": read_by})
+            found.unreadable += [{"session": session.id, "stem": stem} for stem in unreadable
+                                 if inbox.state_of(stem) == "pending"]
             try:
                 names = os.listdir(inbox.lifetimes / SETTLED)
             except (FileNotFoundError, NotADirectoryError):
@@ -251,6 +267,14 @@ def lifetime_problems(found: LifetimeSurvey) -> list[dict[str, Any]]:
                          "message": f"{len(found.expired_recent)} message(s) expired unread and were withdrawn in "
                                     f"the last 24 hours: {named}" + (" …" if len(found.expired_recent) > 3 else ""),
                          "fix": "is the agent reading its inbox? `sxctl inbox list --retracted` lists them"})
+    if found.unreadable:
+        first = found.unreadable[0]
+        problems.append({"code": "lifetime_records_unreadable",
+                         "message": f"{len(found.unreadable)} pending message(s) have a lifetime record sxctl cannot "
+                                    f"read, so they never expire: {first['stem']} ({first['session']})"
+                                    + (" …" if len(found.unreadable) > 1 else ""),
+                         "fix": f"look at .scorpiox/sessions/{first['session']}/inbox/.lifetimes/{first['stem']}.json "
+                                "(remove it to drop the lifetime, or retract the message)"})
     if found.expired_pending:
         problems.append({"code": "messages_expired_not_withdrawn",
                          "message": f"{len(found.expired_pending)} message(s) expired unread but are still pending "

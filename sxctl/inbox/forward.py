@@ -16,7 +16,7 @@ from ..record import Factory, record
 from ..report import Reporter
 from .folder import InboxDir, inbox_dirs, message_names, primary_inbox
 from .keys import key_index
-from .lifetimes import expiry_of
+from .lifetimes import move_verdict
 from .message import is_plain_stem
 from .move import Moved, Recovered, candidates, forward_lock, is_regular, move_message, recover
 from .moves import INTENTS
@@ -132,8 +132,8 @@ def _would_move(source: Session, inbox: InboxDir, stem: str, target: Session,
         moved.outcome = inbox.state_of(stem)
     elif not kind or (sidecar is not None and not is_regular(sidecar)):
         moved.outcome = "not_regular"
-    elif (expires := expiry_of(inbox, stem)) is not None and expires <= now_ms:
-        moved.outcome = "expired"  # the move would withdraw it instead
+    elif (verdict := move_verdict(inbox, stem, now_ms)) is not None:
+        moved.outcome = verdict  # expired: the move would withdraw it instead; a record that lies: it stays
     else:
         new_inbox = primary_inbox(target)
         free = next((c for c in candidates(stem, True) if new_inbox.stem_is_free(c)), None)

@@ -3,19 +3,16 @@ the sessions of one project. `sending.send` loads this module only for a keyed s
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
 import os
 import stat
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ConflictError, ErrorCode, InvalidDataError, SxctlError
+from ..errors import ConflictError, ErrorCode, InvalidDataError
 from ..fsio import PendingFile, ensure_private_dir, link_create, remove_if_abandoned
 from ..jsondata import compact_json
+from ..locks import flock_file
 from ..project import Session
 from .folder import InboxDir
 from .keys import key_record_path, key_state, read_key_record
@@ -25,35 +22,14 @@ from .publishing import first_stem, publish, reserve
 from .request import SendRequest
 
 
-@contextlib.contextmanager
-def project_key_lock(session: Session, wait_s: float = 10.0) -> Iterator[None]:
+def project_key_lock(session: Session, wait_s: float = 10.0):
     """A key names one message across the project's sessions, so two keyed sends into two
     sessions must not both find no record and both write (each session's create-if-absent record
     only excludes a sender of the same session): they take turns on one flock beside the
     session folders (`.scorpiox/sessions/.sxctl-keys.lock`), which a holder that dies releases.
     Exit 4 `lock_busy` after `wait_s`."""
     path = os.path.join(os.path.dirname(session.dir), ".sxctl-keys.lock")
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code=ErrorCode.INVALID_DATA,
-                             file=path) from None
-        raise
-    try:  # an operating-system lock held by another process: waited for in real time
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise ConflictError(f"another keyed send holds {path}",
-                        code=ErrorCode.LOCK_BUSY, file=path) from None
-                time.sleep(0.005)
-        yield
-    finally:
-        os.close(fd)
+    return flock_file(path, wait_s, f"another keyed send holds {path}")
 
 
 def send_keyed(session: Session, inbox: InboxDir, request: SendRequest, clock: Clock,
@@ -157,9 +133,20 @@ def _settle_recorded(session: Session, inbox: InboxDir, request: SendRequest, re
         if reservation is None:  # another sender of the key is completing it: see what it did
             continue
         _remove_orphan_sidecars(inbox, stem)
-        if publish(inbox, stem, request.data, request.image, reservation, request.lifetime):
+        if publish(inbox, stem, request.data, request.image, reservation, _first_lifetime(inbox, stem, request)):
             return stem, "pending", True, True, None
     raise ConflictError(f"could not settle stem {stem} for key {request.key!r}", code=ErrorCode.LOCK_BUSY)
+
+
+def _first_lifetime(inbox: InboxDir, stem: str, request: SendRequest) -> dict[str, Any] | None:
+    """The lifetime the first sender of the key gave its message (its record, written before it
+    died), which the message keeps; else this send's."""
+    if not os.path.isdir(inbox.lifetimes):
+        return request.lifetime
+    from .lifetimes import read_record  # a keyed send without lifetimes never loads it
+
+    first = read_record(inbox.lifetimes / f"{stem}.json")
+    return request.lifetime if first is None else {key: value for key, value in first.items() if key != "stem"}
 
 
 def _remove_orphan_sidecars(inbox: InboxDir, stem: str) -> None:

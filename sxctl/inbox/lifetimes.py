@@ -26,6 +26,7 @@ from .. import faults, jsondata
 from ..errors import SxctlError
 from ..fsio import atomic_write, ensure_private_dir, read_data_file, remove_quietly
 from ..jsondata import compact_json
+from ..locks import flock_file
 from .folder import InboxDir, is_message_name
 from .message import check_stem
 from .withdraw import withdraw_pending
@@ -126,7 +127,11 @@ def withdraw(inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int) -> s
     it first: it counts as read), `retracted` (withdrawn by someone else first), `missing`."""
     settle_write(inbox, stem, body, "expired", now_ms)
     faults.hit("before-withdraw")
-    outcome = withdraw_pending(inbox, stem)
+    try:
+        outcome = withdraw_pending(inbox, stem)
+    except SxctlError:  # a file in its way in retracted/: it stays pending, and no record says otherwise
+        remove_quietly(settled_path(inbox, stem))
+        raise
     if outcome == "retracted":
         return "expired"
     if outcome == "consumed":
@@ -137,15 +142,37 @@ def withdraw(inbox: InboxDir, stem: str, body: dict[str, Any], now_ms: int) -> s
     return "missing"
 
 
-def expire_before_move(inbox: InboxDir, stem: str, now_ms: int) -> str | None:
-    """`inbox forward` is about to move `stem`: if its expiry passed, it is withdrawn instead (its
-    state after that), else None — an agent never gets an expired message by a move."""
-    if not os.path.isdir(inbox.lifetimes):
+def sweep_lock(inbox: InboxDir, wait_s: float = 10.0) -> Any:
+    """The lock every withdrawal and every settling of `inbox`'s records holds
+    (`.lifetimes/.sweep.lock`): two sweeps at once must not both act on one record."""
+    inbox.refuse_symlinks(inbox.path, inbox.lifetimes / SETTLED)
+    ensure_private_dir(inbox.lifetimes)
+    return flock_file(inbox.lifetimes / ".sweep.lock", wait_s, f"another sweep of {inbox.lifetimes} is running")
+
+
+def move_verdict(inbox: InboxDir, stem: str, now_ms: int) -> str | None:
+    """What a move of the pending `stem` meets in its lifetime (read only): `expired` (it is
+    withdrawn instead), `invalid_lifetime` (a record sxctl cannot read: it stays), or None."""
+    if not os.path.isdir(inbox.lifetimes) or not os.path.lexists(open_path(inbox, stem)):
         return None
     body = read_record(open_path(inbox, stem))
-    if body is None or body.get("expires_ms") is None or body["expires_ms"] > now_ms:
-        return None
-    return withdraw(inbox, stem, body, now_ms)
+    if body is None:
+        return "invalid_lifetime"
+    return "expired" if body.get("expires_ms") is not None and body["expires_ms"] <= now_ms else None
+
+
+def expire_before_move(inbox: InboxDir, stem: str, now_ms: int) -> str | None:
+    """`inbox forward` is about to move `stem`: if its expiry passed, it is withdrawn instead (its
+    state after that), else None — an agent never gets an expired message by a move. A record that
+    cannot be read is `invalid_lifetime`: the message stays where it is."""
+    verdict = move_verdict(inbox, stem, now_ms)
+    if verdict != "expired":
+        return verdict
+    with sweep_lock(inbox):
+        body = read_record(open_path(inbox, stem))
+        if body is None or body.get("expires_ms") is None or body["expires_ms"] > now_ms:
+            return None
+        return withdraw(inbox, stem, body, now_ms)
 
 
 def expire_if_due(inbox: InboxDir, stem: str, now_ms: int) -> str:
@@ -154,7 +181,10 @@ def expire_if_due(inbox: InboxDir, stem: str, now_ms: int) -> str:
     body = read_record(open_path(inbox, stem))
     if body is None or body.get("expires_ms") is None or body["expires_ms"] > now_ms:
         return inbox.state_of(stem)
-    return withdraw(inbox, stem, body, now_ms)
+    with sweep_lock(inbox):
+        if read_record(open_path(inbox, stem)) is None:  # settled meanwhile: the message says how it ended
+            return refined_state(inbox, stem)
+        return withdraw(inbox, stem, body, now_ms)
 
 
 def settle_write(inbox: InboxDir, stem: str, body: dict[str, Any], end: str, now_ms: int) -> None:
@@ -174,7 +204,9 @@ def read_ms(inbox: InboxDir, stem: str) -> int | None:
         return None
 
 
-def open_records(inbox: InboxDir) -> Iterator[tuple[str, dict[str, Any]]]:
+def open_records(inbox: InboxDir, unreadable: list[str] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(stem, record) of every open record sxctl can read; the stems of the others are added to
+    `unreadable` (their messages never expire: doctor says so)."""
     try:
         names = sorted(os.listdir(inbox.lifetimes))
     except (FileNotFoundError, NotADirectoryError):
@@ -184,6 +216,8 @@ def open_records(inbox: InboxDir) -> Iterator[tuple[str, dict[str, Any]]]:
             body = read_record(inbox.lifetimes / name)
             if body is not None:
                 yield name[: -len(".json")], body
+            elif unreadable is not None:
+                unreadable.append(name[: -len(".json")])
 
 
 def annotate(rows: list[Any]) -> list[Any]:
@@ -265,6 +299,7 @@ def carry(inbox: InboxDir, stem: str, new_inbox: InboxDir, to_stem: str, source_
 
 def carried(new_inbox: InboxDir, to_stem: str, source_id: str, stem: str) -> list[Path]:
     """The record an interrupted move gave its target (for the recovery's undo)."""
+    new_inbox.refuse_symlinks(new_inbox.path, new_inbox.lifetimes)
     body = read_record(open_path(new_inbox, to_stem))
     return [open_path(new_inbox, to_stem)] if body is not None and body.get("moved_from") == {
         "session": source_id, "stem": stem} else []
@@ -272,6 +307,7 @@ def carried(new_inbox: InboxDir, to_stem: str, source_id: str, stem: str) -> lis
 
 def forget_moved(inbox: InboxDir, stem: str) -> None:
     """After a move: the source's open record goes (its target has its own)."""
+    inbox.refuse_symlinks(inbox.path, inbox.lifetimes)
     remove_quietly(open_path(inbox, stem))
 
 

@@ -86,7 +86,7 @@ class Moved:
 
     @property
     def failed(self) -> bool:
-        return self.outcome in ("name_taken", "not_regular", "invalid_name", "cross_device")
+        return self.outcome in ("name_taken", "not_regular", "invalid_name", "cross_device", "invalid_lifetime")
 
     def to_json(self) -> dict[str, Any]:
         return {"from": self.source, "copy": self.copy, "stem": self.stem, "outcome": self.outcome,

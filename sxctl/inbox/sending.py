@@ -179,7 +179,7 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
         session, inbox, stem, request.mode, state, len(request.data),
         request.image.ext if request.image else None, request.key,
         duplicate=duplicate, completed_abandoned=abandoned, inbox_switch=switch,
-        lifetime=request.lifetime if not duplicate or abandoned else None,
+        lifetime=request.lifetime if not duplicate else None,
     )
     if place is not None:
         result.session, result.inbox, result.forwarded_from = place.session, place.inbox, place.forwarded_from
@@ -191,7 +191,7 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
                             f"moves it to the live session {session.id}")
             else:
                 report.note(where)
-    if duplicate and not abandoned and os.path.isdir(result.inbox.lifetimes):  # a duplicate keeps the first
+    if duplicate and os.path.isdir(result.inbox.lifetimes):  # a duplicate (or a completion) keeps the first
         from .lifetimes import record_of, refined_state  # message's lifetime: the result says which; `expired`
 
         result.lifetime = record_of(result.inbox, result.stem)

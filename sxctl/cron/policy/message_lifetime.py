@@ -15,8 +15,8 @@ def apply_lifetime(entry: dict[str, Any], expires: float | None, read_within: fl
     """Change `entry` by the flags given (seconds; 0 clears); exit 2 naming the flag."""
     for flag, key, seconds in (("--expires", "expiresMs", expires), ("--read-within", "readWithinMs", read_within)):
         if seconds is not None:
-            if seconds < 0 or seconds * 1000 > MAX_LIFETIME_MS:
-                raise UsageError(f"{flag} must be 0 (none) to {MAX_LIFETIME_MS // 86_400_000} days")
+            if seconds < 0 or seconds * 1000 > MAX_LIFETIME_MS or (seconds and not ms(flag, seconds)):
+                raise UsageError(f"{flag} must be 0 (none), or 1ms to {MAX_LIFETIME_MS // 86_400_000} days")
             if ms(flag, seconds):
                 entry[key] = ms(flag, seconds)
             else:
@@ -33,3 +33,11 @@ def apply_lifetime(entry: dict[str, Any], expires: float | None, read_within: fl
                          "late")
     if entry.get("pingOn") == "read" and "pingUrl" not in entry:
         raise UsageError("--ping-on read needs --ping-url URL (the monitor it tells)")
+
+
+def check_lifetime_payload(job: dict[str, Any], entry: dict[str, Any]) -> None:
+    """--expires, --read-within and --ping-on read are about a run's inbox message: a delivery job
+    sends none (exit 2, rather than settings that do nothing)."""
+    if job["payload"]["kind"] == "delivery" and any(key in entry for key in ("expiresMs", "readWithinMs", "pingOn")):
+        raise UsageError("--expires, --read-within and --ping-on read are for jobs that send an inbox message "
+                         "(agent-turn, heartbeat-event): a delivery job sends none")

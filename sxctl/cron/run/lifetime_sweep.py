@@ -33,6 +33,15 @@ def run_lifetime(entry: dict[str, Any], job_id: str, execution_id: str, now_ms: 
             "run": {"jobId": job_id, "executionId": execution_id, "pingOn": entry.get("pingOn", "written")}}
 
 
+def _one_per_target(store: dict[str, Any]) -> list[dict[str, Any]]:
+    """One job per distinct target (a run's message may still wait there after the job changed)."""
+    seen: dict[Any, dict[str, Any]] = {}
+    for job in store["jobs"]:
+        endpoint = ((job.get("deliveryTarget") or {}).get("destinationEndpoint") or {})
+        seen.setdefault((endpoint.get("channelType"), endpoint.get("channelInstanceId")), job)
+    return list(seen.values())
+
+
 def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mapping[str, Any], project: Path,
                    workspace: Path, clock: Clock, pinger: Pinger, report: Reporter, *,
                    dry_run: bool) -> list[dict[str, Any]]:
@@ -40,13 +49,17 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mappin
     ledger's runs; a record pings only for a run the ledger started for that job."""
     from ...inbox.expiry import sweep_project
 
-    projects = {project}
     names = {job["id"]: job["name"] for job in store["jobs"]}
+    projects = {project} | {run_target_project(job, project, workspace=workspace) for job in _one_per_target(store)}
     runs = {eid: group.start["jobId"] for eid, group in groups.items() if group.start is not None}
-    for job in store["jobs"]:
-        entry = policy["jobs"].get(job["id"])
-        if entry and any(key in entry for key in LIFETIME_KEYS):
-            projects.add(run_target_project(job, project, workspace=workspace))
+    oldest = min((group.start["startedAtMs"] for group in groups.values() if group.start is not None), default=None)
+
+    def owns(run: dict[str, Any], record: dict[str, Any]) -> bool:
+        """A run its ledger started for that job — or, trimmed from it since, one of its jobs' sent
+        before the oldest run the ledger keeps."""
+        if run["executionId"] in runs:
+            return runs[run["executionId"]] == run["jobId"]
+        return run["jobId"] in names and oldest is not None and (record.get("sent_ms") or oldest) < oldest
 
     def ping(run: dict[str, Any], kind: str, reason: str) -> None:
         url = policy["jobs"].get(run["jobId"], {}).get("pingUrl")
@@ -58,7 +71,7 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mappin
         if not holds_project(target):
             continue
         try:
-            events = sweep_project(target, clock.now_ms(), clock, owns=runs, ping=ping, dry_run=dry_run)
+            events = sweep_project(target, clock.now_ms(), clock, owns=owns, ping=ping, dry_run=dry_run)
         except (SxctlError, OSError) as error:  # a lifetime never stops the runs of a pass
             report.warn(f"message lifetimes in {target} were not swept: {getattr(error, 'message', error)}")
             continue

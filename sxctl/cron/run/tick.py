@@ -164,6 +164,10 @@ class SchedulerPass:
     def _tick(self) -> None:
         self._terminalize_orphans()
         self._reconcile()
+        if not self.files.sole_writer:  # first: an expired message is no unread one (--overlap, limits)
+            self.result.lifetimes = sweep_for_pass(self.store, self.policy, self.ledger.groups, self.options.project,
+                                                   self.ws.root, self.clock, self.pinger, self.report,
+                                                   dry_run=self.options.dry_run)  # a rehearsal's copy: no inbox
         if not self.options.dry_run:
             self.attribution.close()
         ran = 0
@@ -181,10 +185,6 @@ class SchedulerPass:
                 self._run_occurrence(job, manual=False)
                 ran += 1
         self.admission.policy_changed |= prune_windows(self.policy, self.store, self.clock.now_ms())
-        if not self.files.sole_writer:  # a rehearsal's copy has no inbox of its own to sweep
-            self.result.lifetimes = sweep_for_pass(self.store, self.policy, self.ledger.groups, self.options.project,
-                                                   self.ws.root, self.clock, self.pinger, self.report,
-                                                   dry_run=self.options.dry_run)
         if self.admission.store_changed or self.admission.policy_changed:
             self._write_store()
         self.attribution.save()

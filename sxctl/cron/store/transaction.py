@@ -19,6 +19,7 @@ from ...report import Reporter
 from ...timeparse import format_ms
 from ..policy.file import LIFETIME_KEYS, PolicyOptions, apply_options, read_policy, write_policy
 from ..policy.jitter import check_jitter
+from ..policy.message_lifetime import check_lifetime_payload
 from ..run.ledger import recent_runs
 from ..timeline.schedule import honoured_zone_name
 from .authoring import JobSpec
@@ -151,6 +152,7 @@ def job_change(name: str, spec: JobSpec, *, resumed: bool = False, notes: list[s
         entry = apply_options(dict(before), options or PolicyOptions(),
                               tz=tz or job["schedule"].get("tz") or before.get("tz"), now_ms=now, recurring=recurring)
         check_jitter(job, entry, now)
+        check_lifetime_payload(job, entry)
         if job["schedule"]["kind"] == "cron":
             entry.pop("tz", None)  # a cron schedule keeps its own zone in the store
         elif zoned and tz is not None:

@@ -200,3 +200,53 @@ def test_a_forged_record_gets_no_ping_for_a_run_the_ledger_never_started(sched, 
     read_all(sched)
     sched.tick(b + MIN)
     assert endpoint.received == []
+
+
+def test_a_run_trimmed_from_the_ledger_still_gets_its_read_ping(sched, endpoint):
+    b = now_ms() // MIN * MIN - 10 * MIN
+    sched.agent_at(b)
+    sched.add(b - MIN, "a", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "a",
+              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h")
+    sched.add(b - MIN, "b", "--every", "1m", "--anchor", iso(b), "--payload", "heartbeat-event", "--text", "b")
+    for minute in range(4):
+        sched.agent_at(b + minute * MIN)
+        sched.tick(b + minute * MIN, "--retain-executions", "1")
+    inbox = sched.folder / "inbox"
+    (inbox / "done").mkdir(exist_ok=True)
+    texts = {json.loads(p.read_text())["text"]: p.name for p in inbox.glob("*.json")}
+    os.rename(inbox / texts["a"], inbox / "done" / texts["a"])
+    sched.agent_at(b + 5 * MIN)
+    sched.tick(b + 5 * MIN, "--retain-executions", "1")
+    assert paths(endpoint) == [f"/{SECRET}/start", f"/{SECRET}"]
+
+
+def test_a_run_sent_before_its_job_changed_keeps_its_lifetime_and_its_target_is_swept(sched, endpoint, tmp_path):
+    other = tmp_path / "other"
+    (other / ".scorpiox" / "sessions" / "2026_09_21_other_one").mkdir(parents=True)
+    b = now_ms() // MIN * MIN
+    (other / ".scorpiox" / "sessions" / "2026_09_21_other_one" / "stats.json").write_text(
+        json.dumps({"updated_ms": b, "model": "m"}))
+    sched.agent_at(b)
+    sched.add(b - MIN, "tp", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "tp",
+              "--to-project", str(other), "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read",
+              "--read-within", "1h")
+    sched.tick(b)
+    assert sched.run(b, "cron", "update", "tp", "--ping-on", "written", "--read-within", "0").code == 0
+    inbox = other / ".scorpiox" / "sessions" / "2026_09_21_other_one" / "inbox"
+    (inbox / "done").mkdir()
+    [message] = inbox.glob("*.json")
+    os.rename(message, inbox / "done" / message.name)
+    sched.tick(b + MIN)
+    assert paths(endpoint) == [f"/{SECRET}/start", f"/{SECRET}"]  # the run was sent to ping on read
+
+
+def test_an_expired_message_is_withdrawn_before_the_pass_decides_on_overlap(sched):
+    b = now_ms() // MIN * MIN
+    sched.agent_at(b)
+    sched.add(b - MIN, "o", "--every", "10m", "--anchor", iso(b), "--payload", "agent-turn", "--text", "o",
+              "--expires", "5m", "--overlap", "skip")
+    assert [r["status"] for r in sched.tick(b)["runs"]] == ["dispatched"]
+    sched.agent_at(b + 10 * MIN)
+    report = sched.tick(b + 10 * MIN)
+    assert [row["event"] for row in report["lifetimes"]] == ["expired"]
+    assert [r["status"] for r in report["runs"]] == ["dispatched"]  # the expired one is not unread: no skip

@@ -59,7 +59,8 @@ def test_the_lifetime_is_kept_beside_the_message_never_in_it(project):
 @pytest.mark.parametrize("args, error", [
     (["--expires", "0"], "--expires 0 is not in the future"),
     (["--expires", "2020-01-01T00:00Z"], "is not in the future"),
-    (["--expires", "soon"], "invalid --expires 'soon': give a DURATION"),
+    (["--expires", "soon"], "invalid --expires 'soon': use a number of seconds or units like"),
+    (["--expires", "2026-13-01T09:00"], "invalid --expires '2026-13-01T09:00': give a DURATION"),
     (["--read-within", "0"], "--read-within must be longer than 0"),
     (["--expires", "10m", "--read-within", "1h"], "--read-within ends after --expires"),
     (["--expires", "104249991d"], "is too far ahead (at most 3650 days)"),
@@ -326,9 +327,10 @@ def test_a_deadline_inbox_expire_noted_first_still_gets_the_jobs_fail_ping(proje
     noted = sweep_session(session, 10)
     assert [e.event for e in noted] == ["missed"]
     pings: list[tuple[str, str]] = []
-    told = sweep_session(session, 20, owns={"E": "J"}, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
+    mine = lambda run, record: run["executionId"] == "E"  # noqa: E731 - the pass's ledger started run E
+    told = sweep_session(session, 20, owns=mine, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
     assert told == [] and pings == [("E", "fail")]
-    sweep_session(session, 30, owns={"E": "J"}, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
+    sweep_session(session, 30, owns=mine, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
     assert pings == [("E", "fail")]  # once
 
 
@@ -482,3 +484,103 @@ def test_a_deadline_beyond_the_day_shows_its_date(project):
     send(project, t, "--read-within", "2d", "x")
     human = project.run("inbox", "list", clock=FakeClock(t)).out
     assert "read by 20" in human  # 2026-…: a date, not a time that looks past
+
+
+@pytest.mark.parametrize("point, side", [("after-move", "source"), ("before-rename", "target")])
+def test_a_forward_recovery_never_deletes_through_a_linked_lifetimes_folder(project, tmp_path, point, side):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    send(project, now_ms(), "--session", old.name, "--expires", "1h", "x")
+    new = project.session("2026_09_21_brave_curie", live=True)
+    assert forks().run(["inbox", "forward"], cwd=project.root, env=project.env(), kill_at=(point, 1)).code == -9
+    linked = inbox(old if side == "source" else new) / ".lifetimes"
+    outside = tmp_path / "outside"
+    os.rename(linked, outside)
+    os.symlink(outside, linked)
+    before = tree(outside)
+    assert before, "the record the recovery would remove is there"
+    result = project.run("inbox", "forward")
+    assert result.code == 5 and "symbolic link" in result.err, result.err
+    assert tree(outside) == before
+
+
+def test_sweeps_at_once_take_turns_and_every_expiry_stays_an_expiry(project, tmp_path):
+    from tests.conftest import start_together
+
+    folder = project.session(live=False)
+    t = now_ms() - 60 * SEC
+    stems = [send(project, t + n, "--expires", "1s", f"n{n}")["stem"] for n in range(30)]
+    runs = start_together(project, [["inbox", "expire", "--json"]] * 6, tmp_path / "gun")
+    results = [run.wait() for run in runs]
+    assert all(r.code == 0 for r in results), [r.err for r in results]
+    withdrawn = [e["stem"] for r in results for e in json.loads(r.out)["expired"]]
+    assert sorted(withdrawn) == sorted(stems)  # each once, by one of them
+    assert set(states(project, now_ms()).values()) == {"expired"}
+    assert not list((inbox(folder) / ".lifetimes").glob("*.json"))
+
+
+def test_forward_leaves_a_message_whose_record_cannot_be_read(project):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--session", old.name, "--expires", "1s", "x")["stem"]
+    record_file = inbox(old) / ".lifetimes" / f"{stem}.json"
+    record_file.write_text(record_file.read_text()[:-2] + ',"sent_ms":1}')  # a key twice
+    project.session("2026_09_21_brave_curie", live=True)
+    result = project.run("inbox", "forward")
+    assert result.code == 4 and "(invalid lifetime)" in result.err
+    assert (inbox(old) / f"{stem}.json").exists() and record_file.exists()
+    doctor = project.run("doctor", "--json").json()
+    assert any(c["check"] == "message deadlines" and stem in c["message"] for c in doctor["checks"])
+
+
+def test_completing_an_abandoned_keyed_send_keeps_the_first_lifetime(project):
+    folder = project.session(live=False)
+    first = forks().run(["inbox", "send", "--no-wait", "--key", "K2", "--expires", "1s", "y"], cwd=project.root,
+                        env=project.env(), kill_at=("after-lifetime", 1))
+    assert first.code == -9
+    recorded = json.loads(next((inbox(folder) / ".lifetimes").glob("*.json")).read_text())
+    project.run("inbox", "clean", "--older-than", "0", clock=FakeClock(now_ms() + 3600 * SEC))
+    again = send(project, now_ms(), "--key", "K2", "--expires", "1h", "y")
+    assert again["completed_abandoned"] is True and again["expires_ms"] == recorded["expires_ms"]
+    assert record(folder, again["stem"])["expires_ms"] == recorded["expires_ms"]
+
+
+def test_a_file_in_the_way_of_one_withdrawal_stops_no_other(project):
+    folder = project.session(live=False)
+    t = now_ms() - 60 * SEC
+    a, b = (send(project, t + n, "--expires", "1s", name)["stem"] for n, name in enumerate("ab"))
+    (inbox(folder) / "retracted").mkdir()
+    (inbox(folder) / "retracted" / f"{a}.json").write_text("someone else's")
+    result = project.run("inbox", "expire", "--json")
+    assert result.code == 5 and [e["stem"] for e in json.loads(result.out)["expired"]] == [b]
+    assert "already exists" in result.out  # the one it could not withdraw, named
+    rows = project.run("inbox", "list", "--all", "--json").json()["messages"]
+    assert sorted((r["stem"], r["state"]) for r in rows) == [(a, "pending"), (a, "retracted"), (b, "expired")]
+    assert not (inbox(folder) / ".lifetimes" / "settled" / f"{a}.json").exists()
+
+
+def test_past_both_deadline_and_expiry_is_both_in_every_view(project):
+    project.session(live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--expires", "10s", "--read-within", "5s", "x")["stem"]
+    status = project.run("status", "--json").json()
+    codes = [p["code"] for p in status["problems"]]
+    assert "messages_unread_past_deadline" in codes and "messages_expired_not_withdrawn" in codes
+    metrics = project.run("metrics").out
+    assert next(line for line in metrics.splitlines()
+                if line.startswith("sxctl_inbox_unread_past_deadline_messages{")).endswith(" 1")
+    assert stem in project.run("inbox", "list").out
+
+
+def test_the_messages_of_lifetime_errors_say_what_was_given(project):
+    project.session(stats={"usage": {"rl_5h": 0.95}})
+    said = {
+        ("--when-below", "90%", "--expires", "3651d"): "--expires 3651d is too far ahead",
+        ("--expires", "1h30",): "invalid --expires '1h30': use a number of seconds",
+        ("--when-below", "٩٠%",): "invalid --when-below",
+    }
+    for args, message in said.items():
+        result = project.run("inbox", "send", "x", "--no-wait", *args)
+        assert result.code == 2 and message in result.err, (args, result.err)
+    result = project.run("cron", "add", "k", "--every", "1h", "--payload", "agent-turn", "--text", "x",
+                         "--expires", "3651d")
+    assert result.code == 2 and "--expires must be 0 (none), or 1ms to 3650 days" in result.err
+    result = project.run("cron", "add", "d", "--every", "1h", "--payload", "delivery", "--text", "x", "--expires", "1h")
+    assert result.code == 2 and "a delivery job sends none" in result.err
