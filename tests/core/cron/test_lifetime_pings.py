@@ -10,6 +10,8 @@ import json
 import os
 from datetime import UTC, datetime
 
+import pytest
+
 from tests.conftest import now_ms
 from tests.core.cron.test_pings import SECRET
 from tests.core.cron.test_scheduling import MIN
@@ -74,6 +76,7 @@ def test_ping_on_read_says_success_only_after_the_read_and_fail_when_the_deadlin
     assert "expired" in human
 
 
+@pytest.mark.real_time  # a read's time is the file system's (its ctime): the machine's own clock
 def test_a_message_read_after_its_deadline_gets_its_success_late(sched, endpoint):
     b = now_ms() // MIN * MIN - 20 * MIN  # its read (now) comes after its deadline
     sched.agent_at(b)

@@ -353,6 +353,7 @@ def test_when_below_refuses_what_a_held_message_cannot_keep(project, args, said)
     assert not (project.root / ".scheduler" / "cron-jobs.json").exists()
 
 
+@pytest.mark.real_time  # a read's time is the file system's (its ctime): the machine's own clock
 def test_with_the_reference_agent_across_its_restart_each_message_is_read_or_withdrawn_never_both(project, agents):
     agent = agents(project, "--turn-seconds", "0.05")
     t = now_ms()
@@ -426,6 +427,7 @@ def test_a_hand_retract_after_a_killed_expiry_is_a_retract(project):
     assert project.run("status", "--json").json()["inbox"]["lifetimes"]["expired"] == 0
 
 
+@pytest.mark.real_time  # a read's time is the file system's (its ctime): the machine's own clock
 def test_a_read_after_its_deadline_is_late_in_every_view_before_any_sweep(project):
     folder = project.session(live=False)
     stem = send(project, now_ms() - 60 * SEC, "--read-within", "1s", "x")["stem"]
