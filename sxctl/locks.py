@@ -53,9 +53,9 @@ def flock_file(path: str | os.PathLike[str], wait_s: float, busy: str) -> Iterat
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise SxctlError(f"refusing to use {path}: it is a symbolic link", code=ErrorCode.INVALID_DATA,
-                             file=path) from None
+        if error.errno in (errno.ELOOP, errno.EISDIR):
+            what = "a symbolic link" if error.errno == errno.ELOOP else "a folder, not a lock file"
+            raise SxctlError(f"refusing to use {path}: it is {what}", code=ErrorCode.INVALID_DATA, file=path) from None
         raise
     try:
         deadline = time.monotonic() + wait_s

@@ -31,8 +31,9 @@ from .lifetimes import (
     withdraw,
 )
 
-#: whether the pass sweeping ran a record's run: (its `run`, the record) -> bool
-Owns = Callable[[dict[str, Any], dict[str, Any]], bool]
+#: whether the pass sweeping ran a record's run and the record is of that run's message:
+#: (its `run`, the record, the session it is in) -> bool
+Owns = Callable[[dict[str, Any], dict[str, Any], Session], bool]
 
 
 @record
@@ -63,8 +64,8 @@ class LifetimeEvent:
 def sweep_session(session: Session, now_ms: int, *, owns: Owns | None = None, ping: PingSender | None = None,
                   dry_run: bool = False) -> list[LifetimeEvent]:
     """Withdraw the session's expired unread messages, note read deadlines that passed, settle
-    records whose message ended. `owns(run, record)`: whether the pass sweeping ran that run (its
-    ledger says so): it alone pings and settles the runs that ping on read (`ping` sends)."""
+    records whose message ended. `owns(run, record, session)`: whether the pass sweeping ran that run
+    and the record is its message's: it alone pings and settles them (`ping` sends)."""
     events: list[LifetimeEvent] = []
     for inbox in inbox_dirs(session):
         inbox.refuse_symlinks(inbox.path, inbox.lifetimes / SETTLED)  # it deletes and renames there
@@ -90,7 +91,7 @@ def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any
         return events
     run: dict[str, Any] = body.get("run") or {}
     reads = run.get("pingOn") == "read"
-    mine = reads and ping is not None and owns is not None and owns(run, body)
+    mine = reads and ping is not None and owns is not None and owns(run, body, session)
     state = inbox.state_of(stem)
     if state == "pending":
         expires, read_by = body.get("expires_ms"), body.get("read_by_ms")

@@ -50,6 +50,7 @@ from ..fsio import (
     link_create,
     read_bytes_capped,
     refuse_symlink,
+    refuse_symlinks_below,
     remove_quietly,
 )
 from ..jsondata import compact_json
@@ -96,6 +97,7 @@ class Moved:
 
 def forward_lock(session: Session):
     """The lock every move out of `session` holds (a recovery must not undo a running move)."""
+    refuse_symlinks_below(session.project, session.dir)  # the lock file is made there: never through a link
     return writer_lock(session.dir / LOCK_NAME, LOCK_WAIT_S, f"forwarding out of session {session.id}")
 
 
@@ -281,8 +283,7 @@ def _publish_sidecar(sidecar: Path, target: Path, own: set[str], check_free) -> 
     return target
 
 
-def _undo(intent_path: Path, reservation: _Reservation | None, published: Path | None,
-          created: list[Path]) -> None:
+def _undo(intent_path: Path, reservation: _Reservation | None, published: Path | None, created: list[Path]) -> None:
     """Take back what a move that did not happen made, in the reverse order: the key records and
     the image while the reservation still says nobody else can have published under the stem,
     then the reservation, the intent last."""
@@ -390,8 +391,7 @@ def _recover_one(source: Session, inbox: InboxDir, stem: str, *, dry_run: bool =
 
 
 def _remove_dead_temps(inbox: InboxDir) -> None:
-    """Temps in the intent and move folders belong to a dead writer: every writer there holds the
-    session's forward lock, which the caller holds now."""
+    """Temps in the intent and move folders are a dead writer's: every writer there holds the forward lock."""
     for folder in (inbox.path / INTENTS, inbox.path / MOVES):
         with contextlib.suppress(FileNotFoundError, NotADirectoryError):
             for entry in list(os.scandir(folder)):

@@ -48,18 +48,30 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mappin
     """What the pass's sweep did, as the rows of `cron tick --json`'s `lifetimes`. `groups`: the
     ledger's runs; a record pings only for a run the ledger started for that job."""
     from ...inbox.expiry import sweep_project
+    from ...inbox.manage import evidence_for_key
+    from ...project import list_sessions
 
     names = {job["id"]: job["name"] for job in store["jobs"]}
     projects = {project} | {run_target_project(job, project, workspace=workspace) for job in _one_per_target(store)}
     runs = {eid: group.start["jobId"] for eid, group in groups.items() if group.start is not None}
     oldest = min((group.start["startedAtMs"] for group in groups.values() if group.start is not None), default=None)
 
-    def owns(run: dict[str, Any], record: dict[str, Any]) -> bool:
-        """A run its ledger started for that job — or, trimmed from it since, one of its jobs' sent
-        before the oldest run the ledger keeps."""
-        if run["executionId"] in runs:
-            return runs[run["executionId"]] == run["jobId"]
-        return run["jobId"] in names and oldest is not None and (record.get("sent_ms") or oldest) < oldest
+    sessions: dict[Path, list[Any]] = {}
+
+    def owns(run: dict[str, Any], record: dict[str, Any], session: Any) -> bool:
+        """A run its ledger started for that job (or, trimmed from it since, one of its jobs' sent
+        before the oldest run kept), and the record is of the message that run sent, wherever
+        `inbox forward` took it: its idempotency key (the execution id) says where it is now."""
+        started = runs.get(run["executionId"])
+        if started is None:
+            if not (run["jobId"] in names and oldest is not None and (record.get("sent_ms") or oldest) < oldest):
+                return False
+        elif started != run["jobId"]:
+            return False
+        if session.project not in sessions:
+            sessions[session.project] = list_sessions(session.project, clock)
+        where = evidence_for_key(session.project, sessions[session.project], run["executionId"])
+        return bool(where["key_record"]) and (where["session"], where["stem"]) == (session.id, record["stem"])
 
     def ping(run: dict[str, Any], kind: str, reason: str) -> None:
         url = policy["jobs"].get(run["jobId"], {}).get("pingUrl")

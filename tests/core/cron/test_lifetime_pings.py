@@ -253,3 +253,24 @@ def test_an_expired_message_is_withdrawn_before_the_pass_decides_on_overlap(sche
     report = sched.tick(b + 10 * MIN)
     assert [row["event"] for row in report["lifetimes"]] == ["expired"]
     assert [r["status"] for r in report["runs"]] == ["dispatched"]  # the expired one is not unread: no skip
+
+
+def test_a_record_copied_onto_another_message_gets_no_ping_and_the_run_gets_one(sched, endpoint):
+    b = now_ms() // MIN * MIN
+    sched.agent_at(b)
+    sched.add(b - MIN, "j", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "j",
+              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h")
+    sched.tick(b)
+    inbox = sched.folder / "inbox"
+    [run_message] = inbox.glob("*.json")
+    other = sched.run(b, "inbox", "send", "--no-wait", "--json", "other").json()["stem"]
+    body = json.loads((inbox / ".lifetimes" / run_message.name).read_text())
+    (inbox / ".lifetimes" / f"{other}.json").write_text(json.dumps({**body, "stem": other}))
+    (inbox / "done").mkdir()
+    os.rename(inbox / f"{other}.json", inbox / "done" / f"{other}.json")
+    sched.tick(b + MIN)
+    assert paths(endpoint) == [f"/{SECRET}/start"]  # the copy is not the run's message
+    os.rename(run_message, inbox / "done" / run_message.name)
+    sched.tick(b + 2 * MIN)
+    sched.tick(b + 3 * MIN)
+    assert paths(endpoint) == [f"/{SECRET}/start", f"/{SECRET}"]  # one success, for the run's own message

@@ -327,7 +327,7 @@ def test_a_deadline_inbox_expire_noted_first_still_gets_the_jobs_fail_ping(proje
     noted = sweep_session(session, 10)
     assert [e.event for e in noted] == ["missed"]
     pings: list[tuple[str, str]] = []
-    mine = lambda run, record: run["executionId"] == "E"  # noqa: E731 - the pass's ledger started run E
+    mine = lambda run, record, where: run["executionId"] == "E"  # noqa: E731 - the pass's ledger started run E
     told = sweep_session(session, 20, owns=mine, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
     assert told == [] and pings == [("E", "fail")]
     sweep_session(session, 30, owns=mine, ping=lambda run, kind, why: pings.append((run["executionId"], kind)))
@@ -586,3 +586,26 @@ def test_the_messages_of_lifetime_errors_say_what_was_given(project):
     assert result.code == 2 and "--expires must be 0 (none), or 1ms to 3650 days" in result.err
     result = project.run("cron", "add", "d", "--every", "1h", "--payload", "delivery", "--text", "x", "--expires", "1h")
     assert result.code == 2 and "a delivery job sends none" in result.err
+
+
+def test_forward_makes_no_lock_through_a_linked_sessions_folder(project, tmp_path):
+    old = project.session("2026_09_21_quiet_euler", live=False)
+    send(project, now_ms(), "--session", old.name, "--expires", "1h", "x")
+    project.session("2026_09_21_brave_curie", live=True)
+    sessions = project.root / ".scorpiox" / "sessions"
+    outside = tmp_path / "outside"
+    os.rename(sessions, outside)
+    os.symlink(outside, sessions)
+    before = tree(outside)
+    result = project.run("inbox", "forward", "--from", old.name, "--to", "2026_09_21_brave_curie")
+    assert result.code == 5 and "symbolic link" in result.err
+    assert tree(outside) == before
+
+
+def test_a_folder_where_the_sweep_lock_goes_is_named(project):
+    folder = project.session(live=False)
+    stem = send(project, now_ms() - 60 * SEC, "--expires", "1s", "x")["stem"]
+    (inbox(folder) / ".lifetimes" / ".sweep.lock").mkdir()
+    result = project.run("inbox", "wait", stem)
+    assert result.code == 5 and "a folder, not a lock file" in result.err
+    assert states(project, now_ms()) == {stem: "pending"}
