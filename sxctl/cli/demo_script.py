@@ -258,11 +258,9 @@ class Demo:
         self.sxctl("--session", idle, "inbox", "wait", sent["stale"].get("stem", "-"), "--timeout", "10",
                    check=lambda code, out: [("unread at its expiry: withdrawn, exit 12", code == 12)])
 
-        def deadline(code: int, out: str) -> list[tuple[str, bool]]:
-            codes = [p["code"] for p in json.loads(out).get("problems", [])] if out else []
-            return [("the missed read deadline is a problem", "messages_unread_past_deadline" in codes)]
-
-        self.sxctl("status", "--json", check=deadline)
+        self.sxctl("doctor", "--strict", "-q", check=lambda code, out: [
+            ("the missed deadline and the expiry fail doctor --strict (exit 9)",
+             code == 9 and "not read within their --read-within" in out and "expired unread" in out)])
         self.sxctl("--session", idle, "inbox", "list", "--retracted", check=lambda code, out: [
             ("listed as expired", "expired" in out), ("and the late one as overdue", "overdue" in out)])
         self.sxctl("--session", idle, "inbox", "retract", sent["late"].get("stem", "-"), check=lambda code, out: [
