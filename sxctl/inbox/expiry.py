@@ -48,7 +48,6 @@ class LifetimeEvent:
     event: str
     at_ms: int
     late: bool = False  # read after its deadline
-    dry_run: bool = False
     why: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -85,7 +84,7 @@ def _sweep_one(session: Session, inbox: InboxDir, stem: str, body: dict[str, Any
     events: list[LifetimeEvent] = []
 
     def event(what: str, late: bool = False) -> None:
-        events.append(LifetimeEvent(session.id, inbox.copy, stem, what, now_ms, late, dry_run))
+        events.append(LifetimeEvent(session.id, inbox.copy, stem, what, now_ms, late))
 
     if os.path.lexists(inbox.temp_file(stem)):  # its send (or a move) holds the stem: not published yet
         return events
