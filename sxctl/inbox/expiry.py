@@ -158,11 +158,13 @@ def _late_by(deadline_ms: int, at_ms: int) -> str:
     return format_duration_ms(max(0, at_ms - deadline_ms))
 
 
-def sweep_project(project: Path, now_ms: int, clock: Any = None, **options: Any) -> list[LifetimeEvent]:
-    """`sweep_session` over every session of `project` that keeps lifetimes; one that cannot be
+def sweep_project(project: Path, now_ms: int, clock: Any = None, infos: list[Any] | None = None,
+                  **options: Any) -> list[LifetimeEvent]:
+    """`sweep_session` over every session of `project` that keeps lifetimes (`infos`: its sessions,
+    when the caller listed them); one that cannot be
     swept (a link, a file where a folder should be) is a `refused` event, and the others are swept."""
     events: list[LifetimeEvent] = []
-    for session in _sessions_with_lifetimes(project, clock):
+    for session in _sessions_with_lifetimes(project, clock, infos):
         try:
             events += sweep_session(session, now_ms, **options)
         except (SxctlError, OSError) as error:

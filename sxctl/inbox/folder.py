@@ -93,6 +93,14 @@ class InboxDir:
         return None
 
 
+def is_real_dir(path: str | os.PathLike[str]) -> bool:
+    """A directory and not a symbolic link to one (sxctl never writes through a link): one lstat."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
 def _exists(path: str | os.PathLike) -> bool:
     """Whether a name exists (a symlink counts). Unknown is not absent: a folder sxctl may not
     read (EACCES) is exit 8, never taken for "no such message" or "this stem is free"."""

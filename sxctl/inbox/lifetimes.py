@@ -27,7 +27,7 @@ from ..errors import SxctlError
 from ..fsio import atomic_write, ensure_private_dir, read_data_file, remove_quietly
 from ..jsondata import compact_json
 from ..locks import flock_file
-from .folder import InboxDir, is_message_name
+from .folder import InboxDir, is_message_name, is_real_dir
 from .message import check_stem
 from .withdraw import withdraw_pending
 
@@ -287,7 +287,7 @@ def carry(inbox: InboxDir, stem: str, new_inbox: InboxDir, to_stem: str, source_
     saying where from), before the move's commit; the paths made (the move's undo removes them)."""
     body = read_record(open_path(inbox, stem)) if os.path.isdir(inbox.lifetimes) else None
     if body is None:  # a record a killed send left for the target's stem is not this message's
-        if os.path.isdir(new_inbox.lifetimes) and not os.path.islink(new_inbox.lifetimes):
+        if is_real_dir(new_inbox.lifetimes):
             remove_quietly(open_path(new_inbox, to_stem))
         return []
     new_inbox.refuse_symlinks(new_inbox.path, new_inbox.lifetimes)

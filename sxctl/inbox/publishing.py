@@ -9,8 +9,6 @@ folder and its states), because it needs both.
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from .. import faults
 from ..clock import Clock
 from ..errors import ConflictError, ErrorCode
 from ..fsio import PendingFile, atomic_write, remove_quietly
-from .folder import InboxDir
+from .folder import InboxDir, is_real_dir
 from .message import Image, default_stem
 
 
@@ -41,13 +39,6 @@ def first_stem(inbox: InboxDir, stem: str | None, priority: int | None, clock: C
         if take(candidate):
             return candidate
     raise ConflictError(f"no free stem near {default_stem(time_ns)} in {inbox.path}", code=ErrorCode.NAME_TAKEN)
-
-
-def _is_real_dir(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 class StemTaken(Exception):
@@ -91,7 +82,7 @@ def publish(inbox: InboxDir, stem: str, data: bytes, image: Image | None,
             check_free()
             record = write_open(inbox, stem, {"stem": stem, **lifetime})
             faults.hit("after-lifetime")
-        elif _is_real_dir(inbox.lifetimes):  # a record a killed send left for this free stem is not this message's
+        elif is_real_dir(inbox.lifetimes):  # a record a killed send left for this free stem is not this message's
             check_free()
             remove_quietly(inbox.lifetimes / f"{stem}.json")
         if image is not None:

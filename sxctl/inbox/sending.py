@@ -7,7 +7,6 @@ follows. What is sent is a `request.SendRequest`; publishing under a held stem i
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from ..interrupts import deferred_interrupts
 from ..project import Session, check_rotation_after_write, resolve_config, warn_if_not_live
 from ..record import record
 from ..report import Reporter
-from .folder import InboxDir, primary_inbox
+from .folder import InboxDir, is_real_dir, primary_inbox
 from .message import SOFT_WAIT_S
 from .publishing import first_stem, publish
 from .request import SendRequest
@@ -122,7 +121,7 @@ def send(
     report = report or Reporter()
     inbox = primary_inbox(session)
     inbox.refuse_symlinks()
-    if not _is_real_dir(inbox.path):  # one lstat when it exists (sends run in loops)
+    if not is_real_dir(inbox.path):  # one lstat when it exists (sends run in loops)
         if not session.dir.is_dir():
             raise NotFoundError(f"session folder {session.dir} not found", code=ErrorCode.SESSION_NOT_FOUND)
         ensure_private_dir(inbox.path)
@@ -198,14 +197,6 @@ def _write(session: Session, inbox: InboxDir, request: SendRequest, switch: str,
         if result.state == "retracted":
             result.state = refined_state(result.inbox, result.stem)
     return result
-
-
-def _is_real_dir(path: Path) -> bool:
-    """A directory and not a symlink to one (sxctl never writes through a symlink)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
 
 
 def _send_fresh(inbox: InboxDir, request: SendRequest, clock: Clock) -> str:

@@ -68,9 +68,8 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mappin
                 return False
         elif started != run["jobId"]:
             return False
-        if session.project not in sessions:
-            sessions[session.project] = list_sessions(session.project, clock)
-        where = evidence_for_key(session.project, sessions[session.project], run["executionId"])
+        known = sessions.get(session.project) or list_sessions(session.project, clock)
+        where = evidence_for_key(session.project, known, run["executionId"])
         return bool(where["key_record"]) and (where["session"], where["stem"]) == (session.id, record["stem"])
 
     def ping(run: dict[str, Any], kind: str, reason: str) -> None:
@@ -83,7 +82,9 @@ def sweep_for_pass(store: dict[str, Any], policy: dict[str, Any], groups: Mappin
         if not holds_project(target):
             continue
         try:
-            events = sweep_project(target, clock.now_ms(), clock, owns=owns, ping=ping, dry_run=dry_run)
+            sessions[target] = list_sessions(target, clock)  # once a pass: the sweep and `owns` read it
+            events = sweep_project(target, clock.now_ms(), clock, sessions[target], owns=owns, ping=ping,
+                                   dry_run=dry_run)
         except (SxctlError, OSError) as error:  # a lifetime never stops the runs of a pass
             report.warn(f"message lifetimes in {target} were not swept: {getattr(error, 'message', error)}")
             continue

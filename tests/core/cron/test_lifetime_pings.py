@@ -26,6 +26,13 @@ def iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
+def add_turn(sched, b: int, name: str, *flags: str, every: str = "1h", first: int | None = None) -> None:
+    """An agent-turn job `name` (its text is its name), every `every` from `first` (default `b`), added
+    a minute before `b`."""
+    sched.add(b - MIN, name, "--every", every, "--anchor", iso(b if first is None else first), "--payload",
+              "agent-turn", "--text", name, *flags)
+
+
 def read_all(sched) -> list[str]:
     """The agent reads every pending message (it claims each by moving it into done/)."""
     inbox = sched.folder / "inbox"
@@ -45,8 +52,8 @@ def test_ping_on_read_says_success_only_after_the_read_and_fail_when_the_deadlin
     url = f"{endpoint.url}/{SECRET}"
     sched.agent_at(b)
     for name in ("read", "unread"):
-        sched.add(b - MIN, name, "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", name, "--ping-url", f"{url}-{name}",
-                  "--ping-on", "read", "--read-within", "10m", "--expires", "30m")
+        add_turn(sched, b, name,
+                 "--ping-url", f"{url}-{name}", "--ping-on", "read", "--read-within", "10m", "--expires", "30m")
     shown = sched.run(b, "cron", "show", "read").out
     assert "when read" in shown and "unread for 30m is withdrawn" in shown and "read within 10m" in shown, shown[:600]
     policy = sched.run(b, "cron", "list", "--json").json()["jobs"][0]["policy"]
@@ -80,8 +87,7 @@ def test_ping_on_read_says_success_only_after_the_read_and_fail_when_the_deadlin
 def test_a_message_read_after_its_deadline_gets_its_success_late(sched, endpoint):
     b = now_ms() // MIN * MIN - 20 * MIN  # its read (now) comes after its deadline
     sched.agent_at(b)
-    sched.add(b - MIN, "late", "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", "late",
-              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1m")
+    add_turn(sched, b, "late", "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1m")
     sched.tick(b)
     sched.tick(b + 2 * MIN)
     read_all(sched)
@@ -95,8 +101,7 @@ def test_a_message_read_after_its_deadline_gets_its_success_late(sched, endpoint
 def test_ping_on_written_keeps_todays_meaning(sched, endpoint):
     b = now_ms() // MIN * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "job", "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", "job",
-              "--ping-url", f"{endpoint.url}/{SECRET}", "--expires", "1h")
+    add_turn(sched, b, "job", "--ping-url", f"{endpoint.url}/{SECRET}", "--expires", "1h")
     sched.tick(b)
     assert paths(endpoint) == [f"/{SECRET}/start", f"/{SECRET}"]
 
@@ -176,8 +181,7 @@ def test_continue_when_the_usage_limit_resets_delivers_once(sched):
 def test_prune_keeps_a_read_message_until_its_pass_told_the_monitor(sched, endpoint):
     b = now_ms() // MIN * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "job", "--every", "1h", "--anchor", iso(b), "--payload", "agent-turn", "--text", "job",
-              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read")
+    add_turn(sched, b, "job", "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read")
     sched.tick(b)
     [stem] = read_all(sched)
     pruned = sched.run(b + 2 * MIN, "inbox", "prune", "--older-than", "0", "--json")
@@ -191,8 +195,8 @@ def test_prune_keeps_a_read_message_until_its_pass_told_the_monitor(sched, endpo
 def test_a_forged_record_gets_no_ping_for_a_run_the_ledger_never_started(sched, endpoint):
     b = now_ms() // MIN * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "job", "--every", "1d", "--anchor", iso(b + 60 * MIN), "--payload", "agent-turn",
-              "--text", "job", "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read")
+    add_turn(sched, b, "job",
+             "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", every="1d", first=b + 60 * MIN)
     job_id = sched.job("job")["job"]["id"]
     stem = sched.run(b, "inbox", "send", "--no-wait", "--json", "hand sent").json()["stem"]
     lifetimes = sched.folder / "inbox" / ".lifetimes"
@@ -208,8 +212,8 @@ def test_a_forged_record_gets_no_ping_for_a_run_the_ledger_never_started(sched, 
 def test_a_run_trimmed_from_the_ledger_still_gets_its_read_ping(sched, endpoint):
     b = now_ms() // MIN * MIN - 10 * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "a", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "a",
-              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h")
+    add_turn(sched, b, "a",
+             "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h", every="1d")
     sched.add(b - MIN, "b", "--every", "1m", "--anchor", iso(b), "--payload", "heartbeat-event", "--text", "b")
     for minute in range(4):
         sched.agent_at(b + minute * MIN)
@@ -230,9 +234,9 @@ def test_a_run_sent_before_its_job_changed_keeps_its_lifetime_and_its_target_is_
     (other / ".scorpiox" / "sessions" / "2026_09_21_other_one" / "stats.json").write_text(
         json.dumps({"updated_ms": b, "model": "m"}))
     sched.agent_at(b)
-    sched.add(b - MIN, "tp", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "tp",
-              "--to-project", str(other), "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read",
-              "--read-within", "1h")
+    add_turn(sched, b, "tp",
+             "--to-project", str(other), "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read",
+             "--read-within", "1h", every="1d")
     sched.tick(b)
     assert sched.run(b, "cron", "update", "tp", "--ping-on", "written", "--read-within", "0").code == 0
     inbox = other / ".scorpiox" / "sessions" / "2026_09_21_other_one" / "inbox"
@@ -246,8 +250,7 @@ def test_a_run_sent_before_its_job_changed_keeps_its_lifetime_and_its_target_is_
 def test_an_expired_message_is_withdrawn_before_the_pass_decides_on_overlap(sched):
     b = now_ms() // MIN * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "o", "--every", "10m", "--anchor", iso(b), "--payload", "agent-turn", "--text", "o",
-              "--expires", "5m", "--overlap", "skip")
+    add_turn(sched, b, "o", "--expires", "5m", "--overlap", "skip", every="10m")
     assert [r["status"] for r in sched.tick(b)["runs"]] == ["dispatched"]
     sched.agent_at(b + 10 * MIN)
     report = sched.tick(b + 10 * MIN)
@@ -258,8 +261,8 @@ def test_an_expired_message_is_withdrawn_before_the_pass_decides_on_overlap(sche
 def test_a_record_copied_onto_another_message_gets_no_ping_and_the_run_gets_one(sched, endpoint):
     b = now_ms() // MIN * MIN
     sched.agent_at(b)
-    sched.add(b - MIN, "j", "--every", "1d", "--anchor", iso(b), "--payload", "agent-turn", "--text", "j",
-              "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h")
+    add_turn(sched, b, "j",
+             "--ping-url", f"{endpoint.url}/{SECRET}", "--ping-on", "read", "--read-within", "1h", every="1d")
     sched.tick(b)
     inbox = sched.folder / "inbox"
     [run_message] = inbox.glob("*.json")

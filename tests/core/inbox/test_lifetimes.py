@@ -82,8 +82,8 @@ def test_expire_withdraws_what_is_unread_and_says_expired_everywhere(project):
     stale = send(project, t, "--expires", "30m", "stale")["stem"]
     fresh = send(project, t, "--expires", "3h", "fresh")["stem"]
     read = send(project, t, "--expires", "30m", "read in time")["stem"]
-    os.rename(inbox(folder) / f"{read}.json", inbox(folder) / "done" / f"{read}.json") if (
-        inbox(folder) / "done").mkdir() is None else None
+    (inbox(folder) / "done").mkdir()
+    os.rename(inbox(folder) / f"{read}.json", inbox(folder) / "done" / f"{read}.json")
     before = tree(folder)
     dry = project.run("inbox", "expire", "--dry-run", "--json", clock=FakeClock(t + 3600 * SEC))
     assert dry.code == 0 and [e["stem"] for e in dry.json()["expired"]] == [stale]
@@ -285,7 +285,8 @@ def test_status_doctor_and_metrics_tell_one_story_of_a_missed_deadline(project):
     assert strict.code == 9 and "message deadlines" in strict.err
     metrics = project.run("metrics", clock=FakeClock(t)).out
     assert "sxctl_inbox_unread_past_deadline_messages{" in metrics
-    sample = next(line for line in metrics.splitlines() if line.startswith("sxctl_inbox_unread_past_deadline_messages{"))
+    sample = next(line for line in metrics.splitlines()
+                  if line.startswith("sxctl_inbox_unread_past_deadline_messages{"))
     assert sample.endswith(f" {len(lifetimes['overdue'])}")
 
 
@@ -387,7 +388,8 @@ def test_with_the_reference_agent_across_its_restart_each_message_is_read_or_wit
 def test_a_settled_record_with_a_bad_time_breaks_no_view(project):
     folder = project.session(live=False)
     stem = send(project, now_ms(), "--read-within", "1s", "x")["stem"]
-    os.rename(inbox(folder) / f"{stem}.json", (inbox(folder) / "done").mkdir() or inbox(folder) / "done" / f"{stem}.json")
+    (inbox(folder) / "done").mkdir()
+    os.rename(inbox(folder) / f"{stem}.json", inbox(folder) / "done" / f"{stem}.json")
     project.run("inbox", "expire")
     path = inbox(folder) / ".lifetimes" / "settled" / f"{stem}.json"
     path.write_text(path.read_text().replace('"read_ms":', '"read_ms":"soon","was":'))
