@@ -11,7 +11,7 @@ from typing import Any
 from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.policy.file import read_policy
 from ..cron.run.failures import last_failures
-from ..cron.run.heartbeat import FOLDER, newest_pass_ms, read_heartbeat, written_elsewhere
+from ..cron.run.heartbeat import FOLDER, read_heartbeat, written_elsewhere
 from ..cron.run.ledger import project_run
 from ..cron.store.file import daemon_locks
 from ..cron.store.targets import agent_target, target_problems
@@ -114,7 +114,7 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], clock: Clock, en
         policy = read_policy(ws)  # a job's --jitter and a maintenance window move when it is overdue
     except SxctlError:  # the cron files check names it
         policy = None
-    overdue = job_previews(ws, store, policy, project or ws.root, clock, 1).overdue(now, newest_pass_ms(ws, now)) \
+    overdue = job_previews(ws, store, policy, project or ws.root, clock, 1).overdue(now) \
         if policy is not None else []
     if overdue:
         found.add("overdue", "warn", f"overdue job(s): {', '.join(overdue[:5])}",

@@ -11,7 +11,6 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
 from ..cron.policy.maintenance import maintenance_message, open_windows
 from ..cron.run.failures import failed_one_shots_of, last_failures
-from ..cron.run.heartbeat import newest_pass_ms
 from ..cron.run.ledger import recent_runs
 from ..cron.run.receipts import run_consumption
 from ..cron.spend.file import read_book
@@ -82,7 +81,6 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
     for row, run in zip(brief[:5], runs, strict=False):
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     timeline = job_previews(ws, store, full_policy, project, clock, 1, max_log_bytes=max_log_bytes)
-    last_pass = newest_pass_ms(ws, now_ms)  # a job a pass left after it came due is not overdue
     # the rule every pass and edit applies: while it holds, each stops
     latest = clock_behind(store, runs, now_ms, acknowledged(full_policy))
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
@@ -94,7 +92,7 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         "next_due_mark": (due or {}).get("mark"), "clock_behind": behind,
         "last_runs": brief[:5], "unknown_runs": [r for r in brief if r["status"] == "unknown"],
         "tick_running": os.path.isdir(f"{os.path.realpath(ws.store_sentinel)}.lock"),
-        "overdue": timeline.overdue(now_ms, last_pass),
+        "overdue": timeline.overdue(now_ms),
         "waiting": timeline.held(now_ms),
         "never_run": timeline.never_run(),  # no time of theirs will ever run (docs/timeline.md)
         "guards": guards,

@@ -46,13 +46,15 @@ class CallbackRow(TypedDict):
 
 class CronRow(TypedDict):
     """A cron run the pass will make (`sxctl.cron.timeline.fate`): `note` says what it skips before it
-    (active hours, daily limit), `waiting` whether an overdue one is held for a live agent,
-    `held` what a spend guard holding it says (None: none does)."""
+    (active hours, daily limit), `due` whether its time has come, `overdue` whether the passes
+    missed it (as `status` says), `waiting` whether a due one is held for a live agent, `held`
+    what a spend guard holding it says (None: none does)."""
 
     source: Literal["cron"]
     at_ms: int
     name: str
     jobId: str
+    due: bool
     overdue: bool
     paused: bool
     dst: bool
@@ -81,7 +83,7 @@ def merged_next(session: Session | None, ws, count: int, zone, *, clock: Clock =
         for fire in timeline(store, now, count, zone, previews=found.previews, policy=policy):
             held: Any = fire.get("waiting")
             rows.append(CronRow(source="cron", at_ms=fire["at_ms"], name=fire["name"], jobId=fire["jobId"],
-                                overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
+                                due=fire["due"], overdue=fire["overdue"], paused=fire["paused"], dst=fire["dst"],
                                 waiting=bool(held) and held["status"] == "waiting" and "detail" not in held,
                                 held=held.get("detail") if held else None, note=fire.get("note"),
                                 mark=fire.get("mark"),

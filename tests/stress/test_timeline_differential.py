@@ -112,7 +112,7 @@ def _check_views(rows: list[dict], doc: dict, at: int, where: str) -> None:
         if first is None or first > at:
             expected = "nothing"
         else:
-            expected = {"waiting for agent": "held", "given up": "given up", "overdue": "ran"}.get(mark or "", mark)
+            expected = {"waiting for agent": "held", "given up": "given up", "due": "ran", "overdue": "ran"}.get(mark or "", mark)
             if (mark or "").startswith("held:"):
                 expected = "held"
         assert did == expected, f"{where}: cron list showed {name} next at {first and _iso(first)} ({mark}); " \

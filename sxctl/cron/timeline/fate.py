@@ -338,7 +338,8 @@ def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
     it is not due yet and no agent is live now), `held: <guard>` (a spend guard holds it; `will be
     held: <guard>`), `maintenance` (a one-shot waits for its window's end), `given up` (past
     --hold-max: the next pass gives it up; `will be given up`: no agent is live now and its
-    --hold-max is 0), `overdue` (due: the next pass runs it), or None."""
+    --hold-max is 0), `due` (the next pass runs it; `JobPreviews` makes it `overdue` when the
+    passes missed it), or None."""
     due = run_ms <= now
     if fate.action == "hold" and fate.hold is not None:
         if fate.hold.by_guard:
@@ -348,7 +349,7 @@ def run_mark(fate: Fate, run_ms: int, now: int) -> str | None:
         return "maintenance"
     if fate.reason == "given_up":
         return "given up" if due else "will be given up"
-    return "overdue" if due else None
+    return "due" if due else None
 
 
 def end_mark(preview: Preview) -> str | None:

@@ -14,6 +14,7 @@ from ...clock import Clock
 from ...errors import InvalidDataError
 from ..policy.job import Job, jobs_of
 from ..policy.maintenance import window_at
+from ..run.heartbeat import newest_pass_ms
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..spend.ledger import DayTokens, day_tokens
 from ..store.workspace import Workspace
@@ -33,6 +34,8 @@ class JobPreviews:
     jobs: dict[str, Job] = field(default_factory=dict)
     usages: dict[str, LimitUsage] = field(default_factory=dict)
     previews: dict[str, Preview] = field(default_factory=dict)
+    #: when a pass last went through (`heartbeat.newest_pass_ms`), read once a job is due
+    last_pass_ms: int | None = None
 
     def next_due(self) -> dict[str, Any] | None:
         """When the pass next has a job to run or hold — the `next due` of `status` and `cron
@@ -42,11 +45,13 @@ class JobPreviews:
                      for job_id, p in self.previews.items() if p.runs), default=None)
         return None if first is None else {"at_ms": first[0], "job": first[1], "mark": first[2]}
 
-    def overdue(self, now: int, last_pass_ms: int | None) -> list[str]:
-        """THE overdue jobs of `status`, `cron status`, doctor and metrics: missed by the passes
-        (`is_overdue`), and not held by them for a live agent or a spend guard."""
+    def overdue(self, now: int) -> list[str]:
+        """THE overdue jobs of `status`, `cron status`, doctor, metrics and the `overdue` mark of
+        every view: missed by the passes (`is_overdue`), and not held by them for a live agent or
+        a spend guard."""
         held = set(self.held(now)) | set(self.held(now, by_guard=True))
-        return [job.name for job in self.jobs.values() if is_overdue(job, now, last_pass_ms) and job.name not in held]
+        return [job.name for job in self.jobs.values()
+                if is_overdue(job, now, self.last_pass_ms) and job.name not in held]
 
     def never_run(self) -> list[dict[str, Any]]:
         """The scheduled jobs whose timeline has no run at all (`fate.end_mark`), and why."""
@@ -133,7 +138,21 @@ def job_previews(ws: Workspace, store: dict[str, Any], policy: dict[str, Any], p
         _merged(found, count, lambda job, reach: preview_runs(job, usages[job.id], now, reach, agents=agents,
                                                               start=after))
     budget_notes(found.previews, policy.get("defaults", {}).get("maxCatchup"), now, CATCHUP_AFTER_MS)
+    _mark_missed(found, ws, now)
     return found
+
+
+def _mark_missed(found: JobPreviews, ws: Workspace, now: int) -> None:
+    """Read when a pass last went through, and mark `overdue` the due first run (`due`) of each
+    job the passes missed — the jobs `status`, doctor and metrics call overdue, by one rule."""
+    if not any(job.status == "scheduled" for job in found.jobs.values()):
+        return
+    found.last_pass_ms = newest_pass_ms(ws, now)
+    due = [job_id for job_id, p in found.previews.items() if p.runs and p.runs[0]["mark"] == "due"]
+    missed = set(found.overdue(now)) if due else set()
+    for job_id in due:
+        if found.jobs[job_id].name in missed:
+            found.previews[job_id].runs[0]["mark"] = "overdue"
 
 
 def _merged(found: JobPreviews, count: int, preview: Callable[[Job, int], Preview]) -> None:

@@ -19,7 +19,6 @@ from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
 from ..policy.file import FILE_CAP, read_policy
 from ..policy.jitter import check_jitter
 from ..policy.listing import describe_job
-from ..run.heartbeat import newest_pass_ms
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
 from ..run.pings import mask_url
 from ..store.clock_repair import REPAIR_HINT, acknowledged_in
@@ -152,7 +151,7 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
         if preview is not None:
             for index, run in enumerate(preview.runs):
                 fire = _fire(job, run["at_ms"], zone, now_ms, dst=run["dst"],
-                             overdue=index == 0 and run["at_ms"] <= now_ms)
+                             due=index == 0 and run["at_ms"] <= now_ms, overdue=run["mark"] == "overdue")
                 hold = run["fate"].hold
                 fire.update(note=run["note"], skipped_before=run["skipped"], waiting=hold.to_json() if hold else None,
                             mark=run["mark"])
@@ -165,8 +164,9 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
         occurrences = series(job["schedule"], first[0], count if (not paused or include_paused) else 1, first[1])
         why = ((policy or {"jobs": {}})["jobs"].get(job["id"]) or {}).get("paused")
         for index, (at_ms, dst) in enumerate(occurrences):
+            due = index == 0 and at_ms <= now_ms and not paused
             fire = _fire(job, at_ms, zone, now_ms, paused=paused and (index == 0 or include_paused), dst=dst,
-                         overdue=index == 0 and at_ms <= now_ms and not paused)
+                         due=due, overdue=due)
             fire.update(note=why["message"] if why and paused else None, skipped_before=0, waiting=None,
                         mark="paused" if fire["paused"] else None)
             fires.append(fire)
@@ -180,9 +180,11 @@ def timeline(store: dict[str, Any], now_ms: int, count: int, zone, *, name: str 
 
 
 def _fire(job: dict[str, Any] | None, at_ms: int, zone, now_ms: int, *, paused: bool = False, dst: bool = False,
-          overdue: bool = False, running: bool = False) -> dict[str, Any]:
+          due: bool = False, overdue: bool = False, running: bool = False) -> dict[str, Any]:
+    """A run of `cron next`: `due` when its time came, `overdue` when the passes missed it (status's rule)."""
     fire: dict[str, Any] = {"jobId": job["id"] if job else None, "name": job["name"] if job else None, "at_ms": at_ms,
-                            "at_local": local_iso(at_ms, zone), "overdue": overdue, "paused": paused, "dst": dst}
+                            "at_local": local_iso(at_ms, zone), "due": due, "overdue": overdue, "paused": paused,
+                            "dst": dst}
     if running:
         fire["running"] = True
     return fire
@@ -377,7 +379,7 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
         policy = None
     timeline = job_previews(ws, store, policy, project, clock, 1, max_log_bytes=max_log_bytes) \
         if store is not None and policy is not None else None
-    for name in timeline.overdue(now_ms, newest_pass_ms(ws, now_ms)) if timeline and not store_held else []:
+    for name in timeline.overdue(now_ms) if timeline and not store_held else []:
         job = find_job(store, name)  # type: ignore[arg-type]
         message = f"job {name} is overdue since {shown_time(job['lifecycle']['nextRunAtMs'])}; is a tick running?"
         problems.append({"file": str(ws.store), "line": None, "code": "overdue", "message": message})

@@ -172,6 +172,34 @@ def test_every_view_shows_the_next_run_and_its_mark_as_the_pass_will_decide_it(w
         assert " waiting " in shown["cron list"]  # the STATE column: the pass holds it now
 
 
+def test_a_due_run_is_overdue_in_every_view_once_the_passes_missed_it_and_not_before(world):
+    """`cron list`, `cron next` and `next` marked a run `overdue` the moment it came due, while
+    `status`, doctor and metrics said no job was overdue until 2 minutes had passed with no pass:
+    one word, two meanings. A due run is `due`; it is `overdue` where status says so."""
+    world.ok(TUESDAY_1710 - HOUR, "cron", "add", "job", "--every", "10m", "--anchor", "2026-12-01 00:00",
+             "--tz", "UTC", "--payload", "agent-turn", "--text", "x")
+    due_at = ms(2026, 12, 1, 17, 10)
+    world.agent_at(due_at - 5 * MIN)
+    assert world.tick(due_at - 5 * MIN)["runs"]  # a pass at 17:05 (a catch-up since 16:10): 17:10 is next
+
+    def told(at: int) -> tuple:
+        world.agent_at(at)
+        [fire] = world.ok(at, "cron", "next", "job", "-n", "1", "--json").json()["fires"]
+        status = world.ok(at, "--session", SID, "status", "--json").json()
+        checks = world.run(at, "doctor", "--json").json()["checks"]
+        doctor = [c["check"] for c in checks if c["check"] == "overdue"]
+        metric = re.search(r"^sxctl_cron_overdue_jobs\{.*\} (\d+)$", world.ok(at, "metrics").out, re.M)
+        assert metric, "no sxctl_cron_overdue_jobs sample"
+        return (set(_views(world, at, "job").values()), (fire["due"], fire["overdue"]), status["cron"]["overdue"],
+                bool(doctor), int(metric[1]), "(overdue)" in world.ok(at, "cron", "list").out)
+
+    assert told(due_at + MIN) == ({(due_at, "due")}, (True, False), [], False, 0, False)
+    assert told(due_at + 3 * MIN) == ({(due_at, "overdue")}, (True, True), ["job"], True, 1, True)
+    [run] = world.tick(due_at + 3 * MIN)["runs"]  # the pass comes: it runs, nothing is overdue
+    assert run["status"] == "dispatched"
+    assert told(due_at + 4 * MIN) == ({(ms(2026, 12, 1, 17, 20), None)}, (False, False), [], False, 0, False)
+
+
 def test_a_job_none_of_whose_times_is_in_its_active_hours_is_said_to_never_run_without_walking_to_9999(
         world, monkeypatch):
     """`0 22 * * *` with --active-hours 09:30-12:00 has no run: every view walked 50,000
@@ -246,7 +274,7 @@ def test_the_views_fold_the_occurrences_a_catch_up_stands_for_as_the_pass_does(w
     assert world.tick(ms(2026, 12, 4, 21, 0))["runs"] == []
     at = ms(2026, 12, 7, 8, 35)
     fires = world.ok(at, "cron", "next", "w", "-n", "2", "--json").json()["fires"]
-    assert [(f["at_ms"], f["mark"], f["overdue"]) for f in fires] == [
+    assert [(f["at_ms"], f["mark"], f["due"]) for f in fires] == [
         (ms(2026, 12, 4, 22, 0), "waiting for agent", True), (ms(2026, 12, 7, 22, 0), None, False)]
     rows = [r for r in world.ok(at, "--session", SID, "next", "--json").json()["rows"] if r["source"] == "cron"]
     assert [(r["at_ms"], r["mark"]) for r in rows][:2] == [(f["at_ms"], f["mark"]) for f in fires]
