@@ -68,7 +68,7 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
         if event["count"] > 1:
             parts.append(f"{event['count']} occurrences" + (f" to {at(event['last_ms'])}" if "last_ms" in event
                                                               else ""))
-        if event.get("reason"):
+        if event.get("reason") and not (event["fate"] == "skipped" and event.get("detail")):  # a skip's words say it
             words = {"no_live_session": "no live agent", "max_unconsumed": "unread messages"}
             parts.append(words.get(event["reason"], event["reason"].replace("_", " "))
                          if event["fate"] in ("skipped", "held", "paused") else event["reason"])

@@ -104,7 +104,7 @@ class PassReport:
                          **{k: job[k] for k in ("reason", "maxCatchup") if k in job}})
         for skip in self.admission.skipped:
             rows.append({**self._row(skip, "skipped", skip["count"], skip["firstMs"], skip["lastMs"]),
-                         "reason": skip["reason"]})
+                         "reason": skip["reason"], "detail": skip["detail"]})
         for paused in self.admission.paused:
             stored = self.jobs.get(paused["jobId"])
             due = stored["lifecycle"].get("nextRunAtMs") if stored is not None else None
@@ -182,7 +182,7 @@ class PassReport:
                    else "more than --max-per-pass due")
             return f"deferred {name}: {self.what(row, single='due')} ({why})"
         if fate == "skipped":
-            return f"skipped {name}: {self.what(row)} ({row['reason'].replace('_', ' ')})"
+            return f"skipped {name}: {self.what(row)} ({row['detail']})"
         return f"paused {name}: {row['message']}"
 
     def _run_line(self, row: dict[str, Any], run: dict[str, Any]) -> str:

@@ -267,7 +267,7 @@ def _events(report: PassReport, at: int, held: set[tuple[Any, ...]], told: dict[
 
     for skip in report.admission.skipped:
         event(skip["name"], "skipped", skip["firstMs"], count=skip["count"], reason=skip["reason"],
-              last_ms=skip["lastMs"])
+              last_ms=skip["lastMs"], detail=skip["detail"])
     for wait in report.admission.waiting:
         if (wait["jobId"], wait["dueSinceMs"]) not in held:
             held.add((wait["jobId"], wait["dueSinceMs"]))

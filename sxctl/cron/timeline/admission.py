@@ -16,7 +16,7 @@ from ..policy.file import record_skip
 from ..policy.job import Job, job_of
 from ..run.ledger import Group, Ledger
 from .catchup import count_skipped
-from .fate import NOT_DUE, RUN, Fate, expiry, timeline
+from .fate import NOT_DUE, RUN, Fate, expiry, skip_text, skipped_words, timeline
 from .hold import Agents
 from .limits import LEDGER_LIMITS, LimitUsage, count_dispatch, job_history, limit_usage, limited_jobs
 
@@ -163,6 +163,7 @@ class Admission:
         store's next run past them; the fate of the first one it does not skip (`not_due` when
         the next one is not due yet)."""
         skipped: dict[str, list[int]] = {}
+        details: dict[str, str] = {}  # per reason, the words of its last skip
         fate, at = NOT_DUE, job.next_run_ms
         for step in timeline(job, usage, now, agents=self.agents, budget=OCCURRENCE_BUDGET, due_only=True):
             fate, at = step.fate, step.occurrence_ms
@@ -170,6 +171,7 @@ class Admission:
                 break
             assert fate.reason is not None  # a skip has its reason
             skipped.setdefault(fate.reason, []).append(at)
+            details[fate.reason] = fate.detail
         else:
             if fate.action == "skip" and at is not None:  # the timeline ended on a skip
                 later = job.next_after(at)
@@ -192,6 +194,7 @@ class Admission:
         for reason, times in skipped.items():
             record_skip(job.entry, times[0], times[-1], len(times), reason, now)
             self.done.skipped.append({"jobId": job.id, "name": job.name, "reason": reason,
+                                      "detail": skipped_words(reason, details[reason]),
                                       "count": len(times), "firstMs": times[0], "lastMs": times[-1]})
         return fate
 
@@ -201,6 +204,7 @@ class Admission:
         for reason, (count, first, last) in left_out.items():
             record_skip(self.entry(record), first, last, count, reason, now)
             self.done.skipped.append({"jobId": record["id"], "name": record["name"], "reason": reason,
+                                      "detail": skipped_words(reason, skip_text(reason, self.job(record))),
                                       "count": count, "firstMs": first, "lastMs": last})
             self.policy_changed = True
 

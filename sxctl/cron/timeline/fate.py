@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
-from ...timeparse import LATEST_SCHEDULABLE_MS, chosen_display_zone, display_zone, shown_time
+from ...timeparse import LATEST_SCHEDULABLE_MS, chosen_display_zone, display_zone, duration_text, shown_time
 from ..policy.job import Job
 from ..policy.maintenance import window_at, window_text
 from .hold import Agents, Hold, hold_for, stands_for
@@ -121,7 +121,9 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     if not job.one_shot:
         reason = skip_reason(job, occurrence, late, usage, sent_at=now)
         if reason is not None:
-            return Fate("skip", reason, skip_text(reason, job))
+            late_pass = reason == "inactive_hours" and job.active is not None and job.active.allows(
+                job.local(occurrence))  # its time was inside them: the pass that would send it is not
+            return Fate("skip", reason, skip_text(reason, job, late_pass=late_pass))
     state = held() if held is not None else None
     if state is not None and state.by_guard:  # a spend guard (cron/spend/guards.py)
         if state.status == "waiting":
@@ -152,17 +154,24 @@ def _guard_hold_words(state: Hold, zone) -> str:
     return f"{state.detail}{until}"
 
 
-def skip_text(reason: str, job: Job) -> str:
-    """A skip reason in words, with the job's own window and zone."""
+def skipped_words(reason: str, detail: str) -> str:
+    """What a pass's report and `cron simulate` say of skipped occurrences: the skip's words
+    (`skip_text`, a window's or a guard's), outside active hours or days said so."""
+    return f"outside its {detail}" if reason == "inactive_hours" else detail
+
+
+def skip_text(reason: str, job: Job, *, late_pass: bool = False) -> str:
+    """A skip reason in words, with the job's own window and zone (`late_pass`: the occurrence
+    was inside its active hours, the pass that would send it is not)."""
     if reason == "inactive_hours" and job.active is not None:
-        return job.active.describe(job.zone_name)
+        return job.active.describe(job.zone_name) + (" (the pass came after them)" if late_pass else "")
     if reason == "max_runs_per_day":
         return f"--max-runs-per-day {job.max_runs_per_day} ({job.zone_name} days)"
     if reason == "max_tokens_per_day":
         return f"--max-tokens-per-day reached: tokens attributed to today's runs ({job.zone_name} days)"
     if reason == "overlap":
         return "--overlap skip: its previous message is still unread"
-    return f"stale: more than --stale-after {job.stale_after_ms // 1000}s late"
+    return f"stale: more than --stale-after {duration_text(job.stale_after_ms)} late"
 
 
 # --- the timeline ----------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def test_skip_records_the_occurrence_as_skipped_while_the_previous_message_is_un
         ("overlap", 1, NINE + HOUR)]
     assert any(row["fate"] == "skipped" and row["reason"] == "overlap" for row in report["outcomes"])
     human = sched.run(NINE + 2 * HOUR, "cron", "tick")
-    assert "skipped beat: " in human.out and "(overlap)" in human.out, human.out
+    assert "skipped beat: " in human.out and "(--overlap skip: its previous message is still unread)" in human.out, human.out
     shown = sched.job("beat")
     assert shown["policy"]["overlap"] == "skip"
     assert [s["reason"] for s in shown["policy"]["skips"]["recent"]] == ["overlap", "overlap"]

@@ -43,8 +43,9 @@ def test_a_day_of_downtime_is_one_readable_outcome_per_occurrence(sched):
         "2026-12-01 04:49 UTC (gives up at 2026-12-03 05:49 UTC)",
         "waiting daily: due since 2026-12-01 09:00 UTC, no live agent since 2026-12-01 04:49 UTC "
         "(gives up at 09:00 UTC)",
-        "skipped ny: 23 occurrences, 2026-12-01 05:49 – 2026-12-02 03:49 UTC (stale)",  # in the display zone
-        "skipped ny: 2 occurrences, 04:49–05:49 UTC (inactive hours)",
+        "skipped ny: 23 occurrences, 2026-12-01 05:49 – 2026-12-02 03:49 UTC (stale: more than --stale-after 1h "
+        "late)",  # in the display zone
+        "skipped ny: 2 occurrences, 04:49–05:49 UTC (outside its active hours 08:00-18:00 America/New_York)",
     ]
 
 

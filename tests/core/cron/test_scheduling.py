@@ -143,7 +143,8 @@ def test_catch_up_skip_after_an_outage_dispatches_nothing_and_records_the_skip(s
     report = sched.tick(outage_end)
     assert report["runs"] == [] and sched.pending() == [] and sched.ledger() == []
     assert report["skippedOccurrences"] == [{"jobId": sched.job("hourly")["job"]["id"], "name": "hourly",
-                                             "reason": "stale", "count": 4, "firstMs": NINE,
+                                             "reason": "stale", "detail": "stale: more than --stale-after 30m late",
+                                             "count": 4, "firstMs": NINE,
                                              "lastMs": NINE + 3 * 3_600_000}]
     assert sched.job("hourly")["next_run_ms"] == NINE + 4 * 3_600_000  # 13:00, on schedule
     runs = sched.run(outage_end, "cron", "runs", "hourly", "--json").json()

@@ -200,6 +200,27 @@ def test_a_due_run_is_overdue_in_every_view_once_the_passes_missed_it_and_not_be
     assert told(due_at + 4 * MIN) == ({(ms(2026, 12, 1, 17, 20), None)}, (False, False), [], False, 0, False)
 
 
+def test_a_skip_says_which_rule_an_inactive_day_or_a_late_pass_broke_in_the_pass_and_in_simulate(world):
+    """A weekend skipped by --active-days was reported "(inactive hours)" by the pass and by
+    `cron simulate`, and so was an occurrence inside the hours that a pass after them skipped."""
+    world.agent_at(FRIDAY_NOON)
+    world.ok(FRIDAY_NOON, "cron", "add", "weekdays", "--cron", "0 9 * * *", "--tz", "UTC", "--active-days", "mon-fri",
+             "--payload", "agent-turn", "--text", "x")
+    world.ok(FRIDAY_NOON, "cron", "add", "afternoon", "--cron", "0 16 * * *", "--tz", "UTC", "--active-hours",
+             "09:00-17:00", "--payload", "agent-turn", "--text", "y")
+    simulated = world.ok(FRIDAY_NOON, "cron", "simulate", "--from", "2026-12-04T12:00Z", "--until",
+                         "2026-12-07T10:00Z", "--machine-down", "2026-12-04T13:00Z..2026-12-07T08:30Z", "--tz", "UTC")
+    monday = ms(2026, 12, 7, 8, 31)
+    world.agent_at(monday)
+    passed = world.ok(monday, "cron", "tick").out
+    days = "outside its active days mon,tue,wed,thu,fri UTC"
+    late = "outside its active hours 09:00-17:00 UTC (the pass came after them)"
+    assert "skipped weekdays: 2 occurrences, 2026-12-05 09:00 – 2026-12-06 09:00 UTC (" + days + ")" in passed
+    assert f"skipped afternoon: 3 occurrences, 2026-12-04 16:00 – 2026-12-06 16:00 UTC ({late})" in passed
+    assert "inactive hours" not in passed + simulated.out
+    assert days in simulated.out and late in simulated.out, simulated.out
+
+
 def test_a_job_none_of_whose_times_is_in_its_active_hours_is_said_to_never_run_without_walking_to_9999(
         world, monkeypatch):
     """`0 22 * * *` with --active-hours 09:30-12:00 has no run: every view walked 50,000
