@@ -74,6 +74,8 @@ def simulate(from_time, until, agent_down, machine_down, pass_every, tz, max_cat
                          if event["fate"] in ("skipped", "held", "paused") else event["reason"])
         if event.get("until_ms"):
             parts.append(f"gives up at {at(event['until_ms'])}")
+        elif event["fate"] == "held" and event.get("hold_max_ms"):  # each occurrence renews the hold
+            parts.append("waits as long as it takes")
         if event.get("detail"):
             parts.append(event["detail"])
         if event.get("told") is not None:

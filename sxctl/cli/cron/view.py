@@ -125,8 +125,9 @@ def next_(name, count, tz, from_time, include_paused, cron_expr, every, anchor, 
             held, word = fire.get("waiting"), fire.get("mark") or ""
             if held is not None and held.get("detail"):  # a spend guard: its reason in words
                 return f"{word} ({held['detail']})"
-            if held is not None and held.get("giveUpAtMs") is not None and "wait" in word:
-                return f"{word} until {shown_time(held['giveUpAtMs'], result.zone, '%Y-%m-%d %H:%M')}"
+            if held is not None and "wait" in word:  # no give-up time: each occurrence renews the hold
+                return (f"{word} until {shown_time(held['giveUpAtMs'], result.zone, '%Y-%m-%d %H:%M')}"
+                        if held.get("giveUpAtMs") is not None else f"{word} as long as it takes")
             if word == "given up":
                 return "given up at the next pass (no live agent past its --hold-max)"
             return word

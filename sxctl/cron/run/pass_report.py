@@ -97,7 +97,7 @@ class PassReport:
             rows.append(row)
         for held in self.admission.waiting:
             rows.append({**self._due_row(held, "held", held["dueSinceMs"]), "giveUpAtMs": held["giveUpAtMs"],
-                         "agentLastSeenMs": held["agentLastSeenMs"],
+                         "holdMaxMs": held["holdMaxMs"], "agentLastSeenMs": held["agentLastSeenMs"],
                          **({"reason": held["reason"], "detail": held["detail"]} if "detail" in held else {})})
         for job in self.deferred:
             rows.append({**self._due_row(job, "deferred", job["nextRunAtMs"]),
@@ -171,12 +171,9 @@ class PassReport:
         if run is not None:
             return self._run_line(row, run)
         if fate == "held" and "detail" in row:  # a spend guard (cron/spend/guards.py)
-            until = (f"gives up at {self.when(row['giveUpAtMs'])}" if row["giveUpAtMs"] is not None
-                     else "a one-shot waits until the guard lets it go")
-            return f"waiting {name}: {self.what(row, single='due since')}, {row['detail']} ({until})"
+            return f"waiting {name}: {self.what(row, single='due since')}, {row['detail']} ({self._hold_end(row)})"
         if fate == "held":
-            return (f"waiting {name}: {self.what(row, single='due since')}, {self._agent(row)} "
-                    f"(gives up at {self.when(row['giveUpAtMs'])})")
+            return f"waiting {name}: {self.what(row, single='due since')}, {self._agent(row)} ({self._hold_end(row)})"
         if fate == "deferred":
             why = (f"catch-up budget, --max-catchup {row['maxCatchup']}" if row.get("reason") == "max_catchup"
                    else "more than --max-per-pass due")
@@ -184,6 +181,15 @@ class PassReport:
         if fate == "skipped":
             return f"skipped {name}: {self.what(row)} ({row['detail']})"
         return f"paused {name}: {row['message']}"
+
+    def _hold_end(self, row: dict[str, Any]) -> str:
+        """When a held run is given up (`hold.renewed_until`): at a time, or never while each new
+        occurrence renews the hold; a one-shot a guard holds waits until the guard lets it go."""
+        if row["giveUpAtMs"] is not None:
+            return f"gives up at {self.when(row['giveUpAtMs'])}"
+        if (self.jobs.get(row["jobId"]) or {}).get("schedule", {}).get("kind") == "at":
+            return "a one-shot waits until the guard lets it go"
+        return f"waits as long as it takes: each occurrence renews its --hold-max, {duration_text(row['holdMaxMs'])}"
 
     def _run_line(self, row: dict[str, Any], run: dict[str, Any]) -> str:
         detail = run.get("errorKind") or ""

@@ -272,6 +272,7 @@ def _events(report: PassReport, at: int, held: set[tuple[Any, ...]], told: dict[
         if (wait["jobId"], wait["dueSinceMs"]) not in held:
             held.add((wait["jobId"], wait["dueSinceMs"]))
             event(wait["name"], "held", wait["dueSinceMs"], reason=wait["reason"], until_ms=wait["giveUpAtMs"],
+                  hold_max_ms=wait["holdMaxMs"],
                   **({"detail": wait["detail"]} if "detail" in wait else {}))  # a spend guard says why
     for paused in report.admission.paused:
         event(paused["name"], "paused", None, reason=paused["reason"], detail=paused["message"])

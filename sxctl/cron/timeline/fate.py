@@ -127,12 +127,12 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     state = held() if held is not None else None
     if state is not None and state.by_guard:  # a spend guard (cron/spend/guards.py)
         if state.status == "waiting":
-            return Fate("hold", state.reason, partial(_guard_hold_words, state, chosen_display_zone()), hold=state)
+            return Fate("hold", state.reason, partial(_guard_hold_words, state, chosen_display_zone(), job.one_shot),
+                        hold=state)
         return Fate("skip", state.reason, f"{state.detail}, past its --hold-max")
     if state is not None and state.status == "waiting":
-        assert state.give_up_at_ms is not None  # only a guard holds a one-shot without end
-        give_up_at, zone = state.give_up_at_ms, chosen_display_zone()
-        return Fate("hold", "no_live_session", lambda: f"waits for a live agent until {clock_text(give_up_at, zone)}",
+        zone = chosen_display_zone()
+        return Fate("hold", "no_live_session", lambda: f"waits for a live agent {hold_end_words(state, zone)}",
                     hold=state)
     if job.max_unconsumed and usage.unread is not None and usage.unread >= job.max_unconsumed:
         return Fate("pause", "max_unconsumed", f"its last {job.max_unconsumed} message(s) are all unread")
@@ -148,10 +148,17 @@ def occurrence_fate(job: Job, occurrence: int, now: int, usage: LimitUsage, *,
     return RUN
 
 
-def _guard_hold_words(state: Hold, zone) -> str:
-    """Why a spend guard holds a run, and until when (in `zone`)."""
-    until = f"; waits until {clock_text(state.give_up_at_ms, zone)}" if state.give_up_at_ms is not None else ""
-    return f"{state.detail}{until}"
+def _guard_hold_words(state: Hold, zone, one_shot: bool) -> str:
+    """Why a spend guard holds a run, and until when (in `zone`; a one-shot: until it lets go)."""
+    return (state.detail or "") if one_shot else f"{state.detail}; waits {hold_end_words(state, zone)}"
+
+
+def hold_end_words(state: Hold, zone) -> str:
+    """How long a held recurring run waits (in `zone`): until its give-up time, or, when each new
+    occurrence comes due before the hold ends (`hold.renewed_until`), for as long as it is held."""
+    if state.give_up_at_ms is not None:
+        return f"until {clock_text(state.give_up_at_ms, zone)}"
+    return f"as long as it takes (each occurrence renews its --hold-max {duration_text(state.hold_max_ms)})"
 
 
 def skipped_words(reason: str, detail: str) -> str:

@@ -102,9 +102,38 @@ def hold_for(job: Job, occurrence: int, now: int, agents: Agents) -> Hold | None
     due_at = job.run_at(occurrence)
     if reason != "no_live_session" and job.one_shot:
         return Hold("waiting", reason, due_at, None, job.hold_max_ms, detail)
-    give_up_at = job.run_at(stands_for(job, occurrence, now)) + job.hold_max_ms
+    standing = stands_for(job, occurrence, now)
+    give_up_at = job.run_at(standing) + job.hold_max_ms
     end = None if job.one_shot else job.span_end_ms(max(now, due_at))  # a late run is skipped once its hours end
     if end is not None:
         give_up_at = min(give_up_at, end)
-    status = "waiting" if max(now, due_at) < give_up_at else "given_up"
-    return Hold(status, reason, due_at, give_up_at, job.hold_max_ms, detail)
+    if max(now, due_at) >= give_up_at:
+        return Hold("given_up", reason, due_at, give_up_at, job.hold_max_ms, detail)
+    return Hold("waiting", reason, due_at, renewed_until(job, standing, give_up_at, end), job.hold_max_ms, detail)
+
+
+#: how many occurrences ahead a hold's end is looked for before it is said to last while the agent is away
+RENEWALS = 64
+
+
+def renewed_until(job: Job, standing: int, give_up_at: int, end: int | None) -> int | None:
+    """When the pass gives a held run up if the agent stays away: the hold on the occurrence it
+    stands for ends at `give_up_at`, unless the next occurrence comes due by then — the catch-up
+    then stands for that one and its hold starts again — until the active span's `end`. None: a
+    new occurrence always comes first (`--hold-max` at least the job's period), so it waits as
+    long as the agent is away (what `cron next`, the pass and `cron simulate` say; views that
+    printed the first give-up time promised a time the pass never kept)."""
+    if job.one_shot or job.hold_max_ms <= 0:
+        return give_up_at
+    if job.schedule["kind"] == "every":  # every gap is the period: arithmetic
+        return end if job.schedule["everyMs"] <= job.hold_max_ms else give_up_at
+    for _ in range(RENEWALS):
+        found = job.next_after(standing)
+        if found is None or job.run_at(found[0]) > give_up_at:
+            return give_up_at
+        standing = found[0]
+        renewed = job.run_at(standing) + job.hold_max_ms
+        if end is not None and renewed >= end:
+            return end
+        give_up_at = renewed
+    return end

@@ -307,7 +307,7 @@ def test_cron_simulate_rehearses_a_guard_with_a_usage_file(sched, tmp_path):  # 
     assert held["detail"] == "rl_5h 0.9 is at or above --rate-limit-ceiling 0.5"
     human = sched.run(NINE - HOUR, "cron", "simulate", "--from", "2026-12-01T08:30Z", "--until", "2026-12-01T11:00Z",
                       "--pass-every", "30m", "--usage", str(steps), "--tz", "UTC").out
-    assert "held        rate limit; gives up at" in human and "rl_5h 0.9 is at or above" in human
+    assert "held        rate limit; waits as long as it takes" in human and "rl_5h 0.9 is at or above" in human
     assert sched.policy_file.read_bytes() == before  # nothing was written
     hostile = tmp_path / "hostile.json"
     hostile.write_text(json.dumps({"rl_5h": "high", "rl_7d": -1}))

@@ -72,7 +72,8 @@ def test_a_weekend_off_delivers_mondays_catch_up_once_when_the_agent_appears(wor
     assert report["runs"] == []
     [held] = report["waiting"]
     assert (held["name"], held["reason"], held["dueSinceMs"], held["giveUpAtMs"]) == (
-        "nightly", "no_live_session", ms(2026, 12, 4, 22, 0), ms(2026, 12, 7, 22, 0))  # Sunday 22:00 + 24h
+        "nightly", "no_live_session", ms(2026, 12, 4, 22, 0), None)  # Sunday 22:00 + 24h, when Monday's comes due:
+    # each occurrence renews the hold, so it waits as long as the agent is away (no give-up time to promise)
     world.agent_at(monday + 10 * MIN)
     [run] = world.tick(monday + 10 * MIN)["runs"]
     assert (run["name"], run["status"], run["trigger"], run["scheduledForMs"]) == (
@@ -198,6 +199,37 @@ def test_a_due_run_is_overdue_in_every_view_once_the_passes_missed_it_and_not_be
     [run] = world.tick(due_at + 3 * MIN)["runs"]  # the pass comes: it runs, nothing is overdue
     assert run["status"] == "dispatched"
     assert told(due_at + 4 * MIN) == ({(ms(2026, 12, 1, 17, 20), None)}, (False, False), [], False, 0, False)
+
+
+def test_a_hold_renewed_by_each_occurrence_promises_no_give_up_time_the_pass_would_not_keep(world):
+    """Newcomer: an --every 15m heartbeat with --hold-max 30m was "held … gives up at 07:30" in
+    every view, then 07:45, 08:00 …: each new occurrence renews the hold, and it never gave up.
+    A hold the next occurrence does not reach still gives its time, and the pass keeps it; a
+    weekday job's hold is followed over the nights to the weekend that ends it."""
+    world.agent_at(FRIDAY_NOON - 4 * HOUR)  # last seen 08:00 on Friday
+    common = ("--tz", "UTC", "--payload", "agent-turn", "--text", "x")
+    world.ok(FRIDAY_NOON - HOUR, "cron", "add", "beat", "--every", "15m", "--anchor", "2026-12-04 00:00",
+             "--hold-max", "30m", *common)
+    world.ok(FRIDAY_NOON - HOUR, "cron", "add", "hourly", "--every", "1h", "--anchor", "2026-12-04 00:00",
+             "--hold-max", "30m", *common)
+    world.ok(FRIDAY_NOON - 4 * HOUR, "cron", "add", "weekday", "--cron", "0 9 * * 1-5", "--hold-max", "25h", *common)
+    at = FRIDAY_NOON + 5 * MIN
+    report = world.tick(at)
+    until = {row["name"]: row["giveUpAtMs"] for row in report["waiting"]}
+    saturday_ten = ms(2026, 12, 5, 10, 0)  # Friday 09:00 + 25h: Monday's 09:00 comes later
+    assert until == {"beat": None, "hourly": FRIDAY_NOON + 30 * MIN, "weekday": saturday_ten}
+    fires = {f["name"]: f["waiting"]["giveUpAtMs"] for f in world.ok(at, "cron", "next", "--json").json()["fires"]
+             if f["waiting"]}
+    assert fires == until
+    said = world.ok(at, "cron", "next", "-n", "3").out
+    assert "waiting for agent as long as it takes" in said and "waiting for agent until 2026-12-04 12:30" in said
+    assert "each occurrence renews its --hold-max, 30m" in world.ok(at + MIN, "cron", "tick").out
+    simulated = world.ok(at, "cron", "simulate", "--from", "2026-12-04T12:10Z", "--until", "2026-12-04T13:00Z",
+                         "--agent-down", "2026-12-04T12:00Z..2026-12-04T14:00Z", "--json").json()["events"]
+    assert {e["job"]: e["until_ms"] for e in simulated if e["fate"] == "held"}["beat"] is None
+    given = world.tick(FRIDAY_NOON + 31 * MIN)  # the hourly one's hold ended as promised; beat still waits
+    assert [r["name"] for r in given["givenUp"]] == ["hourly"]
+    assert "beat" in {row["name"] for row in given["waiting"]}
 
 
 def test_a_skip_says_which_rule_an_inactive_day_or_a_late_pass_broke_in_the_pass_and_in_simulate(world):
