@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
@@ -225,9 +226,9 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
             spent, own = (spent, own) if own else (usage.copy(), True)
             spent.unread = spent.pending = None
         judged += 1
-        if fate.action == "skip" and fate.reason == "inactive_hours" and at >= now and not due_only:
-            ahead = _skip_ahead(job, at)
-            if ahead is not None:  # the occurrences up to the next window are skipped alike
+        if fate.action == "skip" and fate.reason in SKIPPED_TO_A_START and at >= now and not due_only:
+            ahead = _skip_ahead(job, at, fate.reason)
+            if ahead is not None:  # the occurrences up to the next window (or day) are skipped alike
                 yield Step(at, run, dst, fate, 1 + ahead[1])
                 at, dst = ahead[0], False
                 continue
@@ -236,7 +237,7 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
             return
         if fate.action != "skip":
             decided = True
-            if fate.action == "run" and fate.reason is None:
+            if fate.reason is None or fate.action == "hold":  # a held run is assumed to go, as what follows is
                 spent, own = (spent, own) if own else (usage.copy(), True)
                 _spend(spent, job, at)
             if not job.one_shot and run <= now:  # a late run stands for every occurrence due now
@@ -247,18 +248,31 @@ def timeline(job: Job, usage: LimitUsage, now: int, *, agents: Agents | None = N
         at, dst = found
 
 
-def _skip_ahead(job: Job, at: int) -> tuple[int, int] | None:
-    """For a job whose occurrence at `at` falls outside its active hours: the first occurrence
-    from its next active window (or from a clock change before it) and how many lie between (all
-    outside the window, skipped alike) — found by arithmetic, where walking an every-second job
-    to tomorrow's window would judge 80,000 occurrences (and a cron job's, one croniter step
-    each). None: no window, or no gain."""
-    if job.active is None or job.one_shot:
+#: the skips that hold for every occurrence until a start: the next active window, the next day
+SKIPPED_TO_A_START = ("inactive_hours", "max_runs_per_day", "max_tokens_per_day")
+
+
+def _skip_ahead(job: Job, at: int, reason: str) -> tuple[int, int] | None:
+    """For a job whose occurrence at `at` is skipped outside its active hours (or, `reason` a
+    daily limit, once the day's runs or tokens are spent): the first occurrence from its next
+    active window (the next day in its zone; or from a clock change before it) and how many lie
+    between (skipped alike) — found by arithmetic, where walking an every-second job to
+    tomorrow would judge 80,000 occurrences (and a cron job's, one croniter step each). None:
+    no window, or no gain."""
+    if job.one_shot:
         return None
-    start = job.active.next_start(job.local(at).replace(tzinfo=None))
+    local = job.local(at).replace(tzinfo=None)
+    if reason != "inactive_hours":
+        start: datetime | None = datetime.combine(local.date() + timedelta(days=1), datetime.min.time())
+    elif job.active is not None:
+        start = job.active.next_start(local)
+    else:
+        return None
     if start is None:
         return None
-    land = _first_clock_change(job, at, int(start.replace(tzinfo=job.zone).timestamp() * 1000))
+    land = int(start.replace(tzinfo=job.zone).timestamp() * 1000)
+    if reason == "inactive_hours":  # a window left as clocks fall back comes round again (a date does not)
+        land = _first_clock_change(job, at, land)
     found = job.next_after(land - 1)
     if found is None:
         return None

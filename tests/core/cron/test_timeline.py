@@ -232,6 +232,53 @@ def test_a_hold_renewed_by_each_occurrence_promises_no_give_up_time_the_pass_wou
     assert "beat" in {row["name"] for row in given["waiting"]}
 
 
+@pytest.mark.parametrize("live", [False, True])
+def test_a_list_of_runs_counts_a_held_first_run_against_the_daily_and_lifetime_limits(world, live):
+    """Attacker: with no live agent, `cron next -n 12` of an hourly job with --max-runs-per-day 3
+    listed 01:00-04:00 (the pass skips 04:00), and with --max-runs 3 four runs: the first run,
+    held for the agent, was not counted, though the runs after it assume the agent came."""
+    start = ms(2027, 6, 1, 0, 0) + 30_000
+    world.agent_at(start if live else start - HOUR)
+    common = ("--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", "x")
+    world.ok(start, "cron", "add", "daily", *common, "--max-runs-per-day", "3")
+    world.ok(start, "cron", "add", "lifetime", *common, "--max-runs", "3")
+    at = start + 10_000
+    fires = world.ok(at, "cron", "next", "-n", "30", "--json").json()["fires"]
+    hours = {name: [datetime.fromtimestamp(f["at_ms"] / 1000, UTC).strftime("%d %H") for f in fires
+                    if f["name"] == name] for name in ("daily", "lifetime")}
+    assert hours["lifetime"] == ["01 01", "01 02", "01 03"]
+    assert hours["daily"][:4] == ["01 01", "01 02", "01 03", "02 00"], hours
+    rows = [r for r in world.ok(at, "next", "-n", "30", "--json").json()["rows"] if r["source"] == "cron"]
+    assert [r["at_ms"] for r in rows] == sorted(f["at_ms"] for f in fires)[:len(rows)]
+
+
+def test_a_sub_minute_job_whose_day_is_spent_runs_again_tomorrow_in_every_view(world, monkeypatch):
+    """Attacker: an every-second job with --max-runs-per-day 1 that had run was "no run ahead:
+    50000 occurrence(s) ahead all skipped" in `cron list`, `cron next` and `status` (the pass
+    ran it again the next day), after walking 50,000 occurrences per view (6 s for `cron list`).
+    A spent day is skipped to the next day's first occurrence, by arithmetic, as inactive hours are."""
+    from sxctl.cron.timeline import fate
+
+    start = ms(2027, 6, 1, 0, 0)
+    world.agent_at(start)
+    world.ok(start, "cron", "add", "sec", "--cron", "* * * * * *", "--tz", "Europe/Berlin", "--max-runs-per-day", "1",
+             "--payload", "heartbeat-event", "--text", "s")
+    world.agent_at(start + 2_000)
+    assert [r["status"] for r in world.tick(start + 2_000)["runs"]] == ["dispatched"]
+    judged = []
+    monkeypatch.setattr(fate, "occurrence_fate", lambda *a, _f=fate.occurrence_fate, **k: judged.append(1) or _f(*a, **k))
+    at = start + 10_000
+    tomorrow = ms(2027, 6, 1, 22, 0)  # Berlin's next midnight
+    [row] = world.ok(at, "cron", "list", "--json").json()["jobs"]
+    assert (row["next_run_ms"], row["next_mark"]) == (tomorrow, None), row
+    assert len(judged) < 100
+    assert [f["at_ms"] for f in world.ok(at, "cron", "next", "sec", "-n", "2", "--json").json()["fires"]] == [
+        tomorrow, ms(2027, 6, 2, 22, 0)]
+    status = world.ok(at, "--session", SID, "status", "--json").json()
+    assert status["cron"]["next_due_ms"] == tomorrow
+    assert not [p for p in status["problems"] if p["code"].startswith("cron_")], status["problems"]
+
+
 def test_a_skip_says_which_rule_an_inactive_day_or_a_late_pass_broke_in_the_pass_and_in_simulate(world):
     """A weekend skipped by --active-days was reported "(inactive hours)" by the pass and by
     `cron simulate`, and so was an occurrence inside the hours that a pass after them skipped."""
