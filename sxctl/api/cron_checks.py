@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..clock import SYSTEM_CLOCK, Clock
 from ..cron.policy.file import read_policy
 from ..cron.policy.overlap import mark_replaced
+from ..cron.run import file_checks
 from ..cron.run.ledger import recent_runs, run_evidence
 from ..cron.run.receipts import describe_consumption, run_consumption  # noqa: F401 - the CLI shows runs with it
 from ..cron.spend.ledger import run_tokens
@@ -29,8 +30,8 @@ from .jobs import ledger_ceiling, store_or_empty
 from .scope import find_workspace, reporter, target_project
 
 if TYPE_CHECKING:
+    from ..cron.run.file_checks import Problem
     from ..cron.store.workspace import Workspace
-    from ..cron.timeline.views import Problem
 
 #: a sent run of a guarded job without a spend record: its tokens still count toward its day
 NO_RECORD = ("no record of its tokens: the spend history keeps the newest runs, and a pass killed between the "
@@ -163,7 +164,7 @@ def validate_workspace(*, max_log_bytes: int | None = None, workspace=None, proj
     """Check the store, the policy file and the ledger completely; `raise_if_invalid()` turns
     problems into exit 5 (a file the system refuses to read is exit 8)."""
     ws = find_workspace(workspace, project=project, session=session)
-    return Validation(ws, views.validate_workspace(ws, clock.now_ms(), ledger_ceiling(max_log_bytes)))
+    return Validation(ws, file_checks.validate_workspace(ws, clock, ledger_ceiling(max_log_bytes)))
 
 
 @record

@@ -62,7 +62,7 @@ def diagnose(project: Path | None, session, ws, *, environ: Mapping[str, str] = 
         found.guard("history", lambda: check_history(found, session))
     if ws is not None:
         found.guard("temps and locks", lambda: check_temps_and_locks(found, session, ws, now))
-        files = found.guard("cron files", lambda: check_cron_files(found, ws, max_log_bytes, now))
+        files = found.guard("cron files", lambda: check_cron_files(found, ws, max_log_bytes, clock))
         if files is not None:  # else: which jobs are scheduled, and which runs exist, is unknown
             found.guard("scheduler",
                         lambda: check_scheduler(found, ws, files[0], clock, environ, crontab_text, project))

@@ -11,12 +11,12 @@ from typing import Any
 from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.policy.file import read_policy
 from ..cron.run.failures import last_failures
+from ..cron.run.file_checks import check_files, cross_check
 from ..cron.run.heartbeat import FOLDER, read_heartbeat, written_elsewhere
 from ..cron.run.ledger import project_run
 from ..cron.store.file import daemon_locks
 from ..cron.store.targets import agent_target, target_problems
 from ..cron.timeline.previews import job_previews
-from ..cron.timeline.views import check_files, cross_check
 from ..engines import TickCommand, block_projects, has_block, installed_entry, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
@@ -30,13 +30,13 @@ BUSY_FAIL_MS = 15 * 60_000
 LEDGER_WARN_SHARE = 0.8
 
 
-def check_cron_files(found: Findings, ws, max_log_bytes: int, now: int) -> tuple[dict[str, Any], Any] | None:
+def check_cron_files(found: Findings, ws, max_log_bytes: int, clock) -> tuple[dict[str, Any], Any] | None:
     """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
     reads them (a pass stops on any of them, and on a claim or run recorded after this clock's
     now): the store and the ledger, or None when one is invalid."""
     store, ledger, problems = check_files(ws, max_log_bytes)
     if store is not None and ledger is not None and not problems:
-        behind = [p for p in cross_check(store, ledger, ws, now) if p.code == "clock_behind"]
+        behind = [p for p in cross_check(store, ledger, ws, clock) if p.code == "clock_behind"]
         if behind:
             where = os.path.basename(behind[0].file)
             found.add("cron files", "fail", f"{behind[0].message}: this clock is behind what {where} records, "

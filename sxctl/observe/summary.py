@@ -82,7 +82,8 @@ def _cron(ws, now_ms: int, max_log_bytes: int, project, clock: Clock) -> dict[st
         row["consumption"] = run_consumption(run, jobs.get(run["jobId"]), project, clock, workspace=ws.root)
     timeline = job_previews(ws, store, full_policy, project, clock, 1, max_log_bytes=max_log_bytes)
     # the rule every pass and edit applies: while it holds, each stops
-    latest = clock_behind(store, runs, now_ms, acknowledged(full_policy))
+    latest = clock_behind(store, runs, clock.now_ms(), acknowledged(full_policy))  # after the reads: a pass
+    # that wrote a row since `now_ms` is not ahead
     behind = clock_behind_error(ws, now_ms, latest).message if latest is not None else None
     due = timeline.next_due()
     guards = guard_states(ws, store, full_policy, project, clock, timeline)  # the spend guards (observe/spend_view.py)

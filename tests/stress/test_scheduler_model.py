@@ -59,8 +59,8 @@ from hypothesis.stateful import (
 
 from sxctl.clock import FakeClock
 from sxctl.cron.policy.file import read_policy
+from sxctl.cron.run.file_checks import validate_workspace
 from sxctl.cron.store.workspace import Workspace
-from sxctl.cron.timeline.views import validate_workspace
 from tests.comis_strict import check_store_bytes
 from tests.conftest import clean_env, forks, run_cli
 
@@ -780,7 +780,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         if view.store_raw is not None:  # and sxctl's own strict readers, as `cron validate` runs them
             ws = Workspace(self.root)
             read_policy(ws)
-            found = {p.code for p in validate_workspace(ws, self.now)}
+            found = {p.code for p in validate_workspace(ws, FakeClock(self.now))}
             assert found <= ({"clock_behind"} if view.latest_time() > self.now else set()), found
 
 

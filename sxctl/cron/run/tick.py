@@ -34,9 +34,9 @@ from ..timeline.burst import CatchupBudget, budget_of, defer
 from ..timeline.catchup import missed_note
 from ..timeline.hold import stands_for
 from ..timeline.schedule import next_run, schedule_computable
-from ..timeline.views import cross_check, stop_on_cross_checks
 from .dispatch import Dispatcher, Occurrence
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
+from .file_checks import cross_check, stop_on_cross_checks
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, project_run
 from .ledger_rows import start_row, unsettled_outcome
 from .lifetime_sweep import sweep_for_pass

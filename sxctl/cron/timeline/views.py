@@ -1,5 +1,5 @@
-"""Read-only views of a workspace: job states and targets, the `next` timeline, `status`
-evidence, and the store/ledger cross-checks that `validate` and `tick` share."""
+"""Read-only views of a workspace: job states and targets, the `next` timeline and `status`
+evidence (the store/ledger checks they share with `validate` and `tick`: cron/run/file_checks.py)."""
 
 from __future__ import annotations
 
@@ -8,22 +8,19 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...clock import Clock
-from ...errors import ErrorCode, InvalidDataError, SxctlError, UsageError
+from ...errors import InvalidDataError, SxctlError
 from ...fsio import read_data_file
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
 from ..policy.file import FILE_CAP, read_policy
-from ..policy.jitter import check_jitter
 from ..policy.listing import describe_job
-from ..run.ledger import DEFAULT_MAX_LOG_BYTES, Ledger, scan_ledger
+from ..run.file_checks import check_files, cross_check
+from ..run.ledger import DEFAULT_MAX_LOG_BYTES
 from ..run.pings import mask_url
-from ..store.clock_repair import REPAIR_HINT, acknowledged_in
-from ..store.file import STORE_CAP, daemon_locks, find_job, read_store
-from ..store.schema_kit import readable_name, with_job
+from ..store.file import STORE_CAP, daemon_locks, find_job
 from ..store.targets import INBOX_CHANNEL, run_target_project
 from ..store.workspace import Workspace
 from .fate import end_mark, next_text
@@ -198,123 +195,6 @@ def adhoc_timeline(schedule: dict[str, Any], bound_ms: int, count: int, zone, no
     return [_fire(None, at, zone, now_ms, dst=dst) for at, dst in series(schedule, first[0], count, first[1])]
 
 
-# --- cross-checks (runner.md §2) -----------------------------------------------------------------
-
-@dataclass
-class Problem:
-    """One thing wrong in a scheduler file, with the file and line to look at (`cron check`)."""
-
-    file: str
-    line: int | None
-    code: str
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "code": self.code, "message": self.message}
-
-
-def cross_check(store: dict[str, Any], ledger: Ledger, ws: Workspace, now_ms: int,
-                acknowledged: frozenset[str] | None = None) -> list[Problem]:
-    """Orphan starts, claims whose start differs in identity, and times recorded in the future
-    (but those a clock repair `acknowledged`: None reads them from the policy file)."""
-    if acknowledged is None:
-        acknowledged = acknowledged_in(ws)
-    problems: list[Problem] = []
-    claims = {claim["executionId"]: claim for claim in store["activeClaims"]}
-    names = {job["id"]: readable_name(job["name"]) for job in store["jobs"]}
-
-    for execution_id, group in ledger.groups.items():
-        if group.terminal is None and execution_id not in claims:
-            problems.append(Problem(str(ws.ledger), group.first_line, "orphan_start",
-                                    f"orphan start {execution_id}: no terminal and no active claim"))
-    for claim in claims.values():
-        claimed = ledger.groups.get(claim["executionId"])
-        if claimed is not None and claimed.start is not None:
-            start = claimed.start
-            if any(start[k] != claim[k] for k in ("jobId", "agentId", "bootId", "scheduledForMs", "trigger",
-                                                  "workKind")):
-                problems.append(Problem(str(ws.store), None, "identity_mismatch",
-                                        with_job(f"claim {claim['executionId']} differs from its ledger start",
-                                                 names.get(claim["jobId"]))))
-        if claim["claimedAtMs"] > now_ms and claim["executionId"] not in acknowledged:
-            problems.append(Problem(str(ws.store), None, "clock_behind",
-                                    with_job(f"claim {claim['executionId']} was made at {claim['claimedAtMs']}, "
-                                             "after now", names.get(claim["jobId"]))))
-    for group in ledger.groups.values():
-        if group.start is not None and group.start["startedAtMs"] > now_ms and \
-                group.start["executionId"] not in acknowledged:
-            problems.append(Problem(str(ws.ledger), group.first_line, "clock_behind",
-                                    f"execution {group.start['executionId']} started after now"))
-    return problems
-
-
-def stop_on_cross_checks(problems: list[Problem]) -> None:
-    """What stops a scheduler pass (runner.md §2): a claim whose start differs in identity, a
-    claim or a run recorded after this clock's now (with the way out when this clock is right)."""
-    for code in ("identity_mismatch", "clock_behind"):
-        found = [p for p in problems if p.code == code]
-        if found:
-            error = SxctlError("; ".join(p.message for p in found), code=ErrorCode(code), file=found[0].file)
-            if code == "clock_behind":
-                error.extra["hint"] = REPAIR_HINT
-            raise error
-
-
-def check_files(ws: Workspace, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES, *, full: bool = False
-                ) -> tuple[dict[str, Any] | None, Ledger | None, list[Problem]]:
-    """The store, sxctl's policy file and the ledger, each read and checked as a scheduler pass
-    reads them (a pass stops on any one of them; `full` adds the ledger's nested outcome checks):
-    the store and the ledger (None when missing or invalid) and one problem naming each invalid
-    file. A file the system refuses to read is exit 8 (SystemRefusedError), not a problem."""
-    problems: list[Problem] = []
-    store = ledger = None
-    try:
-        store = read_store(ws)
-    except InvalidDataError as error:
-        problems.append(Problem(str(ws.store), None, "invalid_data", error.message))
-    try:
-        read_policy(ws)
-    except InvalidDataError as error:
-        problems.append(Problem(str(ws.policy), None, "invalid_data", error.message))
-    from ..spend.file import history_path, read_book, read_history, spend_path  # a damaged spend file stops passes
-
-    for read, path in ((read_book, spend_path(ws.scheduler)), (read_history, history_path(ws.scheduler))):
-        try:
-            read(ws.scheduler)
-        except InvalidDataError as error:
-            problems.append(Problem(str(path), None, "invalid_data", error.message))
-    try:
-        ledger = scan_ledger(ws.ledger, max_log_bytes=max_log_bytes, full=full)
-    except InvalidDataError as error:
-        problems.append(Problem(str(ws.ledger), error.extra.get("line"), "invalid_data", error.message))
-    return store, ledger, problems
-
-
-def validate_workspace(ws: Workspace, now_ms: int, max_log_bytes: int = DEFAULT_MAX_LOG_BYTES) -> list[Problem]:
-    """Everything `cron validate` checks, as a list (empty = valid): each file in full, then
-    the store and the ledger against each other."""
-    store, ledger, problems = check_files(ws, max_log_bytes, full=True)
-    if store is None and not any(p.file == str(ws.store) for p in problems):
-        problems.insert(0, Problem(str(ws.store), None, "file_not_found", "no cron store"))
-    if store is not None and ledger is not None:
-        problems += cross_check(store, ledger, ws, now_ms)
-    if store is not None and not any(p.file == str(ws.policy) for p in problems):
-        problems += _jitter_problems(store, read_policy(ws), ws, now_ms)
-    return problems
-
-
-def _jitter_problems(store: dict[str, Any], policy: dict[str, Any], ws: Workspace, now_ms: int) -> list[Problem]:
-    """A hand-edited `jitterMs` as long as the time between two runs, which `cron update --jitter`
-    refuses (it would fold the next occurrence into this one's run)."""
-    found = []
-    for job in store["jobs"]:
-        try:
-            check_jitter(job, policy["jobs"].get(job["id"], {}), now_ms)
-        except UsageError as error:
-            found.append(Problem(str(ws.policy), None, "invalid_jitter", error.message.replace("--jitter", "jitterMs")))
-    return found
-
-
 # --- status --------------------------------------------------------------------------------------
 
 def _evidence(path: Path, cap: int) -> dict[str, Any]:
@@ -344,7 +224,7 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
     store, ledger, found = check_files(ws, max_log_bytes)
     invalid = {problem.file for problem in found}
     if store is not None and ledger is not None:
-        found += cross_check(store, ledger, ws, now_ms)
+        found += cross_check(store, ledger, ws, clock)
     problems = [problem.to_json() for problem in found]
     intent: dict[str, Any] = {"status": "none"}
     if os.path.lexists(ws.reset_intent):

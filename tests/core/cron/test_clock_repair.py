@@ -177,3 +177,35 @@ def test_after_a_repair_a_job_failing_now_fails_doctor_whatever_ran_ahead(sched)
     assert doctor.code == 9 and "job deliver: its last run failed" in doctor.out + doctor.err
     status = sched.run(RIGHT, "status", "--json").json()
     assert [row["name"] for row in status["cron"]["failed"]] == ["deliver"]
+
+
+def test_a_view_racing_a_pass_does_not_call_the_row_the_pass_just_wrote_ahead_of_its_clock(sched, project, monkeypatch):
+    """Attacker: `doctor` (1 run in 50) and `status` (1 in 40) beside a pass in a loop said "this
+    clock is behind … execution started after now" (doctor exit 9): they took their `now` before
+    reading the ledger, and the pass wrote a row meanwhile. A view checks with the time after its read."""
+    from sxctl.clock import FakeClock
+    from sxctl.cron.run import file_checks
+    from sxctl.cron.timeline import views
+    from sxctl.health import cron_checks
+
+    sched.add(NINE - MIN, "beat", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "beat")
+    sched.agent_at(NINE + 5_000)
+    assert sched.tick(NINE + 5_000)["runs"]  # the pass's row: started at 09:00:05
+    clock = FakeClock(NINE)  # the view's clock read 09:00:00 before the pass wrote; 09:00:10 after
+
+    def read_during_the_pass(*args, **kwargs):
+        found = real(*args, **kwargs)
+        clock.advance(10)
+        return found
+
+    real = file_checks.check_files
+    for module in (file_checks, views, cron_checks):
+        monkeypatch.setattr(module, "check_files", read_during_the_pass)
+    doctor = project.run("doctor", "--json", clock=clock).json()
+    assert not [c for c in doctor["checks"] if "clock is behind" in c["message"]], doctor["checks"]
+    clock = FakeClock(NINE)
+    status = project.run("--session", test_scheduling.SID, "status", "--json", clock=clock).json()
+    assert not [p for p in status["problems"] if p["code"] == "clock_behind"], status["problems"]
+    clock = FakeClock(NINE)
+    assert project.run("cron", "validate", clock=clock).code == 0
