@@ -25,7 +25,7 @@ from typing import Any
 
 from ... import faults
 from ...errors import InvalidDataError, SystemRefusedError
-from ...fsio import atomic_write, read_data_file
+from ...fsio import atomic_write, read_data_file, written_here
 from ...jsondata import compact_json, strict_loads
 from ..store.schema import EPOCH_MS
 from ..store.schema_kit import MAX_SAFE_INT, Arr, Enum, Int, Node, Obj, SchemaError, Str, opt, read_checked_file, req
@@ -89,6 +89,8 @@ class SpendBook:
     sessions: dict[SessionKey, tuple[int, int]] = field(default_factory=dict)
     closed: list[dict[str, Any]] = field(default_factory=list)
     upgraded: bool = False
+    #: the folder it was read from, while its day totals are not yet checked against the history
+    unproved: Path | None = None
 
     def charge(self, run: dict[str, Any]) -> None:
         """A run just closed: its record goes to the history, its tokens to its day and session."""
@@ -112,8 +114,31 @@ class SpendBook:
         return 0
 
     def tokens_by_date(self, job_id: str) -> dict[str, int]:
-        """The tokens attributed to a job's closed runs per date (in its zone) of their occurrence."""
+        """The tokens attributed to a job's closed runs per date (in its zone) of their occurrence:
+        the larger of the file's day total and what the run history proves (`prove`)."""
+        self.prove()
         return dict(self.days.get(job_id, {}))
+
+    def prove(self) -> None:
+        """Raise each day total to what the runs' history proves for it, once (a hand edit of the
+        spend file that lowered a capped job's day let it run again while the history held the
+        runs: the larger of two counts, as the run limits take). Asked only for a job with a
+        token cap; a damaged history proves nothing; a rehearsal's own files need no proof."""
+        folder, self.unproved = self.unproved, None
+        if folder is None or written_here(str(spend_path(folder))):
+            return
+        try:
+            runs = read_history(folder)
+        except InvalidDataError:
+            return
+        proved: dict[tuple[str, str], int] = {}
+        for run in runs.values():
+            if run["state"] == "attributed":
+                key = (run["jobId"], run["date"])
+                proved[key] = proved.get(key, 0) + run["tokens"]
+        for (job_id, date), tokens in proved.items():
+            dates = self.days.setdefault(job_id, {})
+            dates[date] = max(dates.get(date, 0), tokens)
 
 
 def read_book(scheduler: Path) -> SpendBook:
@@ -131,7 +156,8 @@ def read_book(scheduler: Path) -> SpendBook:
         return book
     return SpendBook(open=list(doc["open"]),
                      days=_by_job(doc["days"]),
-                     sessions={(s["project"], s["sessionId"]): (s["toTokens"], s["atMs"]) for s in doc["sessions"]})
+                     sessions={(s["project"], s["sessionId"]): (s["toTokens"], s["atMs"]) for s in doc["sessions"]},
+                     unproved=scheduler)
 
 
 def _by_job(days: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

@@ -389,3 +389,31 @@ def test_a_run_history_that_cannot_be_written_fails_no_pass_that_sent(sched, tmp
     assert [run["status"] for run in sched.tick(NINE + 2 * HOUR)["runs"]] == ["dispatched"]
     ledger = [json.loads(line) for line in (sched.root / SCHEDULER / "cron-executions.jsonl").read_text().splitlines()]
     assert "unsettled" not in json.dumps(ledger) and sum(d["tokens"] for d in spend_doc(sched)["days"]) == 100
+
+
+def test_a_spend_file_edited_to_forget_the_day_is_overruled_by_the_run_history(sched):  # noqa: F811
+    """Attacker: with a capped job at its cap, setting its day's total to 0 in sxctl-spend.json
+    let the next pass run it (and metrics said 0), though sxctl-spend-runs.jsonl still held the
+    day's closed runs. The day counts the larger of the file's total and what the history proves."""
+    sched.add(NINE - HOUR, "capped", "--every", "10m", "--anchor", "2026-12-01T09:00Z", "--payload",
+              "heartbeat-event", "--text", "x", "--max-tokens-per-day", "300")
+    agent_with(sched, NINE, usage(total=1000))
+    assert len(sched.tick(NINE)["runs"]) == 1
+    read_all(sched, 1400, NINE + 5 * MIN)  # read, idle: 400 tokens, over the cap
+    sched.tick(NINE + 5 * MIN)
+    assert [r["tokens"] for r in history(sched)] == [400]
+    path = sched.root / SCHEDULER / "sxctl-spend.json"
+    doc = spend_doc(sched)
+    assert [d["tokens"] for d in doc["days"]] == [400]
+    doc["days"][0]["tokens"] = 0  # the lie
+    path.write_text(json.dumps(doc))
+    at = NINE + 10 * MIN
+    read_all(sched, 1400, at)
+    report = sched.tick(at)
+    assert report["runs"] == [] and report["skippedOccurrences"][0]["reason"] == "max_tokens_per_day", report
+    [sample] = [line for line in sched.run(at, "metrics").out.splitlines()
+                if line.startswith("sxctl_cron_job_tokens_today{") and 'job="capped"' in line]
+    assert sample.endswith(" 400"), sample
+    [row] = [r for r in sched.run(at, "--session", SID, "status", "--json").json()["cron"]["guards"]
+             if r["name"] == "capped"]
+    assert row["tokensToday"] == 400
