@@ -227,7 +227,15 @@ class Job:
         if self.active is None:
             return None
         end = self.active.span_end(self.local(at_ms).replace(tzinfo=None))
-        return None if end is None else int(end.replace(tzinfo=self.zone).timestamp() * 1000)
+        if end is None:
+            return None
+        late, early = (int(end.replace(tzinfo=self.zone, fold=fold).timestamp() * 1000) for fold in (0, 1))
+        if self.local(late).replace(tzinfo=None) == end:
+            return late
+        while late - early > 1:  # the end is in a spring-forward gap: the span ends as the clocks jump past it
+            middle = (early + late) // 2
+            early, late = (early, middle) if self.local(middle).replace(tzinfo=None) >= end else (middle, late)
+        return late
 
     @property
     def due_ms(self) -> int | None:

@@ -155,3 +155,21 @@ def test_a_years_check_of_an_every_minute_or_second_pattern_is_a_few_hundred_cro
         with pytest.raises(UsageError, match="often: on 2026-12-01 its runs are"):
             check_jitter(job, {"jitterMs": jitter}, NINE)
     assert steps["n"] < 2_000
+
+
+def test_a_jittered_run_whose_active_span_ends_in_the_spring_forward_gap_goes_before_the_clocks_jump(sched):
+    """Attacker: --active-hours 01:00-02:15 in Europe/Berlin ends, on 2027-03-28, inside the hour
+    the clocks skip (02:00 -> 03:00): the jitter cut went to "02:14", which is 03:14 CEST, outside
+    the span, and the 01:30 occurrence was skipped. The span ends when the clocks jump (01:00Z)."""
+    start = ms("2027-03-27T22:00:10+00:00")
+    sched.add(start, "j5", "--cron", "30 1 * * *", "--tz", "Europe/Berlin", "--active-hours", "01:00-02:15",
+              "--jitter", "12h", "--payload", "heartbeat-event", "--text", "j5")
+    sent, skipped = [], []
+    for minute in range(0, 90):
+        at = ms("2027-03-28T00:30:00+00:00") + minute * MIN
+        sched.agent_at(at)
+        report = sched.tick(at)
+        sent += [at for _ in report["runs"]]
+        skipped += report["skippedOccurrences"]
+    assert skipped == [] and len(sent) == 1, (sent, skipped)
+    assert sent[0] <= ms("2027-03-28T00:59:00+00:00")  # a minute before the span's real end, 02:00 CET
