@@ -20,6 +20,7 @@ from ..cron.timeline.previews import job_previews
 from ..engines import TickCommand, block_projects, has_block, installed_entry, systemd_unit_dir
 from ..errors import SxctlError
 from ..project import SCORPIOX_DIR
+from ..timeparse import format_duration_ms
 from .engine_checks import export_flags
 from .findings import Findings
 
@@ -81,7 +82,7 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], clock: Clock, en
                   f"{beat['invalid']}; nothing shows that a pass runs", replace)
     else:
         age = now - beat["lastPassMs"]
-        where = f"last pass {max(age, 0) // 1000}s ago on {beat['host']} ({beat['outcome']})"
+        where = f"last pass {format_duration_ms(max(age, 0))} ago on {beat['host']} ({beat['outcome']})"
         ran_for = written_elsewhere(beat, ws)
         if ran_for is not None:
             found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and the heartbeat was written by a pass for "
@@ -94,7 +95,7 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], clock: Clock, en
                       "the next pass rewrites the heartbeat")
         elif age > NO_PASS_FAIL_MS:
             found.add("scheduler", "fail", f"{len(jobs)} scheduled job(s) and no scheduler pass for "
-                      f"{age // 60_000} minute(s); {where}",
+                      f"{format_duration_ms(age)}; {where}",
                       ("check the installed entry: " + engine) if engine else install)
         elif beat["outcome"] == "failed":
             found.add("scheduler", "fail", f"the last pass failed: {beat['detail']}",
@@ -104,7 +105,7 @@ def check_scheduler(found: Findings, ws, store: dict[str, Any], clock: Clock, en
                       f"scheduled job(s): the installed pass looks at another workspace; {where}",
                       "sxctl cron export --target crontab --install   # again, from this project")
         elif beat["outcome"] == "busy" and now - (beat.get("busySinceMs") or now) > BUSY_FAIL_MS:
-            found.add("scheduler", "fail", f"every pass for {(now - beat['busySinceMs']) // 60_000} minute(s) "
+            found.add("scheduler", "fail", f"every pass for {format_duration_ms(now - beat['busySinceMs'])} "
                       f"found the store lock busy: a pass hangs, or a lock is left behind; {where}",
                       f"ls -la --time-style=full-iso {ws.scheduler}   # see the locks check; "
                       "stop a hung `sxctl cron tick`, or rmdir a lock no process holds")

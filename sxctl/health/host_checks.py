@@ -11,6 +11,7 @@ from typing import Any
 from ..cron.policy.file import read_policy
 from ..cron.run.heartbeat import FOLDER, trusted_passes
 from ..errors import SxctlError
+from ..timeparse import format_duration_ms
 from .findings import Findings
 
 #: a pinned job whose host has not run a pass for this long fails (as a workspace without passes)
@@ -65,7 +66,7 @@ def check_hosts(found: Findings, ws, store: dict[str, Any], now: int) -> None:
         return
 
     def ago(host: str) -> str:
-        return f"{host} {max(now - beats[host]['lastPassMs'], 0) // 1000}s ago ({beats[host]['outcome']})"
+        return f"{host} {format_duration_ms(max(now - beats[host]['lastPassMs'], 0))} ago ({beats[host]['outcome']})"
 
     listed = [ago(host) for host in sorted(beats) if host not in pods]
     if pods:
@@ -79,7 +80,7 @@ def check_hosts(found: Findings, ws, store: dict[str, Any], now: int) -> None:
     if stopped:
         name, host = next(iter(stopped.items()))
         more = f" (and {len(stopped) - 1} more pinned job(s))" if len(stopped) > 1 else ""
-        since = (f"has not run a pass for {(now - beats[host]['lastPassMs']) // 60_000} minute(s)" if host in beats
+        since = (f"has not run a pass for {format_duration_ms(now - beats[host]['lastPassMs'])}" if host in beats
                  else "has never run a pass here")
         pod = _POD.fullmatch(host)
         fix = (f"sxctl cron update {name} --host {pod.group(1)}   # {host} was one pass's pod: pin to its CronJob, "

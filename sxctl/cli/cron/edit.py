@@ -110,8 +110,8 @@ def _pause(name: str | None, paused: bool, lock_wait_s: float, **window) -> None
 @click.option("--all", "all_jobs", is_flag=True, help="With --until: a maintenance window for every job.")
 @click.option("--until", metavar="TIME",
               help="A maintenance window until TIME (a naive one in this machine's zone) or for a DURATION from "
-              "now (2h) instead of a pause: its occurrences are skipped, never caught up, and the job(s) run "
-              "again by themselves after it.")
+              "now (2h) instead of a pause: a recurring job's occurrences in it are skipped, never caught up; a "
+              "one-shot due in it runs when it ends; the job(s) run again by themselves after it.")
 @click.option("--reason", metavar="TEXT", help="With --until (required there): why, shown by status and doctor.")
 @lock_wait_option
 def pause(name, all_jobs, until, reason, lock_wait_s) -> None:
