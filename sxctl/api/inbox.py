@@ -140,7 +140,15 @@ def list_messages(
     """Pending messages, plus consumed and/or retracted ones; at most `limit` rows (the newest
     consumed ones are found from their names, without reading the rest)."""
     states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
+    report = reporter(report)
     chosen = find_session(session, project=project, clock=clock, report=report)
+    if chosen.state == "live":  # what status and doctor call stranded is said here too, not hidden
+        from ..observe import stranded_sessions
+
+        for entry in stranded_sessions(chosen.project, clock):
+            if entry.pending:
+                report.warn(f"{entry.pending} pending message(s) wait in session {entry.id}, which the agent left: "
+                            f"`sxctl inbox forward --from {entry.id}` moves them here")
     return MessageList(chosen, states, with_lifetimes(folder.list_messages(chosen, states, limit)), clock.now_ms())
 
 

@@ -129,6 +129,17 @@ def test_next_names_what_it_will_not_show(project, stranded):
     assert f"stranded  session {OLD} (stopped) holds 2 pending message(s)" in human and FORWARD in human
 
 
+def test_inbox_list_of_the_live_session_says_what_waits_in_the_one_the_agent_left(project, stranded):
+    """Newcomer: after a restart `inbox list` said "no pending messages" while the messages sent
+    during it waited in the old session (status and doctor said so; the inbox view hid it)."""
+    listed = project.run("inbox", "list")
+    assert listed.code == 0 and listed.out == "no pending messages\n"
+    assert f"sxctl: warning: 2 pending message(s) wait in session {OLD}, which the agent left: `{FORWARD}` " \
+           "moves them here" in listed.err
+    assert project.run("inbox", "list", "--json").json()["messages"] == []
+    assert "wait in session" not in project.run("--session", OLD, "inbox", "list").err  # it lists them itself
+
+
 def test_watch_json_emits_a_stranded_event(project, stranded):
     result = project.run("watch", "--json", "--duration", "0.5")
     events = [json.loads(line) for line in result.out.splitlines()]
