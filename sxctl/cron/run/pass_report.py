@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...timeparse import display_zone, duration_text, format_ms
+from ..policy.jitter import jitter_offset_ms
 from ..timeline.admission import AdmissionReport
 from ..timeline.catchup import SKIP_COUNT_CAP, missed_between, skipped_count
 from ..timeline.schedule import job_zone_name, local_time
@@ -121,9 +122,11 @@ class PassReport:
                 "lastMs": last, "zone": zone}
 
     def _due_row(self, item: dict[str, Any], fate: str, due: int) -> dict[str, Any]:
-        """A row for the occurrences due from `due` up to now (held, deferred, paused: still due)."""
+        """A row for the occurrences due from `due` up to now (held, deferred, paused: still due),
+        each with the job's --jitter (one whose offset has not come is not due yet)."""
         job = self.jobs.get(item["jobId"])
-        more = missed_between(job["schedule"], due, self.now_ms) if job is not None else None
+        offset = jitter_offset_ms(item["jobId"], (self.policy["jobs"].get(item["jobId"]) or {}).get("jitterMs"))
+        more = missed_between(job["schedule"], due, self.now_ms - offset) if job is not None else None
         if more is None:
             return self._row(item, fate, 1, due, due)
         extra, _, last = more

@@ -179,3 +179,21 @@ def test_a_run_on_time_by_its_jittered_time_spends_no_catch_up_budget(sched):
     assert scheduled == on_time
     assert len([run for run in report["runs"] if run["trigger"] == "catchup"]) == min(1, 10 - len(on_time))
     assert not [row for row in report["deferred"] if row["name"] in on_time]
+
+
+def test_a_deferred_catch_up_counts_only_the_occurrences_whose_jittered_time_came(sched):
+    """Attacker: `deferred c7: 3 occurrences, 01:00–03:00` at 03:01 for an hourly job whose
+    --jitter offset is 14m38s: 03:00 was not due before 03:14:38 (the run that followed stood for
+    2). A held or deferred row counts what the run would stand for."""
+    start = NINE - 9 * 60 * MIN  # 00:00
+    for name in ("a", "b"):
+        sched.add(start, name, "--cron", "0 * * * *", "--tz", "UTC", "--payload", "heartbeat-event", "--text", name,
+                  "--jitter", "20m")
+    ids = {row["job"]["name"]: row["job"]["id"] for row in sched.run(start, "cron", "list", "--json").json()["jobs"]}
+    now = start + 3 * 60 * MIN + 10_000  # 03:00:10, after three hours without a pass
+    sched.agent_at(now)
+    report = sched.run(now, "cron", "tick", "--json", "--max-catchup", "1").json()
+    [deferred] = [row for row in report["outcomes"] if row["fate"] == "deferred"]
+    shift = offset(ids[deferred["name"]], 20 * MIN)
+    due = [hour for hour in (1, 2, 3) if start + hour * 60 * MIN + shift <= now]
+    assert deferred["count"] == len(due), (deferred, shift)
