@@ -131,6 +131,14 @@ def send_to_inbox(session: Session, occurrence: Occurrence, text: str, mode: str
     return outcome
 
 
+def dry_run_failure(job: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """What a dry run says of a run the real pass fails before it starts (`reason`): a delivery
+    job with no SXCTL_DELIVER_CMD (a one-shot's only run would fail for good). Empty: none."""
+    if job["payload"]["kind"] == "delivery" and not environ.get("SXCTL_DELIVER_CMD"):
+        return {"reason": "would fail precondition: SXCTL_DELIVER_CMD is not set here"}
+    return {}
+
+
 def turn_text(message: str, context: str | None) -> str:
     """The agent turn's text plus the wake-gate context, truncated first when over the limit."""
     if not context:

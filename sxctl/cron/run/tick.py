@@ -34,7 +34,7 @@ from ..timeline.burst import CatchupBudget, budget_of, defer
 from ..timeline.catchup import missed_note
 from ..timeline.hold import stands_for
 from ..timeline.schedule import next_run, schedule_computable
-from .dispatch import Dispatcher, Occurrence
+from .dispatch import Dispatcher, Occurrence, dry_run_failure
 from .failures import FAILED_STATUSES, apply_dependency_rule, failure_reason
 from .file_checks import cross_check, stop_on_cross_checks
 from .ledger import DEFAULT_MAX_LOG_BYTES, Group, Ledger, project_run
@@ -326,8 +326,7 @@ class SchedulerPass:
         self.admission.touched.add(job["id"])
         now = self.clock.now_ms()
         scheduled_for = now if manual else job["lifecycle"]["nextRunAtMs"]
-        if not manual and (job["lifecycle"]["status"] != "scheduled"
-                           or job["lifecycle"]["nextRunAtMs"] != scheduled_for):
+        if not manual and job["lifecycle"]["status"] != "scheduled":
             self.report.warn(f"{job['name']}: Scheduled occurrence no longer matches persisted eligibility")
             return
         late = now - (scheduled_for if manual else self._due_at(job))  # counted from its jittered time
@@ -343,7 +342,8 @@ class SchedulerPass:
         if self.options.dry_run:  # report what would run; claim, write and dispatch nothing
             if not manual and job["schedule"]["kind"] != "at":
                 self.admission.count_skipped(job, scheduled_for, bound, entry)
-            self.result.runs.append({**entry, "executionId": None, "status": "would_run"})
+            self.result.runs.append({**entry, "executionId": None, "status": "would_run",
+                                     **dry_run_failure(job, self.environ)})
             return
         if not manual:
             if job["schedule"]["kind"] == "at":

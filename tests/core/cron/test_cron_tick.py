@@ -481,3 +481,16 @@ def test_chatham_gap_follows_the_documented_dst_policy(project):
     local = [datetime.fromtimestamp(r["at_ms"] / 1000, ZoneInfo("Pacific/Chatham")).strftime("%d %H:%M")
              for r in shown["fires"]]
     assert local == ["27 01:15", "27 01:45", "27 02:15", "27 03:45", "27 04:15", "28 01:15"]
+
+
+def test_a_dry_run_says_a_delivery_job_would_fail_without_a_deliver_command(project):
+    """Newcomer: `cron tick --dry-run` said `would_run` for a delivery one-shot with no
+    SXCTL_DELIVER_CMD; the real pass failed it, for good. The dry run says what the pass would do."""
+    project.session()
+    project.run("cron", "add", "dl", "--every", "1h", "--payload", "delivery", "--text", "x")
+    make_due(project, "dl")
+    [run] = tick(project, "--dry-run").json()["runs"]
+    assert (run["status"], run["reason"]) == ("would_run", "would fail precondition: SXCTL_DELIVER_CMD is not set here")
+    assert "would fail precondition: SXCTL_DELIVER_CMD is not set here" in project.run("cron", "tick", "--dry-run").out
+    bound = project.run("cron", "tick", "--dry-run", "--json", env={"SXCTL_DELIVER_CMD": "cat > /dev/null"})
+    assert "reason" not in bound.json()["runs"][0]
