@@ -76,12 +76,14 @@ def _due_job(cron: dict) -> str:
 
 
 def _cron_lines(doc: dict) -> None:
+    """The cron part of `status` and its problems."""
     from ..api.cron_checks import describe_consumption  # the cron part of the API loads with a cron section
 
-    """The cron part of `status` and its problems."""
     cron = doc["cron"]
     if cron.get("store_exists"):
-        states = ", ".join(f"{n} {s}" for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
+        states = ", ".join(f"{n} {s}" + (f" ({len(cron['waiting'])} of them waiting for the agent)"
+                                           if s == "scheduled" and cron.get("waiting") else "")
+                           for s, n in sorted(cron["jobs_by_state"].items())) or "no jobs"
         due = _when(cron["next_due_ms"]) + _due_job(cron)
         say(f"cron     {states}; {cron['active_claims']} active claim(s); next due {due}")
         for run in cron["last_runs"]:

@@ -171,6 +171,7 @@ def test_every_view_shows_the_next_run_and_its_mark_as_the_pass_will_decide_it(w
         assert re.search(rf"{day}[ T]{clock}", shown[view]), (view, shown[view])
     if case == "held":
         assert " waiting " in shown["cron list"]  # the STATE column: the pass holds it now
+        assert "1 scheduled (1 of them waiting for the agent)" in shown["status"]  # as status counts it
 
 
 def test_a_due_run_is_overdue_in_every_view_once_the_passes_missed_it_and_not_before(world):
