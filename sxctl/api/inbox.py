@@ -18,7 +18,7 @@ from ..inbox.message import apply_tilde, check_key, check_stem, load_image, stem
 from ..inbox.request import SendRequest
 from ..inbox.sending import SendResult, send
 from ..project import follow_or_refuse
-from ..record import record
+from ..record import Factory, record
 from ..report import Reporter
 from .message_lifetimes import lifetime_of, state_text, with_lifetimes
 from .scope import find_project, find_session, milliseconds, reporter
@@ -112,19 +112,22 @@ def send_message(
 
 @record
 class MessageList:
-    """`inbox list`: rows in the order the agent reads them (pending), then newest first."""
+    """`inbox list`: rows in the order the agent reads them (pending), then newest first, and the
+    sessions the agent left that hold pending messages (`observe.stranded_sessions`, as status)."""
 
     session: Session
     states: tuple[str, ...]
     rows: list[MessageRow]
     now_ms: int = 0
+    stranded: list[dict[str, Any]] = Factory(list)  # type: ignore[assignment]
 
     def state_text(self, row: MessageRow) -> str:
         """The row's state in words, with its expiry and read deadline."""
         return state_text(row, self.now_ms)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": True, **self.session.to_json(), "messages": [r.to_json() for r in self.rows]}
+        return {"ok": True, **self.session.to_json(), "messages": [r.to_json() for r in self.rows],
+                "stranded": self.stranded}
 
 
 def list_messages(
@@ -142,14 +145,17 @@ def list_messages(
     states = ("pending",) + (("consumed",) if consumed else ()) + (("retracted",) if retracted else ())
     report = reporter(report)
     chosen = find_session(session, project=project, clock=clock, report=report)
+    stranded = []
     if chosen.state == "live":  # what status and doctor call stranded is said here too, not hidden
         from ..observe import stranded_sessions
 
         for entry in stranded_sessions(chosen.project, clock):
             if entry.pending:
+                stranded.append(entry.to_json())
                 report.warn(f"{entry.pending} pending message(s) wait in session {entry.id}, which the agent left: "
-                            f"`sxctl inbox forward --from {entry.id}` moves them here")
-    return MessageList(chosen, states, with_lifetimes(folder.list_messages(chosen, states, limit)), clock.now_ms())
+                            f"`{entry.fixes()[0]}` moves them here")
+    return MessageList(chosen, states, with_lifetimes(folder.list_messages(chosen, states, limit)), clock.now_ms(),
+                       stranded)
 
 
 @record

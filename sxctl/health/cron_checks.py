@@ -11,7 +11,7 @@ from typing import Any
 from ..clock import CLOCK_SKEW_MS, Clock
 from ..cron.policy.file import read_policy
 from ..cron.run.failures import last_failures
-from ..cron.run.file_checks import check_files, cross_check
+from ..cron.run.file_checks import check_files, cross_check, history_problem
 from ..cron.run.heartbeat import FOLDER, read_heartbeat, written_elsewhere
 from ..cron.run.ledger import project_run
 from ..cron.store.file import daemon_locks
@@ -52,8 +52,13 @@ def check_cron_files(found: Findings, ws, max_log_bytes: int, clock) -> tuple[di
                   f"sxctl cron validate   # names each problem in {names}; sxctl never rewrites an invalid file: "
                   "fix it by hand or move it aside")
         return None
-    found.add("cron files", "ok", "store, policy file and ledger are valid" if store is not None
-              else "no cron store")
+    history = history_problem(ws)
+    if history is not None:  # only `cron runs` needs it: a warning, not a stop
+        found.add("cron files", "warn", history.message, f"mv {shlex.quote(history.file)} "
+                  f"{shlex.quote(history.file + '.damaged')}   # the next pass starts a new one")
+    else:
+        found.add("cron files", "ok", "store, policy file and ledger are valid" if store is not None
+                  else "no cron store")
     return store or {"jobs": [], "activeClaims": []}, ledger
 
 

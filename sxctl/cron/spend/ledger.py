@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from ...clock import Clock
-from ...errors import InvalidDataError
 from ...project import SessionInfo, session_info
 from ...project.layout import ProjectLayout, is_valid_session_id
 from ...project.usage import read_usage
@@ -177,12 +176,9 @@ class DayTokens:
 
 
 def day_tokens(scheduler: Path, clock: Clock) -> DayTokens:
-    """A view's count of `--max-tokens-per-day` (an invalid spend file: none; the pass names it)."""
-    try:
-        book = read_book(scheduler)
-    except InvalidDataError:
-        book = SpendBook()
-    return DayTokens(book, Figures(clock))
+    """A view's count of `--max-tokens-per-day`. An invalid spend file is exit 5 naming it, as
+    for the pass: a view that counted nothing showed a capped job due that no pass would run."""
+    return DayTokens(read_book(scheduler), Figures(clock))
 
 
 def _readiness(run: dict[str, Any], figures: Figures) -> tuple[int | None, str | None]:

@@ -17,7 +17,7 @@ from ...fsio import read_data_file
 from ...timeparse import LATEST_SCHEDULABLE_MS, format_ms, shown_time
 from ..policy.file import FILE_CAP, read_policy
 from ..policy.listing import describe_job
-from ..run.file_checks import check_files, cross_check
+from ..run.file_checks import check_files, history_problem, settled_cross_check
 from ..run.ledger import DEFAULT_MAX_LOG_BYTES
 from ..run.pings import mask_url
 from ..store.file import STORE_CAP, daemon_locks, find_job
@@ -224,7 +224,8 @@ def workspace_status(ws: Workspace, environ, clock: Clock, project: Path,
     store, ledger, found = check_files(ws, max_log_bytes)
     invalid = {problem.file for problem in found}
     if store is not None and ledger is not None:
-        found += cross_check(store, ledger, ws, clock)
+        found += settled_cross_check(ws, store, ledger, clock, max_log_bytes)
+    found += [problem for problem in (history_problem(ws),) if problem is not None]  # only `cron runs` stops
     problems = [problem.to_json() for problem in found]
     intent: dict[str, Any] = {"status": "none"}
     if os.path.lexists(ws.reset_intent):

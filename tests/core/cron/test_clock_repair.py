@@ -209,3 +209,77 @@ def test_a_view_racing_a_pass_does_not_call_the_row_the_pass_just_wrote_ahead_of
     assert not [p for p in status["problems"] if p["code"] == "clock_behind"], status["problems"]
     clock = FakeClock(NINE)
     assert project.run("cron", "validate", clock=clock).code == 0
+
+
+def test_a_validate_racing_a_pass_confirms_an_orphan_start_before_it_reports_one(sched, project, monkeypatch):
+    """Attacker: `cron validate` beside passes in a loop exited 5 with "orphan start …: no terminal
+    and no active claim" 2 times in 24: it read the store before a pass claimed and the ledger after
+    the pass started the run. An orphan start or a claim that differs is confirmed by a second reading."""
+    import json as jsonlib
+
+    from sxctl.clock import FakeClock
+    from sxctl.cron.run import file_checks
+
+    sched.add(NINE - MIN, "beat", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "beat")
+    store = sched.root / ".scheduler" / "cron-jobs.json"
+    before = jsonlib.loads(store.read_text())  # the store as the view read it, just before the pass claimed
+    sched.agent_at(NINE + 5_000)
+    killed_at(monkeypatch, "after-start", lambda: sched.run(NINE + 5_000, "cron", "tick"))  # claimed and started
+    monkeypatch.undo()
+    reads = []
+    real = file_checks.read_store
+
+    def first_read_is_stale(ws):
+        reads.append(1)
+        return before if len(reads) == 1 else real(ws)
+
+    monkeypatch.setattr(file_checks, "read_store", first_read_is_stale)
+    result = project.run("cron", "validate", "--json", clock=FakeClock(NINE + 6_000))
+    assert len(reads) == 2 and result.code == 0, (reads, result.out)
+    monkeypatch.setattr(file_checks, "read_store", lambda ws: before)  # an orphan both readings see is one
+    assert "orphan start" in project.run("cron", "validate", clock=FakeClock(NINE + 6_000)).err
+
+
+def test_a_damaged_run_history_is_a_warning_that_stops_no_pass(sched, project):
+    """Attacker: one bad line in sxctl-spend-runs.jsonl made doctor FAIL "every scheduler pass stops
+    on it" (exit 9) while passes went on; only `cron runs` needs the file."""
+    sched.add(NINE - MIN, "beat", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "beat")
+    sched.agent_at(NINE)
+    assert sched.tick(NINE)["runs"]
+    history = sched.root / ".scheduler" / "sxctl-spend-runs.jsonl"
+    history.write_bytes(b'\xff\xfe{"x":1}\n')
+    doctor = sched.run(NINE + MIN, "doctor", "--json").json()
+    [files] = [c for c in doctor["checks"] if c["check"] == "cron files"]
+    assert files["status"] == "warn" and "passes go on" in files["message"] and "stops" not in files["message"]
+    validate = sched.run(NINE + MIN, "cron", "validate", "--json")
+    assert validate.code == 5 and "passes go on" in validate.out
+    status = sched.run(NINE + MIN, "cron", "status", "--json").json()
+    assert [p["code"] for p in status["problems"] if "sxctl-spend-runs.jsonl" in str(p.get("file"))] == [
+        "invalid_history"]
+    sched.agent_at(NINE + 5 * MIN)
+    assert sched.tick(NINE + 5 * MIN)["runs"]  # the pass goes on
+
+
+def test_doctor_beside_a_writer_renaming_its_temp_file_is_not_a_failure(sched, monkeypatch):
+    """Attacker: doctor beside passes failed "temps and locks: No such file or directory: …tmp"
+    2 times in 182: a writer renamed its temp file between doctor's listing and its stat."""
+    from sxctl.health import session_checks
+
+    sched.add(NINE - MIN, "beat", "--every", "5m", "--anchor", "2026-12-01T09:00Z", "--payload", "heartbeat-event",
+              "--text", "beat")
+    temp = sched.root / ".scheduler" / "cron-jobs.json.1234.tmp"
+    real = session_checks.os.scandir
+
+    def listed_then_renamed(folder):
+        entries = list(real(folder))
+        if temp.exists() and any(entry.path == str(temp) for entry in entries):
+            temp.unlink()  # the writer's rename, just after the listing
+        return iter(entries)
+
+    temp.write_text("{}")
+    monkeypatch.setattr(session_checks.os, "scandir", listed_then_renamed)
+    checks = {c["check"]: c for c in sched.run(NINE, "doctor", "--json").json()["checks"]}
+    assert checks["temps"]["status"] == "ok", checks.get("temps")
+    assert "No such file" not in json.dumps(checks)

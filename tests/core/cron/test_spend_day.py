@@ -417,3 +417,23 @@ def test_a_spend_file_edited_to_forget_the_day_is_overruled_by_the_run_history(s
     [row] = [r for r in sched.run(at, "--session", SID, "status", "--json").json()["cron"]["guards"]
              if r["name"] == "capped"]
     assert row["tokensToday"] == 400
+
+
+@pytest.mark.parametrize("damage", ["nan", "folder"])
+def test_a_view_of_a_capped_job_refuses_a_damaged_spend_file_as_the_pass_does(sched, damage):  # noqa: F811
+    """Attacker: with sxctl-spend.json damaged, `cron list/next/show` and `next` exited 0 and showed
+    a capped job `due` (its cap dropped), while every pass refused the file (exit 5)."""
+    sched.add(NINE - HOUR, "capped", "--every", "10m", "--anchor", "2026-12-01T09:00Z", "--payload",
+              "heartbeat-event", "--text", "x", "--max-tokens-per-day", "300")
+    path = sched.root / SCHEDULER / "sxctl-spend.json"
+    if damage == "nan":
+        path.write_text('{"formatVersion":2,"open":[],"days":[],"sessions":[],"x":NaN}')
+    else:
+        path.mkdir(parents=True)
+    agent_with(sched, NINE, usage(total=1000))
+    assert sched.run(NINE, "cron", "tick").code == 5
+    for view in (("cron", "list"), ("cron", "next"), ("cron", "show", "capped"), ("--session", SID, "next")):
+        result = sched.run(NINE, *view)
+        assert result.code == 5 and "sxctl-spend.json" in result.err, (view, result.code, result.out, result.err)
+    status = sched.run(NINE, "--session", SID, "status", "--json")
+    assert status.code == 0 and "sxctl-spend.json" in json.dumps(status.json()["problems"])

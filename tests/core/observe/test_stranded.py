@@ -136,7 +136,9 @@ def test_inbox_list_of_the_live_session_says_what_waits_in_the_one_the_agent_lef
     assert listed.code == 0 and listed.out == "no pending messages\n"
     assert f"sxctl: warning: 2 pending message(s) wait in session {OLD}, which the agent left: `{FORWARD}` " \
            "moves them here" in listed.err
-    assert project.run("inbox", "list", "--json").json()["messages"] == []
+    doc = project.run("inbox", "list", "--json").json()
+    assert doc["messages"] == [] and [(s["session"], s["pending"], s["fix"][0]) for s in doc["stranded"]] == [
+        (OLD, 2, FORWARD)]  # in the document too (a monitor with -q reads no warning)
     assert "wait in session" not in project.run("--session", OLD, "inbox", "list").err  # it lists them itself
 
 
