@@ -135,7 +135,7 @@ def dry_run_failure(job: dict[str, Any], environ: Mapping[str, str]) -> dict[str
     """What a dry run says of a run the real pass fails before it starts (`reason`): a delivery
     job with no SXCTL_DELIVER_CMD (a one-shot's only run would fail for good). Empty: none."""
     if job["payload"]["kind"] == "delivery" and not environ.get("SXCTL_DELIVER_CMD"):
-        return {"reason": "would fail precondition: SXCTL_DELIVER_CMD is not set here"}
+        return {"reason": "but fails precondition: SXCTL_DELIVER_CMD is not set here"}
     return {}
 
 

@@ -490,7 +490,7 @@ def test_a_dry_run_says_a_delivery_job_would_fail_without_a_deliver_command(proj
     project.run("cron", "add", "dl", "--every", "1h", "--payload", "delivery", "--text", "x")
     make_due(project, "dl")
     [run] = tick(project, "--dry-run").json()["runs"]
-    assert (run["status"], run["reason"]) == ("would_run", "would fail precondition: SXCTL_DELIVER_CMD is not set here")
-    assert "would fail precondition: SXCTL_DELIVER_CMD is not set here" in project.run("cron", "tick", "--dry-run").out
+    assert (run["status"], run["reason"]) == ("would_run", "but fails precondition: SXCTL_DELIVER_CMD is not set here")
+    assert "but fails precondition: SXCTL_DELIVER_CMD is not set here" in project.run("cron", "tick", "--dry-run").out
     bound = project.run("cron", "tick", "--dry-run", "--json", env={"SXCTL_DELIVER_CMD": "cat > /dev/null"})
     assert "reason" not in bound.json()["runs"][0]
