@@ -297,12 +297,16 @@ def check_failed_runs(found: Findings, files: tuple[dict[str, Any], Any], clock:
         job = jobs[failed["jobId"]]
         paused = job["lifecycle"]["status"] == "paused"
         # a run for the live agent not sent for want of one (given up past --hold-max): the
-        # sessions' checks say the agent is gone; a job pinned to a session fails as any other
+        # sessions' checks say the agent is gone, and its next occurrence will be sent; a
+        # one-shot has none (it is lost: a failure), and a job pinned to a session fails as any other
         target = agent_target(job, ws.root, "live", workspace=ws.root)
         unsent = failed["reason"].startswith("failed precondition") and target is not None and target[1] == "live"
-        found.add("failed runs", "warn" if paused or unsent else "fail",
+        lost = unsent and job["schedule"]["kind"] == "at"
+        found.add("failed runs", "warn" if paused or (unsent and not lost) else "fail",
                   f"job {failed['name']}: its last run failed: {failed['reason']}"
-                  + ("; the job is paused" if paused else "") + ("; nothing was sent" if unsent else ""),
+                  + ("; the job is paused" if paused else "")
+                  + ("; nothing was sent, and a one-shot has no other run" if lost
+                     else "; nothing was sent" if unsent else ""),
                   failed["command"])
 
 

@@ -21,6 +21,7 @@ from ..observe import stranded_sessions, summary
 from ..project import freshest_live, list_sessions, several_live_warning
 from ..project.usage import read_usage, usage_line
 from ..report import Reporter
+from ..timeparse import format_duration_ms
 from .findings import Findings, access_fix
 
 LOCK_STALE_MS = 30_000
@@ -40,11 +41,11 @@ def check_agent(found: Findings, project: Path, clock: Clock) -> None:
         age = newest.liveness.age_ms
         if newest.state == "stopped":
             found.add("agent", "warn", f"no agent is running (the agent of session {newest.id} stopped cleanly"
-                      + (f", {age // 1000}s ago)" if age is not None else ")"),
+                      + (f", {format_duration_ms(age)} ago)" if age is not None else ")"),
                       "start the agent; messages and due jobs wait for it")
             return
         found.add("agent", "warn", f"no live agent (newest session {newest.id}"
-                  + (f", stats.json {age // 1000}s old)" if age is not None else ", no stats.json)"),
+                  + (f", stats.json {format_duration_ms(age)} old)" if age is not None else ", no stats.json)"),
                   "start the agent; messages and due jobs wait for it")
     elif several is not None:
         found.add("agent", "warn", several,

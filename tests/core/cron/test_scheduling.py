@@ -879,6 +879,20 @@ def test_a_run_given_up_for_want_of_an_agent_is_no_failure_doctor_pages_for(sche
     assert check["status"] == "warn" and check["message"].endswith("; nothing was sent"), check
 
 
+def test_a_one_shot_given_up_for_want_of_an_agent_is_lost_and_fails_doctor(sched):
+    """Newcomer: a one-shot given up after a weekend off was `failed` in `cron list`, `cron runs`
+    and status, but `doctor -q` (the monitor probe) exited 0: a recurring job's next occurrence
+    will be sent, a one-shot has no other run."""
+    sched.add(NINE - MIN, "once", "--at", "2026-12-01T09:00Z", "--hold-max", "0", "--payload", "heartbeat-event",
+              "--text", "once")
+    report = sched.tick(NINE)
+    assert report["runs"] and report["runs"][0]["status"] == "failed", report
+    doctor = sched.run(NINE + MIN, "doctor", "--json")
+    [check] = [c for c in doctor.json()["checks"] if c["check"] == "failed runs"]
+    assert doctor.code == 9 and check["status"] == "fail", check
+    assert check["message"].endswith("; nothing was sent, and a one-shot has no other run"), check
+
+
 def test_a_job_pinned_to_a_session_that_is_not_there_fails_doctor(sched):
     """The relief for a run given up for want of an agent hid a job whose `--to` names a
     session that does not exist: every run failed, `doctor -q` exited 0. Only a job for the
