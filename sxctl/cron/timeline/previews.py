@@ -34,7 +34,7 @@ class JobPreviews:
     jobs: dict[str, Job] = field(default_factory=dict)
     usages: dict[str, LimitUsage] = field(default_factory=dict)
     previews: dict[str, Preview] = field(default_factory=dict)
-    #: when a pass last went through (`heartbeat.newest_pass_ms`), read once a job is due
+    #: when a pass last went through (`heartbeat.newest_pass_ms`), read once when a job is scheduled
     last_pass_ms: int | None = None
 
     def next_due(self) -> dict[str, Any] | None:
