@@ -131,14 +131,13 @@ class SpendBook:
             runs = read_history(folder)
         except InvalidDataError:
             return
-        proved: dict[tuple[str, str], int] = {}
+        proved = SpendBook()  # the history charged run by run, as the pass charged it
         for run in runs.values():
-            if run["state"] == "attributed":
-                key = (run["jobId"], run["date"])
-                proved[key] = proved.get(key, 0) + run["tokens"]
-        for (job_id, date), tokens in proved.items():
+            proved.charge(run)
+        for job_id, totals in proved.days.items():
             dates = self.days.setdefault(job_id, {})
-            dates[date] = max(dates.get(date, 0), tokens)
+            for date, tokens in totals.items():
+                dates[date] = max(dates.get(date, 0), tokens)
 
 
 def read_book(scheduler: Path) -> SpendBook:
